@@ -1,0 +1,53 @@
+"""The ``tether`` command line: a thin front door over the same layers the MCP server uses.
+
+Each command group lives in its own module exposing ``register(subparsers)``; the module sets
+``func`` on its parser, which returns the process exit status. A ``TetherError`` becomes one line
+on stderr and exit status 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from tether import __version__
+from tether.errors import TetherError
+
+# Command-group modules, in the order ``tether --help`` lists them.
+COMMAND_MODULES: tuple[str, ...] = ("tether.cli.exec_cmd",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tether",
+        description="tether: a shell for AI agents — one-shot commands with bounded, non-hanging "
+        "results and persistent tmux shells, served over MCP (stdio and HTTP) with a web panel.",
+    )
+    parser.add_argument("--version", action="version", version=f"tether {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        status: int = func(args)
+    except TetherError as exc:
+        print(f"tether: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Durable state shared by every tether process using one ``TETHER_HOME``."""

@@ -1,0 +1,107 @@
+"""The SQLite store (``$TETHER_HOME/tether.db``), opened in WAL mode.
+
+Invariant: every cross-process fact (shell records, locks, macros, vault items, snapshots,
+workspaces) is written inside one ``IMMEDIATE`` transaction, so several tether processes sharing a
+home never interleave half-written records. Feature modules declare their own tables with
+``register_schema``; ``Store.open`` applies every registered schema idempotently.
+
+Connections are per thread (``sqlite3`` objects must not cross threads); async callers run the
+short statements inline — each is sub-millisecond on a local WAL database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+_SCHEMAS: dict[str, str] = {}
+
+
+def register_schema(name: str, ddl: str) -> None:
+    """Declare a feature's tables (``CREATE TABLE IF NOT EXISTS …``); applied on open."""
+    _SCHEMAS[name] = ddl
+
+
+class Store:
+    """One database file; a connection per thread, each in WAL mode with a busy timeout."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._applied: set[str] = set()
+
+    @classmethod
+    def open(cls, home: Path) -> Store:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        store = cls(home / "tether.db")
+        store.ensure_schemas()
+        return store
+
+    def ensure_schemas(self) -> None:
+        """Apply every registered schema not yet applied through this object."""
+        pending = {k: v for k, v in _SCHEMAS.items() if k not in self._applied}
+        if not pending:
+            return
+        with self.transaction() as conn:
+            for name, ddl in pending.items():
+                for statement in _statements(ddl):
+                    conn.execute(statement)
+                self._applied.add(name)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on error): the write lock is taken first."""
+        conn = self._conn()
+        if conn.in_transaction:  # nested use joins the outer transaction
+            yield conn
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        self.ensure_schemas()
+        return list(self._conn().execute(sql, params).fetchall())
+
+    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
+        """Run one write statement in its own transaction; returns the affected row count."""
+        self.ensure_schemas()
+        with self.transaction() as conn:
+            return conn.execute(sql, params).rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+
+def _statements(ddl: str) -> Iterator[str]:
+    for part in ddl.split(";"):
+        if part.strip():
+            yield part

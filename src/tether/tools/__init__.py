@@ -1,0 +1,1 @@
+"""Model-visible tools: schemas, validation, rendering, and the tool registry."""

@@ -1,0 +1,103 @@
+"""The live set of model-visible tools, shared by every front door.
+
+Invariant: a tool exists once, here, as a ``ToolDef``; the MCP server, the panel and the CLI call
+the same handler. Definitions can be added, replaced and removed at run time (spec 000 "schema
+hot-switch"); every change is announced to listeners so a front door can send
+``notifications/tools/list_changed``.
+
+A handler receives the raw argument object and validates it itself (pydantic at this boundary);
+bad input raises ``UsageError`` naming the field and the allowed values. A command's own failure
+is a normal ``ToolResult``; only input errors and infrastructure failures raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Source = Literal["tool", "panel", "host", "cli"]
+
+
+class Notifier(Protocol):
+    """How a tool reaches its caller outside a result (subscriptions, progress)."""
+
+    async def resource_updated(self, uri: str) -> None: ...
+
+    async def log(self, level: str, logger: str, data: Any) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """Who is calling: ``actor`` is the conversation id (MCP session), ``panel`` or ``cli``."""
+
+    actor: str
+    source: Source = "tool"
+    notifier: Notifier | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What a tool returns: text for the model plus ``structured`` matching ``output_schema``."""
+
+    text: str
+    structured: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+
+Handler = Callable[[Mapping[str, Any], CallContext], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolDef:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+    output_schema: dict[str, Any] | None = None
+    title: str | None = None
+    read_only: bool = False
+
+
+Listener = Callable[[], None]
+
+
+class ToolRegistry:
+    """Named tool definitions with change notification."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolDef] = {}
+        self._listeners: list[Listener] = []
+
+    def add(self, tool: ToolDef) -> None:
+        """Add or replace ``tool`` (by name); listeners hear about it only if it changed."""
+        if self._tools.get(tool.name) is tool:
+            return
+        self._tools[tool.name] = tool
+        self._changed()
+
+    def remove(self, name: str) -> bool:
+        if self._tools.pop(name, None) is None:
+            return False
+        self._changed()
+        return True
+
+    def get(self, name: str) -> ToolDef | None:
+        return self._tools.get(name)
+
+    def list(self) -> list[ToolDef]:
+        return list(self._tools.values())
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener()`` after every change; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            listener()
