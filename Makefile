@@ -10,7 +10,9 @@ PANEL_VENDOR := src/tether/panel/static/vendor/.installed
 
 system:
 	@missing=""; for p in $(SYSTEM); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ] && ! { [ "$$missing" = " nodejs npm" ] && command -v node >/dev/null && command -v npm >/dev/null; }; then \
+	if command -v node >/dev/null && command -v npm >/dev/null; then \
+	  missing=$$(echo "$$missing" | sed -e 's/ nodejs//' -e 's/ npm//'); fi; \
+	if [ -n "$$missing" ]; then \
 	  echo "installing system packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi

@@ -62,12 +62,34 @@ class ToolDef:
 Listener = Callable[[], None]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceInfo:
+    uri: str
+    name: str
+    description: str = ""
+    mime_type: str = "text/plain"
+
+
+class ResourceSource(Protocol):
+    """Readable resources a tool family publishes (e.g. one per persistent shell).
+
+    A front door lists them, reads them, and forwards ``Notifier.resource_updated`` for them.
+    """
+
+    def handles(self, uri: str) -> bool: ...
+
+    async def list(self, ctx: CallContext) -> list[ResourceInfo]: ...
+
+    async def read(self, uri: str, ctx: CallContext) -> str: ...
+
+
 class ToolRegistry:
     """Named tool definitions with change notification."""
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolDef] = {}
         self._listeners: list[Listener] = []
+        self.resources: list[ResourceSource] = []
 
     def add(self, tool: ToolDef) -> None:
         """Add or replace ``tool`` (by name); listeners hear about it only if it changed."""
@@ -87,6 +109,9 @@ class ToolRegistry:
 
     def list(self) -> list[ToolDef]:
         return list(self._tools.values())
+
+    def add_resource_source(self, source: ResourceSource) -> None:
+        self.resources.append(source)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener()`` after every change; returns a function that unsubscribes."""

@@ -1,0 +1,1 @@
+"""The web panel: people watch and drive the agents' shells (front door, thin)."""
