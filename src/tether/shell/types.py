@@ -1,0 +1,338 @@
+"""The public vocabulary of the one-shot executor seam (spec 000, "resolve 与 execute 两段式").
+
+Invariant: a command that runs and fails, times out or is killed is a ``ShellRunResult``; only
+infrastructure failures are ``ShellException`` (stable ``code``). ``timed_out`` and ``aborted``
+say which cause cut the command short first, so both true is refused at construction.
+
+Flow::
+
+    request ──resolve()──▶ ShellExecSpec ──await execute(spec, abort=…)──▶ ShellExecution
+                                                                          │  status / done / kill()
+                                                                          │  observed / read_output()
+                                                                          └─ await result() ─▶ ShellRunResult
+
+Error tree (all ``TetherError``)::
+
+    ShellException   code SHELL_MISSING  the configured shell executable cannot be found (execute raises)
+                     code SHELL_BAD_CWD  the resolved working directory does not exist (execute raises)
+                     code SHELL_SPAWN    the process could not start: execute settles a KILLED handle,
+                                         result() raises
+
+Cancellation: ``AbortSignal`` is the caller's abort. Fired before ``execute`` → ``execute`` raises
+``ShellAborted`` (an ``asyncio.CancelledError``) and spawns nothing. Fired while running → the tree
+is killed and the result has ``aborted=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tether.errors import TetherError
+from tether.process.reads import ObservedStreams
+
+ShellErrorCode = Literal["SHELL_MISSING", "SHELL_BAD_CWD", "SHELL_SPAWN"]
+
+
+class ShellException(TetherError):
+    """An infrastructure failure of the executor (never a command's own failure)."""
+
+    code: str = "SHELL_SPAWN"
+
+    def __init__(self, message: str, *, code: ShellErrorCode) -> None:
+        super().__init__(message, code=code)
+
+
+class ShellAborted(asyncio.CancelledError):
+    """``execute`` saw an abort signal that had already fired: nothing was spawned."""
+
+
+class ShellExpiryPolicy(enum.Enum):
+    """What the deadline does: ``KILL`` acts as an abort (default); ``NONE`` only marks it."""
+
+    KILL = "kill"
+    NONE = "none"
+
+
+class ShellProcessStatus(enum.Enum):
+    RUNNING = "running"
+    COMPLETED = "completed"  # exited on its own (any exit code)
+    KILLED = "killed"  # ended by kill(), the deadline, an abort, or never started
+
+
+class AbortSignal:
+    """A caller's one-way "stop" switch, fired at most once, observed by any number of executions.
+
+    Fire it from the event loop thread (``fire`` runs the listeners synchronously there). Listeners
+    added after it fired run at once. ``wait()`` returns when it fires.
+    """
+
+    __slots__ = ("_event", "_listeners", "_reason")
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._listeners: list[Callable[[str], None]] = []
+        self._event: asyncio.Event | None = None
+
+    @property
+    def fired(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def fire(self, reason: str = "aborted") -> None:
+        if self._reason is not None:
+            return
+        self._reason = reason or "aborted"
+        listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            listener(self._reason)
+        if self._event is not None:
+            self._event.set()
+
+    def add_listener(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(reason)`` when fired; returns a function that removes it."""
+        if self._reason is not None:
+            listener(self._reason)
+            return lambda: None
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
+
+    async def wait(self) -> None:
+        if self._reason is not None:
+            return
+        if self._event is None:
+            self._event = asyncio.Event()
+        await self._event.wait()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellExecRequest:
+    """What a caller asks for; unset fields are filled by ``ShellExecutor.resolve``.
+
+    ``stdout_max_bytes`` is a trusted-caller knob (plugin code, the CLI): it must never appear in a
+    model-visible schema, or a model could raise its own output budget past the deployment's.
+    ``session_id`` is the agent session for the ``TETHER_SESSION_ID`` built-in (None = headless).
+    """
+
+    command: str
+    workdir: str | None = None
+    timeout_ms: int | None = None
+    on_expiry: ShellExpiryPolicy = ShellExpiryPolicy.KILL
+    stdin: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    stdout_max_bytes: int | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellExecSpec:
+    """A fully resolved request: ``execute`` applies no default on top of it.
+
+    ``env`` is what is merged into the scrubbed inherited environment (shell-env registry output,
+    then the request's explicit entries). ``resolved_at`` (``time.monotonic()``) anchors the
+    deadline, so time spent between resolve and spawn counts against ``timeout_ms``.
+    """
+
+    command: str
+    argv: tuple[str, ...]  # the provider's launch argv, command text as one element
+    cwd: str
+    timeout_ms: int
+    on_expiry: ShellExpiryPolicy
+    stdin: str | None
+    env: Mapping[str, str]
+    stdout_max_bytes: int
+    stderr_max_bytes: int
+    max_spill_bytes: int
+    grace_ms: int
+    resolved_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellCollectedOutput:
+    """One captured stream: ``text`` is the tail when ``truncated``; ``spill_path`` holds the whole
+    stream, or is None (no spill kept, or the stream outgrew ``max_spill_bytes``)."""
+
+    text: str = ""
+    truncated: bool = False
+    spill_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellSandboxDenial:
+    """One operation a confining executor refused (``kind`` e.g. "write", "network")."""
+
+    kind: str
+    target: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellSandboxInfo:
+    """What a confining executor reports once the process settled (None for local providers).
+
+    ``permissions`` names the policy the command ran under; ``escalation_hint`` tells the model how
+    to ask for wider permissions when something was denied.
+    """
+
+    provider: str
+    permissions: str
+    denials: tuple[ShellSandboxDenial, ...] = ()
+    escalation_hint: str | None = None
+
+    @property
+    def denied(self) -> bool:
+        return bool(self.denials)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellRunResult:
+    """The foreground projection of a settled execution."""
+
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+    aborted: bool
+    timeout_ms: int
+    stdout: ShellCollectedOutput
+    stderr: ShellCollectedOutput
+    sandbox: ShellSandboxInfo | None = None
+
+    def __post_init__(self) -> None:
+        if self.timed_out and self.aborted:
+            raise ValueError("ShellRunResult: timed_out and aborted are exclusive (which cause came first?)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellProcessRead:
+    """A consuming incremental read: what arrived since the previous ``read_output()``.
+
+    ``lossy`` is true when bytes were dropped from memory before this reader consumed them.
+    """
+
+    stdout: str
+    stderr: str
+    lossy: bool
+
+    @property
+    def text(self) -> str:
+        """Both streams as one text (stdout, then stderr)."""
+        if self.stdout and self.stderr and not self.stdout.endswith("\n"):
+            return f"{self.stdout}\n{self.stderr}"
+        return self.stdout + self.stderr
+
+
+class DoneSignal:
+    """``await execution.done`` — completes when the process settled; never raises; re-awaitable."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self, event: asyncio.Event) -> None:
+        self._event = event
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from self._event.wait().__await__()
+
+
+class ShellExecution(ABC):
+    """A live process handle plus its memoized foreground result (spec ``IShellExecution``)."""
+
+    @property
+    @abstractmethod
+    def status(self) -> ShellProcessStatus: ...
+
+    @property
+    @abstractmethod
+    def exit_code(self) -> int | None: ...
+
+    @property
+    @abstractmethod
+    def signal(self) -> str | None:
+        """Signal name (e.g. "SIGTERM") when a signal ended the process, else None."""
+
+    @property
+    @abstractmethod
+    def done(self) -> DoneSignal: ...
+
+    @property
+    @abstractmethod
+    def sandbox(self) -> ShellSandboxInfo | None: ...
+
+    @property
+    @abstractmethod
+    def observed(self) -> ObservedStreams: ...
+
+    @property
+    @abstractmethod
+    def timeout_ms(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def pid(self) -> int | None:
+        """The shell's pid (None when spawn failed or never happened)."""
+
+    @abstractmethod
+    def read_output(self) -> ShellProcessRead: ...
+
+    @abstractmethod
+    def kill(self, reason: str | None = None) -> bool:
+        """End the whole process tree; idempotent, False once settled. ``reason`` is kept for
+        the job layer's ``[stopped: reason]``."""
+
+    @property
+    @abstractmethod
+    def kill_reason(self) -> str | None: ...
+
+    @abstractmethod
+    async def result(self) -> ShellRunResult:
+        """Await the foreground result (memoized); raises only ``ShellException`` (SHELL_SPAWN)."""
+
+
+class ShellExecutor(ABC):
+    """resolve → execute. ``confining`` executors add sandbox permissions to the model schema."""
+
+    name: str = "shell"
+    confining: bool = False
+
+    @abstractmethod
+    def resolve(self, request: ShellExecRequest) -> ShellExecSpec: ...
+
+    @abstractmethod
+    async def execute(self, spec: ShellExecSpec, *, abort: AbortSignal | None = None) -> ShellExecution: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfinedLaunch:
+    """A provider argv wrapped by a confinement (e.g. bubblewrap), and how to read its verdict.
+
+    ``report(stderr_tail)`` runs once the process settled and returns the sandbox info (denials
+    parsed from the launcher's diagnostics); ``cleanup()`` removes whatever ``wrap`` created.
+    """
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    report: Callable[[str], ShellSandboxInfo] | None = None
+    cleanup: Callable[[], None] | None = None
+
+
+class ShellConfinement(ABC):
+    """The seam a confining provider plugs into a local executor: wrap argv, report denials."""
+
+    name: str = "sandbox"
+
+    @abstractmethod
+    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch: ...
