@@ -1,0 +1,154 @@
+"""A browser terminal's tmux client: ``tmux attach`` running in a PTY that the panel process owns.
+
+Invariants:
+
+- One ``PanelTerminal`` is one real, read-write tmux client attached to one shell. tmux therefore
+  reports the shell as attached, and a person's keystrokes reach the pane exactly as they would
+  from a terminal emulator (the bytes xterm.js produces are written to the PTY master).
+- The client runs in a session of its own with the PTY as its controlling terminal (``setsid
+  --ctty``), so a ``TIOCSWINSZ`` on the master reaches it as ``SIGWINCH``: the browser's size is
+  the client's size, and with tmux's default ``window-size latest`` the most recently active client
+  sizes the window. The size the window had before the first browser attached is put back when the
+  last one leaves (see ``tmux_client.restore_size_if_unwatched``).
+- ``aclose`` always ends and reaps the client: closing the master hangs the PTY up (``SIGHUP`` to
+  the client's session, which detaches it); a client still alive after a grace period is killed.
+  Waiters on the master fd are woken (``anyio.notify_closing``) before the fd is closed.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import signal
+import struct
+import termios
+from contextlib import suppress
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+
+from tether.errors import TetherError
+from tether.panel import tmux_client
+
+_READ_CHUNK = 64 * 1024
+_EXIT_GRACE_S = 2.0
+MIN_COLS, MAX_COLS = 20, 1000
+MIN_ROWS, MAX_ROWS = 5, 500
+
+
+def clamp_size(cols: int, rows: int) -> tuple[int, int]:
+    return max(MIN_COLS, min(MAX_COLS, cols)), max(MIN_ROWS, min(MAX_ROWS, rows))
+
+
+def _set_winsize(fd: int, cols: int, rows: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _client_env() -> dict[str, str]:
+    # A tmux client needs only a terminal type; nothing of the panel's own environment (tokens,
+    # TMUX of an enclosing tmux) should reach the server through update-environment.
+    env = {"TERM": "xterm-256color", "COLORTERM": "truecolor", "LANG": "C.UTF-8"}
+    for name in ("PATH", "HOME"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+class PanelTerminal:
+    """``tmux attach -t =<shell>`` in a PTY: ``read`` what it draws, ``write`` what a person types."""
+
+    def __init__(self, *, shell_id: str, socket: Path, master: int, process: Process) -> None:
+        self.shell_id = shell_id
+        self.socket = socket
+        self._master = master
+        self._process = process
+        self._closed = False
+
+    @classmethod
+    async def open(cls, *, socket: Path, shell_id: str, cols: int, rows: int) -> PanelTerminal:
+        tmux_client.check_shell_id(shell_id)
+        cols, rows = clamp_size(cols, rows)
+        await tmux_client.remember_size_for_restore(socket, shell_id)
+        master, slave = os.openpty()
+        try:
+            _set_winsize(slave, cols, rows)
+            os.set_blocking(master, False)
+            argv = [
+                "setsid",
+                "--ctty",
+                *tmux_client.tmux_argv(socket, "attach-session", "-t", f"={shell_id}"),
+            ]
+            process = await anyio.open_process(
+                argv, stdin=slave, stdout=slave, stderr=slave, env=_client_env()
+            )
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        return cls(shell_id=shell_id, socket=socket, master=master, process=process)
+
+    async def read(self) -> bytes:
+        """The client's next output; ``b""`` once it has exited (detached, shell closed, or killed)."""
+        while not self._closed:
+            try:
+                return os.read(self._master, _READ_CHUNK)
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                # EIO: every slave fd is closed, i.e. the client exited.
+                if exc.errno == errno.EIO:
+                    return b""
+                raise
+            try:
+                await anyio.wait_readable(self._master)
+            except anyio.ClosedResourceError:
+                return b""
+        return b""
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view and not self._closed:
+            try:
+                written = os.write(self._master, view)
+            except BlockingIOError:
+                written = 0
+            except OSError as exc:
+                if exc.errno == errno.EIO:
+                    return
+                raise
+            view = view[written:]
+            if view:
+                try:
+                    await anyio.wait_writable(self._master)
+                except anyio.ClosedResourceError:
+                    return
+
+    def resize(self, cols: int, rows: int) -> tuple[int, int]:
+        cols, rows = clamp_size(cols, rows)
+        if not self._closed:
+            _set_winsize(self._master, cols, rows)
+        return cols, rows
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    async def aclose(self) -> None:
+        """Detach (hang up the PTY), reap the client, and restore the window size if unwatched."""
+        if not self._closed:
+            self._closed = True
+            anyio.notify_closing(self._master)
+            os.close(self._master)
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_EXIT_GRACE_S):
+                await self._process.wait()
+            if self._process.returncode is None:
+                with suppress(ProcessLookupError):
+                    os.kill(self._process.pid, signal.SIGKILL)
+                await self._process.wait()
+            # The shell (or the whole tmux server) may be gone by now; nothing to restore then.
+            with suppress(TetherError):
+                await tmux_client.restore_size_if_unwatched(self.socket, self.shell_id)

@@ -1,0 +1,129 @@
+"""The browser terminal's tmux client on a real tmux server (no browser, no sessions layer)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tether.errors import NotFoundError, UsageError
+from tether.panel import tmux_client
+from tether.panel.terminal import PanelTerminal
+
+SHELL = "dsh-t3st01"
+
+
+def _tmux(home: Path, *args: str) -> str:
+    return subprocess.run(
+        ["tmux", "-S", str(home / "tmux.sock"), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.fixture
+def shell(tether_home: Path) -> str:
+    _tmux(
+        tether_home,
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        SHELL,
+        "-x",
+        "120",
+        "-y",
+        "32",
+        "bash --norc",
+    )
+    _tmux(tether_home, "set-option", "-g", "status", "off")
+    return SHELL
+
+
+async def _read_until(term: PanelTerminal, needle: bytes, seen: bytearray) -> None:
+    with anyio.fail_after(10):
+        while needle not in seen:
+            chunk = await term.read()
+            assert chunk, f"client exited before {needle!r} appeared; saw {bytes(seen[-400:])!r}"
+            seen += chunk
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_attach_type_resize_detach_restores_size(tether_home: Path, shell: str) -> None:
+    sock = tether_home / "tmux.sock"
+    term = await PanelTerminal.open(socket=sock, shell_id=shell, cols=90, rows=25)
+    seen = bytearray()
+    try:
+        await _read_until(term, b"bash-", seen)  # the prompt, drawn by the attach redraw
+        assert await tmux_client.terminal_clients(sock, shell) == 1
+        assert await tmux_client.window_size(sock, shell) == (90, 25)
+
+        await term.write(b"echo typed-$((6*7))\r")
+        await _read_until(term, b"typed-42", seen)
+
+        term.resize(100, 30)
+        with anyio.fail_after(10):
+            while await tmux_client.window_size(sock, shell) != (100, 30):
+                await term.read()  # the redraw after SIGWINCH
+    finally:
+        await term.aclose()
+    assert not _alive(term.pid)
+    assert await tmux_client.terminal_clients(sock, shell) == 0
+    assert await tmux_client.window_size(sock, shell) == (120, 32)
+
+    # The next attach still drives the size (the restore did not leave the window pinned).
+    again = await PanelTerminal.open(socket=sock, shell_id=shell, cols=80, rows=20)
+    try:
+        with anyio.fail_after(10):
+            while await tmux_client.window_size(sock, shell) != (80, 20):
+                await again.read()
+    finally:
+        await again.aclose()
+
+
+async def test_history_and_user_input_stamp(tether_home: Path, shell: str) -> None:
+    sock = tether_home / "tmux.sock"
+    _tmux(tether_home, "send-keys", "-t", f"={shell}:", "seq 1 200", "Enter")
+    with anyio.fail_after(10):
+        while (
+            b"200"
+            not in await tmux_client.capture_history(sock, shell, 1000)
+            + _tmux(tether_home, "capture-pane", "-p", "-t", f"={shell}:").encode()
+        ):
+            await anyio.sleep(0.02)
+    history = await tmux_client.capture_history(sock, shell, 1000)
+    assert b"\r\n1\x1b[0m\r\n2\x1b[0m\r\n" in history
+    await tmux_client.mark_user_input(sock, shell, at_ms=1234)
+    shown = _tmux(tether_home, "show-options", "-v", "-t", f"={shell}:", tmux_client.USER_INPUT_OPTION)
+    assert shown.strip() == "1234"
+
+
+async def test_client_ends_when_shell_closes(tether_home: Path, shell: str) -> None:
+    sock = tether_home / "tmux.sock"
+    _tmux(tether_home, "new-session", "-d", "-s", "dsh-keep01")  # keep the server alive
+    term = await PanelTerminal.open(socket=sock, shell_id=shell, cols=80, rows=24)
+    try:
+        _tmux(tether_home, "kill-session", "-t", f"={shell}")
+        with anyio.fail_after(10):
+            while await term.read():
+                pass
+    finally:
+        await term.aclose()
+    assert not _alive(term.pid)
+
+
+async def test_bad_and_missing_shell_ids(tether_home: Path, shell: str) -> None:
+    sock = tether_home / "tmux.sock"
+    with pytest.raises(UsageError, match="dsh-ab12cd"):
+        await PanelTerminal.open(socket=sock, shell_id="dsh-x;kill-server", cols=80, rows=24)
+    with pytest.raises(NotFoundError):
+        await PanelTerminal.open(socket=sock, shell_id="dsh-nope00", cols=80, rows=24)
