@@ -1,0 +1,79 @@
+"""The environment every child process starts with: scrubbed, non-interactive, then the caller's.
+
+Invariant (in this order, later wins):
+
+1. the inherited environment minus every name matching a scrub pattern (case-insensitive
+   ``fnmatch``), minus any variable whose *value* is a URL carrying a password
+   (``scheme://user:pass@host``), except names listed in ``keep``;
+2. ``NONINTERACTIVE_DEFAULTS``, so pagers, editors and credential prompts never wait for a person
+   who is not there (the process has no terminal and stdin is ``/dev/null`` or a closed pipe);
+3. the caller's explicit entries (shell-env registry output, then the request's ``env``), which
+   are merged *after* scrubbing, so a caller can deliberately pass a token the scrub would drop.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+
+from tether.config import EnvSection
+
+# Why each entry matters, when stdin is not a terminal:
+#   git log / git diff / man / systemctl would start a pager      → PAGER, GIT_PAGER, MANPAGER, …
+#   git commit without -m, git rebase -i, crontab -e open $EDITOR  → the editor ``true`` exits 0 at once
+#   git push over https asks for a user name                       → GIT_TERMINAL_PROMPT=0 makes it fail
+#   git over ssh asks for a passphrase / host key                  → BatchMode=yes makes ssh fail
+#   apt, pip, npx ask "proceed?"                                   → their non-interactive switches
+NONINTERACTIVE_DEFAULTS: Mapping[str, str] = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "cat",
+    "LESS": "-FRX",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GCM_INTERACTIVE": "never",
+    "GIT_EDITOR": "true",
+    "GIT_SEQUENCE_EDITOR": "true",
+    "EDITOR": "true",
+    "VISUAL": "true",
+    "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
+    "SSH_ASKPASS_REQUIRE": "never",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PIP_NO_INPUT": "1",
+    "npm_config_yes": "true",
+    "TERM": "dumb",
+}
+
+_URL_WITH_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+
+
+def scrub_patterns(section: EnvSection) -> tuple[str, ...]:
+    return (*section.scrub_patterns, *section.extra_scrub_patterns)
+
+
+def is_scrubbed(name: str, value: str, patterns: Iterable[str], keep: Iterable[str] = ()) -> bool:
+    """True when ``name``/``value`` must not reach a child (credential or code-injection hook)."""
+    upper = name.upper()
+    if upper in {k.upper() for k in keep}:
+        return False
+    if any(fnmatch.fnmatchcase(upper, pattern.upper()) for pattern in patterns):
+        return True
+    return bool(_URL_WITH_PASSWORD.match(value))
+
+
+def scrub_environment(environ: Mapping[str, str], section: EnvSection) -> dict[str, str]:
+    patterns = scrub_patterns(section)
+    keep = {k.upper() for k in section.keep}
+    return {name: value for name, value in environ.items() if not is_scrubbed(name, value, patterns, keep)}
+
+
+def build_child_env(
+    environ: Mapping[str, str], section: EnvSection, explicit: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Scrubbed inherited environment + non-interactive defaults + explicit entries (in that order)."""
+    env = scrub_environment(environ, section)
+    env.update(NONINTERACTIVE_DEFAULTS)
+    if explicit:
+        env.update(explicit)
+    return env

@@ -1,0 +1,346 @@
+"""Spawning one command and driving it to a settled state on the asyncio event loop.
+
+Invariant: a ``ManagedProcess`` settles exactly once, and when it does nothing it started is still
+running (unless the caller asked to ``keep_background``), every zombie of its tree is reaped, and
+every fd it opened is closed. Settling never waits on a descendant that holds a pipe open: once
+the root exits, the drain is bounded by ``drain_ms``, then leftovers get SIGTERM and, after
+``leftover_grace_ms``, SIGKILL.
+
+The child runs in its own session and process group (``setsid``: no controlling terminal), with
+stdin ``/dev/null`` unless bytes were given (written, then closed, so ``cat`` sees EOF). Spawning
+goes through ``subprocess.Popen`` without ``preexec_fn`` so CPython keeps its ``vfork`` fast path;
+the cgroup move happens from the parent right after exec (see ``tree``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import errno
+import fcntl
+import os
+import secrets
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.errors import TetherError
+from tether.process.capture import CapturedStream
+from tether.process.tree import TREE_MARKER, ProcessTree, become_subreaper, cgroup_root
+
+_READ_SIZE = 1 << 20
+_F_SETPIPE_SZ = 1031
+
+
+class SpawnError(TetherError):
+    """The operating system refused to start the process (``errno`` kept for callers)."""
+
+    code = "SPAWN_FAILED"
+
+    def __init__(self, message: str, *, errno_value: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno_value
+
+
+class ProcessState(enum.Enum):
+    RUNNING = "running"
+    EXITED = "exited"
+    KILLED = "killed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpawnRequest:
+    """Everything needed to start and bound one process; ``env`` is the complete environment."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str]
+    stdin: bytes | None = None
+    stdout_max_bytes: int = 64_000
+    stderr_max_bytes: int = 64_000
+    max_spill_bytes: int = 0
+    spill_dir: Path | None = None
+    grace_ms: int = 3_000
+    drain_ms: int = 150
+    leftover_grace_ms: int = 200
+    keep_background: bool = False
+
+
+def signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"SIG{-returncode}"
+
+
+class ManagedProcess:
+    """A running command, its captured streams, and its tree; settle with ``await wait()``."""
+
+    def __init__(
+        self,
+        request: SpawnRequest,
+        popen: subprocess.Popen[bytes],
+        tree: ProcessTree,
+        stdout: CapturedStream,
+        stderr: CapturedStream,
+        fds: tuple[int, int, int | None],
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._request = request
+        self._popen = popen
+        self.tree = tree
+        self.stdout = stdout
+        self.stderr = stderr
+        self._out_fd: int | None = fds[0]
+        self._err_fd: int | None = fds[1]
+        self._in_fd: int | None = fds[2]
+        self._stdin_view = memoryview(request.stdin or b"")
+        self._eof = asyncio.Event()
+        self.settled = asyncio.Event()
+        self.state = ProcessState.RUNNING
+        self.returncode: int | None = None
+        self.kill_requested = False
+        self.detached = False
+        self._escalation: asyncio.TimerHandle | None = None
+        self._settle_task: asyncio.Task[None] | None = None
+        self._pidfd: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def exit_code(self) -> int | None:
+        rc = self.returncode
+        return rc if rc is not None and rc >= 0 else None
+
+    @property
+    def signal(self) -> str | None:
+        return signal_name(self.returncode)
+
+    # -- start ---------------------------------------------------------------------------------
+    def _start(self) -> None:
+        for fd, stream in ((self._out_fd, self.stdout), (self._err_fd, self.stderr)):
+            assert fd is not None
+            self._loop.add_reader(fd, self._on_readable, fd, stream)
+        if self._in_fd is not None:
+            self._pump_stdin()
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            self._pidfd = None
+        if self._pidfd is not None:
+            self._loop.add_reader(self._pidfd, self._on_exit_ready)
+        else:  # no pidfd (old kernel): a thread blocks in waitpid for us.
+            fut = self._loop.run_in_executor(None, self._popen.wait)
+            fut.add_done_callback(lambda _f: self._on_root_exit())
+
+    def _pump_stdin(self) -> None:
+        fd = self._in_fd
+        if fd is None:
+            return
+        try:
+            while self._stdin_view:
+                written = os.write(fd, self._stdin_view)
+                self._stdin_view = self._stdin_view[written:]
+        except BlockingIOError:
+            self._loop.add_writer(fd, self._on_stdin_writable)
+            return
+        except OSError:  # EPIPE: the child closed stdin or exited; it does not want the rest.
+            pass
+        self._close_stdin()
+
+    def _on_stdin_writable(self) -> None:
+        if self._in_fd is not None:
+            self._loop.remove_writer(self._in_fd)
+        self._pump_stdin()
+
+    def _close_stdin(self) -> None:
+        if self._in_fd is not None:
+            self._loop.remove_writer(self._in_fd)
+            os.close(self._in_fd)
+            self._in_fd = None
+
+    # -- output --------------------------------------------------------------------------------
+    def _on_readable(self, fd: int, stream: CapturedStream) -> None:
+        # A few reads per wake-up: enough to keep up with a fast writer, few enough not to starve
+        # the loop.
+        for _ in range(8):
+            try:
+                chunk = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._close_reader(fd)
+                return
+            stream.feed(chunk)
+            if len(chunk) < _READ_SIZE:
+                return
+
+    def _close_reader(self, fd: int) -> None:
+        self._loop.remove_reader(fd)
+        os.close(fd)
+        if fd == self._out_fd:
+            self._out_fd = None
+            self.stdout.close()
+        elif fd == self._err_fd:
+            self._err_fd = None
+            self.stderr.close()
+        if self._out_fd is None and self._err_fd is None:
+            self._eof.set()
+
+    def _drain_now(self) -> None:
+        for fd, stream in ((self._out_fd, self.stdout), (self._err_fd, self.stderr)):
+            if fd is not None:
+                self._on_readable(fd, stream)
+
+    # -- exit and settle -----------------------------------------------------------------------
+    def _on_exit_ready(self) -> None:
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+        self._popen.poll()
+        self._on_root_exit()
+
+    def _on_root_exit(self) -> None:
+        self.returncode = self._popen.returncode
+        if self._settle_task is None:
+            self._settle_task = self._loop.create_task(self._settle())
+
+    async def _settle(self) -> None:
+        try:
+            self._drain_now()
+            if not self._eof.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._eof.wait(), self._request.drain_ms / 1000)
+            if self.tree.members():
+                if self._request.keep_background and not self.kill_requested:
+                    self.detached = True
+                else:
+                    await self._end_leftovers()
+            if not self.detached and not self._eof.is_set():
+                # Every writer is dead now, so EOF is imminent; bound it anyway.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._eof.wait(), 0.1)
+        finally:
+            self._finish()
+
+    async def _end_leftovers(self) -> None:
+        if not self.kill_requested:
+            self.tree.signal_all(signal.SIGTERM)
+            delay = min(self._request.leftover_grace_ms, self._request.grace_ms) / 1000
+            self._escalation = self._loop.call_later(delay, self._escalate)
+        pause = 0.001
+        while self.tree.members():
+            await asyncio.sleep(pause)  # polling process death: pidfds per escapee buy little here
+            pause = min(pause * 2, 0.02)
+
+    def _escalate(self) -> None:
+        self._escalation = None
+        if not self.settled.is_set():
+            self.tree.signal_all(signal.SIGKILL)
+
+    def _finish(self) -> None:
+        if self._escalation is not None:
+            self._escalation.cancel()
+            self._escalation = None
+        for fd in (self._out_fd, self._err_fd):
+            if fd is not None:
+                self._drain_now()
+                if fd in (self._out_fd, self._err_fd):
+                    self._close_reader(fd)
+        self._close_stdin()
+        self.tree.reap()
+        self.tree.release(keep_running=self.detached)
+        self.state = ProcessState.KILLED if self.kill_requested else ProcessState.EXITED
+        self.settled.set()
+
+    # -- control -------------------------------------------------------------------------------
+    def kill(self, grace_ms: int | None = None) -> bool:
+        """SIGTERM the whole tree now, SIGKILL after ``grace_ms``; idempotent, False once settled."""
+        if self.settled.is_set():
+            return False
+        if self.kill_requested:
+            return True
+        self.kill_requested = True
+        self.tree.signal_all(signal.SIGTERM)
+        grace = self._request.grace_ms if grace_ms is None else grace_ms
+        self._escalation = self._loop.call_later(max(0, grace) / 1000, self._escalate)
+        return True
+
+    async def wait(self) -> None:
+        await self.settled.wait()
+
+
+def _pipe() -> tuple[int, int]:
+    r, w = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(r, False)
+    return r, w
+
+
+def spawn(request: SpawnRequest) -> ManagedProcess:
+    """Start ``request.argv``; raises ``SpawnError`` when the OS refuses. Needs a running loop."""
+    become_subreaper()
+    env = dict(request.env)
+    cgroup_root()  # probe (and sweep stale trees) once, before the first spawn
+    marker = secrets.token_hex(8)
+    env[TREE_MARKER] = marker
+    spill_stem = f"{os.getpid()}-{secrets.token_hex(6)}"
+    streams = []
+    for name, limit in (("stdout", request.stdout_max_bytes), ("stderr", request.stderr_max_bytes)):
+        path = request.spill_dir / f"{spill_stem}.{name}" if request.spill_dir else None
+        streams.append(
+            CapturedStream(max_bytes=limit, max_spill_bytes=request.max_spill_bytes, spill_path=path)
+        )
+    out_r, out_w = _pipe()
+    err_r, err_w = _pipe()
+    raise_pipe_size(out_r)
+    in_r: int | None = None
+    in_w: int | None = None
+    if request.stdin is not None:
+        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(in_w, False)
+    try:
+        popen = subprocess.Popen(
+            list(request.argv),
+            stdin=in_r if in_r is not None else subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            cwd=request.cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        for fd in (out_r, out_w, err_r, err_w, in_r, in_w):
+            if fd is not None:
+                os.close(fd)
+        raise SpawnError(_describe(exc, request), errno_value=exc.errno) from exc
+    for fd in (out_w, err_w, in_r):
+        if fd is not None:
+            os.close(fd)
+    tree = ProcessTree.adopt(popen.pid, marker)
+    process = ManagedProcess(request, popen, tree, streams[0], streams[1], (out_r, err_r, in_w))
+    process._start()
+    return process
+
+
+def _describe(exc: OSError, request: SpawnRequest) -> str:
+    what = request.argv[0] if request.argv else "(empty argv)"
+    if exc.errno == errno.ENOENT and exc.filename == request.cwd:
+        return f"working directory {request.cwd!r} does not exist"
+    return f"cannot start {what!r}: {exc.strerror or exc}"
+
+
+def raise_pipe_size(fd: int, size: int = _READ_SIZE) -> None:
+    """Ask for a larger pipe buffer (fewer wake-ups for bulk output); harmless if refused."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, size)

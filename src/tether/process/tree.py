@@ -1,0 +1,286 @@
+"""Finding, signalling and reaping every process a spawned command created.
+
+Invariant: a process tree is "everything the command started", not only its process group —
+``setsid`` and double-forked daemons leave the group but are still found, by the best mechanism
+this machine offers, chosen once per tether process:
+
+* **cgroup v2** (preferred): each tree gets a leaf cgroup ``<our cgroup>/tether-<pid>/t<n>``; the
+  root process is moved in right after spawn (its children, if it already forked, follow), every
+  later descendant is born inside, and ``cgroup.kill`` ends them all atomically. A tether process
+  that crashed leaves ``tether-<deadpid>``; the next one kills and removes it.
+* **always**: the ppid chain from the root, the process group, and the tree's marker environment
+  variable ``TETHER_TREE_ID`` (inherited through fork, ``setsid`` and double forks), looked for
+  among our own children (orphans come to us, the subreaper) or, without a subreaper, in ``/proc``.
+
+The marker is always set, because the cgroup move races a fast command: ``bash -c 'setsid x &'``
+can fork and exit before the parent has written the pid into ``cgroup.procs``.
+
+Either way tether is made a child subreaper (``PR_SET_CHILD_SUBREAPER``): escapees whose parent
+dies are re-parented to us instead of to PID 1 (which on these machines never reaps), so we can
+reap their zombies. We only ever ``waitpid`` a pid we can prove belongs to one of our trees (its
+cgroup is under ours, or we saw it in a scan), never a child some other code is waiting for.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import itertools
+import os
+import signal
+from pathlib import Path
+
+_PR_SET_CHILD_SUBREAPER = 36
+TREE_MARKER = "TETHER_TREE_ID"
+
+_subreaper_done = False
+_counter = itertools.count(1)
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of orphaned descendants (Linux ≥ 3.4); idempotent."""
+    global _subreaper_done
+    if _subreaper_done:
+        return True
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        ok = False
+    _subreaper_done = ok
+    return ok
+
+
+def _own_cgroup2_dir() -> Path | None:
+    """The directory of our own cgroup in the v2 hierarchy, if mounted and writable."""
+    try:
+        rel = next(
+            line.split(":", 2)[2].strip()
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if line.startswith("0::")
+        )
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except (OSError, StopIteration):
+        return None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] == "cgroup2":
+            candidate = Path(parts[1]) / rel.lstrip("/")
+            if os.access(candidate, os.W_OK) and (candidate / "cgroup.procs").exists():
+                return candidate
+    return None
+
+
+class CgroupRoot:
+    """``<our cgroup>/tether-<pid>``: the parent of every tree cgroup this process creates."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def probe(cls) -> CgroupRoot | None:
+        base = _own_cgroup2_dir()
+        if base is None:
+            return None
+        _sweep_stale(base)
+        root = base / f"tether-{os.getpid()}"
+        try:
+            root.mkdir(exist_ok=True)
+            probe = root / "probe"
+            probe.mkdir(exist_ok=True)
+            ok = (probe / "cgroup.kill").exists()
+            probe.rmdir()
+        except OSError:
+            return None
+        if not ok:
+            return None
+        atexit.register(_remove_quietly, root)
+        return cls(root)
+
+    def new_leaf(self) -> Path | None:
+        leaf = self.path / f"t{next(_counter)}"
+        try:
+            leaf.mkdir()
+        except OSError:
+            return None
+        return leaf
+
+    def owns(self, pid: int) -> bool:
+        """The pid lives (or died, as a zombie) in one of our tree cgroups."""
+        try:
+            text = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            return False
+        marker = f"/{self.path.name}/"
+        return any(line.startswith("0::") and marker in line + "/" for line in text.splitlines())
+
+
+def _remove_quietly(root: Path) -> None:
+    with contextlib.suppress(OSError):
+        for leaf in root.iterdir():
+            if leaf.is_dir():
+                with contextlib.suppress(OSError):
+                    leaf.rmdir()
+        root.rmdir()
+
+
+def _sweep_stale(base: Path) -> None:
+    """Kill and remove the tree cgroups of tether processes that died without cleaning up."""
+    with contextlib.suppress(OSError):
+        for entry in base.iterdir():
+            name = entry.name
+            if not name.startswith("tether-") or not name[7:].isdigit():
+                continue
+            if int(name[7:]) == os.getpid() or Path(f"/proc/{name[7:]}").exists():
+                continue
+            for leaf in entry.iterdir():
+                if leaf.is_dir():
+                    with contextlib.suppress(OSError):
+                        (leaf / "cgroup.kill").write_text("1")
+                    with contextlib.suppress(OSError):
+                        leaf.rmdir()
+            with contextlib.suppress(OSError):
+                entry.rmdir()
+
+
+_cgroup_root: CgroupRoot | None = None
+_cgroup_probed = False
+
+
+def cgroup_root() -> CgroupRoot | None:
+    global _cgroup_root, _cgroup_probed
+    if not _cgroup_probed:
+        _cgroup_probed = True
+        _cgroup_root = CgroupRoot.probe()
+    return _cgroup_root
+
+
+def _children_of(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                found.extend(int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+    return found
+
+
+def _stat_fields(pid: int) -> tuple[str, int, int] | None:
+    """(state, ppid, pgid) of a pid, or None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    return rest[0].decode(), int(rest[1]), int(rest[2])
+
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    try:
+        return marker in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+class ProcessTree:
+    """The set of processes one spawn created, tracked until every one of them is reaped."""
+
+    def __init__(self, *, root_pid: int, marker: str | None, cgroup: Path | None) -> None:
+        self.root_pid = root_pid
+        self.cgroup = cgroup
+        self._marker = f"{TREE_MARKER}={marker}\0".encode() if marker else None
+        self._seen: set[int] = set()  # pids observed as members, for reaping without a cgroup
+
+    @classmethod
+    def adopt(cls, root_pid: int, marker: str | None) -> ProcessTree:
+        """Track a freshly spawned root: move it (and any child it already has) into a cgroup."""
+        root = cgroup_root()
+        leaf = root.new_leaf() if root is not None else None
+        if leaf is not None:
+            try:
+                (leaf / "cgroup.procs").write_text(str(root_pid))
+                # The root may have forked between exec and the move; its children follow it.
+                for child in _children_of(root_pid):
+                    with contextlib.suppress(OSError):
+                        (leaf / "cgroup.procs").write_text(str(child))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    leaf.rmdir()
+                leaf = None
+        return cls(root_pid=root_pid, marker=marker, cgroup=leaf)
+
+    def members(self) -> set[int]:
+        """Live (non-zombie) processes of the tree; the root too while it runs."""
+        seeds = {self.root_pid}
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                seeds.update(int(p) for p in (self.cgroup / "cgroup.procs").read_text().split())
+        me = os.getpid()
+        if self._marker is not None:
+            if _subreaper_done:
+                # Escapees whose parent died were re-parented to us; the inherited marker says
+                # which tree they came from (race-free, unlike the cgroup move after exec).
+                seeds.update(pid for pid in _children_of(me) if _has_marker(pid, self._marker))
+            else:
+                seeds.update(self._scan_proc(me))
+        found: set[int] = set()
+        stack = list(seeds)
+        while stack:
+            pid = stack.pop()
+            if pid in found:
+                continue
+            found.add(pid)
+            stack.extend(_children_of(pid))
+        alive = {pid for pid in found if (info := _stat_fields(pid)) is not None and info[0] != "Z"}
+        self._seen |= found
+        return alive
+
+    def _scan_proc(self, me: int) -> set[int]:
+        """Without a subreaper an orphan goes to PID 1: look through every process instead."""
+        found: set[int] = set()
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            pid = int(name)
+            info = _stat_fields(pid)
+            if info is not None and (
+                info[2] == self.root_pid or (self._marker is not None and _has_marker(pid, self._marker))
+            ):
+                found.add(pid)
+        return found
+
+    def signal_all(self, sig: signal.Signals) -> None:
+        if sig == signal.SIGKILL and self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                (self.cgroup / "cgroup.kill").write_text("1")
+        with contextlib.suppress(OSError):
+            os.killpg(self.root_pid, sig)
+        for pid in self.members():
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+
+    def reap(self) -> None:
+        """Collect zombies of ours that belonged to this tree (re-parented escapees)."""
+        root = cgroup_root()
+        for pid in _children_of(os.getpid()):
+            if pid == self.root_pid:
+                continue
+            info = _stat_fields(pid)
+            if info is None or info[0] != "Z":
+                continue
+            # A zombie's environ is gone; its process group and cgroup are not.
+            if pid in self._seen or info[2] == self.root_pid or (root is not None and root.owns(pid)):
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
+
+    def release(self, *, keep_running: bool = False) -> None:
+        """Forget the cgroup. With ``keep_running`` live members move to our own cgroup first."""
+        if self.cgroup is None:
+            return
+        if keep_running:
+            with contextlib.suppress(OSError):
+                for pid in (self.cgroup / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        (self.cgroup.parent.parent / "cgroup.procs").write_text(pid)
+        with contextlib.suppress(OSError):
+            self.cgroup.rmdir()
