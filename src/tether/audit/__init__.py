@@ -1,1 +1,29 @@
-"""tether.audit"""
+"""tether.audit: the append-only, hash-chained JSONL audit log (``$TETHER_HOME/audit/``).
+
+Write with ``AuditLog(home).append(...)``; prove it intact with ``verify(home)``; read it back
+with ``query`` / ``export``. See ``docs/readme/audit.md`` for the record format.
+"""
+
+from tether.audit.log import AuditLog, Clock, Redactor
+from tether.audit.query import AuditFilter, export, query
+from tether.audit.record import GENESIS_HASH, OUTCOMES, SOURCES, AuditError, AuditRecord, Outcome, Source
+from tether.audit.verify import AuditBreak, VerifyReport, verify
+
+__all__ = [
+    "GENESIS_HASH",
+    "OUTCOMES",
+    "SOURCES",
+    "AuditBreak",
+    "AuditError",
+    "AuditFilter",
+    "AuditLog",
+    "AuditRecord",
+    "Clock",
+    "Outcome",
+    "Redactor",
+    "Source",
+    "VerifyReport",
+    "export",
+    "query",
+    "verify",
+]

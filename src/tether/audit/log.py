@@ -1,0 +1,377 @@
+"""The append-only, hash-chained audit log: ``$TETHER_HOME/audit/YYYY-MM-DD.jsonl``.
+
+Invariant: ``AuditLog.append`` returns only after its record is one complete line on disk
+(``write()`` of the whole line, then ``fsync`` of the file, and of the directory when the file is
+new) and chained to the record before it. Such a record is *acknowledged* and is never lost or
+rewritten afterwards; a record whose writer died before ``append`` returned may be lost.
+
+How several threads and processes sharing one home keep one chain: every append holds an
+exclusive ``flock`` on ``audit/.lock`` (a fresh open file description per call, so threads of one
+process exclude each other exactly like processes do, and a crashed holder releases it with its
+last fd). Under the lock the appender reads the chain's head from the end of the newest day file —
+or, when that file is new or empty, from the newest earlier one, so a new day continues the
+previous day's chain — then writes and syncs its line.
+
+A writer killed inside ``write()`` leaves bytes without a trailing newline (a line never holds a
+newline of its own). The next appender settles that tail under the lock: if it is a whole valid
+record chaining to the head, it only lacked its newline and is completed; otherwise it is
+truncated and the repair is itself logged as a ``host`` record, so the chain stays intact and the
+discarded bytes are accounted for.
+
+Secrets never enter the log: the caller passes the command as written (``{{vault.NAME}}``
+references unexpanded), and ``redact`` — the vault's masker — runs over every free-text field
+before anything is serialised.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.audit.lines import complete_end, iter_lines_reverse
+from tether.audit.record import (
+    FORMAT_VERSION,
+    GENESIS_HASH,
+    OUTCOMES,
+    SOURCES,
+    AuditError,
+    AuditRecord,
+    Outcome,
+    RecordProblem,
+    Source,
+    canonical_json,
+    check_line,
+    day_name,
+    iso_time,
+    list_day_files,
+    parse_object,
+    record_hash,
+)
+from tether.errors import UsageError
+
+LOCK_NAME = ".lock"
+MAX_COMMAND_CHARS = 64 * 1024
+MAX_TEXT_CHARS = 4 * 1024
+MAX_EXTRA_BYTES = 16 * 1024
+
+Redactor = Callable[[str], str]
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Head:
+    seq: int
+    hash: str
+
+
+_GENESIS = _Head(seq=0, hash=GENESIS_HASH)
+
+
+@dataclass(slots=True, kw_only=True)
+class _DayFile:
+    """One opened day file as found under the lock: where its complete lines end, what follows."""
+
+    path: Path
+    fd: int
+    end: int  # just past the last newline
+    torn: bytes  # bytes after ``end`` (a record whose writer has not finished)
+    head: _Head | None  # newest parseable record among the complete lines
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Repair:
+    path: Path
+    offset: int
+    size: int
+
+
+class AuditLog:
+    """Appends records to the audit log of one ``TETHER_HOME``; safe to share across threads."""
+
+    def __init__(self, home: Path, *, redact: Redactor | None = None, clock: Clock = time.time) -> None:
+        self.home = home
+        self.dir = home / "audit"
+        self._redact = redact
+        self._clock = clock
+
+    def append(
+        self,
+        *,
+        actor: str,
+        source: Source,
+        tool: str,
+        action: str,
+        targets: Sequence[str] = (),
+        command: str | None = None,
+        outcome: Outcome = "ok",
+        detail: str = "",
+        reason: str | None = None,
+        flags: Sequence[str] = (),
+        extra: Mapping[str, Any] | None = None,
+    ) -> AuditRecord:
+        """Log one event and return it once it is durable (see the module docstring).
+
+        ``command`` is the command as written (vault references unexpanded); ``flags`` marks
+        exceptional paths such as ``"bypass-guard"``; ``extra`` holds small JSON-able details.
+        Raises ``UsageError`` for a bad ``source``/``outcome`` or empty ``actor``/``tool``/``action``,
+        ``AuditError`` when the log cannot be written.
+        """
+        if source not in SOURCES:
+            raise UsageError(f"audit source {source!r} is not allowed; use one of {', '.join(SOURCES)}")
+        if outcome not in OUTCOMES:
+            raise UsageError(f"audit outcome {outcome!r} is not allowed; use one of {', '.join(OUTCOMES)}")
+        for name, value in (("actor", actor), ("tool", tool), ("action", action)):
+            if not value.strip():
+                raise UsageError(f"audit {name} must be a non-empty string")
+        body = self._body(
+            actor=actor,
+            source=source,
+            tool=tool,
+            action=action,
+            targets=targets,
+            command=command,
+            outcome=outcome,
+            detail=detail,
+            reason=reason,
+            flags=flags,
+            extra=extra,
+        )
+        try:
+            return self._append_locked(body)
+        except OSError as exc:
+            raise AuditError(
+                f"cannot append to the audit log in {self.dir}: {exc}; "
+                "check free disk space and the directory's permissions"
+            ) from exc
+
+    # -- building the record -------------------------------------------------------------------
+
+    def _text(self, value: str, limit: int = MAX_TEXT_CHARS) -> str:
+        if self._redact is not None:
+            value = self._redact(value)
+        if len(value) > limit:
+            value = f"{value[:limit]}…[{len(value) - limit} more characters not logged]"
+        return value
+
+    def _body(
+        self,
+        *,
+        actor: str,
+        source: str,
+        tool: str,
+        action: str,
+        targets: Sequence[str],
+        command: str | None,
+        outcome: str,
+        detail: str,
+        reason: str | None,
+        flags: Sequence[str],
+        extra: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Every field but the chain ones (``v``, ``seq``, ``time``, ``ts``, ``prev``, ``hash``)."""
+        all_flags = [self._text(f) for f in flags]
+        logged_command = None
+        if command is not None:
+            logged_command = self._text(command, MAX_COMMAND_CHARS)
+            if len(command) > MAX_COMMAND_CHARS:
+                all_flags.append("command-truncated")
+        return {
+            "actor": self._text(actor),
+            "source": source,
+            "tool": self._text(tool),
+            "action": self._text(action),
+            "targets": [self._text(t) for t in targets],
+            "command": logged_command,
+            "outcome": outcome,
+            "detail": self._text(detail),
+            "reason": None if reason is None else self._text(reason),
+            "flags": all_flags,
+            "extra": self._extra(extra or {}),
+        }
+
+    def _extra(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        def clean(value: Any) -> Any:
+            if isinstance(value, str):
+                return self._text(value)
+            if isinstance(value, Mapping):
+                return {str(k): clean(v) for k, v in value.items()}
+            if isinstance(value, list | tuple):
+                return [clean(v) for v in value]
+            if value is None or isinstance(value, bool | int | float):
+                return value
+            raise UsageError(f"audit extra holds a {type(value).__name__}; use JSON values only")
+
+        cleaned = clean(dict(extra))
+        try:
+            size = len(canonical_json(cleaned))
+        except ValueError as exc:
+            raise UsageError(f"audit extra holds a value JSON cannot represent: {exc}") from exc
+        if size > MAX_EXTRA_BYTES:
+            # Logging something is better than failing the caller's operation over a detail.
+            return {"omitted": f"extra was {size} bytes, over the {MAX_EXTRA_BYTES}-byte limit"}
+        assert isinstance(cleaned, dict)
+        return cleaned
+
+    # -- writing under the lock ----------------------------------------------------------------
+
+    def _append_locked(self, body: dict[str, Any]) -> AuditRecord:
+        self._ensure_dir()
+        lock_fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            with ExitStack() as stack:
+                # The clock is read under the lock so records are filed in the order they are chained.
+                ts = int(self._clock() * 1000)
+                target, head, repairs = self._settle(day_name(ts), stack)
+                for repair in repairs:
+                    repaired = self._write(target, self._repair_body(repair), head, ts)
+                    head = _Head(seq=repaired.seq, hash=repaired.hash)
+                return self._write(target, body, head, ts)
+        finally:
+            os.close(lock_fd)  # releases the flock
+
+    def _ensure_dir(self) -> None:
+        if self.dir.is_dir():
+            return
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(mode=0o700)
+        except FileExistsError:
+            return
+        _fsync_dir(self.home)
+
+    def _settle(self, today: str, stack: ExitStack) -> tuple[_DayFile, _Head, list[_Repair]]:
+        """Open the file to write and find the chain head, settling torn tails on the way."""
+        files = list_day_files(self.dir)
+        # A clock that steps back never reorders the chain: records go on into the newest file.
+        target_name = max(today, files[-1].name) if files else today
+        earlier = [p for p in files if p.name < target_name]
+        visited = [self._open(self.dir / target_name, stack)]
+        for path in reversed(earlier):
+            if visited[-1].head is not None:
+                break
+            visited.append(self._open(path, stack))
+        head = visited[-1].head or _GENESIS
+        repairs: list[_Repair] = []
+        # Oldest first: a torn record can only chain to the head found before it.
+        for day in reversed(visited):
+            if day.torn:
+                completed = _completed_torn(day.torn, head)
+                if completed is not None:
+                    _write_all(day.fd, b"\n")
+                    os.fsync(day.fd)
+                    head = completed
+                else:
+                    os.ftruncate(day.fd, day.end)
+                    os.fsync(day.fd)
+                    repairs.append(_Repair(path=day.path, offset=day.end, size=len(day.torn)))
+            elif day.head is not None:
+                head = day.head
+        return visited[0], head, repairs
+
+    def _open(self, path: Path, stack: ExitStack) -> _DayFile:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        stack.callback(os.close, fd)
+        size = os.fstat(fd).st_size
+        end = complete_end(fd, size)
+        torn = os.pread(fd, size - end, end) if size > end else b""
+        head = None
+        for _offset, line in iter_lines_reverse(fd, end):
+            head = _head_of(line)
+            if head is not None:
+                break
+        return _DayFile(path=path, fd=fd, end=end, torn=torn, head=head)
+
+    def _write(self, day: _DayFile, body: dict[str, Any], head: _Head, ts: int) -> AuditRecord:
+        record = {
+            **body,
+            "v": FORMAT_VERSION,
+            "seq": head.seq + 1,
+            "time": iso_time(ts),
+            "ts": ts,
+            "prev": head.hash,
+        }
+        record["hash"] = record_hash(record)
+        line = canonical_json(record).encode("ascii") + b"\n"
+        offset = os.fstat(day.fd).st_size
+        try:
+            _write_all(day.fd, line)
+            os.fsync(day.fd)
+        except OSError:
+            # Never leave half a line behind a failure we report: the caller was told "not logged".
+            _truncate_quietly(day.fd, offset)
+            raise
+        if offset == 0:
+            _fsync_dir(self.dir)  # the file's directory entry must be as durable as its data
+        return AuditRecord.from_dict(record)
+
+    def _repair_body(self, repair: _Repair) -> dict[str, Any]:
+        return self._body(
+            actor="host",
+            source="host",
+            tool="audit",
+            action="repair",
+            targets=(),
+            command=None,
+            outcome="ok",
+            detail=(
+                f"discarded {repair.size} bytes of an unacknowledged record at the end of "
+                f"{repair.path.name} (its writer stopped mid-write)"
+            ),
+            reason=None,
+            flags=(),
+            extra={"file": repair.path.name, "offset": repair.offset, "bytes": repair.size},
+        )
+
+
+def _head_of(line: bytes) -> _Head | None:
+    """The chain position a complete line claims, or ``None`` if it is not a record at all."""
+    try:
+        data = parse_object(line)
+    except RecordProblem:
+        return None
+    seq, digest = data.get("seq"), data.get("hash")
+    if isinstance(seq, int) and not isinstance(seq, bool) and isinstance(digest, str) and len(digest) == 64:
+        return _Head(seq=seq, hash=digest)
+    return None
+
+
+def _completed_torn(torn: bytes, head: _Head) -> _Head | None:
+    """The head a torn tail becomes if it is a whole valid record that only lacks its newline."""
+    try:
+        data = check_line(torn)
+    except RecordProblem:
+        return None
+    if data["prev"] != head.hash or data["seq"] != head.seq + 1:
+        return None
+    return _Head(seq=data["seq"], hash=data["hash"])
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """One ``write()``; a short write (disk full, signal) is reported, never continued piecemeal."""
+    written = os.write(fd, data)
+    if written != len(data):
+        raise OSError(errno.ENOSPC, f"short write to the audit log ({written} of {len(data)} bytes)")
+
+
+def _truncate_quietly(fd: int, size: int) -> None:
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError:
+        pass  # the next appender's tail settling discards the partial line instead
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,100 @@
+"""``tether audit``: prove the audit log intact (``verify``) and read it (``show``).
+
+Invariant: both subcommands only read the log — verifying or viewing it is not itself an audited
+action, and never repairs or rewrites it. ``verify`` exits 0 when the chain holds and 1 at the
+first broken record, which it prints; bad flags exit 2 (argparse, or a ``UsageError``).
+Everything printed from a record is escaped, so a logged command cannot drive the terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from tether.audit import SOURCES, AuditRecord, export, query, verify
+from tether.config import resolve_home
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "audit",
+        help="verify and read the hash-chained audit log",
+        description="The audit log: one JSONL record per tool call and panel/CLI action, "
+        "in $TETHER_HOME/audit/YYYY-MM-DD.jsonl, each holding the previous record's hash.",
+    )
+    sub = parser.add_subparsers(dest="audit_command", metavar="SUBCOMMAND", required=True)
+
+    check = sub.add_parser(
+        "verify",
+        help="check every record and the hash chain; exit 0 intact, 1 broken",
+        description="Check every line of every day file: valid record, hash, link to the previous record. "
+        "Exit status 0 when intact, 1 at the first broken record (printed).",
+    )
+    check.set_defaults(func=_verify)
+
+    show = sub.add_parser(
+        "show",
+        help="print recent records, oldest first",
+        description="Print the newest matching records (at most --limit), oldest first.",
+    )
+    show.add_argument("--days", type=int, default=1, help="look back this many days (1-3650, default 1)")
+    show.add_argument("--actor", help="only records by this actor (a conversation id, panel or cli)")
+    show.add_argument("--source", choices=SOURCES, help="only records from this source")
+    show.add_argument("--shell", metavar="ID", help="only records that target this shell id")
+    show.add_argument("--limit", type=int, default=50, help="at most this many records (default 50)")
+    show.add_argument("--json", action="store_true", help="print the raw JSONL lines exactly as stored")
+    show.set_defaults(func=_show)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    report = verify(resolve_home())
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _show(args: argparse.Namespace) -> int:
+    home = resolve_home()
+    filters: dict[str, Any] = {
+        "actor": args.actor,
+        "source": args.source,
+        "shell": args.shell,
+        "days": args.days,
+        "limit": args.limit,
+    }
+    if args.json:
+        for line in export(home, **filters):
+            print(line)
+        return 0
+    records = query(home, **filters)
+    if not records:
+        print(f"no audit records in the last {args.days} day(s) match")
+        return 0
+    for record in records:
+        print(format_record(record))
+    return 0
+
+
+def format_record(record: AuditRecord) -> str:
+    """One line per record: time, seq, who, what, where, outcome, then command/reason/flags."""
+    parts = [
+        record.time,
+        f"#{record.seq}",
+        f"{record.source}:{record.actor}",
+        f"{record.tool} {record.action}",
+    ]
+    if record.targets:
+        parts.append(",".join(record.targets))
+    parts.append(record.outcome + (f" ({record.detail})" if record.detail else ""))
+    if record.command is not None:
+        parts.append(f"$ {record.command}")
+    if record.reason is not None:
+        parts.append(f"reason={record.reason}")
+    if record.flags:
+        parts.append("flags=" + ",".join(record.flags))
+    return "  ".join(_printable(p) for p in parts)
+
+
+def _printable(text: str) -> str:
+    # json.dumps escapes control characters (ESC, CR, newlines); strip its quotes.
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
