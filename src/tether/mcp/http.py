@@ -1,0 +1,240 @@
+"""``tether serve``: MCP over streamable HTTP, one conversation per MCP session.
+
+Invariants this module owns:
+
+- Every request first passes the Host/Origin guard (DNS-rebinding protection): the ``Host`` must
+  name the bound address, a loopback name, or an explicitly allowed host, and an ``Origin``, when
+  present, must be one of those too. Then the MCP endpoint needs ``Authorization: Bearer <token>``
+  (401 otherwise, compared in constant time).
+- MCP session ids are 256-bit random values (``secrets``), not the SDK's 122-bit uuid4; a request
+  with a missing or unknown session id is refused by the session manager, never attributed to a
+  session it did not open.
+- Requests in the 2026-07-28 per-request protocol era are refused with -32022 naming the
+  handshake versions, so SDK clients fall back to ``initialize`` (see ``tether.mcp.server``).
+- ``build_http_app`` accepts extra routes, middleware and lifespans, so the web panel mounts at
+  ``/panel`` on this same app behind the same Host/Origin guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Final
+
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tether.mcp.server import McpFrontDoor
+from tether.mcp.token import bearer_matches
+
+logger = logging.getLogger(__name__)
+
+MCP_PATH: Final = "/mcp"
+LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpSettings:
+    """Where ``tether serve`` listens and whom it lets in."""
+
+    host: str
+    token: str
+    allowed_hosts: tuple[str, ...] = ()  # extra Host names accepted (e.g. a LAN name with --allow-remote)
+
+    def host_names(self) -> frozenset[str]:
+        names = {*LOOPBACK_NAMES, *self.allowed_hosts}
+        if self.host not in ("0.0.0.0", "::"):
+            names.add(f"[{self.host}]" if ":" in self.host else self.host)
+        return frozenset(name.lower() for name in names)
+
+
+def _host_name(value: str) -> str:
+    """``Host`` header value without its port (``[::1]:8765`` → ``[::1]``)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class HostOriginGuard:
+    """ASGI middleware refusing a foreign ``Host`` (421) or a foreign ``Origin`` (403)."""
+
+    def __init__(self, app: ASGIApp, *, names: frozenset[str]) -> None:
+        self.app = app
+        self.names = names
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        if _host_name(host) not in self.names:
+            logger.warning("refused a request with Host %r (DNS-rebinding protection)", host[:100])
+            await _refuse(scope, receive, send, 421, f"Host {host!r} is not served here")
+            return
+        origin = headers.get("origin")
+        if origin is not None and not self._origin_ok(origin):
+            logger.warning("refused a cross-origin request from %r", origin[:100])
+            await _refuse(scope, receive, send, 403, f"Origin {origin!r} is not allowed")
+            return
+        await self.app(scope, receive, send)
+
+    def _origin_ok(self, origin: str) -> bool:
+        scheme, sep, rest = origin.partition("://")
+        return bool(sep) and scheme in ("http", "https") and _host_name(rest.split("/", 1)[0]) in self.names
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+        return
+    await PlainTextResponse(message, status_code=status)(scope, receive, send)
+
+
+class BearerGate:
+    """Wraps the MCP endpoint: no valid bearer token, no MCP (401)."""
+
+    def __init__(self, app: ASGIApp, *, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not bearer_matches(Headers(scope=scope).get("authorization"), self.token):
+            response = JSONResponse(
+                {
+                    "error": "unauthorized",
+                    "message": "send Authorization: Bearer <token from $TETHER_HOME/token>",
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="tether"'},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class HandshakeEraGate:
+    """Refuses 2026-07-28 per-request-era traffic, which has no session to own a conversation."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        version = Headers(scope=scope).get(MCP_PROTOCOL_VERSION_HEADER)
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            body = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": UNSUPPORTED_PROTOCOL_VERSION,
+                    "message": f"protocol version {version!r} is not served; use the initialize handshake",
+                    "data": {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version},
+                },
+            }
+            await JSONResponse(body, status_code=400)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class RandomSessionIdManager(StreamableHTTPSessionManager):
+    """The SDK's session manager with 256-bit session ids."""
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        if transport is None or transport.mcp_session_id is None:
+            return transport
+        # Re-key before any await: nothing has seen the SDK's uuid4 id yet.
+        old = transport.mcp_session_id
+        new = secrets.token_hex(32)
+        transport.mcp_session_id = new
+        self._server_instances[new] = self._server_instances.pop(old)
+        if old in self._session_owners:
+            self._session_owners[new] = self._session_owners.pop(old)
+        return transport
+
+
+def build_http_app(
+    front_door: McpFrontDoor,
+    settings: HttpSettings,
+    *,
+    routes: Sequence[BaseRoute] = (),
+    middleware: Sequence[Middleware] = (),
+    lifespans: Sequence[Lifespan] = (),
+) -> Starlette:
+    """The Starlette app of ``tether serve``: MCP at ``/mcp`` plus any extra routes (the panel).
+
+    Extra ``middleware`` runs inside the Host/Origin guard; extra ``lifespans`` are entered after
+    the MCP session manager has started and left before it stops.
+    """
+    names = settings.host_names()
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{name}:*" for name in names] + list(names),
+        allowed_origins=[
+            f"{scheme}://{name}{port}"
+            for scheme in ("http", "https")
+            for name in names
+            for port in ("", ":*")
+        ],
+    )
+    manager = RandomSessionIdManager(app=front_door.server, security_settings=security)
+    endpoint = BearerGate(HandshakeEraGate(StreamableHTTPASGIApp(manager)), token=settings.token)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run(), contextlib.AsyncExitStack() as stack:
+            for extra in lifespans:
+                await stack.enter_async_context(extra(app))
+            yield
+
+    app = Starlette(
+        routes=[Route(MCP_PATH, endpoint=endpoint), *routes],
+        middleware=[Middleware(HostOriginGuard, names=names), *middleware],
+        lifespan=lifespan,
+    )
+    app.state.tether_token = settings.token
+    app.state.tether_front_door = front_door
+    return app
+
+
+def client_config(url: str, token: str, *, tether_command: str = "tether") -> dict[str, Any]:
+    """Ready-to-paste ``mcpServers`` entries for stdio and for HTTP."""
+    return {
+        "mcpServers": {
+            "tether": {"command": tether_command, "args": ["mcp"]},
+            "tether-http": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}},
+        }
+    }
+
+
+def client_config_text(url: str, token: str, *, tether_command: str = "tether") -> str:
+    return json.dumps(client_config(url, token, tether_command=tether_command), indent=2)

@@ -1,0 +1,287 @@
+"""The MCP front door: a lowlevel ``mcp`` Server whose tools and resources are the ``ToolRegistry``.
+
+Invariants this module owns:
+
+- It holds no tool logic. ``tools/list`` is the registry at this moment; ``tools/call`` runs the
+  registry's handler with a ``CallContext`` naming the conversation (one per MCP connection).
+- A ``TetherError`` becomes a tool error result (``isError``) whose text starts with its stable
+  code; any other exception is logged with its traceback and answered with a generic tool error.
+  Neither stops the server. Cancellation (``notifications/cancelled``) is not an error: it
+  propagates into the handler, which kills its process; MCP sends no response for it.
+- Every registry change reaches every initialized connection as
+  ``notifications/tools/list_changed``.
+- Only the handshake protocol era is served. A conversation *is* an MCP session, and the
+  2026-07-28 per-request era has no session to own shells, so ``server/discover`` answers
+  "method not found" and SDK clients in ``auto`` mode fall back to ``initialize``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
+
+from tether import __version__
+from tether.errors import TetherError
+from tether.mcp.notifier import ConnectionNotifier, subscriptions
+from tether.tools.registry import CallContext, ResourceSource, ToolDef, ToolRegistry, ToolResult
+from tether.tools.shell_results import ToolAborted
+
+logger = logging.getLogger(__name__)
+
+RESOURCE_NOT_FOUND: Final = -32002  # MCP's code for resources/read of an unknown URI
+_CONVERSATION_KEY: Final = "tether.conversation"
+_NOTIFIER_KEY: Final = "tether.notifier"
+
+DEFAULT_INSTRUCTIONS: Final = (
+    "tether gives you a shell. Use `bash` for one-shot commands (each call is a fresh process with a "
+    "deadline); long commands can run in the background and be followed with job_output."
+)
+
+
+def new_conversation_id() -> str:
+    return "conv-" + secrets.token_hex(8)
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The per-client ``Connection`` behind a request context.
+
+    SDK 2.3 builds handler contexts with a per-request ``ServerSession`` that keeps its connection
+    private; this is the one place that reaches for it (pinned by ``mcp==2.3.0``).
+    """
+    connection: Connection = ctx.session._connection
+    return connection
+
+
+class McpFrontDoor:
+    """Builds the ``Server`` and keeps the set of live connections for change broadcasts."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        instructions: str | None = None,
+        conversation: str | None = None,
+        name: str = "tether",
+    ) -> None:
+        self.registry = registry
+        self._fixed_conversation = conversation
+        self._connections: set[Connection] = set()
+        self.server: Server[dict[str, Any]] = _ListChangedServer(
+            name,
+            version=__version__,
+            instructions=instructions or DEFAULT_INSTRUCTIONS,
+            lifespan=self._lifespan,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
+        )
+        self.server.add_request_handler("server/discover", types.RequestParams, _no_discover)
+        self.server.middleware.append(self._track_connection)
+
+    def initialization_options(self) -> InitializationOptions:
+        return self.server.create_initialization_options()
+
+    # -- connections and conversations -------------------------------------------------------
+
+    def conversation_of(self, connection: Connection) -> str:
+        found = connection.state.get(_CONVERSATION_KEY)
+        if isinstance(found, str):
+            return found
+        conversation = self._fixed_conversation or new_conversation_id()
+        connection.state[_CONVERSATION_KEY] = conversation
+        return conversation
+
+    def call_context(self, connection: Connection) -> CallContext:
+        notifier = connection.state.get(_NOTIFIER_KEY)
+        if not isinstance(notifier, ConnectionNotifier):
+            notifier = ConnectionNotifier(connection)
+            connection.state[_NOTIFIER_KEY] = notifier
+        return CallContext(actor=self.conversation_of(connection), source="tool", notifier=notifier)
+
+    async def _track_connection(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        connection = connection_of(ctx)
+        if connection not in self._connections:
+            self._connections.add(connection)
+            connection.exit_stack.callback(self._connections.discard, connection)
+            logger.info("conversation %s connected", self.conversation_of(connection))
+        return await call_next(ctx)
+
+    @asynccontextmanager
+    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        # The registry's listeners are synchronous; a one-slot stream coalesces a burst of changes
+        # into one broadcast without ever blocking the code that changed the registry.
+        send, receive = anyio.create_memory_object_stream[None](1)
+        unsubscribe = self.registry.subscribe(_nudger(send))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._broadcast_changes, receive)
+            try:
+                yield {}
+            finally:
+                unsubscribe()
+                tg.cancel_scope.cancel()
+                send.close()
+
+    async def _broadcast_changes(self, receive: MemoryObjectReceiveStream[None]) -> None:
+        async with receive:
+            async for _ in receive:
+                for connection in list(self._connections):
+                    if connection.initialized.is_set():
+                        await connection.send_tool_list_changed()
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, _ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_wire_tool(tool) for tool in self.registry.list()])
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tool = self.registry.get(params.name)
+        if tool is None:
+            names = ", ".join(sorted(t.name for t in self.registry.list())) or "(none)"
+            return _error_result("NOT_FOUND", f"unknown tool {params.name!r}; available tools: {names}")
+        call = self.call_context(connection_of(ctx))
+        try:
+            result = await tool.handler(params.arguments or {}, call)
+        except ToolAborted as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the client cancelled: MCP sends no response for a cancelled request
+            return _error_result(exc.code, exc.message)
+        except TetherError as exc:
+            logger.info("tool %s refused for %s: %s: %s", tool.name, call.actor, exc.code, exc.message)
+            return _error_result(exc.code, exc.message)
+        except Exception:
+            logger.exception("tool %s failed unexpectedly for %s", tool.name, call.actor)
+            return _error_result(
+                "INTERNAL", f"tool {tool.name} failed unexpectedly; the server log has the details"
+            )
+        return _wire_result(tool, result)
+
+    # -- resources ------------------------------------------------------------------------------
+
+    def _source_for(self, uri: str) -> ResourceSource:
+        for source in self.registry.resources:
+            if source.handles(uri):
+                return source
+        raise MCPError(
+            RESOURCE_NOT_FOUND, f"unknown resource {uri!r}; resources/list names the readable ones"
+        )
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        call = self.call_context(connection_of(ctx))
+        resources: list[types.Resource] = []
+        for source in self.registry.resources:
+            for info in await source.list(call):
+                resources.append(
+                    types.Resource(
+                        uri=info.uri,
+                        name=info.name,
+                        description=info.description or None,
+                        mime_type=info.mime_type,
+                    )
+                )
+        return types.ListResourcesResult(resources=resources)
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        source = self._source_for(uri)
+        try:
+            text = await source.read(uri, self.call_context(connection_of(ctx)))
+        except TetherError as exc:
+            raise MCPError(INVALID_PARAMS, f"{exc.code}: {exc.message}") from exc
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text)])
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        self._source_for(uri)
+        subscriptions(connection_of(ctx)).add(uri)
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        subscriptions(connection_of(ctx)).discard(str(params.uri))
+        return types.EmptyResult()
+
+
+class _ListChangedServer(Server[dict[str, Any]]):
+    """Advertises ``tools.listChanged`` on every transport, including the HTTP session manager,
+    which builds its initialization options without arguments."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+def _nudger(send: MemoryObjectSendStream[None]) -> Callable[[], None]:
+    def nudge() -> None:
+        # WouldBlock: a broadcast is already pending (it will list the newest state).
+        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            send.send_nowait(None)
+
+    return nudge
+
+
+async def _no_discover(_ctx: ServerRequestContext[Any, Any], _params: types.RequestParams) -> HandlerResult:
+    raise MCPError(METHOD_NOT_FOUND, "server/discover is not served: tether speaks the initialize handshake")
+
+
+def _wire_tool(tool: ToolDef) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema,
+        annotations=types.ToolAnnotations(title=tool.title, read_only_hint=tool.read_only),
+    )
+
+
+def _wire_result(tool: ToolDef, result: ToolResult) -> types.CallToolResult:
+    structured = result.structured if (result.structured or tool.output_schema is not None) else None
+    if result.is_error and tool.output_schema is not None and not result.structured:
+        structured = None
+    return types.CallToolResult(
+        content=[types.TextContent(text=result.text)], structured_content=structured, is_error=result.is_error
+    )
+
+
+def _error_result(code: str, message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=f"{code}: {message}")], is_error=True)

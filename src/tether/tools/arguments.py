@@ -1,0 +1,42 @@
+"""Tool-argument validation at the model boundary.
+
+Invariant: a model's bad input never becomes a traceback. ``parse_arguments`` validates the raw
+argument object with a pydantic model (unknown fields forbidden) and turns every failure into one
+``UsageError`` naming each offending field, what was wrong, and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from tether.errors import UsageError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def parse_arguments(tool: str, model: type[ModelT], arguments: Mapping[str, Any]) -> ModelT:
+    try:
+        return model.model_validate(dict(arguments))
+    except ValidationError as exc:
+        allowed = ", ".join(name_of(model, f) for f in model.model_fields)
+        problems = [_describe(error, allowed) for error in exc.errors(include_url=False)]
+        raise UsageError(f"{tool}: invalid arguments: " + "; ".join(problems)) from None
+
+
+def name_of(model: type[BaseModel], field: str) -> str:
+    alias = model.model_fields[field].alias
+    return alias or field
+
+
+def _describe(error: Any, allowed: str) -> str:
+    field = ".".join(str(part) for part in error.get("loc", ())) or "(arguments)"
+    kind = error.get("type", "")
+    if kind == "extra_forbidden":
+        return f"unknown field {field!r} (allowed fields: {allowed})"
+    if kind == "missing":
+        return f"field {field!r} is required"
+    message = str(error.get("msg", "is invalid"))
+    return f"field {field!r}: {message[:1].lower()}{message[1:]}"

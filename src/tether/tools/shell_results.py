@@ -1,0 +1,175 @@
+"""The three result shapes of the ``bash`` / ``pwsh`` tools and their published ``outputSchema``.
+
+Invariant: every successful call returns exactly one of ``foreground``, ``promoted`` or
+``background`` (``kind`` says which), and the structured value always validates against
+``OUTPUT_SCHEMA``. Cancellation is never one of them: it is ``ToolAborted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+from tether.shell.types import ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
+
+DISABLED_TEXT: Final = "run_in_background is disabled for this deployment"
+UNAVAILABLE_TEXT: Final = "background jobs unavailable"
+
+
+class ToolAborted(asyncio.CancelledError):
+    """The caller cancelled the call; the command was killed (spec: TOOL_ABORTED).
+
+    A cancellation, not a result: it propagates like any cancellation, and a front door that sees
+    it outside a cancelled request turns it into a tool error naming ``code``.
+    """
+
+    code: Final = "TOOL_ABORTED"
+
+    def __init__(
+        self, message: str = "the call was cancelled; the command and its children were killed"
+    ) -> None:
+        super().__init__(f"TOOL_ABORTED: {message}")
+        self.message = message
+
+
+_STREAM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "truncated": {"type": "boolean"},
+        "spillPath": {"type": ["string", "null"]},
+    },
+    "required": ["text", "truncated", "spillPath"],
+}
+
+_SANDBOX: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "provider": {"type": "string"},
+        "permissions": {"type": "string"},
+        "denied": {"type": "boolean"},
+        "denials": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string"},
+                    "target": {"type": "string"},
+                    "detail": {"type": "string"},
+                },
+                "required": ["kind", "target"],
+            },
+        },
+        "escalationHint": {"type": ["string", "null"]},
+    },
+    "required": ["provider", "permissions", "denied"],
+}
+
+FOREGROUND_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "kind": {"const": "foreground"},
+        "exitCode": {"type": ["integer", "null"]},
+        "signal": {"type": ["string", "null"]},
+        "timedOut": {"type": "boolean"},
+        "aborted": {"type": "boolean"},
+        "stopped": {"type": ["string", "null"], "description": "Why job_kill stopped it, if it did."},
+        "timeoutMs": {"type": "integer"},
+        "stdout": _STREAM,
+        "stderr": _STREAM,
+        "sandbox": _SANDBOX,
+        "rendered": {"type": "string"},
+    },
+    "required": [
+        "kind",
+        "exitCode",
+        "signal",
+        "timedOut",
+        "aborted",
+        "stopped",
+        "timeoutMs",
+        "stdout",
+        "stderr",
+        "rendered",
+    ],
+}
+
+PROMOTED_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "kind": {"const": "promoted"},
+        "jobId": {"type": "string"},
+        "timeoutMs": {"type": "integer"},
+        "output": {"type": "string"},
+        "rendered": {"type": "string"},
+    },
+    "required": ["kind", "jobId", "timeoutMs", "output", "rendered"],
+}
+
+BACKGROUND_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {"kind": {"const": "background"}, "jobId": {"type": "string"}},
+    "required": ["kind", "jobId"],
+}
+
+OUTPUT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "oneOf": [FOREGROUND_SCHEMA, PROMOTED_SCHEMA, BACKGROUND_SCHEMA],
+}
+
+
+def _stream(output: ShellCollectedOutput) -> dict[str, Any]:
+    return {"text": output.text, "truncated": output.truncated, "spillPath": output.spill_path}
+
+
+def _sandbox(info: ShellSandboxInfo) -> dict[str, Any]:
+    return {
+        "provider": info.provider,
+        "permissions": info.permissions,
+        "denied": info.denied,
+        "denials": [{"kind": d.kind, "target": d.target, "detail": d.detail} for d in info.denials],
+        "escalationHint": info.escalation_hint,
+    }
+
+
+def foreground(result: ShellRunResult, *, stopped: str | None, rendered: str) -> dict[str, Any]:
+    value: dict[str, Any] = {
+        "kind": "foreground",
+        "exitCode": result.exit_code,
+        "signal": result.signal,
+        "timedOut": result.timed_out,
+        "aborted": result.aborted,
+        "stopped": stopped,
+        "timeoutMs": result.timeout_ms,
+        "stdout": _stream(result.stdout),
+        "stderr": _stream(result.stderr),
+        "rendered": rendered,
+    }
+    if result.sandbox is not None:
+        value["sandbox"] = _sandbox(result.sandbox)
+    return value
+
+
+def promoted_text(output: str, *, timeout_ms: int, job_id: str) -> str:
+    marker = f"[still running after {timeout_ms}ms; moved to background job {job_id}]"
+    if not output:
+        return marker
+    return f"{output}{'' if output.endswith(chr(10)) else chr(10)}{marker}"
+
+
+def promoted(*, job_id: str, timeout_ms: int, output: str) -> dict[str, Any]:
+    return {
+        "kind": "promoted",
+        "jobId": job_id,
+        "timeoutMs": timeout_ms,
+        "output": output,
+        "rendered": promoted_text(output, timeout_ms=timeout_ms, job_id=job_id),
+    }
+
+
+def background(*, job_id: str) -> dict[str, Any]:
+    return {"kind": "background", "jobId": job_id}
+
+
+def background_text(job_id: str) -> str:
+    return f"started background job {job_id}; read its output with job_output, stop it with job_kill"

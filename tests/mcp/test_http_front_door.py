@@ -1,0 +1,203 @@
+"""The MCP front door over streamable HTTP, driven by the official SDK client (and raw HTTP for the guards)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.session import IncomingMessage
+
+from conftest import TOKEN, Probe, http_client, serving, text_of
+from tether.mcp.server import McpFrontDoor
+from tether.tools.registry import CallContext, ResourceInfo, ToolDef, ToolResult
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def test_tools_list_call_and_error_mapping(probe: Probe) -> None:
+    front = McpFrontDoor(probe.registry(), instructions="use the tools")
+    async with serving(front) as url, http_client(url) as client:
+        assert client.server_capabilities.tools is not None
+        assert client.server_capabilities.tools.list_changed is True
+        listed = await client.list_tools()
+        assert [t.name for t in listed.tools] == ["echo", "refuse", "crash", "hang"]
+        echo = next(t for t in listed.tools if t.name == "echo")
+        assert echo.output_schema is not None and echo.output_schema["required"] == ["echo"]
+
+        ok = await client.call_tool("echo", {"word": "hi"})
+        assert not ok.is_error and text_of(ok) == "echo: hi" and ok.structured_content == {"echo": "hi"}
+
+        refused = await client.call_tool("refuse", {})
+        assert refused.is_error and text_of(refused) == "INVALID_ARGUMENT: field 'word' must be one of: a, b"
+
+        crashed = await client.call_tool("crash", {})
+        assert crashed.is_error and text_of(crashed).startswith("INTERNAL: tool crash failed unexpectedly")
+        assert "secret internal detail" not in text_of(crashed)
+
+        unknown = await client.call_tool("nope", {})
+        assert unknown.is_error and "unknown tool 'nope'" in text_of(unknown) and "echo" in text_of(unknown)
+
+        again = await client.call_tool("echo", {"word": "still serving"})
+        assert text_of(again) == "echo: still serving"
+
+
+async def test_each_session_is_its_own_conversation(probe: Probe) -> None:
+    front = McpFrontDoor(probe.registry())
+    async with serving(front) as url:
+        async with http_client(url) as first:
+            await first.call_tool("echo", {"word": "a"})
+            await first.call_tool("echo", {"word": "b"})
+        async with http_client(url) as second:
+            await second.call_tool("echo", {"word": "c"})
+    assert probe.actors[0] == probe.actors[1] != probe.actors[2]
+    assert all(actor.startswith("conv-") for actor in probe.actors)
+
+
+async def test_list_changed_reaches_a_connected_client(probe: Probe) -> None:
+    registry = probe.registry()
+    front = McpFrontDoor(registry)
+    changed = anyio.Event()
+
+    def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with serving(front) as url, http_client(url, on_message=on_message) as client:
+        await client.list_tools()
+        registry.add(
+            ToolDef(
+                name="late", description="Added later.", input_schema={"type": "object"}, handler=probe.echo
+            )
+        )
+        with anyio.fail_after(10):
+            await changed.wait()
+        assert "late" in [t.name for t in (await client.list_tools()).tools]
+
+
+async def test_cancelled_call_cancels_the_handler_and_server_keeps_serving(probe: Probe) -> None:
+    front = McpFrontDoor(probe.registry())
+    async with serving(front) as url, http_client(url) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def call_hang() -> None:
+                await client.call_tool("hang", {})
+
+            tg.start_soon(call_hang)
+            with anyio.fail_after(10):
+                await probe.started.wait()
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(10):
+            await probe.cancelled.wait()
+        assert text_of(await client.call_tool("echo", {"word": "after"})) == "echo: after"
+
+
+async def test_guards_token_host_origin_and_session_ids(probe: Probe) -> None:
+    front = McpFrontDoor(probe.registry())
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with serving(front) as url, httpx2.AsyncClient() as http:
+        missing = await http.post(url, json=INIT, headers=HEADERS)
+        assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
+        wrong = await http.post(url, json=INIT, headers={**HEADERS, "Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+
+        host = await http.post(url, json=INIT, headers={**HEADERS, **auth, "Host": "evil.example:80"})
+        assert host.status_code == 421
+        origin = await http.post(url, json=INIT, headers={**HEADERS, **auth, "Origin": "http://evil.example"})
+        assert origin.status_code == 403
+
+        opened = await http.post(
+            url, json=INIT, headers={**HEADERS, **auth, "Origin": "http://localhost:3000"}
+        )
+        assert opened.status_code == 200
+        session_id = opened.headers["mcp-session-id"]
+        assert len(session_id) >= 64 and int(session_id, 16) >= 0  # 256 random bits, hex
+
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        proto = {"MCP-Protocol-Version": "2025-11-25"}
+        no_session = await http.post(url, json=ping, headers={**HEADERS, **auth, **proto})
+        assert no_session.status_code == 400
+        unknown = await http.post(
+            url, json=ping, headers={**HEADERS, **auth, **proto, "mcp-session-id": "f" * 64}
+        )
+        assert unknown.status_code == 404
+
+        modern = await http.post(
+            url, json=ping, headers={**HEADERS, **auth, "MCP-Protocol-Version": "2026-07-28"}
+        )
+        assert modern.status_code == 400
+        assert json.loads(modern.text)["error"]["data"]["supported"][-1] == "2025-11-25"
+
+
+class _Shells:
+    """A resource source with one readable resource."""
+
+    uri = "tether://shell/dsh-abc123"
+
+    def handles(self, uri: str) -> bool:
+        return uri.startswith("tether://shell/")
+
+    async def list(self, ctx: CallContext) -> list[ResourceInfo]:
+        return [ResourceInfo(uri=self.uri, name="dsh-abc123", description="a shell")]
+
+    async def read(self, uri: str, ctx: CallContext) -> str:
+        return f"screen of {uri} for {ctx.actor.split('-')[0]}"
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed:DeprecationWarning")
+async def test_resources_list_read_subscribe_and_updates(probe: Probe) -> None:
+    registry = probe.registry()
+    registry.add_resource_source(_Shells())
+    notifiers: list[Any] = []
+
+    async def grab(arguments: Any, ctx: CallContext) -> ToolResult:
+        notifiers.append(ctx.notifier)
+        return ToolResult(text="ok")
+
+    registry.add(
+        ToolDef(name="grab", description="Keep the notifier.", input_schema={"type": "object"}, handler=grab)
+    )
+    updated = anyio.Event()
+    logged: list[Any] = []
+
+    def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.set()
+        if isinstance(message, types.LoggingMessageNotification):
+            logged.append(message.params.data)
+
+    front = McpFrontDoor(registry)
+    async with serving(front) as url, http_client(url, on_message=on_message) as client:
+        listed = await client.list_resources()
+        assert [str(r.uri) for r in listed.resources] == [_Shells.uri]
+        read = await client.read_resource(_Shells.uri)
+        assert isinstance(read.contents[0], types.TextResourceContents)
+        assert read.contents[0].text == f"screen of {_Shells.uri} for conv"
+        await client.call_tool("grab", {})
+        notifier = notifiers[0]
+        await notifier.resource_updated(_Shells.uri)  # not subscribed yet: dropped
+        await client.subscribe_resource(_Shells.uri)
+        await notifier.log("info", "tether.test", {"hello": 1})
+        await notifier.resource_updated(_Shells.uri)
+        with anyio.fail_after(10):
+            await updated.wait()
+        assert {"hello": 1} in logged
+        try:
+            await client.read_resource("tether://nothing/here")
+        except Exception as exc:  # the SDK raises MCPError for a JSON-RPC error
+            assert "unknown resource" in str(exc)
+        else:
+            raise AssertionError("reading an unknown resource must fail")
