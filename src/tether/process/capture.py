@@ -10,6 +10,7 @@ Truncation is always reported. Decoding replaces invalid bytes and never splits 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from pathlib import Path
@@ -60,6 +61,7 @@ class CapturedStream:
         "_spill_fd",
         "_spill_gone",
         "_spill_path",
+        "_waiters",
     )
 
     def __init__(self, *, max_bytes: int, max_spill_bytes: int = 0, spill_path: Path | None = None) -> None:
@@ -71,11 +73,16 @@ class CapturedStream:
         self._spill_path = spill_path
         self._spill_fd: int | None = None
         self._spill_gone = False  # the spill outgrew its cap (or failed) and was deleted
+        self._waiters: list[asyncio.Future[None]] = []
 
     # -- writing -----------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> None:
         if not chunk or self._closed:
             return
+        self._append(chunk)
+        self._wake()
+
+    def _append(self, chunk: bytes) -> None:
         total_before = self._base + len(self._buf)
         self._spill(chunk, total_before)
         cap = self._max_bytes
@@ -131,9 +138,24 @@ class CapturedStream:
                 with contextlib.suppress(OSError):
                     os.unlink(self._spill_path)
 
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_beyond(self, offset: int) -> None:
+        """Return once the stream has more than ``offset`` bytes, or has ended."""
+        if self._closed or self.total_bytes > offset:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        await fut
+
     def close(self) -> None:
         """The stream ended: no more bytes; the spill file (if any) is complete."""
         self._closed = True
+        self._wake()
         if self._spill_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._spill_fd)

@@ -41,6 +41,10 @@ class OutputReader(Protocol):
 
     def read_from(self, offset: int = 0) -> StreamRead: ...
 
+    async def wait_beyond(self, offset: int) -> None:
+        """Return once more than ``offset`` bytes were written, or the stream ended."""
+        ...
+
 
 class ObservedStreams(Protocol):
     """The two captured streams of one process, readable without consuming them."""

@@ -23,7 +23,7 @@ import os
 import secrets
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +109,7 @@ class ManagedProcess:
         self._escalation: asyncio.TimerHandle | None = None
         self._settle_task: asyncio.Task[None] | None = None
         self._pidfd: int | None = None
+        self._on_settled: list[Callable[[], None]] = []
 
     @property
     def pid(self) -> int:
@@ -262,6 +263,16 @@ class ManagedProcess:
         self.tree.release(keep_running=self.detached)
         self.state = ProcessState.KILLED if self.kill_requested else ProcessState.EXITED
         self.settled.set()
+        callbacks, self._on_settled = self._on_settled, []
+        for callback in callbacks:
+            callback()
+
+    def add_settled_callback(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` right after the process settles (at once if it already has)."""
+        if self.settled.is_set():
+            callback()
+        else:
+            self._on_settled.append(callback)
 
     # -- control -------------------------------------------------------------------------------
     def kill(self, grace_ms: int | None = None) -> bool:

@@ -1,0 +1,177 @@
+"""The local providers: ``bash -c COMMAND`` and ``pwsh -NoProfile -NonInteractive -Command COMMAND``.
+
+Invariant: ``resolve`` is the only place a default is applied (cwd, timeout capped at
+``max_timeout_ms``, output budgets, grace, shell-env registry, executable); ``execute`` runs the
+spec it is given. The command text is always exactly one argv element. The providers never touch
+``subprocess`` themselves: spawning, capture and tree kill belong to ``tether.process``.
+
+A ``ShellConfinement`` (e.g. bubblewrap) plugs in here: it wraps the provider argv at execute time
+and reports denials once the process settled; the executor is then ``confining``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from abc import abstractmethod
+
+from tether.errors import UsageError
+from tether.process.env import build_child_env
+from tether.process.spawn import SpawnError, SpawnRequest, spawn
+from tether.shell.env_registry import ShellEnvContext, ShellEnvRegistry
+from tether.shell.execution import LocalShellExecution, SettledShellExecution
+from tether.shell.options import LocalShellOptions, discover_pwsh
+from tether.shell.types import (
+    AbortSignal,
+    ShellAborted,
+    ShellConfinement,
+    ShellException,
+    ShellExecRequest,
+    ShellExecSpec,
+    ShellExecution,
+    ShellExecutor,
+)
+
+
+class LocalShellExecutor(ShellExecutor):
+    """Shared resolve/execute of the local providers; subclasses only say how to build argv."""
+
+    name = "shell"
+
+    def __init__(
+        self,
+        options: LocalShellOptions | None = None,
+        *,
+        env_registry: ShellEnvRegistry | None = None,
+        confinement: ShellConfinement | None = None,
+        keep_background: bool = False,
+    ) -> None:
+        self.options = options or LocalShellOptions()
+        self.env_registry = env_registry or ShellEnvRegistry()
+        self.confinement = confinement
+        self.keep_background = keep_background
+        self.confining = confinement is not None
+
+    @abstractmethod
+    def executable(self) -> str:
+        """The shell executable (configured path, or what the provider's discovery finds)."""
+
+    @abstractmethod
+    def argv(self, executable: str, command: str) -> tuple[str, ...]:
+        """The launch argv, with ``command`` as exactly one element."""
+
+    # -- resolve -------------------------------------------------------------------------------
+    def resolve(self, request: ShellExecRequest) -> ShellExecSpec:
+        opts = self.options
+        if request.timeout_ms is not None and request.timeout_ms < 1:
+            raise UsageError(
+                f"timeout_ms must be a positive number of milliseconds (got {request.timeout_ms}); "
+                f"omit it for the default {opts.timeout_ms} ms, at most {opts.max_timeout_ms} ms"
+            )
+        if request.stdout_max_bytes is not None and request.stdout_max_bytes < 0:
+            raise UsageError(f"stdout_max_bytes must be ≥ 0 (got {request.stdout_max_bytes})")
+        base = opts.cwd or os.getcwd()
+        cwd = os.path.normpath(os.path.join(base, os.path.expanduser(request.workdir or "")))
+        timeout_ms = min(request.timeout_ms or opts.timeout_ms, opts.max_timeout_ms)
+        context = ShellEnvContext(command=request.command, cwd=cwd, session_id=request.session_id)
+        env = {**self.env_registry.collect(context), **request.env}
+        return ShellExecSpec(
+            command=request.command,
+            argv=self.argv(self.executable(), request.command),
+            cwd=cwd,
+            timeout_ms=timeout_ms,
+            on_expiry=request.on_expiry,
+            stdin=request.stdin,
+            env=env,
+            stdout_max_bytes=(
+                request.stdout_max_bytes if request.stdout_max_bytes is not None else opts.max_output_bytes
+            ),
+            stderr_max_bytes=opts.max_output_bytes,
+            max_spill_bytes=opts.max_spill_bytes,
+            grace_ms=opts.grace_ms,
+            resolved_at=time.monotonic(),
+        )
+
+    # -- execute -------------------------------------------------------------------------------
+    async def execute(self, spec: ShellExecSpec, *, abort: AbortSignal | None = None) -> ShellExecution:
+        if abort is not None and abort.fired:
+            raise ShellAborted(f"execution aborted before it started: {abort.reason}")
+        env = build_child_env(os.environ, self.options.env, spec.env)
+        # Two stat calls on local paths: not worth a thread hop on every command.
+        self._check_executable(spec.argv[0], env.get("PATH", os.defpath))
+        self._check_cwd(spec.cwd)
+        if time.monotonic() >= spec.resolved_at + spec.timeout_ms / 1000:
+            # The deadline passed while preparing: settle timed out without spawning.
+            return SettledShellExecution(timeout_ms=spec.timeout_ms, timed_out=True)
+        argv, launch = spec.argv, None
+        if self.confinement is not None:
+            launch = self.confinement.wrap(spec.argv, spec)
+            argv = launch.argv
+            env.update(launch.env)
+        request = SpawnRequest(
+            argv=argv,
+            cwd=spec.cwd,
+            env=env,
+            stdin=spec.stdin.encode() if spec.stdin is not None else None,
+            stdout_max_bytes=spec.stdout_max_bytes,
+            stderr_max_bytes=spec.stderr_max_bytes,
+            max_spill_bytes=spec.max_spill_bytes,
+            spill_dir=self.options.spill_directory(),
+            grace_ms=spec.grace_ms,
+            keep_background=self.keep_background,
+        )
+        try:
+            process = spawn(request)
+        except SpawnError as exc:
+            if launch is not None and launch.cleanup is not None:
+                launch.cleanup()
+            failure = ShellException(str(exc), code="SHELL_SPAWN")
+            return SettledShellExecution(timeout_ms=spec.timeout_ms, failure=failure)
+        return LocalShellExecution(process, spec, abort=abort, launch=launch)
+
+    @staticmethod
+    def _check_cwd(cwd: str) -> None:
+        if not os.path.isdir(cwd):
+            raise ShellException(
+                f"working directory {cwd!r} does not exist or is not a directory; pass an existing workdir",
+                code="SHELL_BAD_CWD",
+            )
+
+    @staticmethod
+    def _check_executable(executable: str, path: str) -> None:
+        if os.sep in executable:
+            found = os.path.isfile(executable) and os.access(executable, os.X_OK)
+        else:
+            found = shutil.which(executable, path=path) is not None
+        if not found:
+            raise ShellException(
+                f"shell executable {executable!r} cannot be found "
+                f"({'no such executable file' if os.sep in executable else 'not on PATH'}); "
+                f"install it or set [shell].executable in config.toml",
+                code="SHELL_MISSING",
+            )
+
+
+class LocalBashExecutor(LocalShellExecutor):
+    """``bash -c COMMAND``."""
+
+    name = "bash"
+
+    def executable(self) -> str:
+        return self.options.executable or "bash"
+
+    def argv(self, executable: str, command: str) -> tuple[str, ...]:
+        return (executable, "-c", command)
+
+
+class LocalPwshExecutor(LocalShellExecutor):
+    """``pwsh -NoProfile -NonInteractive -Command COMMAND``, found by the spec's discovery chain."""
+
+    name = "pwsh"
+
+    def executable(self) -> str:
+        return discover_pwsh(self.options.executable)
+
+    def argv(self, executable: str, command: str) -> tuple[str, ...]:
+        return (executable, "-NoProfile", "-NonInteractive", "-Command", command)

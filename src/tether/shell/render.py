@@ -1,0 +1,85 @@
+"""``ShellResultText``: flattening a ``ShellRunResult`` into the one text a model (or a person) reads.
+
+Invariant: the rules are fixed and applied in this order (spec 000 "结果如何渲染给模型"):
+
+1. stdout;
+2. when stderr is non-empty, a block headed ``[stderr]``;
+3. when both are empty, ``(no output)``;
+   a truncated stream ends with ``[output truncated; full output: PATH]`` (``(unavailable)`` when
+   no spill file holds it);
+4. when the sandbox denied something, a deny marker and the escalation hint;
+5. ``[timed out after Nms]`` on timeout; ``[stopped: REASON]`` when something external killed it;
+6. the closing marker: ``[killed by signal: X]``, else ``[exit code: N]`` for a non-zero exit.
+
+A non-zero exit stays in-band: it is text, never an exception. ``footer_lines`` is the part after
+the streams (4–6 plus truncation notes), for front doors that already streamed the output live.
+"""
+
+from __future__ import annotations
+
+from tether.shell.types import ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
+
+
+def truncation_marker(output: ShellCollectedOutput) -> str | None:
+    if not output.truncated:
+        return None
+    return f"[output truncated; full output: {output.spill_path or '(unavailable)'}]"
+
+
+def _stream_block(output: ShellCollectedOutput) -> str:
+    text = output.text.removesuffix("\n")
+    marker = truncation_marker(output)
+    if marker is None:
+        return text
+    return f"{text}\n{marker}" if text else marker
+
+
+def _has_content(output: ShellCollectedOutput) -> bool:
+    return bool(output.text) or output.truncated
+
+
+def sandbox_lines(sandbox: ShellSandboxInfo | None) -> list[str]:
+    if sandbox is None or not sandbox.denied:
+        return []
+    denied = ", ".join(f"{d.kind} {d.target}".strip() for d in sandbox.denials)
+    lines = [f"[sandbox denied: {denied}]"]
+    if sandbox.escalation_hint:
+        lines.append(f"[sandbox: {sandbox.escalation_hint}]")
+    return lines
+
+
+def closing_lines(result: ShellRunResult, *, stopped: str | None = None) -> list[str]:
+    """Rules 4–6: sandbox, timeout / stop, signal or exit code."""
+    lines = sandbox_lines(result.sandbox)
+    if result.timed_out:
+        lines.append(f"[timed out after {result.timeout_ms}ms]")
+    if stopped:
+        lines.append(f"[stopped: {stopped}]")
+    if result.signal:
+        lines.append(f"[killed by signal: {result.signal}]")
+    elif result.exit_code not in (None, 0):
+        lines.append(f"[exit code: {result.exit_code}]")
+    return lines
+
+
+def footer_lines(result: ShellRunResult, *, stopped: str | None = None) -> list[str]:
+    """What follows output that was already shown live: truncation notes, then ``closing_lines``."""
+    notes = [
+        f"[{name} {marker[1:]}" if name == "stderr" else marker
+        for name, output in (("stdout", result.stdout), ("stderr", result.stderr))
+        if (marker := truncation_marker(output)) is not None
+    ]
+    return [*notes, *closing_lines(result, stopped=stopped)]
+
+
+def render_shell_result(result: ShellRunResult, *, stopped: str | None = None) -> str:
+    """The complete model-visible text of a settled command."""
+    parts: list[str] = []
+    if _has_content(result.stdout):
+        parts.append(_stream_block(result.stdout))
+    if _has_content(result.stderr):
+        parts.append("[stderr]\n" + _stream_block(result.stderr))
+    if not parts:
+        parts.append("(no output)")
+    parts.extend(closing_lines(result, stopped=stopped))
+    return "\n".join(parts)
