@@ -125,7 +125,9 @@ class _Scanner:
         elif c == "#" and frame != "param" and (i == 0 or text[i - 1] in _COMMENT_AFTER):
             newline = text.find("\n", i)
             return len(text) if newline < 0 else newline
-        elif text.startswith("<<", i) and not text.startswith("<<<", i) and frame != "param":
+        elif text.startswith("<<<", i):
+            return i + 3  # a here-string: its word is ordinary text
+        elif text.startswith("<<", i) and frame != "param":
             return self._heredoc_operator(i + 2)
         elif c == "\n" and self.heredocs:
             return self._heredoc_bodies(i + 1)

@@ -45,6 +45,7 @@ from tether.store.vault import NAME_RE, VaultLockedError
 REFERENCE_RE = re.compile(r"\{\{[ \t]*vault\.([^{}\s]*)[ \t]*\}\}")
 _OPENER_RE = re.compile(r"\{\{[ \t]*vault\.")
 VAR_PREFIX = "__TETHER_V_"
+SHM_DIR = "/dev/shm"  # tmpfs: an env file there never reaches a disk
 
 
 class SecretSource(Protocol):
@@ -253,7 +254,7 @@ def env_file_dir(home: Path) -> Path:
     """Where env files go: a private directory on tmpfs (``/dev/shm``) so values never reach a
     disk, else ``$TETHER_HOME/run``. A pre-existing directory we do not own privately is skipped."""
     candidates = []
-    shm = Path("/dev/shm")
+    shm = Path(SHM_DIR)
     if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
         candidates.append(shm / f"tether-{os.getuid()}")
     candidates.append(home / "run")

@@ -338,6 +338,7 @@ class Vault:
             raise UsageError(
                 f"the value for vault secret {name!r} contains a NUL byte, which a shell cannot hold"
             )
+        self._check_not_elsewhere(name, group)
         if not self.store.query("SELECT 1 FROM vault_groups WHERE name = ?", (group,)):
             with contextlib.suppress(UsageError):  # a racing process created it first
                 self.create_group(group)
@@ -348,17 +349,20 @@ class Vault:
             data_key = self._data_key(group, name=name)
         sealed = vc.seal(data_key, raw, _item_aad(group, name))
         with self.store.transaction() as conn:
-            other = conn.execute("SELECT grp FROM vault_items WHERE name = ?", (name,)).fetchone()
-            if other is not None and other["grp"] != group:
-                raise UsageError(
-                    f"vault secret {name!r} already exists in group {other['grp']!r}; remove it first "
-                    f"(`tether vault rm {name}`) or set it with --group {other['grp']}"
-                )
+            self._check_not_elsewhere(name, group)
             conn.execute(
                 "INSERT OR REPLACE INTO vault_items (name, grp, sealed, updated_ms) VALUES (?, ?, ?, ?)",
                 (name, group, sealed, self._now_ms()),
             )
         return VaultItemInfo(name=name, group=group, locked=False, updated_ms=self._now_ms())
+
+    def _check_not_elsewhere(self, name: str, group: str) -> None:
+        other = self.store.query("SELECT grp FROM vault_items WHERE name = ?", (name,))
+        if other and other[0]["grp"] != group:
+            raise UsageError(
+                f"vault secret {name!r} already exists in group {other[0]['grp']!r}; remove it first "
+                f"(`tether vault rm {name}`) or set it with --group {other[0]['grp']}"
+            )
 
     def remove(self, name: str) -> str:
         """Delete a secret (also from a locked group: removing reveals nothing); returns its group."""

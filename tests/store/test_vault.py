@@ -1,0 +1,280 @@
+"""The vault store: encryption at rest, passphrase groups, shared unlocks with expiry, key file rules."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tether.config import load_config
+from tether.errors import NotFoundError, RefusedError, UsageError
+from tether.store.db import Store
+from tether.store.vault import Vault, VaultLockedError, VaultSettings, vault_settings
+from tether.store.vault_crypto import VaultKeyError, create_master_key, read_master_key
+
+CANARY = "tether-canary-7f3Qz9!pX"
+PASSPHRASE = "correct horse battery staple"
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _vault(home: Path, clock: Clock | None = None, store: Store | None = None) -> Vault:
+    return Vault(store or Store.open(home), home, clock=clock or Clock())
+
+
+def _disk_bytes(home: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in home.rglob("*") if p.is_file()}
+
+
+def test_values_round_trip_and_listing_never_holds_values(tether_home: Path) -> None:
+    vault = _vault(tether_home)
+    vault.set("API_TOKEN", CANARY)
+    vault.set("db-pass", "second", group="ops")
+    assert vault.resolve("API_TOKEN") == CANARY
+    assert vault.resolve("db-pass") == "second"
+    listing = vault.list()
+    assert [(i.name, i.group, i.locked) for i in listing.items] == [
+        ("API_TOKEN", "default", False),
+        ("db-pass", "ops", False),
+    ]
+    assert [(g.name, g.protected, g.items) for g in listing.groups] == [
+        ("default", False, 1),
+        ("ops", False, 1),
+    ]
+    assert CANARY not in repr(listing)
+    assert (tether_home / "vault.key").stat().st_mode & 0o777 == 0o600
+    vault.set("API_TOKEN", "replaced")
+    assert vault.resolve("API_TOKEN") == "replaced"
+
+
+def test_nothing_on_disk_holds_a_value_or_passphrase_in_clear(tether_home: Path) -> None:
+    vault = _vault(tether_home)
+    vault.set("PLAIN", CANARY + "-plain")
+    vault.create_group("prod", PASSPHRASE)
+    vault.unlock("prod", PASSPHRASE)
+    vault.set("LOCKED", CANARY + "-locked", group="prod")
+    assert vault.resolve("LOCKED") == CANARY + "-locked"
+    files = _disk_bytes(tether_home)
+    assert {"tether.db", "vault.key"} <= {Path(p).name for p in files}
+    assert any(p.endswith("tether.db-wal") for p in files), "the WAL must be searched too"
+    needles = [PASSPHRASE.encode()]
+    for value in (CANARY + "-plain", CANARY + "-locked"):
+        raw = value.encode()
+        needles += [raw, raw.hex().encode(), base64.b64encode(raw), value.encode("utf-16-le")]
+    for path, data in files.items():
+        for needle in needles:
+            assert needle not in data, f"{path} holds {needle!r} in clear"
+
+
+def test_wrong_passphrase_is_refused_and_changes_nothing(tether_home: Path) -> None:
+    vault = _vault(tether_home)
+    vault.create_group("prod", PASSPHRASE)
+    with pytest.raises(RefusedError, match="wrong passphrase for vault group 'prod'") as caught:
+        vault.unlock("prod", "not it")
+    assert caught.value.code == "REFUSED"
+    assert vault.group_info("prod").locked
+    with pytest.raises(RefusedError, match="wrong passphrase"):
+        vault.set("X", "v", group="prod", passphrase="not it")
+    assert vault.list().items == ()
+
+
+def test_locked_group_refuses_until_unlocked_and_lock_is_seen_by_another_store(tether_home: Path) -> None:
+    clock = Clock()
+    vault = _vault(tether_home, clock)
+    vault.create_group("prod", PASSPHRASE)
+    with pytest.raises(VaultLockedError, match="locked"):
+        vault.set("DB", CANARY, group="prod")
+    vault.set(
+        "DB", CANARY, group="prod", passphrase=PASSPHRASE
+    )  # storing with the passphrase leaves it locked
+    other = _vault(tether_home, clock, store=Store.open(tether_home))  # its own connections
+    with pytest.raises(VaultLockedError) as caught:
+        other.resolve("DB")
+    assert caught.value.group == "prod" and caught.value.code == "REFUSED"
+    assert "tether vault unlock prod" in caught.value.message and CANARY not in caught.value.message
+    info = vault.unlock("prod", PASSPHRASE, minutes=5)
+    assert not info.locked and info.unlocked_until_ms == int(clock.now * 1000) + 5 * 60_000
+    assert other.resolve("DB") == CANARY
+    assert vault.lock("prod") is True
+    with pytest.raises(VaultLockedError):
+        other.resolve("DB")
+    assert other.list().items[0].locked
+    assert vault.lock("prod") is False
+
+
+def test_unlock_expires_for_every_process(tether_home: Path) -> None:
+    clock = Clock()
+    vault = _vault(tether_home, clock)
+    vault.create_group("prod", PASSPHRASE)
+    vault.set("DB", CANARY, group="prod", passphrase=PASSPHRASE)
+    vault.unlock("prod", PASSPHRASE, minutes=1)
+    later = Clock(clock.now + 59)
+    assert _vault(tether_home, later).resolve("DB") == CANARY
+    later.now = clock.now + 60
+    reader = _vault(tether_home, later)
+    with pytest.raises(VaultLockedError):
+        reader.resolve("DB")
+    assert reader.group_info("prod").locked and reader.group_info("prod").unlocked_until_ms is None
+
+
+_RESOLVE_SCRIPT = """
+import sys
+from pathlib import Path
+from tether.store.db import Store
+from tether.store.vault import Vault, VaultLockedError
+home = Path(sys.argv[1])
+try:
+    print("value:" + Vault(Store.open(home), home).resolve("DB"))
+except VaultLockedError as exc:
+    print("locked:" + exc.group)
+"""
+
+
+def test_unlock_and_lock_cross_processes(tether_home: Path) -> None:
+    vault = Vault(Store.open(tether_home), tether_home)
+    vault.create_group("prod", PASSPHRASE)
+    vault.set("DB", CANARY, group="prod", passphrase=PASSPHRASE)
+
+    def other_process() -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", _RESOLVE_SCRIPT, str(tether_home)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert other_process() == "locked:prod"
+    vault.unlock("prod", PASSPHRASE)
+    assert other_process() == "value:" + CANARY
+    vault.lock("prod")
+    assert other_process() == "locked:prod"
+
+
+def test_unlock_minutes_and_config_are_validated(tether_home: Path) -> None:
+    vault = Vault(
+        Store.open(tether_home), tether_home, settings=VaultSettings(unlock_minutes=2, max_unlock_minutes=10)
+    )
+    vault.create_group("prod", PASSPHRASE)
+    vault.create_group("plain")
+    for minutes in (0, 11, -1):
+        with pytest.raises(UsageError, match="unlock minutes must be 1 – 10"):
+            vault.unlock("prod", PASSPHRASE, minutes)
+    with pytest.raises(UsageError, match="no passphrase"):
+        vault.unlock("plain", PASSPHRASE)
+    with pytest.raises(UsageError, match="cannot be locked"):
+        vault.lock("plain")
+    with pytest.raises(NotFoundError):
+        vault.unlock("nope", PASSPHRASE)
+    (tether_home / "config.toml").write_text("[vault]\nunlock_minutes = 30\nmax_unlock_minutes = 60\n")
+    assert vault_settings(load_config(tether_home)) == VaultSettings(unlock_minutes=30, max_unlock_minutes=60)
+    for bad, message in (
+        ("[vault]\nunlock_minutes = 0\n", "whole number of minutes"),
+        ("[vault]\nunlock_minutes = true\n", "whole number of minutes"),
+        ("[vault]\nunlock_minute = 5\n", "unknown setting \\[vault\\].unlock_minute"),
+        ("[vault]\nunlock_minutes = 90\nmax_unlock_minutes = 60\n", "exceeds"),
+    ):
+        (tether_home / "config.toml").write_text(bad)
+        with pytest.raises(UsageError, match=message):
+            vault_settings(load_config(tether_home))
+
+
+def test_names_groups_and_values_are_checked(tether_home: Path) -> None:
+    vault = _vault(tether_home)
+    for name in ("", "1abc", "a b", "a.b", "x" * 65):
+        with pytest.raises(UsageError, match="vault name"):
+            vault.set(name, "v")
+    with pytest.raises(UsageError, match="vault group"):
+        vault.set("OK", "v", group="bad group")
+    for value, message in (("", "empty"), ("a\0b", "NUL"), ("x" * (64 * 1024 + 1), "exceeds")):
+        with pytest.raises(UsageError, match=message):
+            vault.set("OK", value)
+    vault.set("SHARED", "v")
+    with pytest.raises(UsageError, match="already exists in group 'default'"):
+        vault.set("SHARED", "w", group="other")
+    with pytest.raises(UsageError, match="empty"):
+        vault.create_group("g", "   ")
+    vault.create_group("g", PASSPHRASE)
+    with pytest.raises(UsageError, match="already exists"):
+        vault.create_group("g")
+    with pytest.raises(NotFoundError, match="no vault secret named 'MISSING'"):
+        vault.resolve("MISSING")
+    with pytest.raises(NotFoundError):
+        vault.remove("MISSING")
+    assert vault.remove("SHARED") == "default"
+    with pytest.raises(NotFoundError):
+        vault.resolve("SHARED")
+    vault.set("IN_G", "v", group="g", passphrase=PASSPHRASE)
+    with pytest.raises(RefusedError, match="still holds 1 secret"):
+        vault.delete_group("g")
+    vault.remove("IN_G")  # removing from a locked group reveals nothing, so it is allowed
+    vault.delete_group("g")
+    assert [g.name for g in vault.list().groups] == ["default"]
+
+
+def test_a_sealed_value_moved_to_another_name_fails_authentication(tether_home: Path) -> None:
+    vault = _vault(tether_home)
+    vault.set("A", "alpha")
+    vault.set("B", "bravo")
+    vault.store.execute(
+        "UPDATE vault_items SET sealed = (SELECT sealed FROM vault_items WHERE name = 'A') WHERE name = 'B'"
+    )
+    assert vault.resolve("A") == "alpha"
+    with pytest.raises(VaultKeyError, match="fails authentication"):
+        vault.resolve("B")
+
+
+def test_key_file_rules(tether_home: Path) -> None:
+    vault = _vault(tether_home)
+    vault.set("A", "alpha")
+    key = tether_home / "vault.key"
+    key.chmod(0o644)
+    with pytest.raises(VaultKeyError, match="chmod 600"):
+        _vault(tether_home).resolve("A")
+    key.chmod(0o600)
+    saved = key.read_bytes()
+    key.unlink()
+    with pytest.raises(VaultKeyError, match="missing but the vault already holds"):
+        _vault(tether_home).resolve("A")
+    key.write_bytes(b"garbage\n")
+    key.chmod(0o600)
+    with pytest.raises(VaultKeyError, match="not a tether vault key"):
+        _vault(tether_home).resolve("A")
+    key.unlink()
+    create_master_key(key)  # a different key: the old group key no longer opens
+    with pytest.raises(VaultKeyError, match="does not open"):
+        _vault(tether_home).resolve("A")
+    key.unlink()
+    key.write_bytes(saved)
+    key.chmod(0o600)
+    assert _vault(tether_home).resolve("A") == "alpha"
+
+
+def test_racing_key_creation_yields_one_key(tmp_path: Path) -> None:
+    path = tmp_path / "vault.key"
+    keys: list[bytes] = []
+    barrier = threading.Barrier(8)
+
+    def create() -> None:
+        barrier.wait()
+        keys.append(create_master_key(path))
+
+    threads = [threading.Thread(target=create) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(keys)) == 1 and read_master_key(path) == keys[0]
+    assert sorted(os.listdir(tmp_path)) == ["vault.key"], "temporary files must not be left behind"
