@@ -1,4 +1,4 @@
-"""Harness for MCP front-door tests: an in-process ``tether serve`` app on a real socket.
+"""Harness for MCP tests (tests/mcp and tests/tools): an in-process ``tether serve`` app on a real socket.
 
 The server runs under uvicorn in the test's own event loop, on a socket bound to a free port
 before the server starts, so the URL is known without parsing output. Clients are the official
@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import pytest
 import uvicorn
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
@@ -124,8 +123,3 @@ class Probe:
         finally:
             self.cancelled.set()
         raise AssertionError("unreachable")
-
-
-@pytest.fixture
-def probe() -> Probe:
-    return Probe()

@@ -1,4 +1,4 @@
-"""The MCP front door over streamable HTTP, driven by the official SDK client (and raw HTTP for the guards)."""
+"""The MCP front door over streamable HTTP, driven by the official SDK client (raw HTTP for the guards)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.session import IncomingMessage
+from mcp_harness import TOKEN, Probe, http_client, serving, text_of
 
-from conftest import TOKEN, Probe, http_client, serving, text_of
 from tether.mcp.server import McpFrontDoor
 from tether.tools.registry import CallContext, ResourceInfo, ToolDef, ToolResult
 
@@ -157,7 +157,7 @@ class _Shells:
         return f"screen of {uri} for {ctx.actor.split('-')[0]}"
 
 
-@pytest.mark.filterwarnings("ignore:resources/subscribe is removed:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
 async def test_resources_list_read_subscribe_and_updates(probe: Probe) -> None:
     registry = probe.registry()
     registry.add_resource_source(_Shells())

@@ -141,11 +141,13 @@ class Job:
             execution.kill(self._kill_reason)
 
     def kill(self, reason: str) -> bool:
-        if self._kill_reason is None and self.running:
-            self._kill_reason = reason
+        """True only for the call that stopped it; later calls (or after it ended) are no-ops."""
+        if self._kill_reason is not None or not self.running:
+            return False
+        self._kill_reason = reason
         if self.execution is None:
-            return self._kill_reason == reason
-        return self.execution.kill(self._kill_reason or reason)
+            return True  # attach() delivers the kill once the process exists
+        return self.execution.kill(reason)
 
 
 class JobRegistry:
