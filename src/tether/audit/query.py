@@ -137,6 +137,10 @@ def _records_reverse(path: Path) -> Generator[tuple[str, AuditRecord], None, Non
             except RecordProblem:
                 continue
             yield raw.decode("ascii"), record
+    except OSError as exc:
+        raise AuditError(
+            f"cannot read the audit file {path}: {exc}; check that it is a readable file"
+        ) from exc
     finally:
         os.close(fd)
 

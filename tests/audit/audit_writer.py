@@ -1,0 +1,43 @@
+"""A separate writer process for the audit tests (run as a script, not collected by pytest).
+
+usage: audit_writer.py HOME TAG COUNT MAX_PAD
+
+Appends COUNT records (forever when COUNT is 0) as actor TAG, each with ``extra.id = TAG-i`` and
+a command padded with up to MAX_PAD random characters. With COUNT 0 it prints every id once
+``append`` has returned — i.e. once the record is acknowledged — one flushed line per id.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+from tether.audit import AuditLog
+
+
+def main() -> int:
+    home, tag, count, max_pad = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    log = AuditLog(home)
+    rng = random.Random()
+    index = 0
+    while count == 0 or index < count:
+        record_id = f"{tag}-{index}"
+        padding = "p" * rng.randrange(max_pad) if max_pad else ""
+        log.append(
+            actor=tag,
+            source="tool",
+            tool="writer",
+            action="append",
+            command=f"echo {record_id} {padding}",
+            extra={"id": record_id},
+        )
+        if count == 0:
+            sys.stdout.write(record_id + "\n")
+            sys.stdout.flush()
+        index += 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""``tether audit verify`` / ``show`` through the real command-line entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tether.cli as cli
+from tether.audit import AuditLog
+
+
+@pytest.fixture(autouse=True)
+def _only_audit_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Other command groups are built by other layers; this test exercises the audit group alone.
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("tether.cli.audit_cmd",))
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _fill(home: Path) -> Path:
+    log = AuditLog(home)
+    log.append(
+        actor="conv-1", source="tool", tool="shell_run", action="run", targets=["dsh-aaaaaa"], command="ls"
+    )
+    log.append(
+        actor="panel",
+        source="panel",
+        tool="shell",
+        action="lock",
+        targets=["dsh-bbbbbb"],
+        command="printf '\x1b]0;pwned\x07'\nsecond line",
+        reason="maintenance",
+        flags=["bypass-guard"],
+    )
+    log.append(
+        actor="cli", source="cli", tool="vault", action="set", outcome="refused", detail="group locked"
+    )
+    return next((home / "audit").glob("*.jsonl"))
+
+
+def test_verify_exit_codes(tether_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = _run(capsys, "audit", "verify")
+    assert status == 0 and "intact: 0 records" in out
+
+    path = _fill(tether_home)
+    status, out, _ = _run(capsys, "audit", "verify")
+    assert status == 0 and "intact: 3 records in 1 day files" in out
+
+    data = bytearray(path.read_bytes())
+    second_line_start = data.index(b"\n") + 1
+    data[second_line_start + 40] ^= 0x01
+    path.write_bytes(bytes(data))
+    status, out, _ = _run(capsys, "audit", "verify")
+    assert status == 1
+    assert f"BROKEN at {path.name} line 2" in out and "1 records before it are intact" in out
+
+
+def test_show_prints_escaped_records_oldest_first(
+    tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(tether_home)
+    status, out, _ = _run(capsys, "audit", "show")
+    assert status == 0
+    lines = out.splitlines()
+    assert len(lines) == 3  # the embedded newline is escaped, never a new output line
+    assert "tool:conv-1  shell_run run  dsh-aaaaaa  ok  $ ls" in lines[0]
+    assert "\x1b" not in out and "\\u001b]0;pwned\\u0007'\\nsecond line" in lines[1]
+    assert "reason=maintenance" in lines[1] and "flags=bypass-guard" in lines[1]
+    assert "refused (group locked)" in lines[2]
+
+
+def test_show_filters_and_json(tether_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _fill(tether_home)
+    status, out, _ = _run(capsys, "audit", "show", "--source", "panel", "--json")
+    assert status == 0
+    assert out.splitlines() == [path.read_text().splitlines()[1]]
+    assert json.loads(out)["actor"] == "panel"
+
+    status, out, _ = _run(capsys, "audit", "show", "--actor", "cli", "--days", "7", "--limit", "1")
+    assert status == 0 and "cli:cli  vault set" in out and len(out.splitlines()) == 1
+
+    status, out, _ = _run(capsys, "audit", "show", "--shell", "dsh-zzzzzz")
+    assert status == 0 and "no audit records in the last 1 day(s) match" in out
+
+
+def test_bad_flags_are_clear_errors(tether_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = _run(capsys, "audit", "show", "--days", "0")
+    assert status == 2 and "INVALID_ARGUMENT: audit days must be a whole number from 1 to 3650" in err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["audit", "show", "--source", "robot"])
+    assert info.value.code == 2
+    assert "invalid choice: 'robot'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["audit"])
+    assert "required: SUBCOMMAND" in capsys.readouterr().err

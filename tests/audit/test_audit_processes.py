@@ -1,0 +1,103 @@
+"""Real writer processes: SIGKILL at random points loses no acknowledged record; two writers, one chain."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from tether.audit import AuditLog, verify
+
+WRITER = Path(__file__).with_name("audit_writer.py")
+
+
+def _spawn(home: Path, tag: str, count: int, max_pad: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(WRITER), str(home), tag, str(count), str(max_pad)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _read_ids(proc: subprocess.Popen[bytes], wanted: int) -> list[str]:
+    """Block until the writer has acknowledged ``wanted`` more records (or exited)."""
+    assert proc.stdout is not None
+    ids: list[str] = []
+    while len(ids) < wanted:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        ids.append(line.decode().strip())
+    return ids
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> list[str]:
+    """SIGKILL, reap, and collect every id the writer printed before it died."""
+    proc.send_signal(signal.SIGKILL)
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, stderr.decode()
+    return [line for line in stdout.decode().splitlines() if line]
+
+
+def _logged_ids(home: Path) -> Counter[str]:
+    ids: Counter[str] = Counter()
+    for path in sorted((home / "audit").glob("*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            extra = json.loads(line)["extra"]
+            if "id" in extra:
+                ids[extra["id"]] += 1
+    return ids
+
+
+def test_sigkill_at_random_points_loses_no_acknowledged_record(tether_home: Path) -> None:
+    rng = random.Random()
+    acknowledged: list[str] = []
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for round_no in range(6):
+            # Two writers contend for the lock; one dies at a random point (perhaps holding the
+            # lock, perhaps inside write()), and the survivor must go on writing past its death.
+            first = _spawn(tether_home, f"r{round_no}a", 0, 48_000)
+            second = _spawn(tether_home, f"r{round_no}b", 0, 48_000)
+            procs += [first, second]
+            acknowledged += _read_ids(first, rng.randint(1, 40))
+            acknowledged += _kill(first)
+            after = _read_ids(second, 5)
+            assert len(after) == 5, "the surviving writer stalled after the other was killed"
+            acknowledged += after
+            acknowledged += _read_ids(second, rng.randint(0, 20))
+            acknowledged += _kill(second)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+    # Whatever the last kill left behind is settled by the next append; then the chain holds.
+    AuditLog(tether_home).append(actor="test", source="cli", tool="audit-test", action="after-crashes")
+    report = verify(tether_home)
+    assert report.ok, report.summary()
+    logged = _logged_ids(tether_home)
+    missing = [record_id for record_id in acknowledged if logged[record_id] != 1]
+    assert not missing, f"acknowledged records lost or duplicated: {missing[:10]}"
+    assert len(acknowledged) >= 6 * (1 + 5)
+
+
+def test_two_processes_writing_5000_records_each_keep_one_chain(tether_home: Path) -> None:
+    writers = [_spawn(tether_home, tag, 5000, 0) for tag in ("alpha", "beta")]
+    for proc in writers:
+        _stdout, stderr = proc.communicate(timeout=55)
+        assert proc.returncode == 0, stderr.decode()
+    report = verify(tether_home)
+    assert report.ok, report.summary()
+    assert report.records == 10_000
+    actors = Counter(
+        json.loads(line)["actor"]
+        for path in (tether_home / "audit").glob("*.jsonl")
+        for line in path.read_bytes().splitlines()
+    )
+    assert actors == {"alpha": 5000, "beta": 5000}

@@ -1,0 +1,125 @@
+"""verify: every single-byte change is caught at the line it is in; structural damage is named."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from tether.audit import AuditLog, verify
+from tether.audit.record import canonical_json, record_hash
+
+DAY1 = 1_795_996_799.0  # 2026-11-29T23:59:59Z
+
+
+def _populate(home: Path) -> list[Path]:
+    now = [DAY1]
+    log = AuditLog(home, clock=lambda: now[0])
+    commands = ['echo "é\\n"\n{"fake":1}', "ls -la", "printf '\\x1b[2J'", "漢字 \u2028", "make -j8"]
+    for index, command in enumerate(commands * 2):
+        if index == 5:
+            now[0] = DAY1 + 2.0  # the second half lands in the next day's file
+        log.append(
+            actor=f"conv-{index}",
+            source="tool",
+            tool="shell_run",
+            action="run",
+            targets=["dsh-ab12cd"],
+            command=command,
+            reason="r" if index % 2 else None,
+            extra={"n": index, "f": 1.5},
+        )
+    return sorted((home / "audit").glob("*.jsonl"))
+
+
+def _line_of(data: bytes, position: int) -> int:
+    """1-based line number of byte ``position`` (a newline belongs to the line it ends)."""
+    return data.count(b"\n", 0, position) + 1
+
+
+def test_an_intact_log_verifies(tmp_path: Path) -> None:
+    files = _populate(tmp_path)
+    report = verify(tmp_path)
+    assert report.ok and report.records == 10 and report.files == 2 and report.first_break is None
+    assert report.head == json.loads(files[-1].read_bytes().splitlines()[-1])["hash"]
+    assert "intact: 10 records in 2 day files" in report.summary()
+
+
+def test_an_empty_home_verifies_with_zero_records(tmp_path: Path) -> None:
+    report = verify(tmp_path)
+    assert report.ok and report.records == 0 and report.files == 0
+
+
+def test_flipping_any_single_byte_is_detected_at_its_line(tmp_path: Path) -> None:
+    files = _populate(tmp_path)
+    rng = random.Random(5)
+    checked = 0
+    for path in files:
+        original = path.read_bytes()
+        # Every newline (line boundaries), the first and last bytes, and a spread of random positions.
+        positions = {0, len(original) - 1}
+        positions |= {i for i, byte in enumerate(original) if byte == 0x0A}
+        positions |= set(rng.sample(range(len(original)), 150))
+        for position in sorted(positions):
+            for mask in (0x01, 0x20, 0x80, rng.randrange(1, 256)):
+                damaged = bytearray(original)
+                damaged[position] ^= mask
+                path.write_bytes(bytes(damaged))
+                report = verify(tmp_path)
+                assert not report.ok, f"{path.name} byte {position} ^ {mask:#x} went unnoticed"
+                assert report.first_break is not None
+                assert report.first_break.file == path
+                assert report.first_break.line == _line_of(original, position)
+                checked += 1
+        path.write_bytes(original)
+    assert checked > 1000
+    assert verify(tmp_path).ok
+
+
+def test_a_removed_record_breaks_the_chain_at_the_next_one(tmp_path: Path) -> None:
+    files = _populate(tmp_path)
+    lines = files[0].read_bytes().splitlines(keepends=True)
+    files[0].write_bytes(b"".join(lines[:2] + lines[3:]))
+    report = verify(tmp_path)
+    assert report.first_break is not None and report.first_break.line == 3
+    assert "does not match the previous record's hash" in report.first_break.problem
+    assert report.records == 2
+
+
+def test_a_removed_day_file_breaks_the_chain_in_the_next_file(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, clock=lambda: DAY1)
+    log.append(actor="a", source="tool", tool="t", action="a")
+    later = AuditLog(tmp_path, clock=lambda: DAY1 + 86_400)
+    later.append(actor="a", source="tool", tool="t", action="a")
+    third = AuditLog(tmp_path, clock=lambda: DAY1 + 2 * 86_400)
+    third.append(actor="a", source="tool", tool="t", action="a")
+    (tmp_path / "audit" / "2026-11-30.jsonl").unlink()
+    report = verify(tmp_path)
+    assert report.first_break is not None and report.first_break.file.name == "2026-12-01.jsonl"
+
+
+def test_a_rewritten_record_with_a_fresh_hash_still_breaks_the_chain(tmp_path: Path) -> None:
+    files = _populate(tmp_path)
+    lines = files[0].read_bytes().splitlines()
+    forged = json.loads(lines[1])
+    forged["command"] = "rm -rf /"
+    forged["hash"] = record_hash(forged)  # a forger can recompute this record's own hash...
+    lines[1] = canonical_json(forged).encode()
+    files[0].write_bytes(b"\n".join(lines) + b"\n")
+    report = verify(tmp_path)
+    # ...but the next record still names the original, so the chain breaks right after it.
+    assert report.first_break is not None and report.first_break.line == 3
+    assert "prev" in report.first_break.problem
+
+
+def test_duplicate_keys_and_extra_fields_are_named(tmp_path: Path) -> None:
+    files = _populate(tmp_path)
+    lines = files[0].read_bytes().splitlines()
+    record = json.loads(lines[0])
+    record["injected"] = True
+    record["hash"] = record_hash(record)
+    files[0].write_bytes(canonical_json(record).encode() + b"\n" + b"\n".join(lines[1:]) + b"\n")
+    report = verify(tmp_path)
+    assert report.first_break is not None and report.first_break.line == 1
+    assert report.first_break.problem == "unknown field 'injected'"
+    assert "BROKEN at 2026-11-29.jsonl line 1" in report.summary()
