@@ -106,7 +106,10 @@ def test_locked_group_refuses_until_unlocked_and_lock_is_seen_by_another_store(t
     info = vault.unlock("prod", PASSPHRASE, minutes=5)
     assert not info.locked and info.unlocked_until_ms == int(clock.now * 1000) + 5 * 60_000
     assert other.resolve("DB") == CANARY
+    vault.set("OPEN", "open")
+    assert other.readable_values() == {"DB": CANARY, "OPEN": "open"}
     assert vault.lock("prod") is True
+    assert other.readable_values() == {"OPEN": "open"}
     with pytest.raises(VaultLockedError):
         other.resolve("DB")
     assert other.list().items[0].locked

@@ -390,6 +390,15 @@ class Vault:
             raise vc.VaultKeyError(f"vault secret {name!r} fails authentication; the database was altered")
         return raw.decode("utf-8")
 
+    def readable_values(self) -> dict[str, str]:
+        """Every value readable now (plain and unlocked groups), for building an output masker."""
+        values: dict[str, str] = {}
+        for item in self.list().items:
+            if not item.locked:
+                with contextlib.suppress(VaultLockedError, NotFoundError):  # locked or removed meanwhile
+                    values[item.name] = self.resolve(item.name)
+        return values
+
     def list(self) -> VaultListing:
         now = self._now_ms()
         unlocked = {
