@@ -1,0 +1,152 @@
+"""The panel's Starlette app, mounted at ``/panel`` on the ``tether serve`` app.
+
+Invariant: this module only routes. Pages and assets are static files; the JSON API turns each
+request into one call of ``PanelCalls`` (tools as actor ``panel``) or of a lower layer's API
+(audit, vault, manual locks), and ``PanelGuard`` (``auth``) stands in front of all of it.
+
+    GET  /panel/login[?token=…]     sign in (the link tether serve prints), then redirect to /panel/
+    POST /panel/login               the same with the token from the form
+    POST /panel/logout              forget the cookie
+    GET  /panel/                    the page (static/index.html); /panel/static/… its assets
+    WS   /panel/ws/events           the live shell list (pushed)
+    WS   /panel/ws/term/<shell>     a terminal (see terminal_ws)
+    /panel/api/…                    JSON actions (see api.py)
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from tether.config import Config
+from tether.errors import UsageError
+from tether.panel.api import api_routes
+from tether.panel.auth import PanelAuth, PanelGuard, served_names, token_matches
+from tether.panel.calls import PanelCalls
+from tether.panel.shells import ShellFeed
+from tether.panel.terminal_ws import TerminalEndpoint
+from tether.tools.registry import ToolRegistry
+
+MOUNT: Final = "/panel"
+STATIC_DIR: Final = Path(__file__).with_name("static")
+VENDOR_FILES: Final = ("xterm.js", "xterm.css", "addon-fit.js")
+
+
+def check_assets(static_dir: Path = STATIC_DIR) -> None:
+    """The vendored xterm.js files must be installed (``make panel-assets``) before serving."""
+    missing = [name for name in VENDOR_FILES if not (static_dir / "vendor" / name).is_file()]
+    if missing:
+        raise UsageError(
+            f"the panel's browser assets are missing ({', '.join(missing)} in {static_dir / 'vendor'}); "
+            "run `make panel-assets` (npm install of @xterm/xterm and @xterm/addon-fit)"
+        )
+
+
+def login_url(base_url: str, token: str) -> str:
+    """The one-time sign-in link ``tether serve`` prints (``base_url`` like http://127.0.0.1:8765)."""
+    return f"{base_url.rstrip('/')}{MOUNT}/login?token={quote(token, safe='')}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PanelApp:
+    """What ``tether serve`` needs to mount the panel: ``routes`` for ``build_http_app``."""
+
+    routes: list[BaseRoute]
+    auth: PanelAuth
+    calls: PanelCalls
+    feed: ShellFeed
+
+
+def build_panel_app(
+    *,
+    registry: ToolRegistry,
+    config: Config,
+    token: str,
+    bind_host: str,
+    extra_hosts: tuple[str, ...] = (),
+    static_dir: Path = STATIC_DIR,
+) -> PanelApp:
+    """The panel as a sub-app behind ``PanelGuard``, ready to mount at ``/panel``."""
+    check_assets(static_dir)
+    auth = PanelAuth(token=token, names=served_names(bind_host, extra_hosts))
+    calls = PanelCalls(registry=registry, home=config.home)
+    feed = ShellFeed(calls=calls)
+    terminal = TerminalEndpoint(socket=config.home / "tmux.sock", calls=calls)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(static_dir / "index.html", headers={"Cache-Control": "no-store"})
+
+    async def login(request: Request) -> Response:
+        if request.method == "POST":
+            form = await request.form()
+            presented = form.get("token")
+        else:
+            presented = request.query_params.get("token")
+        if isinstance(presented, str) and presented:
+            if token_matches(presented, token):
+                await calls.audit(action="login")
+                return auth.login_response(MOUNT)
+            return _login_page(
+                "That token is not this server's token. Use the link tether serve printed.", 401
+            )
+        if auth.has_session(request.headers):
+            return RedirectResponse(f"{MOUNT}/", status_code=303)
+        return _login_page("", 200)
+
+    async def logout(request: Request) -> Response:
+        return auth.logout_response(MOUNT)
+
+    async def events(websocket: WebSocket) -> None:
+        await websocket.accept()
+        try:
+            async for message in feed.stream():
+                await websocket.send_text(message)
+        except (WebSocketDisconnect, RuntimeError):
+            return
+
+    async def root_redirect(request: Request) -> Response:
+        return RedirectResponse(f"{MOUNT}/", status_code=307)
+
+    inner = Starlette(
+        routes=[
+            Route("/", index),
+            Route("/login", login, methods=["GET", "POST"]),
+            Route("/logout", logout, methods=["POST"]),
+            Mount("/static", app=StaticFiles(directory=static_dir)),
+            WebSocketRoute("/ws/events", events),
+            WebSocketRoute("/ws/term/{shell}", terminal),
+            Mount("/api", routes=api_routes(calls=calls, feed=feed, config=config)),
+        ],
+        middleware=[Middleware(PanelGuard, auth=auth)],
+    )
+    routes: list[BaseRoute] = [Route(MOUNT, root_redirect), Mount(MOUNT, app=inner)]
+    return PanelApp(routes=routes, auth=auth, calls=calls, feed=feed)
+
+
+def _login_page(message: str, status: int) -> HTMLResponse:
+    note = f'<p class="note verify-bad" role="alert">{html.escape(message)}</p>' if message else ""
+    body = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>tether panel — sign in</title><link rel="stylesheet" href="static/app.css"></head>
+<body><main class="login">
+<h1>tether panel</h1>
+<p>Open the link <code>tether serve</code> printed,
+or paste the token from <code>$TETHER_HOME/token</code>.</p>
+{note}
+<form method="post" action="login" class="stack">
+<label>Token <input name="token" type="password" autocomplete="off" required autofocus></label>
+<button type="submit">Sign in</button>
+</form></main></body></html>"""
+    return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})

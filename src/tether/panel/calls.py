@@ -1,0 +1,141 @@
+"""How the panel acts: through the same tool handlers the MCP server runs, as actor ``panel``.
+
+Invariants:
+
+- A panel action that an agent could also take (open, rename, close, snapshot, workspaces, state,
+  audit reading) is a call of the registry's tool handler with ``CallContext(actor="panel",
+  source="panel")`` — the panel holds no second implementation of any behaviour.
+- Every panel action leaves exactly one audit record with source ``panel``: tool calls are
+  audited by the tool layer itself (it sees ``source="panel"`` in the context); actions that are
+  not tools (manual locks, vault unlock/lock, attaching a terminal) are appended here.
+- Errors are data for the browser: ``PanelError`` carries a stable code, an HTTP status and the
+  lower layer's human-actionable message; nothing else crosses to the page.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+
+from tether.audit.log import AuditLog
+from tether.audit.record import Outcome
+from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
+from tether.tools.registry import CallContext, ToolRegistry, ToolResult
+
+logger = logging.getLogger(__name__)
+
+PANEL_ACTOR = "panel"
+PANEL_CONTEXT = CallContext(actor=PANEL_ACTOR, source="panel")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PanelError(Exception):
+    """What the browser is told when an action fails."""
+
+    code: str
+    message: str
+    status: int = 400
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message}
+
+
+def error_from(exc: TetherError) -> PanelError:
+    status = 400
+    if isinstance(exc, RefusedError):
+        status = 403
+    elif isinstance(exc, NotFoundError):
+        status = 404
+    elif not isinstance(exc, UsageError):
+        status = 503
+    return PanelError(code=exc.code, message=exc.message, status=status)
+
+
+@dataclass(slots=True, kw_only=True)
+class PanelCalls:
+    """The panel's door to tools, the audit log and the store of one ``TETHER_HOME``."""
+
+    registry: ToolRegistry
+    home: Path
+    audit_log: AuditLog = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.audit_log = AuditLog(self.home)
+
+    async def tool(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """Run tool ``name`` as the panel; a tool error result becomes ``PanelError``."""
+        tool = self.registry.get(name)
+        if tool is None:
+            raise PanelError(
+                code="UNAVAILABLE",
+                message=f"this server has no {name} tool, so the panel cannot do that here",
+                status=503,
+            )
+        try:
+            result = await tool.handler(arguments, PANEL_CONTEXT)
+        except TetherError as exc:
+            raise error_from(exc) from exc
+        if result.is_error:
+            code, _, rest = result.text.partition(":")
+            known = code.isupper() and " " not in code
+            raise PanelError(
+                code=code if known else "TOOL_ERROR",
+                message=(rest.strip() if known else result.text) or result.text,
+                status=403 if code == "REFUSED" else 400,
+            )
+        return result
+
+    async def audit(
+        self,
+        *,
+        action: str,
+        tool: str = "panel",
+        targets: Sequence[str] = (),
+        outcome: Outcome = "ok",
+        detail: str = "",
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one ``panel`` record for an action that is not a tool call (fsync: off the loop)."""
+
+        def write() -> None:
+            self.audit_log.append(
+                actor=PANEL_ACTOR,
+                source="panel",
+                tool=tool,
+                action=action,
+                targets=targets,
+                outcome=outcome,
+                detail=detail,
+                extra=extra,
+            )
+
+        try:
+            await anyio.to_thread.run_sync(write)
+        except TetherError as exc:
+            raise error_from(exc) from exc
+
+    async def audited(
+        self, *, tool: str, action: str, targets: Sequence[str], run: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run a non-tool action and log one record whatever happens (outcome and message only)."""
+        outcome: Outcome = "error"
+        detail = ""
+        try:
+            result = await run()
+            outcome = "ok"
+            return result
+        except RefusedError as exc:
+            outcome, detail = "refused", exc.message
+            raise error_from(exc) from exc
+        except TetherError as exc:
+            detail = exc.message
+            raise error_from(exc) from exc
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.audit(tool=tool, action=action, targets=targets, outcome=outcome, detail=detail)

@@ -1,0 +1,135 @@
+"""The live shell list: ``shell_state`` (as the panel) turned into rows, pushed to every open page.
+
+Invariants:
+
+- The list is exactly what ``shell_state scope=*`` reports — the same states, owners, foreground
+  commands and working directories an agent sees; this module only reshapes it for the page.
+- One ``shell_state`` call serves every open page: a snapshot younger than ``CACHE_S`` is reused,
+  and concurrent askers wait for the one call in flight.
+- A page hears about a change within ``INTERVAL_S``, or at once after a panel action (``poke``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from tether.panel.calls import PanelCalls
+
+INTERVAL_S = 1.0
+CACHE_S = 0.4
+OWNER_KINDS = ("conversation", "panel", "cli", "unknown")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellRow:
+    id: str
+    label: str
+    owner: str  # one of OWNER_KINDS
+    owner_id: str  # the conversation id for "conversation", else the same as owner
+    states: tuple[str, ...]
+    fg: str
+    cwd: str
+    idle_ms: int | None
+    last_activity_ms: int | None
+    locked_by: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "label": self.label,
+            "owner": self.owner,
+            "ownerId": self.owner_id,
+            "states": list(self.states),
+            "fg": self.fg,
+            "cwd": self.cwd,
+            "idleMs": self.idle_ms,
+            "lastActivityMs": self.last_activity_ms,
+            "lockedBy": self.locked_by,
+        }
+
+
+def owner_kind(owner_id: str) -> str:
+    if owner_id in ("panel", "cli"):
+        return owner_id
+    if not owner_id or owner_id == "unknown":
+        return "unknown"
+    return "conversation"
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _opt_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def row_from_state(item: Mapping[str, Any]) -> ShellRow:
+    """One shell of ``shell_state``'s structured content (see its published output schema)."""
+    owner_id = _str(item.get("ownerId")) or _str(item.get("owner")) or "unknown"
+    states = item.get("states")
+    if not isinstance(states, list):
+        states = [item["state"]] if isinstance(item.get("state"), str) else []
+    return ShellRow(
+        id=_str(item.get("id")),
+        label=_str(item.get("label")),
+        owner=owner_kind(owner_id),
+        owner_id=owner_id,
+        states=tuple(s for s in states if isinstance(s, str)),
+        fg=_str(item.get("fg")),
+        cwd=_str(item.get("cwd")),
+        idle_ms=_opt_int(item.get("idleMs")),
+        last_activity_ms=_opt_int(item.get("lastActivityMs")),
+        locked_by=_str(item.get("lockedBy")) or None,
+    )
+
+
+def rows_from_state(structured: Mapping[str, Any]) -> list[ShellRow]:
+    shells = structured.get("shells")
+    if not isinstance(shells, Sequence):
+        return []
+    return [row_from_state(item) for item in shells if isinstance(item, Mapping) and item.get("id")]
+
+
+@dataclass(slots=True, kw_only=True)
+class ShellFeed:
+    calls: PanelCalls
+    _rows: list[ShellRow] = field(default_factory=list)
+    _at: float = float("-inf")
+    _lock: anyio.Lock = field(default_factory=anyio.Lock)
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+
+    async def rows(self) -> list[ShellRow]:
+        async with self._lock:
+            if time.monotonic() - self._at >= CACHE_S:
+                result = await self.calls.tool("shell_state", {"scope": "*"})
+                self._rows = rows_from_state(result.structured)
+                self._at = time.monotonic()
+            return list(self._rows)
+
+    def poke(self) -> None:
+        """Something changed (a panel action): refresh now and wake every page's stream."""
+        self._at = float("-inf")
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def stream(self) -> AsyncIterator[str]:
+        """JSON messages for one page: the list now, then whenever it changes."""
+        last = ""
+        while True:
+            rows = await self.rows()
+            body = json.dumps([r.to_json() for r in rows], sort_keys=True)
+            if body != last:
+                last = body
+                yield json.dumps(
+                    {"type": "shells", "now": int(time.time() * 1000), "shells": json.loads(body)}
+                )
+            changed = self._changed
+            with anyio.move_on_after(INTERVAL_S):
+                await changed.wait()

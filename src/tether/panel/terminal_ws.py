@@ -1,0 +1,140 @@
+"""The terminal WebSocket: a browser's xterm.js on one side, a ``PanelTerminal`` on the other.
+
+Protocol (``/panel/ws/term/<shell>?cols=C&rows=R``):
+
+- server → browser, binary frames: bytes for the terminal, in order — first the pane's scrollback
+  above the screen (pushed into xterm's scrollback), then everything the tmux client draws.
+- server → browser, text frames: ``{"type": "exit" | "error", "message": …}`` before the close.
+- browser → server, text frames: ``{"type": "input", "data": str, "binary": bool, "typed": bool}``
+  and ``{"type": "resize", "cols": int, "rows": int}``. ``typed`` is true only for a person's own
+  keystrokes, pastes and clicks — xterm's automatic replies to tmux's queries are not typing.
+
+Invariants: the tmux client lives exactly as long as the socket (both directions stop together
+and ``PanelTerminal.aclose`` always runs); a keystroke marked ``typed`` stamps the shell's
+``@tether_user_input_at`` *before* its bytes reach the PTY, so an agent write checked after the
+keystroke landed always sees the person typing. Stamps are rate-limited: one per
+``STAMP_INTERVAL_S`` is enough against a busy window of several seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from tether.errors import TetherError
+from tether.panel import tmux_client
+from tether.panel.calls import PanelCalls
+from tether.panel.terminal import PanelTerminal, clamp_size
+
+logger = logging.getLogger(__name__)
+
+STAMP_INTERVAL_S = 0.5
+HISTORY_LINES = 5000
+MAX_INPUT_CHARS = 1 << 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TerminalEndpoint:
+    socket: Path
+    calls: PanelCalls
+
+    async def __call__(self, websocket: WebSocket) -> None:
+        shell_id = str(websocket.path_params.get("shell", ""))
+        cols, rows = clamp_size(
+            _int(websocket.query_params.get("cols"), 120), _int(websocket.query_params.get("rows"), 32)
+        )
+        try:
+            tmux_client.check_shell_id(shell_id)
+            if not await tmux_client.session_exists(self.socket, shell_id):
+                raise TetherError(
+                    f"shell {shell_id} is not running (closed, or never opened)", code="NOT_FOUND"
+                )
+        except TetherError as exc:
+            await websocket.accept()
+            await _send_control(websocket, "error", exc.message)
+            await websocket.close(code=4404, reason=exc.message[:120])
+            return
+        await websocket.accept()
+        history = await tmux_client.capture_history(self.socket, shell_id, HISTORY_LINES)
+        if history:
+            # Enough newlines to scroll every history line off the screen before tmux redraws it.
+            await websocket.send_bytes(history + b"\r\n" * rows)
+        term = await PanelTerminal.open(socket=self.socket, shell_id=shell_id, cols=cols, rows=rows)
+        await self.calls.audit(action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}")
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._pump_output, websocket, term, tg.cancel_scope)
+                await self._pump_input(websocket, term, shell_id)
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await term.aclose()
+                try:
+                    await self.calls.audit(action="terminal-detach", targets=[shell_id])
+                except Exception:
+                    logger.exception("could not audit the detach of %s", shell_id)
+
+    async def _pump_output(self, websocket: WebSocket, term: PanelTerminal, scope: anyio.CancelScope) -> None:
+        while chunk := await term.read():
+            await websocket.send_bytes(chunk)
+        alive = await tmux_client.session_exists(self.socket, term.shell_id)
+        message = "detached" if alive else f"shell {term.shell_id} ended"
+        try:
+            await _send_control(websocket, "exit", message)
+            await websocket.close(code=1000, reason=message)
+        except Exception:  # the browser may already be gone
+            logger.debug("terminal socket closed before the exit notice", exc_info=True)
+        scope.cancel()
+
+    async def _pump_input(self, websocket: WebSocket, term: PanelTerminal, shell_id: str) -> None:
+        last_stamp = 0.0
+        while True:
+            try:
+                text = await websocket.receive_text()
+            except (WebSocketDisconnect, RuntimeError):
+                return
+            msg = _parse(text)
+            if msg is None:
+                continue
+            if msg.get("type") == "resize":
+                term.resize(_int(msg.get("cols"), 80), _int(msg.get("rows"), 24))
+            elif msg.get("type") == "input" and isinstance(msg.get("data"), str):
+                data: str = msg["data"][:MAX_INPUT_CHARS]
+                raw = (
+                    data.encode("latin-1", "replace")
+                    if msg.get("binary")
+                    else data.encode("utf-8", "replace")
+                )
+                if msg.get("typed") is True and time.monotonic() - last_stamp >= STAMP_INTERVAL_S:
+                    try:
+                        await tmux_client.mark_user_input(self.socket, shell_id)
+                        last_stamp = time.monotonic()
+                    except TetherError:
+                        logger.warning("could not stamp user input on %s", shell_id, exc_info=True)
+                await term.write(raw)
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _parse(text: str) -> dict[str, Any] | None:
+    try:
+        msg = json.loads(text)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+async def _send_control(websocket: WebSocket, kind: str, message: str) -> None:
+    await websocket.send_text(json.dumps({"type": kind, "message": message}))
