@@ -263,7 +263,7 @@ def test_multi_line_value_is_masked_whole_and_line_by_line() -> None:
     masker = SecretMasker({"KEY": value})
     terminal = value.replace("\n", "\r\n") + "\r\n$ "
     masked = masker.mask(terminal)
-    assert "MIIBOg" not in masked and "BEGIN KEY" not in masked and masked.endswith("\r\n$ ")
+    assert masked == "[vault:KEY]\r\n$ "
     assert masker.mask(value) == "[vault:KEY]"
     assert masker.mask("if x {\n}\n") == "if x {\n}\n", "a line shorter than MIN_FRAGMENT is not masked alone"
 

@@ -6,8 +6,9 @@ replaced by ``[vault:NAME]``, even when a form straddles a chunk boundary.
 
 Masked forms of a value ``v`` (its UTF-8 bytes ``b``):
 
-- ``v`` itself, and each line of a multi-line ``v`` (lines shorter than ``MIN_FRAGMENT`` are left
-  alone: masking every ``}`` of a JSON key file would mask the whole screen);
+- ``v`` itself (also with CRLF line ends, as a terminal prints it), and each line of a multi-line
+  ``v`` (lines shorter than ``MIN_FRAGMENT`` are left alone: masking every ``}`` of a JSON key
+  file would mask the whole screen);
 - base64 (standard and URL-safe alphabets) of ``b`` whole, with and without padding, and the part
   of the encoding that depends only on ``b`` when ``b`` sits at byte offset 0, 1 or 2 of a longer
   encoded stream (the three alignments), so ``base64 <<< "x$SECRET"`` is caught too;
@@ -59,6 +60,7 @@ def secret_forms(value: str) -> list[str]:
     forms: list[str] = [value]
     lines = value.splitlines()
     if len(lines) > 1:
+        forms.append("\r\n".join(lines))  # as a terminal prints it (onlcr)
         forms.extend(lines)
     forms.extend(_b64_fragments(raw))
     forms.extend(_url_forms(value))
