@@ -12,11 +12,13 @@ refused with a message saying what is wrong. Differences handled:
 - JS "identity escapes" of letters (``\\a`` = ``a``, ``\\Z`` = ``Z``) mean the letter itself, while
   Python gives several of them other meanings (bell, end of string);
 - syntax JS does not have is refused: inline flags ``(?i)``, ``(?P…)``, comments ``(?#…)``,
-  atomic groups ``(?>…)``, possessive quantifiers ``a*+``.
+  atomic groups ``(?>…)``, possessive quantifiers ``a*+``;
+- ``$`` → ``\\Z``: Python's ``$`` also matches just before a final newline, JavaScript's does not.
 
-Anchors keep their JS meaning only when the caller matches without ``re.MULTILINE``; ``$`` in
-Python also matches before a final newline (JS does not), which cannot change whether text that
-ends a line matches. Variable-width lookbehind, legal in JS, is refused by ``re`` and reported.
+The compiled pattern carries no flags, like a JS literal without flags: ``^``/``$`` anchor the
+whole subject, so a caller that wants them per line matches line by line. Variable-width
+lookbehind, legal in JS, is refused by ``re`` and reported as such. Left as Python has them:
+``\\b`` next to non-ASCII letters and ``\\s`` on U+FEFF and U+001C–U+001F (rare in terminal text).
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ def js_regex_to_python(pattern: str) -> str:
             out.append(piece)
         elif ch == ".":
             out.append(_DOT)
+            i += 1
+        elif ch == "$":
+            out.append("\\Z")  # Python's "$" also matches before a final newline; JS's does not
             i += 1
         elif ch == "{":
             m = _BRACE_QUANTIFIER.match(pattern, i)
