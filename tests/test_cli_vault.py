@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tether.store.db import Store
@@ -123,3 +126,52 @@ def test_cli_actions_are_audited_by_name_and_nothing_holds_the_canary(tether_hom
         if path.is_file():
             data = path.read_bytes()
             assert CANARY.encode() not in data and PASSPHRASE.encode() not in data, path
+
+
+def _on_a_terminal(home: Path, args: list[str], answers: list[str]) -> tuple[int, str]:
+    """Run ``tether vault ARGS`` on a new pseudo-terminal, answering each ``…: `` prompt in turn."""
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the pty is its controlling terminal, as in a person's shell
+        os.execve(sys.executable, [sys.executable, "-m", "tether", "vault", *args], env)
+    transcript = b""
+    deadline = time.monotonic() + 30
+
+    def read_some() -> bool:
+        nonlocal transcript
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        assert ready, f"no output before the deadline: {transcript!r}"
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            return False
+        transcript += data
+        return bool(data)
+
+    try:
+        for answer in answers:
+            seen = len(transcript)
+            while not transcript[seen:].rstrip().endswith(b":"):
+                assert read_some(), transcript
+            os.write(fd, answer.encode() + b"\n")
+        while read_some():
+            pass
+    finally:
+        os.close(fd)
+        _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), transcript.decode("utf-8", "replace")
+
+
+def test_prompts_on_a_terminal_do_not_echo(tether_home: Path) -> None:
+    status, transcript = _on_a_terminal(tether_home, ["group", "create", "prod"], [PASSPHRASE, "different"])
+    assert status == 2 and "the two passphrases differ" in transcript and PASSPHRASE not in transcript
+    status, transcript = _on_a_terminal(tether_home, ["group", "create", "prod"], [PASSPHRASE, PASSPHRASE])
+    assert status == 0 and "created passphrase group" in transcript and PASSPHRASE not in transcript
+    # Storing into the locked group asks for the value, then for the group's passphrase.
+    status, transcript = _on_a_terminal(tether_home, ["set", "DB", "--group", "prod"], [CANARY, PASSPHRASE])
+    assert status == 0, transcript
+    assert "value for DB (not echoed):" in transcript and "is locked; its passphrase:" in transcript
+    assert CANARY not in transcript and PASSPHRASE not in transcript
+    status, transcript = _on_a_terminal(tether_home, ["unlock", "prod", "--minutes", "2"], [PASSPHRASE])
+    assert status == 0 and "unlocked until" in transcript and PASSPHRASE not in transcript
+    assert Vault(Store.open(tether_home), tether_home).resolve("DB") == CANARY

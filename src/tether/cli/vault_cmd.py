@@ -74,9 +74,16 @@ def _interactive() -> bool:
     return sys.stdin.isatty()
 
 
+def _prompt(prompt: str) -> str:
+    try:
+        return getpass.getpass(prompt)
+    except EOFError:  # Ctrl-D at the prompt
+        raise UsageError("no input given at the prompt; nothing was changed") from None
+
+
 def _read_value(name: str) -> str:
     if _interactive():
-        return getpass.getpass(f"value for {name} (not echoed): ")
+        return _prompt(f"value for {name} (not echoed): ")
     data = sys.stdin.read()
     # One trailing newline is the end of `echo`/a heredoc, not part of the secret.
     return data.removesuffix("\n").removesuffix("\r")
@@ -84,7 +91,7 @@ def _read_value(name: str) -> str:
 
 def _read_passphrase(prompt: str) -> str:
     if _interactive():
-        return getpass.getpass(prompt)
+        return _prompt(prompt)
     return sys.stdin.readline().removesuffix("\n").removesuffix("\r")
 
 
@@ -105,7 +112,7 @@ def _audited(action: str, targets: list[str], run: Callable[[], int], home: Path
     except TetherError as exc:
         detail = exc.message
         raise
-    except (KeyboardInterrupt, EOFError):
+    except KeyboardInterrupt:
         outcome, detail = "cancelled", "interrupted at the prompt"
         raise
     finally:
@@ -192,7 +199,7 @@ def _group_create(args: argparse.Namespace) -> int:
         passphrase: str | None = None
         if not args.no_passphrase:
             passphrase = _read_passphrase(f"new passphrase for group {args.group!r}: ")
-            if _interactive() and getpass.getpass("repeat it: ") != passphrase:
+            if _interactive() and _prompt("repeat it: ") != passphrase:
                 raise UsageError("the two passphrases differ; nothing was created")
         info = vault.create_group(args.group, passphrase)
         kind = (
