@@ -14,6 +14,8 @@ Invariant (in this order, later wins):
 from __future__ import annotations
 
 import fnmatch
+import functools
+import os
 import re
 from collections.abc import Iterable, Mapping
 
@@ -52,28 +54,73 @@ def scrub_patterns(section: EnvSection) -> tuple[str, ...]:
     return (*section.scrub_patterns, *section.extra_scrub_patterns)
 
 
+@functools.lru_cache(maxsize=32)
+def _name_matcher(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    # One alternation instead of len(patterns) fnmatch calls per variable: this runs on every spawn.
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.upper())})" for p in patterns) or "(?!)")
+
+
 def is_scrubbed(name: str, value: str, patterns: Iterable[str], keep: Iterable[str] = ()) -> bool:
     """True when ``name``/``value`` must not reach a child (credential or code-injection hook)."""
     upper = name.upper()
     if upper in {k.upper() for k in keep}:
         return False
-    if any(fnmatch.fnmatchcase(upper, pattern.upper()) for pattern in patterns):
+    if _name_matcher(tuple(patterns)).match(upper):
         return True
     return bool(_URL_WITH_PASSWORD.match(value))
 
 
 def scrub_environment(environ: Mapping[str, str], section: EnvSection) -> dict[str, str]:
-    patterns = scrub_patterns(section)
+    matcher = _name_matcher(scrub_patterns(section))
     keep = {k.upper() for k in section.keep}
-    return {name: value for name, value in environ.items() if not is_scrubbed(name, value, patterns, keep)}
+    return {
+        name: value
+        for name, value in environ.items()
+        if (upper := name.upper()) in keep
+        or not (matcher.match(upper) or ("://" in value and _URL_WITH_PASSWORD.match(value)))
+    }
+
+
+_scrub_cache: tuple[dict[bytes, bytes], EnvSection, dict[bytes, bytes]] | None = None
+
+
+def _inherited_bytes() -> dict[bytes, bytes]:
+    # os.environ keeps its bytes form in ``_data``; copying that dict is C-speed, unlike iterating
+    # the str mapping (which decodes every entry) — this runs on every spawn.
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):
+        return dict(data)
+    return {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
 
 
 def build_child_env(
-    environ: Mapping[str, str], section: EnvSection, explicit: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Scrubbed inherited environment + non-interactive defaults + explicit entries (in that order)."""
-    env = scrub_environment(environ, section)
-    env.update(NONINTERACTIVE_DEFAULTS)
+    environ: Mapping[str, str] | None, section: EnvSection, explicit: Mapping[str, str] | None = None
+) -> dict[bytes, bytes]:
+    """Scrubbed inherited environment + non-interactive defaults + explicit entries (in that order).
+
+    ``environ=None`` means this process's environment (the scrubbed result is cached until it
+    changes). Returned as bytes, which is what ``execve`` takes.
+    """
+    global _scrub_cache
+    if environ is None:
+        raw = _inherited_bytes()
+        cached = _scrub_cache
+        if cached is not None and cached[1] == section and cached[0] == raw:
+            base = dict(cached[2])
+        else:
+            text = {os.fsdecode(k): os.fsdecode(v) for k, v in raw.items()}
+            base = _encode(scrub_environment(text, section))
+            _scrub_cache = (raw, section, dict(base))
+    else:
+        base = _encode(scrub_environment(environ, section))
+    base.update(_NONINTERACTIVE_BYTES)
     if explicit:
-        env.update(explicit)
-    return env
+        base.update(_encode(explicit))
+    return base
+
+
+def _encode(env: Mapping[str, str]) -> dict[bytes, bytes]:
+    return {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+
+
+_NONINTERACTIVE_BYTES = _encode(NONINTERACTIVE_DEFAULTS)

@@ -19,6 +19,7 @@ import contextlib
 import enum
 import errno
 import fcntl
+import itertools
 import os
 import secrets
 import signal
@@ -32,7 +33,12 @@ from tether.process.capture import CapturedStream
 from tether.process.tree import TREE_MARKER, ProcessTree, become_subreaper, cgroup_root
 
 _READ_SIZE = 1 << 20
+_MARKER_PREFIX = secrets.token_hex(4)
+_spawn_counter = itertools.count(1)
 _F_SETPIPE_SZ = 1031
+_DEFAULT_PIPE_SIZE = 65536
+# A command still running after this long is moved into its own cgroup (see tree.enter_cgroup).
+_CGROUP_AFTER_S = 0.02
 
 
 class SpawnError(TetherError):
@@ -57,7 +63,7 @@ class SpawnRequest:
 
     argv: tuple[str, ...]
     cwd: str
-    env: Mapping[str, str]
+    env: Mapping[str, str] | Mapping[bytes, bytes]
     stdin: bytes | None = None
     stdout_max_bytes: int = 64_000
     stderr_max_bytes: int = 64_000
@@ -110,6 +116,8 @@ class ManagedProcess:
         self._settle_task: asyncio.Task[None] | None = None
         self._pidfd: int | None = None
         self._on_settled: list[Callable[[], None]] = []
+        self._cgroup_timer: asyncio.TimerHandle | None = None
+        self._grown: set[int] = set()
 
     @property
     def pid(self) -> int:
@@ -135,11 +143,17 @@ class ManagedProcess:
             self._pidfd = os.pidfd_open(self.pid)
         except OSError:
             self._pidfd = None
+        self._cgroup_timer = self._loop.call_later(_CGROUP_AFTER_S, self._enter_cgroup)
         if self._pidfd is not None:
             self._loop.add_reader(self._pidfd, self._on_exit_ready)
         else:  # no pidfd (old kernel): a thread blocks in waitpid for us.
             fut = self._loop.run_in_executor(None, self._popen.wait)
             fut.add_done_callback(lambda _f: self._on_root_exit())
+
+    def _enter_cgroup(self) -> None:
+        self._cgroup_timer = None
+        if self.returncode is None:
+            self.tree.enter_cgroup()
 
     def _pump_stdin(self) -> None:
         fd = self._in_fd
@@ -182,6 +196,10 @@ class ManagedProcess:
                 self._close_reader(fd)
                 return
             stream.feed(chunk)
+            if len(chunk) == _DEFAULT_PIPE_SIZE and fd not in self._grown:
+                # The pipe was full: a bulk writer. A bigger pipe means fewer wake-ups per MiB.
+                self._grown.add(fd)
+                raise_pipe_size(fd)
             if len(chunk) < _READ_SIZE:
                 return
 
@@ -213,8 +231,15 @@ class ManagedProcess:
 
     def _on_root_exit(self) -> None:
         self.returncode = self._popen.returncode
-        if self._settle_task is None:
-            self._settle_task = self._loop.create_task(self._settle())
+        if self._settle_task is not None or self.settled.is_set():
+            return
+        # Fast path (most commands): output already at EOF and nothing left behind — settle now,
+        # without a task and another trip around the loop.
+        self._drain_now()
+        if self._eof.is_set() and not self.tree.members():
+            self._finish()
+            return
+        self._settle_task = self._loop.create_task(self._settle())
 
     async def _settle(self) -> None:
         try:
@@ -250,6 +275,9 @@ class ManagedProcess:
             self.tree.signal_all(signal.SIGKILL)
 
     def _finish(self) -> None:
+        if self._cgroup_timer is not None:
+            self._cgroup_timer.cancel()
+            self._cgroup_timer = None
         if self._escalation is not None:
             self._escalation.cancel()
             self._escalation = None
@@ -291,6 +319,12 @@ class ManagedProcess:
         await self.settled.wait()
 
 
+def _bytes_env(env: Mapping[str, str] | Mapping[bytes, bytes]) -> dict[bytes, bytes]:
+    if all(isinstance(key, bytes) for key in env):
+        return dict(env)  # type: ignore[arg-type]
+    return {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+
+
 def _pipe() -> tuple[int, int]:
     r, w = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(r, False)
@@ -300,11 +334,12 @@ def _pipe() -> tuple[int, int]:
 def spawn(request: SpawnRequest) -> ManagedProcess:
     """Start ``request.argv``; raises ``SpawnError`` when the OS refuses. Needs a running loop."""
     become_subreaper()
-    env = dict(request.env)
+    env = _bytes_env(request.env)
     cgroup_root()  # probe (and sweep stale trees) once, before the first spawn
-    marker = secrets.token_hex(8)
-    env[TREE_MARKER] = marker
-    spill_stem = f"{os.getpid()}-{secrets.token_hex(6)}"
+    # Unique per spawn without a getrandom() call each time: a random per-process prefix + counter.
+    marker = f"{_MARKER_PREFIX}{os.getpid()}-{next(_spawn_counter)}"
+    env[TREE_MARKER.encode()] = marker.encode()
+    spill_stem = marker
     streams = []
     for name, limit in (("stdout", request.stdout_max_bytes), ("stderr", request.stderr_max_bytes)):
         path = request.spill_dir / f"{spill_stem}.{name}" if request.spill_dir else None
@@ -313,7 +348,6 @@ def spawn(request: SpawnRequest) -> ManagedProcess:
         )
     out_r, out_w = _pipe()
     err_r, err_w = _pipe()
-    raise_pipe_size(out_r)
     in_r: int | None = None
     in_w: int | None = None
     if request.stdin is not None:

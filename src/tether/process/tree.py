@@ -4,16 +4,16 @@ Invariant: a process tree is "everything the command started", not only its proc
 ``setsid`` and double-forked daemons leave the group but are still found, by the best mechanism
 this machine offers, chosen once per tether process:
 
-* **cgroup v2** (preferred): each tree gets a leaf cgroup ``<our cgroup>/tether-<pid>/t<n>``; the
-  root process is moved in right after spawn (its children, if it already forked, follow), every
-  later descendant is born inside, and ``cgroup.kill`` ends them all atomically. A tether process
+* **cgroup v2** (preferred): a tree still running shortly after spawn gets a leaf cgroup
+  ``<our cgroup>/tether-<pid>/t<n>``; its current members are moved in, every later descendant
+  is born inside (even one that clears its environment), and ``cgroup.kill`` ends them all. A tether process
   that crashed leaves ``tether-<deadpid>``; the next one kills and removes it.
 * **always**: the ppid chain from the root, the process group, and the tree's marker environment
   variable ``TETHER_TREE_ID`` (inherited through fork, ``setsid`` and double forks), looked for
   among our own children (orphans come to us, the subreaper) or, without a subreaper, in ``/proc``.
 
-The marker is always set, because the cgroup move races a fast command: ``bash -c 'setsid x &'``
-can fork and exit before the parent has written the pid into ``cgroup.procs``.
+The marker is always set, because no move from the parent can beat a fast command:
+``bash -c 'setsid x &'`` can fork and exit before any pid is written into ``cgroup.procs``.
 
 Either way tether is made a child subreaper (``PR_SET_CHILD_SUBREAPER``): escapees whose parent
 dies are re-parented to us instead of to PID 1 (which on these machines never reaps), so we can
@@ -156,19 +156,44 @@ def cgroup_root() -> CgroupRoot | None:
     return _cgroup_root
 
 
+def _read(path: str) -> bytes:
+    # Plain os calls: pathlib's overhead is measurable here, on every spawn.
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _children_of(pid: int) -> list[int]:
+    """Children of every thread of ``pid`` (a child belongs to the thread that forked it)."""
     found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError):
-                found.extend(int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        with contextlib.suppress(OSError):
+            found.extend(int(c) for c in _read(f"/proc/{pid}/task/{task}/children").split())
     return found
+
+
+def _adopted_candidates() -> list[int]:
+    """Children of our main thread: the kernel hands orphans to a subreaper's group leader."""
+    me = os.getpid()
+    try:
+        return [int(c) for c in _read(f"/proc/{me}/task/{me}/children").split()]
+    except OSError:
+        return _children_of(me)
 
 
 def _stat_fields(pid: int) -> tuple[str, int, int] | None:
     """(state, ppid, pgid) of a pid, or None if it is gone."""
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
+        raw = _read(f"/proc/{pid}/stat")
     except OSError:
         return None
     rest = raw[raw.rfind(b")") + 2 :].split()
@@ -177,7 +202,7 @@ def _stat_fields(pid: int) -> tuple[str, int, int] | None:
 
 def _has_marker(pid: int, marker: bytes) -> bool:
     try:
-        return marker in Path(f"/proc/{pid}/environ").read_bytes()
+        return marker in _read(f"/proc/{pid}/environ")
     except OSError:
         return False
 
@@ -193,21 +218,34 @@ class ProcessTree:
 
     @classmethod
     def adopt(cls, root_pid: int, marker: str | None) -> ProcessTree:
-        """Track a freshly spawned root: move it (and any child it already has) into a cgroup."""
+        return cls(root_pid=root_pid, marker=marker, cgroup=None)
+
+    def enter_cgroup(self) -> bool:
+        """Move every current member into a fresh leaf cgroup; later forks are born inside it.
+
+        Done only for commands still running a moment after spawn: a cgroup migration costs
+        0.1–0.5 ms (the kernel's threadgroup rwsem), which would dominate a ``true``, and a fast
+        command's escapees are caught by the marker anyway.
+        """
         root = cgroup_root()
-        leaf = root.new_leaf() if root is not None else None
-        if leaf is not None:
-            try:
-                (leaf / "cgroup.procs").write_text(str(root_pid))
-                # The root may have forked between exec and the move; its children follow it.
-                for child in _children_of(root_pid):
-                    with contextlib.suppress(OSError):
-                        (leaf / "cgroup.procs").write_text(str(child))
-            except OSError:
-                with contextlib.suppress(OSError):
-                    leaf.rmdir()
-                leaf = None
-        return cls(root_pid=root_pid, marker=marker, cgroup=leaf)
+        if self.cgroup is not None or root is None:
+            return self.cgroup is not None
+        members = self.members()
+        if not members:
+            return False
+        leaf = root.new_leaf()
+        if leaf is None:
+            return False
+        procs = leaf / "cgroup.procs"
+        for pid in sorted(members):
+            with contextlib.suppress(OSError):  # ESRCH: it exited meanwhile
+                procs.write_text(str(pid))
+        # Anything forked during the moves above is a child of a member: sweep once more.
+        for pid in self.members() - members:
+            with contextlib.suppress(OSError):
+                procs.write_text(str(pid))
+        self.cgroup = leaf
+        return True
 
     def members(self) -> set[int]:
         """Live (non-zombie) processes of the tree; the root too while it runs."""
@@ -220,7 +258,7 @@ class ProcessTree:
             if _subreaper_done:
                 # Escapees whose parent died were re-parented to us; the inherited marker says
                 # which tree they came from (race-free, unlike the cgroup move after exec).
-                seeds.update(pid for pid in _children_of(me) if _has_marker(pid, self._marker))
+                seeds.update(pid for pid in _adopted_candidates() if _has_marker(pid, self._marker))
             else:
                 seeds.update(self._scan_proc(me))
         found: set[int] = set()
@@ -262,7 +300,7 @@ class ProcessTree:
     def reap(self) -> None:
         """Collect zombies of ours that belonged to this tree (re-parented escapees)."""
         root = cgroup_root()
-        for pid in _children_of(os.getpid()):
+        for pid in _adopted_candidates():
             if pid == self.root_pid:
                 continue
             info = _stat_fields(pid)

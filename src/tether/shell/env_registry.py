@@ -16,12 +16,12 @@ Built-ins (reserved; a contributor declaring one is rejected):
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether.config import resolve_home
 from tether.errors import TetherError
 
 RESERVED_KEYS: tuple[str, ...] = (
@@ -39,6 +39,12 @@ _BUILTIN_DESCRIPTIONS: Mapping[str, str] = {
     "TETHER_SHELL": '"1" in every shell tether runs',
 }
 _KEY_SHAPE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def _home_text() -> str:
+    # Same rule as config.resolve_home, without building Path objects on every execution.
+    value = os.environ.get("TETHER_HOME", "").strip()
+    return os.path.expanduser(value) if value else os.path.join(os.path.expanduser("~"), ".tether")
 
 
 class ShellEnvError(TetherError):
@@ -128,8 +134,8 @@ class ShellEnvRegistry:
         return unregister
 
     def builtins(self, context: ShellEnvContext) -> dict[str, str]:
-        home = self._home if self._home is not None else resolve_home()
-        values = {"TETHER_HOME": str(home), "TETHER_SHELL": "1"}
+        home = str(self._home) if self._home is not None else _home_text()
+        values = {"TETHER_HOME": home, "TETHER_SHELL": "1"}
         if context.session_id:
             values["TETHER_SESSION_ID"] = context.session_id
         if self._profile is not None:

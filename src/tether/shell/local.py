@@ -33,6 +33,9 @@ from tether.shell.types import (
     ShellExecutor,
 )
 
+# (name, PATH) -> where it was found; re-checked with one access() call per use.
+_which_cache: dict[tuple[str, str], str] = {}
+
 
 class LocalShellExecutor(ShellExecutor):
     """Shared resolve/execute of the local providers; subclasses only say how to build argv."""
@@ -97,9 +100,9 @@ class LocalShellExecutor(ShellExecutor):
     async def execute(self, spec: ShellExecSpec, *, abort: AbortSignal | None = None) -> ShellExecution:
         if abort is not None and abort.fired:
             raise ShellAborted(f"execution aborted before it started: {abort.reason}")
-        env = build_child_env(os.environ, self.options.env, spec.env)
-        # Two stat calls on local paths: not worth a thread hop on every command.
-        self._check_executable(spec.argv[0], env.get("PATH", os.defpath))
+        env = build_child_env(None, self.options.env, spec.env)
+        # A few stat calls on local paths: not worth a thread hop on every command.
+        self._check_executable(spec.argv[0], os.fsdecode(env.get(b"PATH", os.defpath.encode())))
         self._check_cwd(spec.cwd)
         if time.monotonic() >= spec.resolved_at + spec.timeout_ms / 1000:
             # The deadline passed while preparing: settle timed out without spawning.
@@ -108,7 +111,7 @@ class LocalShellExecutor(ShellExecutor):
         if self.confinement is not None:
             launch = self.confinement.wrap(spec.argv, spec)
             argv = launch.argv
-            env.update(launch.env)
+            env.update({os.fsencode(k): os.fsencode(v) for k, v in launch.env.items()})
         request = SpawnRequest(
             argv=argv,
             cwd=spec.cwd,
@@ -143,7 +146,13 @@ class LocalShellExecutor(ShellExecutor):
         if os.sep in executable:
             found = os.path.isfile(executable) and os.access(executable, os.X_OK)
         else:
-            found = shutil.which(executable, path=path) is not None
+            hit = _which_cache.get((executable, path))
+            found = hit is not None and os.access(hit, os.X_OK)
+            if not found:
+                hit = shutil.which(executable, path=path)
+                found = hit is not None
+                if hit is not None:
+                    _which_cache[(executable, path)] = hit
         if not found:
             raise ShellException(
                 f"shell executable {executable!r} cannot be found "

@@ -9,6 +9,7 @@ Invariant: every default the executor applies lives here and is applied only by 
 
 from __future__ import annotations
 
+import functools
 import ntpath
 import os
 import sys
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether.config import MIB, Config, EnvSection, ensure_home, resolve_home
+from tether.config import MIB, Config, EnvSection, resolve_home
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,9 +53,22 @@ class LocalShellOptions:
         if self.max_spill_bytes <= 0:
             return None
         if self.spill_dir is not None:
-            self.spill_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            return self.spill_dir
-        return ensure_home(resolve_home()) / "spill"
+            return _ensured(self.spill_dir)
+        home = os.environ.get("TETHER_HOME", "")
+        return _ensured_default(home)
+
+
+@functools.lru_cache(maxsize=16)
+def _ensured_default(home_env: str) -> Path:
+    del home_env  # the cache key: resolve_home reads the same variable
+    return _ensured(resolve_home() / "spill")
+
+
+@functools.lru_cache(maxsize=16)
+def _ensured(path: Path) -> Path:
+    # Created once per process and path: this runs on every execute.
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
 
 
 def discover_pwsh(

@@ -1,0 +1,154 @@
+"""One-shot executor budgets (DESIGN.md "Budgets"), measured against baselines in this process.
+
+    .venv/bin/python bench/oneshot.py [--runs N] [--gib G]
+
+Prints one line per measurement with its budget and PASS/FAIL; exits 1 if any budget failed.
+A later provider (e.g. the bubblewrap sandbox) adds its own line by appending a ``Measurement``
+factory to ``MEASUREMENTS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.shell import LocalBashExecutor, LocalShellOptions, ShellExecRequest, ShellExecutor
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    name: str
+    value: float
+    unit: str
+    budget: str
+    ok: bool
+
+    def line(self) -> str:
+        verdict = "PASS" if self.ok else "FAIL"
+        return f"{verdict}  {self.name:<44} {self.value:>10.2f} {self.unit:<8} (budget {self.budget})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchConfig:
+    runs: int
+    gib: float
+    spill_dir: Path
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def raw_subprocess_median(runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(["bash", "-c", "true"], check=False)
+        samples.append(time.perf_counter() - start)
+    return _median_ms(samples)
+
+
+async def executor_median(executor: ShellExecutor, runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        execution = await executor.execute(executor.resolve(ShellExecRequest(command="true")))
+        await execution.result()
+        samples.append(time.perf_counter() - start)
+    return _median_ms(samples)
+
+
+def _rss_mib() -> float:
+    # ru_maxrss is the peak, in KiB on Linux: growth of the peak is what the budget bounds.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def overhead_ratio(cfg: BenchConfig) -> list[Measurement]:
+    executor = LocalBashExecutor(LocalShellOptions(spill_dir=cfg.spill_dir))
+    # Interleave rounds so drift on a shared machine hits both sides alike.
+    raw: list[float] = []
+    ours: list[float] = []
+    await executor_median(executor, 20)  # warm-up: cgroup creation, imports, page cache
+    raw_subprocess_median(20)
+    for _ in range(5):
+        raw.append(raw_subprocess_median(cfg.runs // 5))
+        ours.append(await executor_median(executor, cfg.runs // 5))
+    raw_ms, ours_ms = statistics.median(raw), statistics.median(ours)
+    ratio = ours_ms / raw_ms
+    return [
+        Measurement(
+            name="raw subprocess.run(bash -c true) median",
+            value=raw_ms,
+            unit="ms",
+            budget="baseline",
+            ok=True,
+        ),
+        Measurement(name="executor bash -c true median", value=ours_ms, unit="ms", budget="-", ok=True),
+        Measurement(name="executor / raw ratio", value=ratio, unit="x", budget="<= 1.3", ok=ratio <= 1.3),
+    ]
+
+
+async def drain_gib(cfg: BenchConfig) -> list[Measurement]:
+    executor = LocalBashExecutor(LocalShellOptions(spill_dir=cfg.spill_dir))
+    size = int(cfg.gib * (1 << 30))
+    before = _rss_mib()
+    start = time.perf_counter()
+    execution = await executor.execute(
+        executor.resolve(ShellExecRequest(command=f"head -c {size} /dev/zero"))
+    )
+    result = await execution.result()
+    elapsed = time.perf_counter() - start
+    growth = _rss_mib() - before
+    mb_s = size / elapsed / 1e6
+    spill_ok = result.stdout.spill_path is None and not any(cfg.spill_dir.iterdir())
+    return [
+        Measurement(
+            name=f"drain {cfg.gib:g} GiB of stdout", value=mb_s, unit="MB/s", budget=">= 500", ok=mb_s >= 500
+        ),
+        Measurement(
+            name="RSS growth while draining", value=growth, unit="MiB", budget="<= 16", ok=growth <= 16
+        ),
+        Measurement(
+            name="spill over cap deleted (path null, dir empty)",
+            value=float(spill_ok),
+            unit="bool",
+            budget="1",
+            ok=spill_ok and result.stdout.truncated,
+        ),
+    ]
+
+
+MEASUREMENTS: list[Callable[[BenchConfig], Awaitable[list[Measurement]]]] = [overhead_ratio, drain_gib]
+
+
+async def run_all(cfg: BenchConfig) -> list[Measurement]:
+    results: list[Measurement] = []
+    for measure in MEASUREMENTS:
+        results.extend(await measure(cfg))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="one-shot executor benchmarks")
+    parser.add_argument("--runs", type=int, default=200, help="commands per overhead sample (default 200)")
+    parser.add_argument("--gib", type=float, default=1.0, help="GiB of stdout to drain (default 1)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        cfg = BenchConfig(runs=max(5, args.runs), gib=args.gib, spill_dir=Path(tmp))
+        results = asyncio.run(run_all(cfg))
+    for measurement in results:
+        print(measurement.line())
+    return 0 if all(m.ok for m in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
