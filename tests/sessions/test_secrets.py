@@ -18,6 +18,7 @@ from tether.sessions import vault_refs
 from tether.sessions.secret_mask import SecretMasker, StreamMasker, secret_forms
 from tether.sessions.shell_quoting import reference_contexts
 from tether.sessions.vault_refs import (
+    FORGET_ALL,
     ExpandedCommand,
     env_file_dir,
     expand_references,
@@ -173,20 +174,29 @@ def test_written_form_masks_a_value_typed_literally() -> None:
 
 
 def test_env_file_is_private_sourced_deleted_and_variables_forgotten(tether_home: Path) -> None:
-    expanded = expand_references("printf '%s' {{vault.my-key}}", FakeSource({"my-key": NASTY}))
+    expanded = expand_references("printf '%s' {{vault.my-key}}; (exit 3)", FakeSource({"my-key": NASTY}))
     assert list(expanded.variables) == ["__TETHER_V_my_key"]
     directory = env_file_dir(tether_home)
     assert directory.stat().st_mode & 0o777 == 0o700
     path = write_env_file(directory, expanded)
     assert path.stat().st_mode & 0o777 == 0o600
+    # Shaped like the run wrapper: prologue, the command in a group, epilogue keeping $?.
     script = (
-        f"{expanded.prologue(path)}; {expanded.command}; rc=$?; {expanded.epilogue()}; "
+        f"{expanded.prologue(path)};{{ {expanded.command}\n}}; {expanded.epilogue()}; rc=$?; "
         f'printf "|%s|%s" "$rc" "${{__TETHER_V_my_key-unset}}"'
     )
     assert NASTY not in script
-    assert _bash(script) == NASTY + "|0|unset"
+    assert _bash(script) == NASTY + "|3|unset"
     assert not path.exists()
     assert ExpandedCommand(command="x", written="x").prologue(path) == ""
+    assert ExpandedCommand(command="x", written="x").epilogue() == ""
+
+
+def test_forget_all_unsets_every_delivered_variable_and_nothing_else() -> None:
+    script = f"__TETHER_V_A=1; __TETHER_V_b_2=2; KEEP=3; {FORGET_ALL}; "
+    script += "echo ${__TETHER_V_A-u}${__TETHER_V_b_2-u}$KEEP"
+    assert _bash(script) == "uu3\n"
+    assert _bash(f"{FORGET_ALL} && echo ok") == "ok\n"
 
 
 def test_expansion_against_the_real_vault(tether_home: Path) -> None:

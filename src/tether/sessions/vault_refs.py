@@ -24,6 +24,17 @@ Locked groups (the ``force`` flag of the ``safety`` block):
 
 A reference to a name that does not exist is a ``NotFoundError`` either way; a malformed one
 (``{{vault.}}``, ``{{vault.a b}}``) is a ``UsageError``.
+
+How a caller delivers an ``env`` expansion to a shell at its prompt (``x = expand_references(…)``)::
+
+    path = write_env_file(env_file_dir(home), x)          # mode 0600, on tmpfs when possible
+    typed = f"{x.prologue(path)};{{ {x.command}\n}}; {x.epilogue()}"   # inside the run markers
+    # on any failure before the shell read the line: path.unlink(missing_ok=True)
+
+The prologue sources the file and deletes it before the command runs; the epilogue unsets the
+variables and keeps ``$?``. Add ``FORGET_ALL`` to the prompt hook so a Ctrl-C that drops the rest
+of the line still forgets them. Mask everything shown afterwards with ``x.masker`` (plus the
+values earlier runs delivered to the same shell: a value stays in whatever the command kept).
 """
 
 from __future__ import annotations
@@ -45,6 +56,8 @@ from tether.store.vault import NAME_RE, VaultLockedError
 REFERENCE_RE = re.compile(r"\{\{[ \t]*vault\.([^{}\s]*)[ \t]*\}\}")
 _OPENER_RE = re.compile(r"\{\{[ \t]*vault\.")
 VAR_PREFIX = "__TETHER_V_"
+# Unsets every delivered variable whatever its name (bash expands ${!prefix@} to the names).
+FORGET_ALL = f'unset -v "${{!{VAR_PREFIX}@}}"'
 SHM_DIR = "/dev/shm"  # tmpfs: an env file there never reaches a disk
 
 
@@ -98,8 +111,14 @@ class ExpandedCommand:
         return f". {path}; rm -f -- {path}"
 
     def epilogue(self) -> str:
-        """Typed after ``command`` (after saving ``$?``): forget the variables (empty if none)."""
-        return f"unset -v {' '.join(self.variables)}" if self.variables else ""
+        """Typed right after ``command``: forget the variables, keeping ``$?`` (empty if none).
+
+        ``(exit N)`` costs one fork, paid only by a command that used the vault. A list aborted by
+        Ctrl-C never reaches the epilogue; ``FORGET_ALL`` in the prompt hook covers that case.
+        """
+        if not self.variables:
+            return ""
+        return f"__tether_vs=$?; {FORGET_ALL}; (exit $__tether_vs)"
 
 
 def _matches(text: str) -> list[re.Match[str]]:
