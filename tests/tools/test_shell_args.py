@@ -154,7 +154,7 @@ def test_open_defaults_and_full_payload() -> None:
     )
     full = {
         "kind": "open",
-        "count": 3,
+        "count": 1,
         "cwd": "/repo",
         "label": "build",
         "cols": 200,
@@ -164,7 +164,7 @@ def test_open_defaults_and_full_payload() -> None:
         "from": "dsh-old123",
     }
     assert task0("shell_open", full).action == OpenAction(
-        count=3,
+        count=1,
         cwd="/repo",
         label="build",
         cols=200,
@@ -810,7 +810,7 @@ def test_action_refusals(tool: str, action: Any, fragments: tuple[str, ...]) -> 
 def test_concurrency_default_clamp_and_report() -> None:
     call = parse_call("shell_run", one("shell_run"))
     assert (call.concurrency, call.concurrency_requested, call.concurrency_note) == (4, None, None)
-    for given, used in ((1, 1), (8, 8), (9, 8), (1000, 8)):
+    for given, used in ((1, 1), (8, 8), (9, 8), (1000, 8), (6.0, 6)):
         call = parse_call("shell_run", {**one("shell_run"), "concurrency": given})
         assert (call.concurrency, call.concurrency_requested) == (used, given)
     assert Call(tool="shell_run", tasks=(), concurrency=8, concurrency_requested=12).concurrency_note == (
@@ -1130,3 +1130,51 @@ def test_schema_wait_per_tool() -> None:
 def test_regex_helpers_are_exported() -> None:
     assert sa.js_regex_to_python(r"(?<y>\d)") == "(?P<y>[0-9])"
     assert isinstance(sa.compile_js_regex("a", field="f"), re.Pattern)
+
+
+COMBINATIONS_REFUSED: list[tuple[str, dict[str, Any], dict[str, Any], tuple[str, ...]]] = [
+    (
+        "shell_open",
+        {"kind": "open", "from": "dsh-old123", "count": 2},
+        {},
+        ("tasks[0].action.count", "count must be 1"),
+    ),
+    (
+        "shell_run",
+        {"kind": "steps", "steps": [{"send": "x"}]},
+        {"wait": {"kind": "exit"}},
+        ("tasks[0].wait.kind", "steps[i].expect", "kind=run"),
+    ),
+    (
+        "shell_run",
+        {"kind": "steps", "steps": [{"send": "x"}]},
+        {"wait": {"kind": "none"}},
+        ("tasks[0].wait.kind",),
+    ),
+    (
+        "shell_read",
+        {"kind": "subscribe"},
+        {"wait": {"kind": "idle"}},
+        ("tasks[0].wait", "kind=subscribe does not wait"),
+    ),
+    (
+        "shell_read",
+        {"kind": "unsubscribe"},
+        {"wait": {}},
+        ("tasks[0].wait", "kind=unsubscribe does not wait"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("tool", "action", "blocks", "fragments"), COMBINATIONS_REFUSED)
+def test_combinations_refused(
+    tool: str, action: dict[str, Any], blocks: dict[str, Any], fragments: tuple[str, ...]
+) -> None:
+    expect_refusal(tool, one(tool, action, **blocks), *fragments)
+
+
+def test_steps_take_the_task_timeout() -> None:
+    task = task0(
+        "shell_run", {"kind": "steps", "steps": [{"send": "x"}]}, wait={"timeoutMs": 5000, "pollMs": 50}
+    )
+    assert task.wait == Wait(timeout_ms=5000, poll_ms=50)

@@ -156,7 +156,7 @@ def parse_call(tool: str, raw: Any) -> Call[Action]:
         raise UsageError(f"tasks: must be an array of 1 to {MAX_TASKS} tasks; got {describe(items)}")
     if not 1 <= len(items) <= MAX_TASKS:
         raise UsageError(f"tasks: must hold 1 to {MAX_TASKS} tasks; got {len(items)} (split the call)")
-    requested = f.integer("concurrency", lo=1, hi=2**31, default=None, unit="parallel tasks")
+    requested = _concurrency(f)
     tasks = tuple(_task(name, item, i) for i, item in enumerate(items))
     _check_unique_shells(tasks)
     return Call(
@@ -165,6 +165,33 @@ def parse_call(tool: str, raw: Any) -> Call[Action]:
         concurrency=DEFAULT_CONCURRENCY if requested is None else min(requested, MAX_CONCURRENCY),
         concurrency_requested=requested,
     )
+
+
+def _concurrency(f: Fields) -> int | None:
+    value = f.get("concurrency")
+    if value is None:
+        return None
+    integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not integral or value < 1:
+        raise UsageError(
+            f"concurrency: must be an integer from 1 to {MAX_CONCURRENCY} (larger values are clamped to "
+            f"{MAX_CONCURRENCY}; 1 = one task at a time); got {describe(value)}"
+        )
+    return int(value)
+
+
+def _check_combination(task: Task[Action], path: str) -> None:
+    """Rules that tie one block to another (each block alone was already valid)."""
+    action, wait = task.action, task.wait
+    if isinstance(action, OpenAction) and action.from_id is not None and action.count != 1:
+        raise UsageError(f"{path}.action.count: from revives one shell; count must be 1 (got {action.count})")
+    if isinstance(action, StepsAction) and wait is not None and wait.kind != "idle":
+        raise UsageError(
+            f"{path}.wait.kind: kind=steps waits per step (steps[i].expect); the task's wait gives only "
+            f"timeoutMs/pollMs; {wait.kind} needs kind=run (steps inject no exit-code marker)"
+        )
+    if isinstance(action, SubscribeAction | UnsubscribeAction) and wait is not None:
+        raise UsageError(f"{path}.wait: kind={action.kind} does not wait; remove the wait block")
 
 
 def _task(tool: ToolName, raw: Any, index: int) -> Task[Action]:
@@ -195,7 +222,7 @@ def _task(tool: ToolName, raw: Any, index: int) -> Task[Action]:
             f"{f.at('safety')}.dryrun: applies only to the destructive kinds "
             f"{join(sorted(MANAGE_DRYRUN_KINDS))}; kind={action.kind} does not take it"
         )
-    return Task(
+    task = Task(
         index=index,
         label=f.string(
             "label", max_len=64, non_blank=True, what="a name for this task's block in the result"
@@ -206,6 +233,8 @@ def _task(tool: ToolName, raw: Any, index: int) -> Task[Action]:
         output=parse_output(tool, f.get("output"), f.at("output")) if "output" in blocks else Output(),
         safety=safety if safety is not None else Safety(),
     )
+    _check_combination(task, path)
+    return task
 
 
 def _check_unique_shells(tasks: tuple[Task[Action], ...]) -> None:
