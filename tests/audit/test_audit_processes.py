@@ -15,9 +15,10 @@ from tether.audit import AuditLog, verify
 WRITER = Path(__file__).with_name("audit_writer.py")
 
 
-def _spawn(home: Path, tag: str, count: int, max_pad: int) -> subprocess.Popen[bytes]:
+def _spawn(home: Path, tag: str, count: int, max_pad: int, *extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, str(WRITER), str(home), tag, str(count), str(max_pad)],
+        [sys.executable, str(WRITER), str(home), tag, str(count), str(max_pad), *extra],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -101,3 +102,51 @@ def test_two_processes_writing_5000_records_each_keep_one_chain(tether_home: Pat
         for line in path.read_bytes().splitlines()
     )
     assert actors == {"alpha": 5000, "beta": 5000}
+
+
+def test_a_writer_killed_inside_a_record_write_is_repaired_by_the_next_writer(tether_home: Path) -> None:
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        torn_writer = _spawn(tether_home, "torn", 0, 2000, "7")
+        procs.append(torn_writer)
+        acknowledged = _read_ids(torn_writer, 7)
+        assert _read_ids(torn_writer, 1) == ["TORN"]  # half a line written, lock held
+        survivor = _spawn(tether_home, "survivor", 0, 0)  # blocks on the lock until the kill
+        procs.append(survivor)
+        acknowledged += _kill(torn_writer)
+        acknowledged += _read_ids(survivor, 3)
+        acknowledged += _kill(survivor)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert "TORN" not in acknowledged and len(acknowledged) == 10
+    records = [
+        json.loads(line)
+        for path in sorted((tether_home / "audit").glob("*.jsonl"))
+        for line in path.read_bytes().splitlines()
+    ]
+    assert records[7]["action"] == "repair" and records[7]["source"] == "host"
+    assert records[7]["extra"]["bytes"] > 0
+    assert [r["extra"].get("id") for r in records[8:11]] == ["survivor-0", "survivor-1", "survivor-2"]
+    report = verify(tether_home)
+    assert report.ok, report.summary()
+    logged = _logged_ids(tether_home)
+    assert all(logged[record_id] == 1 for record_id in acknowledged)
+    assert "torn-7" not in logged  # the unacknowledged record is the one that was lost
+
+
+def test_verify_while_a_writer_appends_never_reports_a_false_break(tether_home: Path) -> None:
+    writer = _spawn(tether_home, "busy", 0, 30_000)
+    try:
+        _read_ids(writer, 1)
+        counts = []
+        for _ in range(25):
+            report = verify(tether_home)
+            assert report.ok, report.summary()
+            counts.append(report.records)
+            _read_ids(writer, 1)  # the writer keeps going between and during verifications
+        assert counts == sorted(counts) and counts[-1] > counts[0]
+    finally:
+        _kill(writer)

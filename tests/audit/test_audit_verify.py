@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import fcntl
+import importlib
 import json
+import os
 import random
 from pathlib import Path
 
+import pytest
+
 from tether.audit import AuditLog, verify
 from tether.audit.record import canonical_json, record_hash
+
+# ``tether.audit.verify`` the attribute is the function; the module is reached through importlib.
+verification = importlib.import_module("tether.audit.verify")
 
 DAY1 = 1_795_996_799.0  # 2026-11-29T23:59:59Z
 
@@ -123,3 +131,45 @@ def test_duplicate_keys_and_extra_fields_are_named(tmp_path: Path) -> None:
     assert report.first_break is not None and report.first_break.line == 1
     assert report.first_break.problem == "unknown field 'injected'"
     assert "BROKEN at 2026-11-29.jsonl line 1" in report.summary()
+
+
+def _cut_last_line(home: Path) -> tuple[Path, bytes]:
+    """Leave the newest file as a writer mid-``write()`` would: half its last line on disk."""
+    path = sorted((home / "audit").glob("*.jsonl"))[-1]
+    data = path.read_bytes()
+    cut = len(data) - len(data.splitlines()[-1]) // 2
+    path.write_bytes(data[:cut])
+    return path, data[cut:]
+
+
+def test_a_line_finished_while_verify_waits_for_the_lock_is_not_a_break(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _populate(tmp_path)
+    path, rest = _cut_last_line(tmp_path)
+    real_flock = fcntl.flock
+
+    def writer_finishes_first(fd: int, operation: int) -> None:
+        with path.open("ab") as handle:  # the writer completes its line, then releases the lock
+            handle.write(rest)
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", writer_finishes_first)
+    report = verify(tmp_path)
+    assert report.ok and report.records == 10
+
+
+def test_verify_does_not_wait_forever_for_a_stopped_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _populate(tmp_path)
+    _cut_last_line(tmp_path)
+    monkeypatch.setattr(verification, "LOCK_WAIT_SECONDS", 0.2)
+    holder = os.open(tmp_path / "audit" / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # a writer stopped while appending
+        report = verify(tmp_path)
+    finally:
+        os.close(holder)
+    assert not report.ok and report.first_break is not None and report.first_break.line == 5
+    assert "a writer has held the audit lock for over 0.2 s" in report.first_break.problem

@@ -10,8 +10,9 @@ the record types; ``hash`` is the SHA-256 of the rest; ``prev`` is the previous 
 (``GENESIS_HASH`` first, across day files); ``seq`` is one more than the previous record's.
 
 Reading races with live writers: a line being written may be seen half done at the end of the
-newest file. Only in that case ``verify`` takes the writers' lock (shared) and re-reads from that
-line on, so a busy log is never reported broken and verification never stalls writers otherwise.
+newest file. Only in that case ``verify`` takes the writers' lock (shared, waiting at most
+``LOCK_WAIT_SECONDS``) and re-reads from that line on, so a busy log is never reported broken and
+verification never stalls writers otherwise.
 What no hash chain can show is the removal of the newest records, or of the newest day files:
 compare the reported count and head hash with an earlier run to see that.
 """
@@ -20,13 +21,15 @@ from __future__ import annotations
 
 import fcntl
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tether.audit.log import LOCK_NAME
 from tether.audit.record import GENESIS_HASH, AuditError, RecordProblem, check_line, list_day_files
 
 _EXCERPT_CHARS = 240
+LOCK_WAIT_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,8 +108,19 @@ def _recheck_under_lock(audit_dir: Path, path: Path, chain: _Chain) -> VerifyRep
     except OSError:
         lock_fd = -1  # no lock file we can open: no writer of ours can be running
     try:
-        if lock_fd >= 0:
-            fcntl.flock(lock_fd, fcntl.LOCK_SH)
+        if lock_fd >= 0 and not _lock_shared(lock_fd):
+            torn = _torn_break(path, chain)
+            held = (
+                f"{torn.problem}; a writer has held the audit lock for over {LOCK_WAIT_SECONDS:g} s "
+                "(a process stopped mid-append?): run verify again once it has finished"
+            )
+            return VerifyReport(
+                ok=False,
+                records=chain.records,
+                files=_count(audit_dir),
+                head=chain.prev,
+                first_break=replace(torn, problem=held),
+            )
         files = [p for p in list_day_files(audit_dir) if p.name >= path.name]
         for index, current in enumerate(files):
             if index > 0:
@@ -123,6 +137,25 @@ def _recheck_under_lock(audit_dir: Path, path: Path, chain: _Chain) -> VerifyRep
     finally:
         if lock_fd >= 0:
             os.close(lock_fd)
+
+
+def _lock_shared(lock_fd: int) -> bool:
+    """Take the lock shared, waiting at most ``LOCK_WAIT_SECONDS`` (an append holds it for ~1 ms).
+
+    ``flock`` has no timed wait, so this polls with a growing pause; it runs only when the newest
+    file ends mid-line, never on the common path.
+    """
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    pause = 0.0005
+    while True:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 def _count(audit_dir: Path) -> int:
