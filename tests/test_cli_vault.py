@@ -112,6 +112,7 @@ def test_cli_actions_are_audited_by_name_and_nothing_holds_the_canary(tether_hom
     _refused(_tether(tether_home, "unlock", "prod", stdin="wrong\n"), "REFUSED", "wrong passphrase")
     _ok(_tether(tether_home, "lock", "prod"))
     _ok(_tether(tether_home, "group", "create", "plain", "--no-passphrase"))
+    _ok(_tether(tether_home, "list"))
     records = _audit_records(tether_home)
     assert [(r["action"], r["targets"], r["outcome"]) for r in records] == [
         ("group-create", ["prod"], "ok"),
@@ -120,6 +121,7 @@ def test_cli_actions_are_audited_by_name_and_nothing_holds_the_canary(tether_hom
         ("unlock", ["prod"], "refused"),
         ("lock", ["prod"], "ok"),
         ("group-create", ["plain"], "ok"),
+        ("list", [], "ok"),
     ]
     assert all(r["source"] == "cli" and r["actor"] == "cli" and r["tool"] == "vault" for r in records)
     for path in tether_home.rglob("*"):

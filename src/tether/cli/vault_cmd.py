@@ -223,14 +223,19 @@ def _group_rm(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    listing = _vault().list()
-    if args.json:
-        print(json.dumps(_listing_json(listing), indent=2))
-    elif not listing.groups:
-        print("the vault is empty; add a secret with `tether vault set NAME`")
-    else:
-        print(_listing_text(listing))
-    return 0
+    vault = _vault()
+
+    def run() -> int:
+        listing = vault.list()
+        if args.json:
+            print(json.dumps(_listing_json(listing), indent=2))
+        elif not listing.groups:
+            print("the vault is empty; add a secret with `tether vault set NAME`")
+        else:
+            print(_listing_text(listing))
+        return 0
+
+    return _audited("list", [], run, vault.store.path.parent)
 
 
 def _clock_time(ms: int) -> str:
