@@ -1,0 +1,149 @@
+"""``tether exec``: run one command through the configured one-shot executor, live.
+
+Invariant: this door adds no behaviour of its own — the executor decides cwd, timeout cap, env,
+capture and tree kill; this module only streams the captured output as it arrives, prints the
+rendered footer (``tether.shell.render.footer_lines``) on stderr, and maps the result to an exit
+status: the command's own exit code, 124 on timeout, 130 when interrupted, 128+N when a signal
+ended it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import sys
+from typing import TextIO
+
+from tether.config import MIB, load_config
+from tether.errors import UsageError
+from tether.process.reads import OutputReader
+from tether.shell.execution import LocalShellExecution
+from tether.shell.options import LocalShellOptions
+from tether.shell.providers import executor_from_config
+from tether.shell.render import footer_lines
+from tether.shell.types import AbortSignal, ShellExecRequest, ShellRunResult
+
+# Output is shown live, so the memory tail only needs to cover what arrives between two wake-ups.
+_LIVE_BUFFER = 4 * MIB
+
+EPILOG = """\
+The command runs as `bash -c COMMAND` (or pwsh, per [shell].provider in config.toml) in its own
+process group, with stdin at EOF, a scrubbed environment and pager/editor/prompt defaults that never
+wait for input. Several words after `--` are joined with spaces.
+
+--background-ok: background children the command starts (`server &`) are not ended when the
+command exits; tether returns as soon as the shell exits (after a short output drain) and stops
+reading their output (redirect it, e.g. `server > log 2>&1 &`). A timeout still ends them all.
+Without it, nothing the command started outlives it.
+
+Exit status: the command's exit code; 124 when it timed out; 130 when interrupted; 128+N when
+signal N ended it; 2 when tether itself could not run it.
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "exec",
+        help="run one shell command with a deadline, bounded capture and process-tree kill",
+        description="Run one command through tether's one-shot executor, streaming its output live "
+        "and ending with a footer such as [exit code: N] or [timed out after Nms] on stderr.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=None,
+        metavar="N",
+        help="deadline in milliseconds (default [shell].timeout_ms = 120000, "
+        "capped at [shell].max_timeout_ms)",
+    )
+    parser.add_argument("--cwd", default=None, metavar="DIR", help="working directory (default: current)")
+    parser.add_argument(
+        "--background-ok",
+        action="store_true",
+        help="let background children keep running after the command exits",
+    )
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command text, after --"
+    )
+    parser.set_defaults(func=run)
+
+
+def _command_text(words: list[str]) -> str:
+    if words and words[0] == "--":
+        words = words[1:]
+    text = " ".join(words).strip()
+    if not text:
+        raise UsageError("tether exec needs a command after --, e.g. `tether exec -- ls -la`")
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    command = _command_text(list(args.command))
+    if args.timeout_ms is not None and args.timeout_ms < 1:
+        raise UsageError(f"--timeout-ms must be a positive number of milliseconds (got {args.timeout_ms})")
+    return asyncio.run(
+        _run(command, timeout_ms=args.timeout_ms, cwd=args.cwd, background_ok=args.background_ok)
+    )
+
+
+async def _pump(reader: OutputReader, out: TextIO, name: str) -> None:
+    offset = 0
+    while True:
+        await reader.wait_beyond(offset)
+        read = reader.read_from(offset)
+        if read.lost:
+            sys.stderr.write(f"\n[tether: {read.start - offset} bytes of {name} dropped]\n")
+        if read.text:
+            out.write(read.text)
+            out.flush()
+        offset = read.next_offset
+        if read.closed and offset >= reader.total_bytes:
+            return
+
+
+async def _run(command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool) -> int:
+    config = load_config()
+    base = LocalShellOptions.from_config(config)
+    options = dataclasses.replace(base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER))
+    executor = executor_from_config(config, options=options, keep_background=background_ok)
+    request = ShellExecRequest(command=command, workdir=cwd, timeout_ms=timeout_ms)
+    abort = AbortSignal()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, abort.fire, f"tether exec received {signal.Signals(sig).name}")
+    try:
+        execution = await executor.execute(executor.resolve(request), abort=abort)
+        await asyncio.gather(
+            _pump(execution.observed.stdout, sys.stdout, "stdout"),
+            _pump(execution.observed.stderr, sys.stderr, "stderr"),
+        )
+        result = await execution.result()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+    lines = footer_lines(result)
+    if isinstance(execution, LocalShellExecution) and execution.detached:
+        lines.append("[background processes left running]")
+    if lines:
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()
+    return exit_status(result)
+
+
+def exit_status(result: ShellRunResult) -> int:
+    if result.timed_out:
+        return 124
+    if result.aborted:
+        return 130
+    if result.signal:
+        try:
+            return 128 + signal.Signals[result.signal].value
+        except KeyError:
+            return 137
+    return result.exit_code if result.exit_code is not None else 1
