@@ -171,6 +171,9 @@ def test_typed_delivery_substitutes_values_for_a_program_prompt() -> None:
 def test_written_form_masks_a_value_typed_literally() -> None:
     expanded = expand_references("echo {{vault.T}} tok-123456", FakeSource({"T": "tok-123456"}))
     assert expanded.written == "echo {{vault.T}} [vault:T]"
+    # A value that happens to occur inside a reference's own text does not mangle the reference.
+    expanded = expand_references("echo {{vault.vault}} vault", FakeSource({"vault": "vault"}))
+    assert expanded.written == "echo {{vault.vault}} [vault:vault]"
 
 
 def test_env_file_is_private_sourced_deleted_and_variables_forgotten(tether_home: Path) -> None:

@@ -255,12 +255,24 @@ def expand_references(
     out.append(text[pos:])
     return ExpandedCommand(
         command="".join(out),
-        written=masker.mask(text),
+        written=_mask_outside(text, refs, masker),
         variables={variables[name]: value for name, value in values.items()} if variables else {},
         expanded=tuple(values),
         blocked=tuple(blocked),
         masker=masker,
     )
+
+
+def _mask_outside(text: str, refs: list[VaultReference], masker: SecretMasker) -> str:
+    """Mask literal values in the text between references; the references stay exactly as written."""
+    out: list[str] = []
+    pos = 0
+    for ref in refs:
+        out.append(masker.mask(text[pos : ref.start]))
+        out.append(text[ref.start : ref.end])
+        pos = ref.end
+    out.append(masker.mask(text[pos:]))
+    return "".join(out)
 
 
 def _typed_refs(text: str) -> list[VaultReference]:
