@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,17 @@ def test_bad_flags_are_clear_errors(tether_home: Path, capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         cli.main(["audit"])
     assert "required: SUBCOMMAND" in capsys.readouterr().err
+
+
+def test_the_installed_command_exit_codes(tether_home: Path) -> None:
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tether", *argv], capture_output=True, text=True, timeout=30, check=False
+        )
+
+    path = _fill(tether_home)  # TETHER_HOME is exported by the fixture, so the child sees this log
+    intact = run("audit", "verify")
+    assert intact.returncode == 0 and "intact: 3 records" in intact.stdout, intact.stderr
+    path.write_bytes(path.read_bytes().replace(b'"outcome":"refused"', b'"outcome":"ok"'))
+    broken = run("audit", "verify")
+    assert broken.returncode == 1 and "line 3" in broken.stdout and "hash does not match" in broken.stdout
