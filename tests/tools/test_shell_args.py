@@ -1178,3 +1178,46 @@ def test_steps_take_the_task_timeout() -> None:
         "shell_run", {"kind": "steps", "steps": [{"send": "x"}]}, wait={"timeoutMs": 5000, "pollMs": 50}
     )
     assert task.wait == Wait(timeout_ms=5000, poll_ms=50)
+
+
+# Every input the validator accepts in this file also validates against the published schema.
+ACCEPTED_CALLS: list[tuple[str, dict[str, Any]]] = [
+    *((tool, one(tool, action)) for tool, action, _ in KIND_DEFAULTS),
+    # (null means "omitted" to the validator; the schema does not advertise it)
+    *((tool, one(tool, action)) for tool, action, _, _ in ACTION_EDGES_OK if None not in action.values()),
+    *((tool, one(tool, wait=wait)) for tool, wait, _ in WAIT_OK),
+    (
+        "shell_run",
+        {**one("shell_run", output={"lines": 0, "showing": "diff", "structured": False}), "concurrency": 12},
+    ),
+    (
+        "shell_run",
+        one("shell_run", safety={"bypassGuard": True, "reason": "r", "lock": "ignore", "force": True}),
+    ),
+    (
+        "shell_run",
+        one("shell_run", {"kind": "steps", "steps": [{"send": "a", "expect": "idle", "timeoutMs": 5}]}),
+    ),
+    ("shell_send", one("shell_send", {"kind": "send", "text": "", "keys": ["C-c"], "preKeys": ["Escape"]})),
+    ("shell_manage", one("shell_manage", {"kind": "close"}, safety={"dryrun": True})),
+]
+
+
+def test_schemas_are_valid_2020_12() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    for tool in (*sa.TOOLS, "shell_state"):
+        jsonschema.Draft202012Validator.check_schema(sa.input_schema(tool))
+
+
+@pytest.mark.parametrize(("tool", "raw"), ACCEPTED_CALLS)
+def test_accepted_input_validates_against_the_schema(tool: str, raw: dict[str, Any]) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    parse_call(tool, raw)
+    jsonschema.Draft202012Validator(sa.input_schema(tool)).validate(raw)
+
+
+def test_state_input_validates_against_the_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    raw = {"scope": "*", "sessions": "dsh-a", "state": "idle,busy", "owner": "others", "withGit": True}
+    parse_state(raw)
+    jsonschema.Draft202012Validator(sa.input_schema("shell_state")).validate(raw)

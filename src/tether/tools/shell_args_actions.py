@@ -187,8 +187,7 @@ def _retry(f: Fields) -> RetryAction:
 def _send(f: Fields) -> SendAction:
     if not f.has("text"):
         raise f.missing("text", 'a string without newlines; pass "" to send only keys')
-    text = f.string("text", what="a string without newlines")
-    assert text is not None
+    text = f.required_string("text", non_blank=False, what="a string without newlines")
     if "\n" in text or "\r" in text:
         raise f.fail(
             "text",
@@ -266,7 +265,7 @@ KINDS: Mapping[ToolName, Mapping[str, tuple[tuple[str, ...], ActionParser]]] = {
     },
     "shell_run": {
         "run": (("command",), _run),
-        "steps": (("steps",), lambda f: parse_steps(f)),
+        "steps": (("steps",), parse_steps),
         "retry": (("mode",), _retry),
     },
     "shell_send": {"send": (("text", "keys", "preKeys"), _send)},
