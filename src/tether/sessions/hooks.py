@@ -1,0 +1,56 @@
+"""Extension points the safety features (locks, guard, macros, vault, audit; issue 5) plug into.
+
+Invariant: every write a tool makes to a shell (``run``, ``send``, ``steps``, ``retry``) passes
+through ``SessionHooks.before_write`` before a byte is typed, with the lock mode the caller asked
+for; the hook may refuse (raise ``RefusedError``), rewrite the command (macro or vault expansion,
+reported through ``WriteDecision``), or let it through. ``is_locked`` feeds the ``locked`` /
+``unlocked`` states of ``shell_state``. The defaults allow everything and lock nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+WriteKind = Literal["run", "send", "steps", "retry"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteIntent:
+    shell_id: str
+    actor: str
+    kind: WriteKind
+    text: str  # the command (run/retry), the text (send), or the steps' sends joined by newlines
+    lock: Literal["require", "ignore"] = "require"
+    bypass_guard: bool = False
+    reason: str | None = None
+    dryrun: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteDecision:
+    """``text`` is what to type; ``expanded`` is True when it is not the caller's text verbatim
+    (a macro), which makes it unwrappable: ``wait.kind=exit`` is then refused before sending."""
+
+    text: str
+    expanded: bool = False
+
+
+async def _allow(intent: WriteIntent) -> WriteDecision:
+    return WriteDecision(text=intent.text)
+
+
+async def _release(intent: WriteIntent) -> None:
+    return None
+
+
+def _never_locked(shell_id: str) -> bool:
+    return False
+
+
+@dataclass(slots=True, kw_only=True)
+class SessionHooks:
+    before_write: Callable[[WriteIntent], Awaitable[WriteDecision]] = field(default=_allow)
+    after_write: Callable[[WriteIntent], Awaitable[None]] = field(default=_release)
+    is_locked: Callable[[str], bool] = field(default=_never_locked)

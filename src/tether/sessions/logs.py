@@ -1,0 +1,189 @@
+"""Full pane output in ``$TETHER_HOME/logs/<shell>.log``, and inotify wake-ups when it grows.
+
+Invariant: a byte offset in a log names the same byte forever. tmux appends every byte a pane
+prints through ``pipe-pane 'exec cat >> LOG'``; the log is never truncated or rotated. The size cap
+(``[sessions] log_max_bytes``) is kept by punching a hole over the oldest bytes
+(``fallocate(PUNCH_HOLE | KEEP_SIZE)``): disk use stays under the cap, the file's length and every
+offset stay valid, and ``SEEK_DATA`` tells where retained output starts. Any tether process that
+sees a log grow enforces the cap; output printed while no tether process runs is trimmed by the
+next one that sees the shell print. On a filesystem without hole punching the log is not trimmed
+(logged once).
+
+Waits are event-driven: one inotify descriptor per process watches the logs directory and sets
+the wake-up events of the shells whose log was written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import errno
+import logging
+import os
+import struct
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_IN_MODIFY = 0x00000002
+_IN_CREATE = 0x00000100
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+_EVENT = struct.Struct("iIII")
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_BLOCK = 4096
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+
+def log_path(logs_dir: Path, shell_id: str) -> Path:
+    return logs_dir / f"{shell_id}.log"
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def data_start(path: Path) -> int:
+    """The first retained offset (0 unless the cap punched the head of the log)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    try:
+        return os.lseek(fd, 0, os.SEEK_DATA)
+    except OSError:
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def read_range(path: Path, start: int, end: int | None = None) -> bytes:
+    """Bytes ``[start, end)`` of a log (clipped to what exists; punched bytes are dropped)."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            end = size if end is None else min(end, size)
+            if start >= end:
+                return b""
+            try:
+                first = os.lseek(fh.fileno(), 0, os.SEEK_DATA)
+            except OSError:
+                first = size
+            start = max(start, first)
+            if start >= end:
+                return b""
+            fh.seek(start)
+            return fh.read(end - start)
+    except FileNotFoundError:
+        return b""
+
+
+def enforce_cap(path: Path, cap: int) -> bool:
+    """Punch the oldest bytes so at most ``cap`` bytes remain (keeping ~cap/2 after a trim)."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            first = os.lseek(fd, 0, os.SEEK_DATA)
+        except OSError:
+            return False
+        if size - first <= cap:
+            return False
+        # Trim to half the cap so a busy shell is not trimmed on every write; whole blocks only.
+        cut = ((size - cap // 2) // _BLOCK) * _BLOCK
+        if cut <= first:
+            return False
+        if _libc.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, 0, cut) != 0:
+            err = ctypes.get_errno()
+            if err in (errno.EOPNOTSUPP, errno.ENOSYS):
+                logger.warning("log cap cannot be enforced on this filesystem: %s", path)
+            return False
+        return True
+    finally:
+        os.close(fd)
+
+
+class LogWatcher:
+    """inotify on the logs directory; ``waker(shell_id)`` events are set when a log is written."""
+
+    def __init__(self, logs_dir: Path, *, cap: int) -> None:
+        self.logs_dir = logs_dir
+        self.cap = cap
+        self._fd = -1
+        self._wakers: dict[str, set[asyncio.Event]] = {}
+        self._growth: dict[str, int] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        if self._fd >= 0:
+            return
+        self.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = _libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        wd = _libc.inotify_add_watch(fd, os.fsencode(self.logs_dir), _IN_MODIFY | _IN_CREATE)
+        if wd < 0:
+            os.close(fd)
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch failed for {self.logs_dir}")
+        self._fd = fd
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(fd, self._on_readable)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+
+    def waker(self, shell_id: str) -> asyncio.Event:
+        """A new event set on every write to the shell's log; release it with ``drop``."""
+        event = asyncio.Event()
+        self._wakers.setdefault(shell_id, set()).add(event)
+        return event
+
+    def drop(self, shell_id: str, event: asyncio.Event) -> None:
+        group = self._wakers.get(shell_id)
+        if group is not None:
+            group.discard(event)
+            if not group:
+                del self._wakers[shell_id]
+
+    def _on_readable(self) -> None:
+        try:
+            data = os.read(self._fd, 65536)
+        except BlockingIOError:
+            return
+        names: set[str] = set()
+        pos = 0
+        while pos + _EVENT.size <= len(data):
+            _wd, _mask, _cookie, length = _EVENT.unpack_from(data, pos)
+            raw = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
+            pos += _EVENT.size + length
+            if raw.endswith(b".log"):
+                names.add(raw[:-4].decode("utf-8", "replace"))
+        for name in names:
+            for event in self._wakers.get(name, ()):
+                event.set()
+            self._check_cap(name)
+
+    def _check_cap(self, shell_id: str) -> None:
+        # A stat per batch of writes is cheap; the punch itself runs only when over the cap.
+        count = self._growth.get(shell_id, 0) + 1
+        self._growth[shell_id] = count
+        if count % 64:
+            return
+        path = log_path(self.logs_dir, shell_id)
+        if log_size(path) - data_start(path) > self.cap:
+            enforce_cap(path, self.cap)

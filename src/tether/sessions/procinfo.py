@@ -1,0 +1,113 @@
+"""What runs in a pane, read from ``/proc`` and the pane's terminal without asking tmux.
+
+Invariant: every function here is a cheap, side-effect-free read (microseconds), so the wait engine
+may call it on each output event. A shell is *at its prompt* when the terminal's foreground process
+group is the shell's own and the terminal is in non-canonical mode (readline reading a command
+line); a builtin ``read`` keeps the shell in the foreground but the terminal canonical.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import termios
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Foreground:
+    pgid: int  # the terminal's foreground process group (0 = unknown)
+    shell_in_front: bool  # the shell itself owns the terminal
+    command: str  # name of the foreground group's leader ("bash" when the shell is in front)
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    close = data.rfind(")")
+    return [data[: close + 1], *data[close + 2 :].split()]
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def foreground(shell_pid: int) -> Foreground:
+    fields = _stat_fields(shell_pid)
+    if fields is None or len(fields) < 7:
+        return Foreground(pgid=0, shell_in_front=False, command="")
+    # /proc/PID/stat after "pid (comm)": state ppid pgrp session tty_nr tpgid …
+    tpgid = int(fields[6])
+    if tpgid <= 0:
+        return Foreground(pgid=0, shell_in_front=False, command="")
+    in_front = tpgid == int(fields[3])
+    return Foreground(pgid=tpgid, shell_in_front=in_front, command=_comm(shell_pid if in_front else tpgid))
+
+
+def terminal_canonical(tty: str) -> bool | None:
+    """Whether the pane's terminal is in canonical (line) mode; ``None`` if it cannot be read."""
+    try:
+        fd = os.open(tty, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return bool(termios.tcgetattr(fd)[3] & termios.ICANON)
+    except termios.error:
+        return None
+    finally:
+        os.close(fd)
+
+
+def at_prompt(shell_pid: int, tty: str) -> bool:
+    fg = foreground(shell_pid)
+    return fg.shell_in_front and terminal_canonical(tty) is False
+
+
+def tree_names(shell_pid: int) -> list[str]:
+    """Names of every descendant of the shell (the pane's process tree, shell excluded)."""
+    try:
+        children = psutil.Process(shell_pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    names: list[str] = []
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            names.append(child.name())
+    return names
+
+
+def group_cpu_seconds(shell_pid: int, pgid: int) -> float:
+    """User+system CPU seconds of the shell's descendants in process group ``pgid``."""
+    total = 0.0
+    try:
+        procs = psutil.Process(shell_pid).children(recursive=True)
+    except psutil.Error:
+        return 0.0
+    for proc in procs:
+        try:
+            if os.getpgid(proc.pid) != pgid:
+                continue
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
+    return total
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

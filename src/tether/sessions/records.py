@@ -1,0 +1,175 @@
+"""Durable records of persistent shells, their runs and each reader's position (SQLite store).
+
+Invariant: tmux says which shells are alive; the store says who opened them and what ran in them.
+A record outlives its shell (a shell that died with its record kept is "lost", the candidate for
+``reap``); a live ``dsh-`` session without a record has owner ``unknown``. Every write is one
+statement in its own ``IMMEDIATE`` transaction, so processes sharing a home never interleave.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from tether.store.db import Store, register_schema
+
+register_schema(
+    "sessions",
+    """
+    CREATE TABLE IF NOT EXISTS shells (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        label TEXT NOT NULL DEFAULT '',
+        created_ms INTEGER NOT NULL,
+        cwd TEXT NOT NULL DEFAULT '',
+        last_activity_ms INTEGER NOT NULL,
+        idle_minutes INTEGER,
+        closed_ms INTEGER
+    );
+    CREATE TABLE IF NOT EXISTS shell_runs (
+        run_id TEXT PRIMARY KEY,
+        shell_id TEXT NOT NULL,
+        nonce TEXT NOT NULL,
+        command TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        started_ms INTEGER NOT NULL,
+        log_offset INTEGER NOT NULL,
+        exit_code INTEGER,
+        end_offset INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS shell_runs_by_shell ON shell_runs (shell_id, started_ms);
+    CREATE TABLE IF NOT EXISTS shell_reads (
+        shell_id TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        log_offset INTEGER NOT NULL,
+        screen TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (shell_id, actor)
+    )
+    """,
+)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellRecord:
+    id: str
+    owner: str
+    label: str
+    created_ms: int
+    cwd: str
+    last_activity_ms: int
+    idle_minutes: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    run_id: str
+    shell_id: str
+    nonce: str
+    command: str
+    actor: str
+    started_ms: int
+    log_offset: int
+    exit_code: int | None
+    end_offset: int | None
+
+
+class Records:
+    """Typed access to the three session tables."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def add_shell(self, rec: ShellRecord) -> None:
+        self.store.execute(
+            "INSERT INTO shells (id, owner, label, created_ms, cwd, last_activity_ms, idle_minutes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (rec.id, rec.owner, rec.label, rec.created_ms, rec.cwd, rec.last_activity_ms, rec.idle_minutes),
+        )
+
+    def shells(self) -> dict[str, ShellRecord]:
+        rows = self.store.query("SELECT * FROM shells WHERE closed_ms IS NULL")
+        return {
+            r["id"]: ShellRecord(
+                id=r["id"],
+                owner=r["owner"],
+                label=r["label"],
+                created_ms=r["created_ms"],
+                cwd=r["cwd"],
+                last_activity_ms=r["last_activity_ms"],
+                idle_minutes=r["idle_minutes"],
+            )
+            for r in rows
+        }
+
+    def known_ids(self) -> set[str]:
+        return {r["id"] for r in self.store.query("SELECT id FROM shells")}
+
+    def touch(self, shell_id: str) -> None:
+        self.store.execute("UPDATE shells SET last_activity_ms = ? WHERE id = ?", (now_ms(), shell_id))
+
+    def add_run(self, run: RunRecord) -> None:
+        self.store.execute(
+            "INSERT INTO shell_runs (run_id, shell_id, nonce, command, actor, started_ms, log_offset) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (run.run_id, run.shell_id, run.nonce, run.command, run.actor, run.started_ms, run.log_offset),
+        )
+        self.store.execute(
+            "UPDATE shells SET last_activity_ms = ? WHERE id = ?", (run.started_ms, run.shell_id)
+        )
+
+    def finish_run(self, run_id: str, exit_code: int, end_offset: int) -> None:
+        self.store.execute(
+            "UPDATE shell_runs SET exit_code = ?, end_offset = ? WHERE run_id = ? AND exit_code IS NULL",
+            (exit_code, end_offset, run_id),
+        )
+
+    def run(self, run_id: str) -> RunRecord | None:
+        rows = self.store.query("SELECT * FROM shell_runs WHERE run_id = ?", (run_id,))
+        return _run(rows[0]) if rows else None
+
+    def last_run(self, shell_id: str) -> RunRecord | None:
+        rows = self.store.query(
+            "SELECT * FROM shell_runs WHERE shell_id = ? ORDER BY started_ms DESC, rowid DESC LIMIT 1",
+            (shell_id,),
+        )
+        return _run(rows[0]) if rows else None
+
+    def read_position(self, shell_id: str, actor: str) -> tuple[int, str] | None:
+        rows = self.store.query(
+            "SELECT log_offset, screen FROM shell_reads WHERE shell_id = ? AND actor = ?", (shell_id, actor)
+        )
+        return (rows[0]["log_offset"], rows[0]["screen"]) if rows else None
+
+    def set_read_position(self, shell_id: str, actor: str, offset: int, screen: str | None = None) -> None:
+        if screen is None:
+            self.store.execute(
+                "INSERT INTO shell_reads (shell_id, actor, log_offset) VALUES (?, ?, ?) "
+                "ON CONFLICT (shell_id, actor) DO UPDATE SET log_offset = excluded.log_offset",
+                (shell_id, actor, offset),
+            )
+        else:
+            self.store.execute(
+                "INSERT INTO shell_reads (shell_id, actor, log_offset, screen) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (shell_id, actor) DO UPDATE SET log_offset = excluded.log_offset, "
+                "screen = excluded.screen",
+                (shell_id, actor, offset, screen),
+            )
+
+
+def _run(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"],
+        shell_id=row["shell_id"],
+        nonce=row["nonce"],
+        command=row["command"],
+        actor=row["actor"],
+        started_ms=row["started_ms"],
+        log_offset=row["log_offset"],
+        exit_code=row["exit_code"],
+        end_offset=row["end_offset"],
+    )
