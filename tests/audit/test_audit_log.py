@@ -47,10 +47,12 @@ def test_record_fields_and_chain(tmp_path: Path) -> None:
     second = log.append(actor="panel", source="panel", tool="shell", action="lock")
     assert second.seq == 2 and second.prev == first.hash
     assert second.command is None and second.reason is None and second.targets == ()
+    lone = log.append(actor="cli", source="cli", tool="t", action="a", targets="dsh-ab12cd", flags="x")
+    assert lone.targets == ("dsh-ab12cd",) and lone.flags == ("x",)
 
     path = tmp_path / "audit" / "2026-11-30.jsonl"
     stored = [json.loads(line) for line in path.read_bytes().splitlines()]
-    assert stored == [first.to_dict(), second.to_dict()]
+    assert stored == [first.to_dict(), second.to_dict(), lone.to_dict()]
     assert stored[0]["hash"] == record_hash(stored[0])
     assert path.read_bytes().splitlines()[0] == canonical_json(stored[0]).encode()
     assert verify(tmp_path).ok

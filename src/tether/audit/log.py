@@ -176,6 +176,9 @@ class AuditLog:
         extra: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
         """Every field but the chain ones (``v``, ``seq``, ``time``, ``ts``, ``prev``, ``hash``)."""
+        # A lone string is one id / one flag, never a sequence of characters.
+        targets = [targets] if isinstance(targets, str) else targets
+        flags = [flags] if isinstance(flags, str) else flags
         all_flags = [self._text(f) for f in flags]
         logged_command = None
         if command is not None:
