@@ -1221,3 +1221,54 @@ def test_state_input_validates_against_the_schema() -> None:
     raw = {"scope": "*", "sessions": "dsh-a", "state": "idle,busy", "owner": "others", "withGit": True}
     parse_state(raw)
     jsonschema.Draft202012Validator(sa.input_schema("shell_state")).validate(raw)
+
+
+def test_mutated_inputs_never_crash() -> None:
+    """Any JSON value in any position gives a value or a UsageError, never another exception."""
+    import copy
+    import random
+
+    rng = random.Random(20261130)
+    junk: list[Any] = [
+        None,
+        True,
+        0,
+        -1,
+        1.5,
+        10**12,
+        "",
+        " ",
+        "x",
+        "dsh-a",
+        "*",
+        [],
+        ["Enter"],
+        {},
+        {"kind": "idle"},
+    ]
+
+    def leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        found = [path]
+        if isinstance(node, dict):
+            for key, value in node.items():
+                found += leaves(value, (*path, key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                found += leaves(value, (*path, i))
+        return found
+
+    outcomes = {"accepted": 0, "refused": 0}
+    for tool, raw in ACCEPTED_CALLS:
+        for _ in range(12):
+            mutated = copy.deepcopy(raw)
+            path = rng.choice(leaves(mutated)[1:])
+            parent = mutated
+            for step in path[:-1]:
+                parent = parent[step]
+            parent[path[-1]] = copy.deepcopy(rng.choice(junk))
+            try:
+                parse_call(tool, mutated)
+                outcomes["accepted"] += 1
+            except UsageError:
+                outcomes["refused"] += 1
+    assert outcomes["accepted"] > 0 and outcomes["refused"] > 0
