@@ -16,7 +16,13 @@ from tether import __version__
 from tether.errors import TetherError
 
 # Command-group modules, in the order ``tether --help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("tether.cli.exec_cmd", "tether.cli.audit_cmd", "tether.cli.vault_cmd")
+COMMAND_MODULES: tuple[str, ...] = (
+    "tether.cli.exec_cmd",
+    "tether.cli.audit_cmd",
+    "tether.cli.vault_cmd",
+    "tether.cli.mcp_cmd",
+    "tether.cli.serve_cmd",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -236,6 +236,17 @@ class JobRegistry:
         observed = job.execution.observed
         return observed.stdout.read_from(stdout_offset), observed.stderr.read_from(stderr_offset)
 
+    async def read_waiting(self, job_id: str, timeout_s: float) -> JobRead:
+        """A consuming read; when nothing is pending yet, waits up to ``timeout_s`` for output or exit."""
+        first = self.read(job_id)
+        if first.stdout or first.stderr or first.info.status not in ("running", "starting") or timeout_s <= 0:
+            return first
+        await self.wait(job_id, timeout_s)
+        second = self.read(job_id)
+        return JobRead(
+            info=second.info, stdout=second.stdout, stderr=second.stderr, lossy=first.lossy or second.lossy
+        )
+
     async def wait(self, job_id: str, timeout_s: float) -> None:
         """Return when the job has output not yet consumed, has ended, or ``timeout_s`` passed."""
         job = self.get(job_id)

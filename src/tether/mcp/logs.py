@@ -7,6 +7,7 @@ which on ``tether mcp`` carries nothing but MCP messages.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,8 @@ def configure_logging(home: Path, name: str, *, level: int = logging.INFO) -> Pa
     logs = home / "logs"
     logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = logs / f"{name}.log"
+    # Logs name commands and conversations: private to the user, like the rest of TETHER_HOME.
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)

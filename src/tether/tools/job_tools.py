@@ -118,8 +118,7 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
     async def handler(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         args = parse_arguments("job_output", _JobOutputArgs, arguments)
         _own(registry, args.job_id, ctx)
-        await registry.wait(args.job_id, args.timeout_ms / 1000)
-        read = registry.read(args.job_id)
+        read = await registry.read_waiting(args.job_id, args.timeout_ms / 1000)
         text = read.text
         if read.lossy:
             text = "[earlier output was dropped: it exceeded the in-memory budget]\n" + text

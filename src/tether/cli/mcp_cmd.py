@@ -1,0 +1,71 @@
+"""``tether mcp``: serve one MCP conversation over stdio.
+
+The conversation id is ``$TETHER_CONVERSATION`` when set (so a restarted client keeps owning its
+shells), else a fresh random one. Nothing but MCP goes to stdout; logs go to stderr and
+``$TETHER_HOME/logs/mcp.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+
+import anyio
+
+from tether.config import Config, ensure_home, load_config, resolve_home
+from tether.errors import UsageError
+from tether.mcp.logs import configure_logging
+from tether.mcp.server import McpFrontDoor, new_conversation_id
+from tether.mcp.stdio import serve_stdio
+from tether.tools.catalog import build_catalog
+
+logger = logging.getLogger(__name__)
+
+_CONVERSATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "mcp",
+        help="serve MCP over stdio (one conversation; for Claude Code, Claude Desktop, Cursor, ...)",
+        description="Serve the tether tools over MCP on stdin/stdout. The conversation id is "
+        "$TETHER_CONVERSATION if set, else a new random one. "
+        "Logs go to stderr and $TETHER_HOME/logs/mcp.log.",
+    )
+    parser.set_defaults(func=run)
+
+
+def conversation_from_env() -> str:
+    value = os.environ.get("TETHER_CONVERSATION", "").strip()
+    if not value:
+        return new_conversation_id()
+    if not _CONVERSATION.match(value):
+        raise UsageError(
+            f"TETHER_CONVERSATION={value[:40]!r} is not a valid conversation id; use 1-128 characters "
+            "from A-Z a-z 0-9 . _ : - starting with a letter or digit"
+        )
+    return value
+
+
+async def _serve(config: Config, conversation: str) -> None:
+    catalog = build_catalog(config)
+    try:
+        front_door = McpFrontDoor(
+            catalog.registry, instructions=catalog.instructions(), conversation=conversation
+        )
+        await serve_stdio(front_door)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await catalog.aclose()
+
+
+def run(args: argparse.Namespace) -> int:
+    home = ensure_home(resolve_home())
+    config = load_config(home)
+    conversation = conversation_from_env()
+    configure_logging(home, "mcp")
+    logger.info("tether mcp serving conversation %s (pid %d)", conversation, os.getpid())
+    anyio.run(_serve, config, conversation)
+    return 0

@@ -1,0 +1,162 @@
+"""``tether serve``: MCP over streamable HTTP (many conversations) on 127.0.0.1.
+
+Prints the URL, the bearer token and ready-to-paste client configuration before serving. Binding
+to a non-loopback address needs ``--allow-remote`` and prints a warning: anyone who can reach the
+port and holds the token gets a shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import uvicorn
+
+from tether.config import Config, ensure_home, load_config, resolve_home
+from tether.errors import UsageError
+from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, client_config_text, is_loopback
+from tether.mcp.logs import configure_logging
+from tether.mcp.server import McpFrontDoor
+from tether.mcp.token import load_or_create_token
+from tether.tools.catalog import build_catalog
+
+logger = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve MCP over streamable HTTP on 127.0.0.1 (bearer token in $TETHER_HOME/token)",
+        description="Serve the tether tools over MCP streamable HTTP at http://HOST:PORT/mcp. Every request "
+        "needs 'Authorization: Bearer <token>' (the token is created in $TETHER_HOME/token on first start). "
+        "The default address comes from config.toml [server] (127.0.0.1:8765).",
+    )
+    parser.add_argument("--host", help="address to bind (default [server].host, 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, help="port to bind (default [server].port, 8765; 0 = any free port)"
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow binding a non-loopback address (anyone reaching it with the token gets a shell)",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an extra Host name clients may use (e.g. this machine's LAN name); repeatable",
+    )
+    parser.set_defaults(func=run)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port") from exc
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def _tether_command() -> str:
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "tether" and argv0.exists():
+        return str(argv0.resolve())
+    return shutil.which("tether") or "tether"
+
+
+def banner(url: str, token: str, token_path: Path, tether_command: str) -> str:
+    return "\n".join(
+        [
+            "tether serve: MCP over streamable HTTP",
+            f"  URL:    {url}",
+            f"  token:  {token}",
+            f"          (stored in {token_path}; send it as 'Authorization: Bearer <token>')",
+            "",
+            "Claude Code:",
+            f'  claude mcp add --transport http tether {url} --header "Authorization: Bearer {token}"',
+            f"  claude mcp add tether -- {tether_command} mcp        # stdio instead",
+            "",
+            "MCP client configuration (Claude Desktop, Cursor, other clients; keep one of the two):",
+            client_config_text(url, token, tether_command=tether_command),
+            "",
+            "Ready. Press Ctrl+C to stop.",
+        ]
+    )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without re-raising SIGINT/SIGTERM after a graceful shutdown (exit 0, no traceback)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
+
+
+async def _serve(config: Config, settings: HttpSettings, sock: socket.socket) -> None:
+    catalog = build_catalog(config)
+    try:
+        front_door = McpFrontDoor(catalog.registry, instructions=catalog.instructions())
+        app = build_http_app(front_door, settings)
+        server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+        await server.serve(sockets=[sock])
+    finally:
+        with anyio.CancelScope(shield=True):
+            await catalog.aclose()
+
+
+def run(args: argparse.Namespace) -> int:
+    home = ensure_home(resolve_home())
+    config = load_config(home)
+    host = (args.host or config.server.host).strip()
+    port = config.server.port if args.port is None else args.port
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is out of range; allowed: 0-65535 (0 picks a free port)")
+    if not is_loopback(host) and not args.allow_remote:
+        raise UsageError(
+            f"--host {host} is not a loopback address; binding it exposes a shell to the network. "
+            "Add --allow-remote if that is what you want"
+        )
+    configure_logging(home, "serve")
+    if not is_loopback(host):
+        print(
+            f"WARNING: serving on {host}: anyone who can reach this port and holds the token gets a shell",
+            file=sys.stderr,
+        )
+    token = load_or_create_token(home)
+    sock = _bind(host, port)
+    bound_port = sock.getsockname()[1]
+    url_host = f"[{host}]" if ":" in host else host
+    url = f"http://{url_host}:{bound_port}{MCP_PATH}"
+    print(banner(url, token, home / "token", _tether_command()), flush=True)
+    logger.info("tether serve listening on %s (pid %d)", url, os.getpid())
+    settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(args.allowed_host))
+    try:
+        anyio.run(_serve, config, settings, sock)
+    finally:
+        sock.close()
+    return 0

@@ -1,0 +1,397 @@
+"""The model-visible ``bash`` and ``pwsh`` tools (spec 000 "模型可见的工具").
+
+Invariants this module owns:
+
+- The schema is exactly the spec's: ``command`` and ``description`` required; ``timeoutMs`` and
+  ``workdir``; ``sandbox_permissions`` + ``justification`` only when the executor is confining;
+  ``run_in_background`` only when ``enable_run_in_background`` is on *and* a job registry is
+  attached. ``stdout_max_bytes`` never appears. Attaching or detaching the job registry swaps the
+  definition in the ``ToolRegistry`` (the schema hot-switch), which front doors announce.
+- A foreground command is started in the job table while it runs, so ``job_kill`` from elsewhere
+  stops it and its result says ``stopped``. If the table refuses admission the call still runs,
+  under the executor's own kill deadline, and an ``internal/error`` event is logged.
+- With ``promote_on_timeout`` and a job table, a command still running at its deadline becomes a
+  background job; its answer is seeded by one consuming read, so ``job_output`` continues exactly
+  after it. Otherwise the deadline kills it (``timedOut``).
+- Caller cancellation kills the process tree and ends the call with ``ToolAborted``
+  (TOOL_ABORTED), never with output text. Non-zero exits are results, rendered in-band.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.config import Config
+from tether.errors import TetherError, UsageError
+from tether.jobs.registry import Job, JobLimitError, JobRegistry
+from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
+from tether.shell.options import LocalShellOptions, discover_pwsh
+from tether.shell.render import render_shell_result
+from tether.shell.types import (
+    AbortSignal,
+    ShellExecRequest,
+    ShellExecSpec,
+    ShellExecution,
+    ShellExecutor,
+    ShellExpiryPolicy,
+)
+from tether.tools import shell_results as shapes
+from tether.tools.arguments import parse_arguments
+from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
+
+logger = logging.getLogger(__name__)
+
+ShellName = Literal["bash", "pwsh"]
+# Narrow → wide; a confining executor may publish its own as ``permission_modes``.
+DEFAULT_SANDBOX_MODES: Final = ("read-only", "workspace-write", "full-access")
+
+HINTS: Final[dict[str, str]] = {
+    "bash": (
+        "`bash` runs each command in a fresh non-interactive `bash -c` process: `cd`, variables and "
+        "functions do not carry over between calls, so pass `workdir` or chain with `&&`. There is no "
+        "terminal and stdin is empty: use non-interactive flags (`-y`, `--no-pager`); prompts fail. Always "
+        "give `description` (one sentence). Output is capped per stream; when it is cut, the text ends "
+        "with `[output truncated; full output: PATH]` and PATH holds the whole stream. A non-zero exit is "
+        "shown as `[exit code: N]`; it is a result, not an error. For servers, watchers or anything "
+        "longer than the timeout, use `run_in_background` (when offered) and follow it with "
+        "`job_output`; stop it with `job_kill`. For an interactive program or a long-lived session, use "
+        "the persistent shell tools instead."
+    ),
+    "pwsh": (
+        "`pwsh` runs each command in a fresh non-interactive `pwsh -Command` process: location and "
+        "variables do not carry over between calls, so pass `workdir`. There is no console input: avoid "
+        "Read-Host and confirmation prompts (`-Confirm:$false`). Always give `description`. A non-zero "
+        "exit is shown as `[exit code: N]`; long-running commands can use `run_in_background` (when "
+        "offered) with `job_output` / `job_kill`."
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellToolOptions:
+    """Spec 000 ShellToolOptions."""
+
+    enable_run_in_background: bool = True
+    promote_on_timeout: bool = True
+
+
+class _ShellArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False)
+    command: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    timeout_ms: int | None = Field(default=None, alias="timeoutMs")
+    workdir: str | None = None
+    run_in_background: bool | None = None
+    sandbox_permissions: str | None = None
+    justification: str | None = None
+
+
+def _pwsh_explicit(config: Config) -> str | None:
+    return (config.shell.executable or None) if config.shell.provider == "pwsh" else None
+
+
+def pwsh_available(config: Config) -> bool:
+    """Whether a PowerShell executable resolves by the spec's discovery chain."""
+    return shutil.which(discover_pwsh(_pwsh_explicit(config))) is not None
+
+
+def make_executor(config: Config, shell: ShellName) -> ShellExecutor:
+    """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults."""
+    options = LocalShellOptions.from_config(config)
+    if shell == "pwsh":
+        options = dataclasses.replace(options, executable=_pwsh_explicit(config))
+        return LocalPwshExecutor(options)
+    if config.shell.provider == "pwsh":
+        options = dataclasses.replace(options, executable=None)
+    return LocalBashExecutor(options)
+
+
+class ShellToolPlugin:
+    """One shell tool (``bash`` or ``pwsh``) bound to an executor and the process's tool registry."""
+
+    def __init__(
+        self,
+        *,
+        shell: ShellName,
+        executor: ShellExecutor,
+        tools: ToolRegistry,
+        options: ShellToolOptions | None = None,
+        default_timeout_ms: int = 120_000,
+        max_timeout_ms: int = 600_000,
+        grace_ms: int = 3_000,
+    ) -> None:
+        self.shell = shell
+        self.executor = executor
+        self.tools = tools
+        self.options = options or ShellToolOptions()
+        self.default_timeout_ms = default_timeout_ms
+        self.max_timeout_ms = max_timeout_ms
+        self.grace_ms = grace_ms
+        self.jobs: JobRegistry | None = None
+        self.hint = HINTS[shell]
+        self._definitions: dict[tuple[bool, bool], ToolDef] = {}
+        self.tools.add(self._definition())
+
+    # -- schema -------------------------------------------------------------------------------
+
+    @property
+    def background_offered(self) -> bool:
+        return self.options.enable_run_in_background and self.jobs is not None
+
+    @property
+    def sandbox_modes(self) -> tuple[str, ...]:
+        modes = getattr(self.executor, "permission_modes", DEFAULT_SANDBOX_MODES)
+        return tuple(modes)
+
+    @property
+    def current_sandbox_mode(self) -> str:
+        return str(getattr(self.executor, "default_permissions", self.sandbox_modes[0]))
+
+    def set_job_registry(self, jobs: JobRegistry | None) -> None:
+        """Attach (or detach with None) the job table; swaps the published definition."""
+        self.jobs = jobs
+        self.tools.add(self._definition())
+
+    def _definition(self) -> ToolDef:
+        # The schema depends on exactly these two facts; re-adding an unchanged definition is a no-op.
+        key = (self.background_offered, self.jobs is not None)
+        if key not in self._definitions:
+            self._definitions[key] = ToolDef(
+                name=self.shell,
+                title="Run a PowerShell command" if self.shell == "pwsh" else "Run a bash command",
+                description=self._description(),
+                input_schema=self.input_schema(),
+                output_schema=shapes.OUTPUT_SCHEMA,
+                handler=self.call,
+            )
+        return self._definitions[key]
+
+    def _description(self) -> str:
+        runner = "pwsh -Command" if self.shell == "pwsh" else "bash -c"
+        return (
+            f"Run one command in a fresh non-interactive `{runner}` process and return its output and exit "
+            f"status.\n\n{self.hint}"
+        )
+
+    def input_schema(self) -> dict[str, Any]:
+        promotes = self.options.promote_on_timeout and self.jobs is not None
+        on_timeout = (
+            "if the command is still running then, it moves to a background job and you get its job id"
+            if promotes
+            else "if the command is still running then, it is killed"
+        )
+        properties: dict[str, Any] = {
+            "command": {"type": "string", "minLength": 1, "description": "The command text to run."},
+            "description": {
+                "type": "string",
+                "minLength": 1,
+                "description": "One short sentence saying what the command does.",
+            },
+            "timeoutMs": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": self.max_timeout_ms,
+                "description": f"Foreground deadline in milliseconds (default {self.default_timeout_ms}, "
+                f"at most {self.max_timeout_ms}); {on_timeout}.",
+            },
+            "workdir": {"type": "string", "description": "Working directory (default: the server's)."},
+        }
+        if self.executor.confining:
+            properties["sandbox_permissions"] = {
+                "type": "string",
+                "enum": list(self.sandbox_modes),
+                "description": f"Sandbox mode for this command (default {self.current_sandbox_mode!r}). "
+                "A wider mode needs a justification.",
+            }
+            properties["justification"] = {
+                "type": "string",
+                "description": "Why this command needs a wider sandbox mode (required when widening).",
+            }
+        if self.background_offered:
+            properties["run_in_background"] = {
+                "type": "boolean",
+                "description": "Start the command as a background job and return its job id at once.",
+            }
+        return {
+            "type": "object",
+            "properties": properties,
+            "required": ["command", "description"],
+            "additionalProperties": False,
+        }
+
+    # -- validation ---------------------------------------------------------------------------
+
+    def _parse(self, arguments: Mapping[str, Any]) -> _ShellArgs:
+        args = parse_arguments(self.shell, _ShellArgs, arguments)
+        if not args.command.strip():
+            raise UsageError(f"{self.shell}: field 'command' is blank; give the command text to run")
+        if not args.description.strip():
+            raise UsageError(f"{self.shell}: field 'description' is blank; say in one sentence what it does")
+        if args.timeout_ms is not None and not 1 <= args.timeout_ms <= self.max_timeout_ms:
+            raise UsageError(
+                f"{self.shell}: field 'timeoutMs' is {args.timeout_ms}; allowed: 1 to {self.max_timeout_ms} "
+                "milliseconds ([shell].max_timeout_ms)"
+            )
+        self._check_sandbox(args)
+        return args
+
+    def _check_sandbox(self, args: _ShellArgs) -> None:
+        given = [name for name in ("sandbox_permissions", "justification") if getattr(args, name) is not None]
+        if not self.executor.confining:
+            if given:
+                raise UsageError(
+                    f"{self.shell}: unknown field {given[0]!r}: commands run unconfined in this deployment, "
+                    "so there are no sandbox permissions to request"
+                )
+            return
+        mode = (args.sandbox_permissions or "").strip()
+        if mode and mode not in self.sandbox_modes:
+            raise UsageError(
+                f"{self.shell}: field 'sandbox_permissions' is {mode!r}; "
+                f"allowed: {', '.join(self.sandbox_modes)}"
+            )
+        if not mode or mode == self.current_sandbox_mode:
+            return  # same mode or blank counts as not given
+        widening = self.sandbox_modes.index(mode) > self.sandbox_modes.index(self.current_sandbox_mode)
+        if widening and not (args.justification or "").strip():
+            raise UsageError(
+                f"{self.shell}: field 'sandbox_permissions' asks for {mode!r}, wider than "
+                f"{self.current_sandbox_mode!r}; give a non-empty 'justification' saying why"
+            )
+
+    def _request(self, args: _ShellArgs, ctx: CallContext, on_expiry: ShellExpiryPolicy) -> ShellExecRequest:
+        request = ShellExecRequest(
+            command=args.command,
+            workdir=args.workdir,
+            timeout_ms=args.timeout_ms,
+            on_expiry=on_expiry,
+            session_id=ctx.actor,
+        )
+        mode = (args.sandbox_permissions or "").strip()
+        names = {f.name for f in dataclasses.fields(ShellExecRequest)}
+        if (
+            self.executor.confining
+            and mode
+            and mode != self.current_sandbox_mode
+            and "sandbox_permissions" in names
+        ):
+            # Forward-compatible: the seam carries the mode once ShellExecRequest grows the field.
+            extra: dict[str, Any] = {"sandbox_permissions": mode}
+            request = dataclasses.replace(request, **extra)
+        return request
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def call(self, arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+        args = self._parse(arguments)
+        if args.run_in_background:
+            if not self.options.enable_run_in_background:
+                return ToolResult(text=shapes.DISABLED_TEXT, is_error=True)
+            if self.jobs is None:
+                return ToolResult(text=shapes.UNAVAILABLE_TEXT, is_error=True)
+            return await self._background(args, ctx, self.jobs)
+        return await self._foreground(args, ctx)
+
+    async def _background(self, args: _ShellArgs, ctx: CallContext, jobs: JobRegistry) -> ToolResult:
+        job = jobs.reserve(command=args.command, description=args.description, owner=ctx.actor)
+        try:
+            spec = self.executor.resolve(self._request(args, ctx, ShellExpiryPolicy.NONE))
+            execution = await self.executor.execute(spec)
+        except BaseException:
+            jobs.release(job)
+            raise
+        job.background = True
+        job.attach(execution)
+        return ToolResult(
+            text=shapes.background_text(job.job_id), structured=shapes.background(job_id=job.job_id)
+        )
+
+    async def _admit(self, args: _ShellArgs, ctx: CallContext) -> Job | None:
+        if self.jobs is None:
+            return None
+        try:
+            return self.jobs.reserve(command=args.command, description=args.description, owner=ctx.actor)
+        except JobLimitError as exc:
+            # Not a failure of the call: it runs without a job entry, under the executor's deadline.
+            logger.error(
+                "internal/error: job admission refused, running %s in the foreground: %s", self.shell, exc
+            )
+            if ctx.notifier is not None:
+                await ctx.notifier.log(
+                    "warning", "internal/error", {"event": "job_admission", "message": str(exc)}
+                )
+            return None
+
+    async def _foreground(self, args: _ShellArgs, ctx: CallContext) -> ToolResult:
+        job = await self._admit(args, ctx)
+        promote = job is not None and self.options.promote_on_timeout
+        expiry = ShellExpiryPolicy.NONE if promote else ShellExpiryPolicy.KILL
+        abort = AbortSignal()
+        try:
+            spec = self.executor.resolve(self._request(args, ctx, expiry))
+            execution = await self.executor.execute(spec, abort=abort)
+        except BaseException:
+            if job is not None and self.jobs is not None:
+                self.jobs.release(job)
+            raise
+        if job is not None:
+            job.attach(execution)
+        try:
+            if promote and job is not None and not await self._settles_in_time(execution, spec):
+                return self._promote(job, execution, spec.timeout_ms)
+            result = await execution.result()
+        except anyio.get_cancelled_exc_class() as exc:
+            await self._kill_for_cancel(abort, execution)
+            self._forget(job)
+            raise shapes.ToolAborted() from exc
+        except BaseException:
+            self._forget(job)
+            raise
+        self._forget(job)
+        if result.aborted:
+            raise shapes.ToolAborted(abort.reason or "the command was aborted")
+        stopped = job.stop_reason if job is not None else None
+        rendered = render_shell_result(result, stopped=stopped)
+        return ToolResult(
+            text=rendered, structured=shapes.foreground(result, stopped=stopped, rendered=rendered)
+        )
+
+    async def _settles_in_time(self, execution: ShellExecution, spec: ShellExecSpec) -> bool:
+        # The deadline counts from resolve (spec: time before spawn counts against timeoutMs).
+        remaining = spec.timeout_ms / 1000 - (time.monotonic() - spec.resolved_at)
+        with anyio.move_on_after(max(remaining, 0.0)):
+            await execution.done
+        return execution.done.is_set()
+
+    def _promote(self, job: Job, execution: ShellExecution, timeout_ms: int) -> ToolResult:
+        job.background = True
+        seed = execution.read_output()
+        output = seed.text
+        if seed.lossy:
+            output = "[earlier output was dropped: it exceeded the in-memory budget]\n" + output
+        value = shapes.promoted(job_id=job.job_id, timeout_ms=timeout_ms, output=output)
+        logger.info("%s command promoted to background job %s after %dms", self.shell, job.job_id, timeout_ms)
+        return ToolResult(text=value["rendered"], structured=value)
+
+    async def _kill_for_cancel(self, abort: AbortSignal, execution: ShellExecution) -> None:
+        abort.fire("cancelled by the caller")
+        execution.kill("cancelled by the caller")
+        # Shielded: the caller is gone, but the tree must be dead before this call ends.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self.grace_ms / 1000 + 5):
+            await execution.done
+
+    def _forget(self, job: Job | None) -> None:
+        if job is not None and self.jobs is not None:
+            # Evicted or removed by someone else meanwhile: nothing left to forget.
+            with contextlib.suppress(TetherError):
+                self.jobs.remove(job.job_id)

@@ -1,0 +1,96 @@
+"""The one place a tether process assembles its model-visible tools from ``Config``.
+
+Invariant: every front door of one process (``tether mcp``, ``tether serve``) gets its tools from
+``build_catalog`` and closes them with ``ToolCatalog.aclose()``; nothing else decides which tools
+exist. Closing kills every job the process still runs, so no command outlives its server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from tether.config import Config
+from tether.jobs.registry import JobRegistry
+from tether.tools.bash_tools import (
+    ShellName,
+    ShellToolOptions,
+    ShellToolPlugin,
+    make_executor,
+    pwsh_available,
+)
+from tether.tools.job_tools import register_job_tools
+from tether.tools.registry import ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+Closer = Callable[[], Awaitable[None]]
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCatalog:
+    """A process's tools: the registry every front door serves, plus hints and cleanup."""
+
+    config: Config
+    registry: ToolRegistry
+    jobs: JobRegistry | None
+    shell_plugins: dict[str, ShellToolPlugin] = field(default_factory=dict)
+    # System-prompt sections ("tool:bash" → text); MCP sends them as server instructions.
+    hints: dict[str, str] = field(default_factory=dict)
+    closers: list[Closer] = field(default_factory=list)
+
+    def instructions(self) -> str:
+        intro = (
+            "tether gives you a shell. Each section below is the guidance for one tool family; "
+            "follow it when you call those tools."
+        )
+        sections = [f"## {name}\n{text.strip()}" for name, text in self.hints.items()]
+        return "\n\n".join([intro, *sections])
+
+    async def aclose(self) -> None:
+        for closer in reversed(self.closers):
+            try:
+                await closer()
+            except Exception:
+                logger.exception("closing the tool catalog failed")
+        if self.jobs is not None:
+            await self.jobs.close()
+
+
+def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
+    """Assemble the tools of one process: bash, pwsh (where it resolves), jobs, persistent shells."""
+    registry = ToolRegistry()
+    jobs = (
+        JobRegistry(max_live=config.jobs.max_live, max_finished=config.jobs.max_finished)
+        if with_jobs
+        else None
+    )
+    catalog = ToolCatalog(config=config, registry=registry, jobs=jobs)
+    options = ShellToolOptions(
+        enable_run_in_background=config.tools.enable_run_in_background,
+        promote_on_timeout=config.tools.promote_on_timeout,
+    )
+
+    shells: list[ShellName] = ["bash"]
+    if pwsh_available(config):
+        shells.append("pwsh")
+    for shell in shells:
+        plugin = ShellToolPlugin(
+            shell=shell,
+            executor=make_executor(config, shell),
+            tools=registry,
+            options=options,
+            default_timeout_ms=config.shell.timeout_ms,
+            max_timeout_ms=config.shell.max_timeout_ms,
+            grace_ms=config.shell.grace_ms,
+        )
+        plugin.set_job_registry(jobs)
+        catalog.shell_plugins[shell] = plugin
+        catalog.hints[f"tool:{shell}"] = plugin.hint
+    if jobs is not None:
+        register_job_tools(registry, jobs)
+
+    # Persistent shells (spec 003): the persistent-shell helper adds its one call here, e.g.
+    #     register_shell_tools(registry, config=config, hints=catalog.hints, closers=catalog.closers)
+    return catalog

@@ -1,0 +1,158 @@
+"""``tether mcp`` (stdio) and ``tether serve`` (HTTP) as real subprocesses, driven by the SDK client
+and by the MCP Inspector's CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp_harness import http_client, text_of
+
+from mcp import Client, StdioServerParameters
+
+TETHER = str(Path(sys.executable).parent / "tether")
+
+
+def stdio_params(home: Path, conversation: str | None = None) -> StdioServerParameters:
+    env = {"TETHER_HOME": str(home), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+    if conversation is not None:
+        env["TETHER_CONVERSATION"] = conversation
+    return StdioServerParameters(command=TETHER, args=["mcp"], env=env)
+
+
+async def test_stdio_server_lists_and_runs_tools(tether_home: Path) -> None:
+    async with Client(stdio_params(tether_home, "conv-stdio-test")) as client:
+        instructions = (
+            client.session.initialize_result.instructions if client.session.initialize_result else ""
+        )
+        assert instructions is not None and "## tool:bash" in instructions
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert names[0] == "bash" and {"job_list", "job_output", "job_kill"} <= set(names)
+        # The command writes to its own stdout; only MCP may reach the server's stdout.
+        result = await client.call_tool(
+            "bash", {"command": "echo hello; echo noise >&2", "description": "greet"}
+        )
+        assert text_of(result) == "hello\n[stderr]\nnoise"
+        assert result.structured_content is not None and result.structured_content["kind"] == "foreground"
+        started = await client.call_tool(
+            "bash", {"command": "sleep 30", "description": "bg", "run_in_background": True}
+        )
+        assert started.structured_content is not None and started.structured_content["kind"] == "background"
+        bad = await client.call_tool("bash", {"command": "true"})
+        assert bad.is_error and "field 'description' is required" in text_of(bad)
+    log = (tether_home / "logs" / "mcp.log").read_text()
+    assert "conversation conv-stdio-test" in log
+
+
+def test_stdio_refuses_a_malformed_conversation_id(tether_home: Path) -> None:
+    env = {**os.environ, "TETHER_HOME": str(tether_home), "TETHER_CONVERSATION": "bad id with spaces"}
+    done = subprocess.run(
+        [TETHER, "mcp"], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "TETHER_CONVERSATION='bad id with spaces' is not a valid conversation id" in done.stderr
+
+
+@pytest.fixture
+def served(tether_home: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    process = subprocess.Popen(
+        [TETHER, "serve", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = []
+        for line in process.stdout:
+            banner.append(line)
+            if line.startswith("Ready."):
+                break
+        text = "".join(banner)
+        url = next(line.split()[-1] for line in banner if line.strip().startswith("URL:"))
+        token = next(line.split()[-1] for line in banner if line.strip().startswith("token:"))
+        assert '"command"' in text and '"Authorization": "Bearer ' in text and "claude mcp add" in text
+        yield url, token, process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+async def test_serve_prints_url_token_and_serves_with_it(
+    tether_home: Path, served: tuple[str, str, subprocess.Popen[str]]
+) -> None:
+    url, token, process = served
+    token_file = tether_home / "token"
+    assert token_file.read_text().strip() == token
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+    changed = anyio.Event()
+    async with http_client(url, token=token, on_message=lambda m: changed.set()) as client:
+        result = await client.call_tool("bash", {"command": "echo over http", "description": "greet"})
+        assert text_of(result) == "over http"
+        assert isinstance(result.content[0], types.TextContent)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=15) == 0
+    assert process.stderr is not None and "Traceback" not in process.stderr.read()
+
+
+def test_serve_refuses_a_remote_host_without_the_flag(tether_home: Path) -> None:
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    done = subprocess.run(
+        [TETHER, "serve", "--host", "0.0.0.0"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 2
+    assert "--host 0.0.0.0 is not a loopback address" in done.stderr and "--allow-remote" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not installed")
+def test_mcp_inspector_cli_drives_tether_mcp(tether_home: Path) -> None:
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    inspector = ["npx", "-y", "@modelcontextprotocol/inspector@0.15.0", "--cli", TETHER, "mcp"]
+    listed = subprocess.run(
+        [*inspector, "--method", "tools/list"], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert listed.returncode == 0, listed.stderr
+    tools = {tool["name"]: tool for tool in json.loads(listed.stdout)["tools"]}
+    assert {"bash", "job_list", "job_output", "job_kill"} <= set(tools)
+    assert tools["bash"]["inputSchema"]["required"] == ["command", "description"]
+
+    called = subprocess.run(
+        [
+            *inspector,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "bash",
+            "--tool-arg",
+            "command=echo from the inspector",
+            "--tool-arg",
+            "description=say hello",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert called.returncode == 0, called.stderr
+    answer = json.loads(called.stdout)
+    assert answer["content"][0]["text"] == "from the inspector"
+    assert answer["structuredContent"]["kind"] == "foreground"

@@ -1,0 +1,202 @@
+"""Jobs through the tools: a job's life, promotion without loss, job_kill of a foreground call,
+cancellation → TOOL_ABORTED, and admission failure falling back to the executor's deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from bash_tools_harness import connected, make_setup, text_of
+from mcp.client.session import IncomingMessage
+
+from tether.tools.registry import CallContext
+from tether.tools.shell_results import ToolAborted
+
+
+def run(command: str, **extra: Any) -> dict[str, Any]:
+    return {"command": command, "description": "test command", **extra}
+
+
+async def until(predicate: Any, what: str, seconds: float = 10) -> None:
+    with anyio.fail_after(seconds):
+        while not predicate():
+            await anyio.sleep(0.01)
+
+
+def dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie still answers kill(0); it is dead for our purpose once its state says so.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
+    gate = tether_home / "gate"
+    async with connected(make_setup(tether_home)) as client:
+        command = f"echo one; while [ ! -e {gate} ]; do sleep 0.01; done; echo two; exit 5"
+        started = await client.call_tool("bash", run(command, run_in_background=True))
+        assert started.structured_content is not None
+        job_id = started.structured_content["jobId"]
+
+        listed = await client.call_tool("job_list", {})
+        assert job_id in text_of(listed) and "running" in text_of(listed)
+
+        first = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 10_000})
+        assert first.structured_content is not None
+        assert (
+            first.structured_content["output"] == "one\n" and first.structured_content["status"] == "running"
+        )
+        assert text_of(first) == f"one\n[job {job_id} still running]"
+
+        gate.touch()
+        outputs = ""
+        status = "running"
+        with anyio.fail_after(10):
+            while status == "running":
+                read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 5_000})
+                assert read.structured_content is not None
+                outputs += read.structured_content["output"]
+                status = read.structured_content["status"]
+        assert outputs == "two\n"
+        assert read.structured_content["exitCode"] == 5
+        assert text_of(read).endswith(f"[job {job_id} completed; exit code: 5]")
+        empty = await client.call_tool("job_output", {"jobId": job_id})
+        assert empty.structured_content is not None and empty.structured_content["output"] == ""
+
+        again = await client.call_tool("job_kill", {"jobId": job_id, "reason": "too late"})
+        assert again.structured_content is not None and again.structured_content["killed"] is False
+
+        sleeper = await client.call_tool("bash", run("sleep 30", run_in_background=True))
+        assert sleeper.structured_content is not None
+        sleeper_id = sleeper.structured_content["jobId"]
+        killed = await client.call_tool("job_kill", {"jobId": sleeper_id, "reason": "no longer needed"})
+        assert killed.structured_content is not None
+        assert killed.structured_content["killed"] is True and killed.structured_content["status"] == "killed"
+        assert (
+            "[job " + sleeper_id + " killed; stopped: no longer needed; killed by signal: SIGTERM]"
+            in text_of(killed)
+        )
+
+        unknown = await client.call_tool("job_output", {"jobId": "job-zzzzzz"})
+        assert unknown.is_error and text_of(unknown).startswith("NOT_FOUND: no job 'job-zzzzzz'")
+        missing = await client.call_tool("job_output", {})
+        assert missing.is_error and "field 'jobId' is required" in text_of(missing)
+        wide = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_001})
+        assert wide.is_error and "timeoutMs" in text_of(wide) and "600000" in text_of(wide)
+
+
+async def test_promotion_loses_nothing(tether_home: Path) -> None:
+    lines = 400
+    writer = f"for i in $(seq 1 {lines}); do echo $i; sleep 0.002; done"
+    async with connected(make_setup(tether_home)) as client:
+        promoted = await client.call_tool("bash", run(writer, timeoutMs=200))
+        structured = promoted.structured_content
+        assert structured is not None and structured["kind"] == "promoted", text_of(promoted)
+        seen = structured["output"]
+        status = "running"
+        with anyio.fail_after(30):
+            while status == "running":
+                read = await client.call_tool(
+                    "job_output", {"jobId": structured["jobId"], "timeoutMs": 2_000}
+                )
+                assert read.structured_content is not None and read.structured_content["lossy"] is False
+                seen += read.structured_content["output"]
+                status = read.structured_content["status"]
+        assert seen.splitlines() == [str(i) for i in range(1, lines + 1)]
+        assert structured["output"], "the seed must hold the lines written before the promotion"
+
+
+async def test_job_kill_stops_a_foreground_call(tether_home: Path) -> None:
+    async with connected(make_setup(tether_home)) as first:
+        result: list[types.CallToolResult] = []
+
+        async def foreground() -> None:
+            result.append(await first.call_tool("bash", run("echo working; sleep 30", timeoutMs=60_000)))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(foreground)
+            job_id = ""
+            with anyio.fail_after(10):
+                while not job_id:
+                    jobs = (await first.call_tool("job_list", {})).structured_content
+                    assert jobs is not None
+                    job_id = jobs["jobs"][0]["jobId"] if jobs["jobs"] else ""
+            stopped = await first.call_tool("job_kill", {"jobId": job_id, "reason": "user said stop"})
+            assert stopped.structured_content is not None and stopped.structured_content["killed"] is True
+        structured = result[0].structured_content
+        assert structured is not None and structured["kind"] == "foreground"
+        assert structured["stopped"] == "user said stop" and structured["signal"] == "SIGTERM"
+        assert "[stopped: user said stop]\n[killed by signal: SIGTERM]" in text_of(result[0])
+        after = (await first.call_tool("job_list", {})).structured_content
+        assert after is not None and after["jobs"] == []  # a settled foreground call leaves no job
+
+
+async def test_mcp_cancellation_kills_the_process(tether_home: Path) -> None:
+    pid_file = tether_home / "pid"
+    setup = make_setup(tether_home)
+    async with connected(setup) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                await client.call_tool("bash", run(f"echo $$ > {pid_file}; sleep 30", timeoutMs=60_000))
+
+            tg.start_soon(call)
+            await until(lambda: pid_file.exists() and pid_file.read_text().strip(), "the command to start")
+            tg.cancel_scope.cancel()
+        pid = int(pid_file.read_text())
+        await until(lambda: dead(pid), "the cancelled command to die")
+        assert setup.jobs is not None
+        await until(lambda: setup.jobs is not None and setup.jobs.list() == [], "the job entry to go")
+        still = await client.call_tool("bash", run("echo alive"))
+        assert text_of(still) == "alive"
+
+
+async def test_cancellation_is_tool_aborted_not_output(tether_home: Path) -> None:
+    setup = make_setup(tether_home)
+    pid_file = tether_home / "pid"
+    ctx = CallContext(actor="conv-test")
+    task = asyncio.ensure_future(
+        setup.plugin.call(run(f"echo $$ > {pid_file}; sleep 30", timeoutMs=60_000), ctx)
+    )
+    await until(lambda: pid_file.exists() and pid_file.read_text().strip(), "the command to start")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError) as caught:
+        await task
+    assert "TOOL_ABORTED" in str(caught.value)
+    assert dead(int(pid_file.read_text()))
+    assert setup.jobs is not None and setup.jobs.list() == []
+    assert issubclass(ToolAborted, asyncio.CancelledError) and ToolAborted.code == "TOOL_ABORTED"
+
+
+async def test_admission_failure_falls_back_to_the_kill_deadline(tether_home: Path) -> None:
+    logged: list[object] = []
+
+    def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, types.LoggingMessageNotification):
+            logged.append(message.params.data)
+
+    async with connected(make_setup(tether_home, max_live=1), on_message=on_message) as client:
+        hog = await client.call_tool("bash", run("sleep 30", run_in_background=True))
+        assert hog.structured_content is not None and hog.structured_content["kind"] == "background"
+        full = await client.call_tool("bash", run("sleep 1", run_in_background=True))
+        assert full.is_error and text_of(full).startswith("JOB_LIMIT: 1 jobs are running, the limit is 1")
+
+        ran = await client.call_tool("bash", run("echo still runs"))
+        assert text_of(ran) == "still runs"
+        timed = await client.call_tool("bash", run("sleep 30", timeoutMs=200))
+        assert timed.structured_content is not None
+        assert (
+            timed.structured_content["kind"] == "foreground" and timed.structured_content["timedOut"] is True
+        )
+        await until(lambda: len(logged) >= 2, "the internal/error events")
+        assert all(isinstance(item, dict) and item["event"] == "job_admission" for item in logged)

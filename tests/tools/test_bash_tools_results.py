@@ -1,0 +1,125 @@
+"""Each result shape and each render rule of the bash tool, through the official SDK client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from bash_tools_harness import ESCALATION_HINT, connected, make_setup, text_of
+
+from tether.tools.shell_results import DISABLED_TEXT, UNAVAILABLE_TEXT
+
+
+def run(command: str, **extra: Any) -> dict[str, Any]:
+    return {"command": command, "description": "test command", **extra}
+
+
+async def test_foreground_render_rules(tether_home: Path) -> None:
+    async with connected(make_setup(tether_home, promote=False)) as client:
+        cases = [
+            ("echo out", "out"),
+            ("echo out; echo err >&2", "out\n[stderr]\nerr"),
+            ("echo err >&2", "[stderr]\nerr"),
+            ("true", "(no output)"),
+            ("echo partial; exit 3", "partial\n[exit code: 3]"),
+            ("exit 4", "(no output)\n[exit code: 4]"),
+            ("echo bye; kill -KILL $$", "bye\n[killed by signal: SIGKILL]"),
+        ]
+        for command, expected in cases:
+            result = await client.call_tool("bash", run(command))
+            assert not result.is_error, command  # non-zero exits stay in-band
+            assert text_of(result) == expected, command
+            structured = result.structured_content
+            assert structured is not None and structured["kind"] == "foreground"
+            assert structured["rendered"] == expected
+
+        exited = (await client.call_tool("bash", run("exit 3"))).structured_content
+        assert exited is not None
+        assert (exited["exitCode"], exited["signal"], exited["timedOut"], exited["aborted"]) == (
+            3,
+            None,
+            False,
+            False,
+        )
+        assert exited["stopped"] is None and exited["timeoutMs"] == 120_000 and "sandbox" not in exited
+
+        timed = await client.call_tool("bash", run("echo started; sleep 30", timeoutMs=300))
+        assert text_of(timed).startswith("started\n[timed out after 300ms]")
+        assert timed.structured_content is not None and timed.structured_content["timedOut"] is True
+
+        workdir = await client.call_tool("bash", run("pwd", workdir="spill"))
+        assert text_of(workdir) == str(tether_home / "spill")
+        missing = await client.call_tool("bash", run("pwd", workdir="no/such/dir"))
+        assert missing.is_error and text_of(missing).startswith("SHELL_BAD_CWD: ")
+
+
+async def test_truncation_markers(tether_home: Path) -> None:
+    async with connected(make_setup(tether_home, max_output_bytes=100)) as client:
+        result = await client.call_tool("bash", run("seq 1 1000"))
+        text = text_of(result)
+        structured = result.structured_content
+        assert structured is not None and structured["stdout"]["truncated"] is True
+        spill = structured["stdout"]["spillPath"]
+        assert text.endswith(f"\n1000\n[output truncated; full output: {spill}]")
+        assert await anyio.Path(spill).read_text() == "".join(f"{i}\n" for i in range(1, 1001))
+
+        both = await client.call_tool("bash", run("seq 1 1000 >&2"))
+        assert text_of(both).startswith("[stderr]\n") and "[output truncated; full output: " in text_of(both)
+
+    async with connected(make_setup(tether_home, max_output_bytes=100, max_spill_bytes=1000)) as client:
+        result = await client.call_tool("bash", run("seq 1 1000"))
+        assert text_of(result).endswith("\n1000\n[output truncated; full output: (unavailable)]")
+
+
+async def test_sandbox_deny_marker_and_hint(tether_home: Path) -> None:
+    async with connected(make_setup(tether_home, confining=True)) as client:
+        denied = await client.call_tool("bash", run("echo 'DENY /etc/passwd' >&2; exit 1"))
+        assert text_of(denied) == (
+            f"[stderr]\nDENY /etc/passwd\n[sandbox denied: write /etc/passwd]\n[sandbox: {ESCALATION_HINT}]"
+            "\n[exit code: 1]"
+        )
+        structured = denied.structured_content
+        assert structured is not None and structured["sandbox"]["denied"] is True
+        assert structured["sandbox"]["denials"] == [{"kind": "write", "target": "/etc/passwd", "detail": ""}]
+        fine = await client.call_tool("bash", run("echo fine"))
+        assert text_of(fine) == "fine"
+        assert fine.structured_content is not None and fine.structured_content["sandbox"]["denied"] is False
+
+
+async def test_background_shape_and_fixed_texts(tether_home: Path) -> None:
+    async with connected(make_setup(tether_home)) as client:
+        started = await client.call_tool("bash", run("echo from the background", run_in_background=True))
+        structured = started.structured_content
+        assert (
+            structured is not None
+            and set(structured) == {"kind", "jobId"}
+            and structured["kind"] == "background"
+        )
+        job_id = structured["jobId"]
+        assert job_id in text_of(started)
+        output = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 10_000})
+        assert text_of(output).startswith("from the background\n")
+
+    async with connected(make_setup(tether_home, background=False)) as client:
+        refused = await client.call_tool("bash", run("true", run_in_background=True))
+        assert refused.is_error and text_of(refused) == DISABLED_TEXT
+    async with connected(make_setup(tether_home, jobs=False)) as client:
+        refused = await client.call_tool("bash", run("true", run_in_background=True))
+        assert refused.is_error and text_of(refused) == UNAVAILABLE_TEXT
+
+
+@pytest.mark.parametrize("background", [True, False])
+async def test_promoted_shape(tether_home: Path, background: bool) -> None:
+    async with connected(make_setup(tether_home, background=background)) as client:
+        result = await client.call_tool("bash", run("echo early; sleep 30", timeoutMs=300))
+        structured = result.structured_content
+        assert structured is not None and structured["kind"] == "promoted"
+        job_id = structured["jobId"]
+        assert set(structured) == {"kind", "jobId", "timeoutMs", "output", "rendered"}
+        assert structured["output"] == "early\n" and structured["timeoutMs"] == 300
+        assert text_of(result) == f"early\n[still running after 300ms; moved to background job {job_id}]"
+        listed = await client.call_tool("job_list", {})
+        assert listed.structured_content is not None
+        assert [job["jobId"] for job in listed.structured_content["jobs"]] == [job_id]
