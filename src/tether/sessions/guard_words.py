@@ -1,0 +1,238 @@
+"""Bash words as the dangerous-command guard sees them: literal values after quote removal.
+
+Invariant: a ``Word`` never claims to know more than the text says. Every part only run time can
+decide (a variable other than ``HOME``, ``$(…)``, ``<(…)``, ``$((…))``) marks the word dynamic;
+its ``value`` is then what the word becomes when each unknown part expands to nothing (or to the
+default of ``${X:-default}``), which is exactly the case that turns ``rm -rf "$DIR"/`` into
+``rm -rf /``. ``$HOME`` and ``${HOME}`` are known: they read as ``~``.
+
+The parser is cached per thread (a tree-sitter ``Parser`` is not safe to share between threads);
+parsing is the only thing this module does besides string work — no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser, Tree
+
+_LANGUAGE = Language(tree_sitter_bash.language())
+_local = threading.local()
+
+# Node types whose value only run time knows.
+_RUNTIME = frozenset({"command_substitution", "process_substitution", "arithmetic_expansion"})
+_DEFAULTING = frozenset({":-", "-", ":=", "="})
+
+
+def parse(code: str) -> Tree:
+    """Parse bash source with this thread's cached parser."""
+    parser: Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = Parser(_LANGUAGE)
+        _local.parser = parser
+    return parser.parse(code.encode("utf-8", "replace"))
+
+
+def text_of(node: Node) -> str:
+    raw = node.text
+    return raw.decode("utf-8", "replace") if raw is not None else ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Word:
+    """One shell word: ``value`` after quote removal, ``code`` as a nested shell would read it.
+
+    ``code`` keeps every unknown part as its source text (``$X``, ``$(curl …)``), so re-parsing
+    it (for ``bash -c``, ``eval``) judges the unknown parts again instead of losing them.
+    """
+
+    value: str
+    code: str
+    dynamic: bool = False
+    node: Node | None = field(default=None, compare=False, repr=False)
+
+    @staticmethod
+    def literal(value: str) -> Word:
+        return Word(value=value, code=value)
+
+
+class _Parts:
+    __slots__ = ("code", "dynamic", "value")
+
+    def __init__(self) -> None:
+        self.value: list[str] = []
+        self.code: list[str] = []
+        self.dynamic = False
+
+    def lit(self, text: str) -> None:
+        self.value.append(text)
+        self.code.append(text)
+
+    def unknown(self, source: str, fill: str = "") -> None:
+        self.value.append(fill)
+        self.code.append(source)
+        self.dynamic = True
+
+
+def resolve(node: Node) -> Word:
+    """The word a node stands for (``command_name``, an argument, a redirect target)."""
+    parts = _Parts()
+    _collect(node, parts)
+    return Word(value="".join(parts.value), code="".join(parts.code), dynamic=parts.dynamic, node=node)
+
+
+def _collect(node: Node, parts: _Parts) -> None:
+    kind = node.type
+    if kind == "word":
+        parts.lit(_unescape_bare(text_of(node)))
+    elif kind == "raw_string":
+        parts.lit(text_of(node)[1:-1])
+    elif kind == "ansi_c_string":
+        parts.lit(decode_ansi_c(text_of(node)[2:-1]))
+    elif kind == "string":
+        _collect_container(node, parts, _unescape_double, skip_quotes=True)
+    elif kind in ("concatenation", "command_name", "translated_string"):
+        _collect_container(node, parts, _unescape_bare, skip_quotes=False)
+    elif kind in ("simple_expansion", "expansion"):
+        _collect_expansion(node, parts)
+    elif kind == "$":
+        parts.lit("$")
+    elif kind in _RUNTIME or node.named_child_count or kind == "ERROR":
+        parts.unknown(text_of(node))
+    else:
+        # number, brace_expression, string_content, heredoc text, …: literal leaves.
+        parts.lit(text_of(node))
+
+
+def _collect_container(
+    node: Node, parts: _Parts, unescape: Callable[[str], str], *, skip_quotes: bool
+) -> None:
+    base = node.start_byte
+    raw = node.text or b""
+    cursor = base
+    for child in node.children:
+        if child.start_byte > cursor:
+            parts.lit(unescape(raw[cursor - base : child.start_byte - base].decode("utf-8", "replace")))
+        cursor = child.end_byte
+        if skip_quotes and child.type == '"':
+            continue
+        if child.type == "string_content":
+            parts.lit(unescape(text_of(child)))
+        elif node.type == "translated_string" and child.type == "$":
+            continue
+        else:
+            _collect(child, parts)
+    if node.end_byte > cursor:
+        parts.lit(unescape(raw[cursor - base :].decode("utf-8", "replace")))
+
+
+def _collect_expansion(node: Node, parts: _Parts) -> None:
+    source = text_of(node)
+    names = [c for c in node.named_children if c.type in ("variable_name", "special_variable_name")]
+    named = node.named_children
+    if len(named) == 1 and names and text_of(names[0]) == "HOME":
+        parts.code.append(source)
+        parts.value.append("~")
+        return
+    operator = node.child_by_field_name("operator")
+    if names and operator is not None and text_of(operator).strip() in _DEFAULTING:
+        fallback = [c for c in named if c.start_byte >= operator.end_byte]
+        if fallback:
+            sub = _Parts()
+            for child in fallback:
+                _collect(child, sub)
+            parts.unknown(source, "".join(sub.value))
+            return
+    parts.unknown(source)
+
+
+_BARE_ESCAPE = re.compile(r"\\(\n|.)", re.DOTALL)
+_DOUBLE_ESCAPE = re.compile(r"\\([$`\"\\\n])")
+
+
+def _unescape_bare(text: str) -> str:
+    return _BARE_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+
+
+def _unescape_double(text: str) -> str:
+    return _DOUBLE_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+
+
+_ANSI_SIMPLE = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
+_ANSI_ESCAPE = re.compile(
+    r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
+)
+
+
+def decode_ansi_c(body: str) -> str:
+    """Decode the escapes of ``$'…'`` (also what ``printf`` and ``echo -e`` do to a format)."""
+
+    def one(match: re.Match[str]) -> str:
+        esc = match.group(1)
+        head = esc[0]
+        if head in "xuU" and len(esc) > 1:
+            return chr(min(int(esc[1:], 16), 0x10FFFF))
+        if head.isdigit():
+            return chr(int(esc, 8) & 0xFF)
+        if head == "c" and len(esc) == 2:
+            return chr(ord(esc[1]) & 0x1F)
+        return _ANSI_SIMPLE.get(esc, "\\" + esc)
+
+    return _ANSI_ESCAPE.sub(one, body)
+
+
+def expand_braces(text: str, limit: int = 64) -> list[str]:
+    """Bash brace expansion of comma lists (``/{etc,usr}`` → ``/etc /usr``), bounded by ``limit``."""
+    out: list[str] = []
+    pending = [text]
+    while pending and len(out) < limit:
+        item = pending.pop()
+        span = _first_brace_list(item)
+        if span is None:
+            out.append(item)
+            continue
+        start, end, options = span
+        pending.extend(item[:start] + option + item[end + 1 :] for option in reversed(options))
+    return out or [text]
+
+
+def _first_brace_list(text: str) -> tuple[int, int, list[str]] | None:
+    for start, char in enumerate(text):
+        if char != "{":
+            continue
+        depth = 0
+        options: list[str] = []
+        begin = start + 1
+        for index in range(start, len(text)):
+            current = text[index]
+            if current == "{":
+                depth += 1
+            elif current == "}":
+                depth -= 1
+                if depth == 0:
+                    if options:
+                        options.append(text[begin:index])
+                        return start, index, options
+                    break
+            elif current == "," and depth == 1:
+                options.append(text[begin:index])
+                begin = index + 1
+    return None
