@@ -3,6 +3,7 @@ and by the MCP Inspector's CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
+import psutil
 import pytest
 from mcp_harness import http_client, text_of
 
@@ -52,6 +54,34 @@ async def test_stdio_server_lists_and_runs_tools(tether_home: Path) -> None:
         assert bad.is_error and "field 'description' is required" in text_of(bad)
     log = (tether_home / "logs" / "mcp.log").read_text()
     assert "conversation conv-stdio-test" in log
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_sigterm_on_tether_mcp_kills_its_jobs(tether_home: Path) -> None:
+    pid_file = tether_home / "job.pid"
+    with contextlib.suppress(Exception):
+        async with Client(stdio_params(tether_home)) as client:
+            command = f"echo $$ > {pid_file}; sleep 30"
+            await client.call_tool(
+                "bash", {"command": command, "description": "bg", "run_in_background": True}
+            )
+            with anyio.fail_after(10):
+                while not (pid_file.exists() and pid_file.read_text().strip()):
+                    await anyio.sleep(0.01)
+            job_pid = int(pid_file.read_text())
+            server = next(p for p in psutil.Process(job_pid).parents() if "mcp" in p.cmdline())
+            server.send_signal(signal.SIGTERM)
+            with anyio.fail_after(15):
+                while _alive(job_pid) or _alive(server.pid):
+                    await anyio.sleep(0.02)
+    assert not _alive(int(pid_file.read_text()))
+    assert "received SIGTERM; shutting down" in (tether_home / "logs" / "mcp.log").read_text()
 
 
 def test_stdio_refuses_a_malformed_conversation_id(tether_home: Path) -> None:

@@ -11,6 +11,7 @@ import argparse
 import logging
 import os
 import re
+import signal
 
 import anyio
 
@@ -49,13 +50,26 @@ def conversation_from_env() -> str:
     return value
 
 
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    # SIGTERM/SIGHUP (a client closing its side, a service manager) end the loop like EOF does, so
+    # the catalog still closes and every job this conversation started is killed.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for signum in signals:
+            logger.info("received %s; shutting down", signal.Signals(signum).name)
+            scope.cancel()
+            return
+
+
 async def _serve(config: Config, conversation: str) -> None:
     catalog = build_catalog(config)
     try:
         front_door = McpFrontDoor(
             catalog.registry, instructions=catalog.instructions(), conversation=conversation
         )
-        await serve_stdio(front_door)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            await serve_stdio(front_door)
+            tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await catalog.aclose()
