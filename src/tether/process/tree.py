@@ -201,10 +201,20 @@ def _stat_fields(pid: int) -> tuple[str, int, int] | None:
 
 
 def _has_marker(pid: int, marker: bytes) -> bool:
-    try:
-        return marker in _read(f"/proc/{pid}/environ")
-    except OSError:
-        return False
+    # A process in the middle of execve() shows an empty environ until the new image is set up;
+    # retry briefly rather than miss an escapee caught mid-exec (a zombie's stays empty).
+    for _ in range(200):
+        try:
+            data = _read(f"/proc/{pid}/environ")
+        except OSError:
+            return False
+        if data:
+            return marker in data
+        info = _stat_fields(pid)
+        if info is None or info[0] in ("Z", "X"):
+            return False
+        os.sched_yield()
+    return False
 
 
 class ProcessTree:

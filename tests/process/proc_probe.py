@@ -1,0 +1,78 @@
+"""Independent observers of the process table for tests: who is alive, zombies, open fds.
+
+They read ``/proc`` directly (not through tether's own tree tracking), so a test that uses them
+checks the tracker instead of trusting it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Callable
+
+
+def unique_sleep_arg() -> str:
+    """A ``sleep`` argument no other process on the machine has: ``1000.<random digits>``."""
+    return f"1000.{uuid.uuid4().int % 10**12:012d}"
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _state(pid: str) -> str | None:
+    try:
+        raw = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    return raw[raw.rfind(b")") + 2 :].split()[0].decode()
+
+
+def alive_with(token: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains ``token``."""
+    found = []
+    needle = token.encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = _read(f"/proc/{pid}/cmdline")
+        except OSError:
+            continue
+        if needle in cmdline and _state(pid) not in (None, "Z"):
+            found.append(int(pid))
+    return found
+
+
+def zombie_children() -> set[int]:
+    me = os.getpid()
+    kids: set[int] = set()
+    for task in os.listdir(f"/proc/{me}/task"):
+        try:
+            kids.update(int(c) for c in _read(f"/proc/{me}/task/{task}/children").split())
+        except OSError:
+            continue
+    return {pid for pid in kids if _state(str(pid)) == "Z"}
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll a condition with a deadline (for facts with no event to wait on, e.g. a kernel state)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return predicate()
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
