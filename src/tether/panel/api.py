@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tether.audit.query import query as audit_query
-from tether.audit.verify import verify as audit_verify
+from tether.audit import query as audit_query
+from tether.audit import verify as audit_verify
 from tether.config import Config
 from tether.errors import TetherError, UsageError
 from tether.panel.calls import PanelCalls, PanelError, error_from

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import quote
 
+import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -109,11 +110,21 @@ def build_panel_app(
 
     async def events(websocket: WebSocket) -> None:
         await websocket.accept()
-        try:
-            async for message in feed.stream():
-                await websocket.send_text(message)
-        except (WebSocketDisconnect, RuntimeError):
-            return
+
+        async def push(scope: anyio.CancelScope) -> None:
+            try:
+                async for message in feed.stream():
+                    await websocket.send_text(message)
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                pass
+            scope.cancel()
+
+        # The page sends nothing; reading is how a closed page is noticed while the list is quiet.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(push, tg.cancel_scope)
+            while (await websocket.receive())["type"] != "websocket.disconnect":
+                pass
+            tg.cancel_scope.cancel()
 
     async def root_redirect(request: Request) -> Response:
         return RedirectResponse(f"{MOUNT}/", status_code=307)

@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from tether.panel.calls import PanelCalls
+from tether.panel.calls import PanelCalls, PanelError
 
 INTERVAL_S = 1.0
 CACHE_S = 0.4
@@ -123,13 +123,17 @@ class ShellFeed:
         """JSON messages for one page: the list now, then whenever it changes."""
         last = ""
         while True:
-            rows = await self.rows()
-            body = json.dumps([r.to_json() for r in rows], sort_keys=True)
+            try:
+                rows = [r.to_json() for r in await self.rows()]
+            except PanelError as exc:
+                body = json.dumps({"type": "error", "error": exc.code, "message": exc.message})
+                message = body
+            else:
+                body = json.dumps(rows, sort_keys=True)
+                message = json.dumps({"type": "shells", "now": int(time.time() * 1000), "shells": rows})
             if body != last:
                 last = body
-                yield json.dumps(
-                    {"type": "shells", "now": int(time.time() * 1000), "shells": json.loads(body)}
-                )
+                yield message
             changed = self._changed
             with anyio.move_on_after(INTERVAL_S):
                 await changed.wait()

@@ -1,0 +1,83 @@
+"""Harness for panel tests: the ``tether serve`` app (MCP + panel) in-process on a real socket.
+
+The server runs under uvicorn in the test's event loop on a socket bound before it starts, exactly
+as ``tether serve`` assembles it: ``build_http_app`` with the panel's routes. HTTP requests use
+``httpx2`` (what the MCP SDK ships), WebSockets the ``websockets`` client.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx2
+import uvicorn
+
+from tether.config import Config, ensure_home, load_config
+from tether.mcp.http import HttpSettings, build_http_app
+from tether.mcp.server import McpFrontDoor
+from tether.panel.app import PanelApp, build_panel_app
+from tether.panel.auth import COOKIE_NAME
+from tether.tools.registry import ToolRegistry
+
+TOKEN = "panel-test-token-" + "y" * 32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Served:
+    base: str  # http://127.0.0.1:PORT
+    port: int
+    panel: PanelApp
+    config: Config
+
+    @property
+    def origin(self) -> str:
+        return self.base
+
+    @property
+    def ws_base(self) -> str:
+        return self.base.replace("http://", "ws://")
+
+    def cookie_header(self) -> str:
+        return f"{COOKIE_NAME}={self.panel.auth.cookie_value}"
+
+
+@asynccontextmanager
+async def serving(
+    home: Path, registry: ToolRegistry | None = None, *, token: str = TOKEN
+) -> AsyncIterator[Served]:
+    ensure_home(home)
+    config = load_config(home)
+    registry = registry if registry is not None else ToolRegistry()
+    panel = build_panel_app(registry=registry, config=config, token=token, bind_host="127.0.0.1")
+    front_door = McpFrontDoor(registry)
+    app = build_http_app(front_door, HttpSettings(host="127.0.0.1", token=token), routes=panel.routes)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", ws="websockets-sansio"))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            with anyio.fail_after(10):
+                while not server.started:
+                    await anyio.sleep(0.005)
+            yield Served(base=f"http://127.0.0.1:{port}", port=port, panel=panel, config=config)
+            server.should_exit = True
+    finally:
+        sock.close()
+
+
+@asynccontextmanager
+async def browserless(served: Served, *, signed_in: bool = True) -> AsyncIterator[httpx2.AsyncClient]:
+    """An HTTP client that behaves like the panel's own page (same Origin, cookie when signed in)."""
+    headers = {"Origin": served.origin}
+    if signed_in:
+        headers["Cookie"] = served.cookie_header()
+    async with httpx2.AsyncClient(base_url=served.base, headers=headers, follow_redirects=False) as client:
+        yield client
