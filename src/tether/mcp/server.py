@@ -275,9 +275,11 @@ def _wire_tool(tool: ToolDef) -> types.Tool:
 
 
 def _wire_result(tool: ToolDef, result: ToolResult) -> types.CallToolResult:
-    structured = result.structured if (result.structured or tool.output_schema is not None) else None
-    if result.is_error and tool.output_schema is not None and not result.structured:
-        structured = None
+    # A success must carry structuredContent when an outputSchema is published; an error need not.
+    if result.is_error or tool.output_schema is None:
+        structured: dict[str, Any] | None = result.structured or None
+    else:
+        structured = result.structured
     return types.CallToolResult(
         content=[types.TextContent(text=result.text)], structured_content=structured, is_error=result.is_error
     )
