@@ -171,7 +171,7 @@ class LogWatcher:
             _wd, _mask, _cookie, length = _EVENT.unpack_from(data, pos)
             raw = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
             pos += _EVENT.size + length
-            if raw.endswith(b".log"):
+            if raw.endswith(b".log") and raw.startswith(b"dsh-"):
                 names.add(raw[:-4].decode("utf-8", "replace"))
         for name in names:
             for event in self._wakers.get(name, ()):
@@ -182,7 +182,7 @@ class LogWatcher:
         # A stat per batch of writes is cheap; the punch itself runs only when over the cap.
         count = self._growth.get(shell_id, 0) + 1
         self._growth[shell_id] = count
-        if count % 64:
+        if count % 16:
             return
         path = log_path(self.logs_dir, shell_id)
         if log_size(path) - data_start(path) > self.cap:

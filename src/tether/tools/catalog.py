@@ -22,6 +22,7 @@ from tether.tools.bash_tools import (
 )
 from tether.tools.job_tools import register_job_tools
 from tether.tools.registry import ToolRegistry
+from tether.tools.shell_tools import register_shell_tools
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +92,6 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     if jobs is not None:
         register_job_tools(registry, jobs)
 
-    # Persistent shells (spec 003): the persistent-shell helper adds its one call here, e.g.
-    #     register_shell_tools(registry, config=config, hints=catalog.hints, closers=catalog.closers)
+    # Persistent shells (spec 003).
+    register_shell_tools(registry, config=config, hints=catalog.hints, closers=catalog.closers)
     return catalog

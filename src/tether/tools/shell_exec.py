@@ -1,0 +1,132 @@
+"""Running the tasks of one persistent-shell tool call: targets, fan-out, concurrency, outcomes.
+
+Invariant: a call's targets are resolved before anything is typed, and the whole call is refused
+(``UsageError``) if one shell would be touched twice or a write names ``mine`` while this
+conversation owns several shells. Then every (task, shell) unit runs under one semaphore of
+``call.concurrency``; a unit's own failure becomes that unit's ``TaskOutcome`` (``error``), never
+the call's. ``ai-busy`` is set on a shell while a unit of this process works on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tether.errors import NotFoundError, TetherError, UsageError
+from tether.sessions.engine import SessionEngine
+from tether.tools.shell_args_model import Call, Target, Task
+from tether.tools.shell_render import TaskOutcome
+
+A = TypeVar("A")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unit:
+    task: Task[Any]
+    shell_id: str
+
+
+async def resolve_target(
+    engine: SessionEngine, target: Target, actor: str, *, write: bool, path: str
+) -> list[str]:
+    """The shell ids a target names, checked against what is alive."""
+    live = await engine.live()
+    if target.mode == "ids":
+        missing = [i for i in target.ids if i not in live]
+        if missing:
+            raise NotFoundError(
+                f"{path}.sessions: no live shell {', '.join(missing)}; list live shells with "
+                "shell_state scope='*' or open one with shell_open"
+            )
+        return list(target.ids)
+    if target.mode == "*":
+        if write:
+            raise UsageError(f"{path}.sessions='*' is not allowed for a write; give an id or 'mine'")
+        return sorted(live)
+    records = engine.records.shells()
+    mine = sorted(i for i in live if (rec := records.get(i)) is not None and rec.owner == actor)
+    if not mine:
+        raise NotFoundError(
+            f"{path}.sessions='mine': this conversation has no live shell; open one with shell_open "
+            "or name a shell id"
+        )
+    if write and len(mine) > 1:
+        raise UsageError(
+            f"{path}.sessions='mine' is ambiguous for a write: this conversation owns {len(mine)} shells "
+            f"({', '.join(mine)}); give target.sessions=<id>"
+        )
+    return mine
+
+
+async def plan_units(
+    engine: SessionEngine, call: Call[Any], actor: str, *, write: bool
+) -> list[Unit | TaskOutcome]:
+    """Resolve every task; a task whose target cannot be resolved becomes an error outcome."""
+    units: list[Unit | TaskOutcome] = []
+    failed: list[Unit | TaskOutcome] = []
+    seen: dict[str, int] = {}
+    for task in call.tasks:
+        path = f"tasks[{task.index}].target"
+        try:
+            ids = await resolve_target(engine, task.target, actor, write=write, path=path)
+        except NotFoundError as exc:
+            failed.append(TaskOutcome(index=task.index, label=task.label, error=exc.message))
+            continue
+        for shell_id in ids:
+            if shell_id in seen:
+                raise UsageError(
+                    f"shell {shell_id} appears in tasks[{seen[shell_id]}] and tasks[{task.index}]: one shell "
+                    "may be operated on only once per call; split it into separate calls"
+                )
+            seen[shell_id] = task.index
+            units.append(Unit(task=task, shell_id=shell_id))
+    return [*units, *failed]
+
+
+async def run_units(
+    engine: SessionEngine,
+    call: Call[Any],
+    actor: str,
+    *,
+    write: bool,
+    work: Callable[[Unit], Awaitable[TaskOutcome]],
+) -> list[TaskOutcome]:
+    planned = await plan_units(engine, call, actor, write=write)
+    units = [u for u in planned if isinstance(u, Unit)]
+    outcomes: list[TaskOutcome] = [o for o in planned if isinstance(o, TaskOutcome)]
+    gate = asyncio.Semaphore(call.concurrency)
+
+    async def one(unit: Unit) -> TaskOutcome:
+        async with gate:
+            busy = engine.ai_busy.setdefault(unit.shell_id, set())
+            busy.add(actor)
+            try:
+                return await work(unit)
+            except TetherError as exc:
+                return TaskOutcome(
+                    index=unit.task.index, shell=unit.shell_id, label=unit.task.label, error=exc.message
+                )
+            finally:
+                busy.discard(actor)
+
+    outcomes.extend(await asyncio.gather(*(one(u) for u in units)))
+    return sorted(outcomes, key=lambda o: (o.index, o.shell or ""))
+
+
+async def run_plain(
+    call: Call[Any], work: Callable[[Task[Any]], Awaitable[Sequence[TaskOutcome]]]
+) -> list[TaskOutcome]:
+    """Tasks without a target (``shell_open``), still under the call's concurrency."""
+    gate = asyncio.Semaphore(call.concurrency)
+
+    async def one(task: Task[Any]) -> Sequence[TaskOutcome]:
+        async with gate:
+            try:
+                return await work(task)
+            except TetherError as exc:
+                return [TaskOutcome(index=task.index, label=task.label, error=exc.message)]
+
+    results = await asyncio.gather(*(one(t) for t in call.tasks))
+    return [o for group in results for o in group]

@@ -1,0 +1,178 @@
+"""``shell_state``: one row per shell with its states, owner, label, foreground command and cwd.
+
+Invariant: states are read, never guessed from memory: ``idle``/``busy`` from the terminal's
+foreground process group and the log's last write; ``attached`` from tmux's client count;
+``user-busy`` from the panel's ``@tether_user_input_at`` stamp or an attached client's last
+keystroke within ``[sessions] user_busy_seconds``; ``ai-busy`` from calls this process is running
+on the shell; ``locked``/``unlocked`` from ``SessionHooks.is_locked``. Filters combine with AND;
+several ``state`` values are a union.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from tether.sessions import procinfo
+from tether.sessions.engine import PaneInfo, SessionEngine
+from tether.sessions.reading import file_mtime
+from tether.sessions.records import ShellRecord
+from tether.tools.registry import ToolResult
+from tether.tools.shell_args_model import StateQuery
+
+_QUIET_S = 0.5
+
+STATE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "shells": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "shell": {"type": "string"},
+                    "label": {"type": "string"},
+                    "owner": {"enum": ["mine", "others", "panel", "unknown"]},
+                    "states": {"type": "array", "items": {"type": "string"}},
+                    "fg": {"type": "string"},
+                    "cwd": {"type": "string"},
+                    "attached": {"type": "integer"},
+                    "createdMs": {"type": ["integer", "null"]},
+                    "lastActivityMs": {"type": ["integer", "null"]},
+                    "git": {"type": ["string", "null"]},
+                },
+                "required": ["shell", "label", "owner", "states", "fg", "cwd", "attached"],
+            },
+        },
+        "diagnostics": {"type": ["object", "null"]},
+    },
+    "required": ["shells"],
+}
+
+
+def owner_of(rec: ShellRecord | None, actor: str) -> str:
+    if rec is None:
+        return "unknown"
+    if rec.owner == actor:
+        return "mine"
+    return "panel" if rec.owner == "panel" else "others"
+
+
+async def _client_activity(engine: SessionEngine) -> dict[str, float]:
+    """Latest keystroke time (epoch s) per session among attached non-control clients."""
+    try:
+        lines = await engine.control.run(
+            "list-clients", "-F", "#{client_session}\t#{client_activity}\t#{client_control_mode}"
+        )
+    except Exception:
+        return {}
+    latest: dict[str, float] = {}
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2] != "1" and parts[1].isdigit():
+            latest[parts[0]] = max(latest.get(parts[0], 0.0), float(parts[1]))
+    return latest
+
+
+def states_of(engine: SessionEngine, pane: PaneInfo, activity: float, now: float) -> tuple[list[str], str]:
+    fg = procinfo.foreground(pane.pid)
+    quiet = now - file_mtime(engine.log_of(pane.shell_id)) >= _QUIET_S
+    at_prompt = fg.shell_in_front and procinfo.terminal_canonical(pane.tty) is False
+    states = ["idle" if at_prompt and quiet else "busy"]
+    window = engine.config.sessions.user_busy_seconds
+    if now - pane.user_input_ms / 1000 < window or now - activity < window:
+        states.append("user-busy")
+    if engine.ai_busy.get(pane.shell_id):
+        states.append("ai-busy")
+    states.append("locked" if engine.hooks.is_locked(pane.shell_id) else "unlocked")
+    if pane.attached > 0:
+        states.append("attached")
+    return states, fg.command
+
+
+async def _git_branch(cwd: str) -> str | None:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            "-C",
+            cwd,
+            "rev-parse",
+            "--abbrev-ref",
+            "HEAD",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), 5.0)
+    except (OSError, TimeoutError):
+        return None
+    return out.decode().strip() or None if proc.returncode == 0 else None
+
+
+async def shell_state(engine: SessionEngine, q: StateQuery, actor: str) -> ToolResult:
+    live = await engine.live()
+    records = engine.records.shells()
+    activity = await _client_activity(engine)
+    now = time.time()
+    rows: list[dict[str, Any]] = []
+    for shell_id in sorted(live):
+        pane = live[shell_id]
+        rec = records.get(shell_id)
+        owner = owner_of(rec, actor)
+        if q.scope == "mine" and owner != "mine" and not q.sessions:
+            continue
+        if q.sessions and shell_id not in q.sessions:
+            continue
+        if q.owner is not None and owner != q.owner:
+            continue
+        label = rec.label if rec is not None else shell_id
+        if q.label is not None and q.label not in label:
+            continue
+        if q.cwd is not None and q.cwd not in pane.cwd:
+            continue
+        states, fg = states_of(engine, pane, activity.get(shell_id, 0.0), now)
+        if q.fg is not None and q.fg not in fg:
+            continue
+        if q.states and not set(q.states) & set(states):
+            continue
+        rows.append(
+            {
+                "shell": shell_id,
+                "label": label,
+                "owner": owner,
+                "states": states,
+                "fg": fg,
+                "cwd": pane.cwd,
+                "attached": pane.attached,
+                "createdMs": rec.created_ms if rec else None,
+                "lastActivityMs": rec.last_activity_ms if rec else None,
+                "git": None,
+            }
+        )
+    if q.with_git:
+        branches = await asyncio.gather(*(_git_branch(r["cwd"]) for r in rows))
+        for row, branch in zip(rows, branches, strict=True):
+            row["git"] = branch
+    lines = [f"{len(rows)} shell{'s' if len(rows) != 1 else ''} (scope {q.scope})"]
+    for r in rows:
+        joined = ",".join(r["states"])
+        text = f"{r['shell']} · {r['label']} · {r['owner']} · {joined} · fg={r['fg']} · cwd={r['cwd']}"
+        if q.with_git:
+            text += f" · git={r['git'] or '-'}"
+        lines.append(text)
+    diagnostics: dict[str, Any] | None = None
+    if q.verbose:
+        diagnostics = {
+            "socket": str(engine.socket),
+            "home": str(engine.home),
+            "pid": os.getpid(),
+            "liveShells": len(live),
+            "records": len(records),
+            "maxSessions": engine.config.sessions.max_sessions,
+            "logMaxBytes": engine.config.sessions.log_max_bytes,
+            "userBusySeconds": engine.config.sessions.user_busy_seconds,
+        }
+        lines.append("diagnostics: " + " · ".join(f"{k}={v}" for k, v in diagnostics.items()))
+    return ToolResult(text="\n".join(lines), structured={"shells": rows, "diagnostics": diagnostics})

@@ -1,0 +1,257 @@
+"""``shell_run`` (run / steps / retry) and ``shell_send``: everything that types into a shell.
+
+Invariant: every write passes ``SessionHooks.before_write`` (locks, guard, macros: issue 5) before
+a byte is typed and ``after_write`` afterwards; a ``run`` is typed wrapped with exit markers when
+the shell sits at its prompt, otherwise (a REPL or other program in front) as plain input — and a
+plain input can never promise an exit status, so ``wait.kind=exit`` on it is refused before
+anything is sent. ``timeoutMs`` only reports; nothing here kills a process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tether.errors import NotFoundError, RefusedError
+from tether.sessions.engine import PaneInfo, SessionEngine
+from tether.sessions.hooks import WriteIntent
+from tether.sessions.logs import log_size
+from tether.sessions.waits import WaitOutcome, WaitSpec
+from tether.sessions.wrapper import unwrappable_reason
+from tether.tools import shell_render
+from tether.tools.shell_args_model import (
+    Output,
+    RetryAction,
+    RunAction,
+    SendAction,
+    StepsAction,
+    Task,
+    Wait,
+)
+from tether.tools.shell_exec import Unit
+from tether.tools.shell_render import TaskOutcome
+from tether.tools.shell_views import diff_lines, run_output, screen_lines, tail_lines, with_dropped
+
+_PROMPT_GRACE_S = 1.0
+
+
+def wait_spec(wait: Wait | None, *, nonce: str | None = None) -> WaitSpec:
+    if wait is None:
+        return WaitSpec(kind="none", nonce=nonce)
+    return WaitSpec(
+        kind=wait.kind,
+        timeout_ms=wait.timeout_ms,
+        poll_ms=wait.poll_ms,
+        code=wait.code,
+        regex=wait.regex,
+        path=wait.path,
+        proc=wait.proc,
+        threshold=wait.threshold,
+        nonce=nonce,
+    )
+
+
+async def _shape(
+    engine: SessionEngine, pane: PaneInfo, output: Output, actor: str, start: int, end: int
+) -> list[str]:
+    showing = output.showing
+    if showing == "tail":
+        return await tail_lines(engine, pane, output.lines)
+    if showing == "screen":
+        return await screen_lines(engine, pane)
+    if showing == "diff":
+        return await diff_lines(engine, pane, actor)
+    lines = run_output(engine, pane.shell_id, start, end, actor)
+    if showing == "summary":
+        return [
+            *shell_render.cap_tail(list(lines.lines), min(output.lines, 5)),
+            f"[{lines.total} lines total]",
+        ]
+    return with_dropped(lines)
+
+
+def _outcome(
+    task: Task[Any], shell_id: str, *, run_id: str | None, out: WaitOutcome, lines: list[str]
+) -> TaskOutcome:
+    notes: list[str] = []
+    if not out.met:
+        notes.append(f"[wait {out.kind}: {out.detail}]")
+    return TaskOutcome(
+        index=task.index,
+        shell=shell_id,
+        label=task.label,
+        run_id=run_id,
+        exit_code=out.exit_code,
+        waited=out.kind if out.kind != "settle" else "settle",
+        met=out.met,
+        elapsed_ms=out.elapsed_ms,
+        lines=(*lines, *notes),
+    )
+
+
+async def _guarded(engine: SessionEngine, unit: Unit, actor: str, kind: str, text: str) -> tuple[str, bool]:
+    s = unit.task.safety
+    intent = WriteIntent(
+        shell_id=unit.shell_id,
+        actor=actor,
+        kind=kind,  # type: ignore[arg-type]
+        text=text,
+        lock=s.lock,
+        bypass_guard=s.bypass_guard,
+        reason=s.reason,
+        dryrun=s.dryrun,
+    )
+    decision = await engine.hooks.before_write(intent)
+    return decision.text, decision.expanded
+
+
+async def run_command(engine: SessionEngine, unit: Unit, actor: str, command: str) -> TaskOutcome:
+    task = unit.task
+    wait = task.wait
+    text, expanded = await _guarded(engine, unit, actor, "run", command)
+    reason = (
+        "expanded (a macro is typed as-is, without exit markers)" if expanded else unwrappable_reason(text)
+    )
+    if wait is not None and wait.kind == "exit" and reason is not None:
+        raise RefusedError(f"cannot wait for exit: {reason}; use wait.kind='idle', or wrap it as sh -c '…'")
+    pane = await engine.pane(unit.shell_id)
+    if task.safety.dryrun:
+        return TaskOutcome(
+            index=task.index, shell=unit.shell_id, label=task.label, lines=(f"[dryrun] would run: {text}",)
+        )
+    at_prompt = reason is None and await engine.await_prompt(pane, _PROMPT_GRACE_S)
+    if not at_prompt and wait is not None and wait.kind == "exit":
+        raise RefusedError(
+            f"cannot wait for exit: shell {unit.shell_id} is not at its prompt (a program runs in front), "
+            "so the "
+            "command cannot carry an exit marker; wait for it first (shell_read wait idle), or use shell_send"
+        )
+    run, offset = await engine.start_run(pane, text, actor, wrap=at_prompt)
+    try:
+        spec = wait_spec(wait, nonce=run.nonce if at_prompt else None)
+        if not at_prompt and spec.kind == "idle":
+            spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, 150))
+        out = await engine.waits.wait(engine.ref(pane), spec, offset)
+    finally:
+        await engine.hooks.after_write(
+            WriteIntent(shell_id=unit.shell_id, actor=actor, kind="run", text=text)
+        )
+    if out.exit_code is not None:
+        engine.records.finish_run(run.run_id, out.exit_code, out.end_offset)
+    start = out.begin_offset if out.begin_offset is not None else offset
+    lines = await _shape(engine, pane, task.output, actor, start, out.end_offset)
+    return _outcome(task, unit.shell_id, run_id=run.run_id, out=out, lines=lines)
+
+
+async def run_steps(engine: SessionEngine, unit: Unit, actor: str, action: StepsAction) -> TaskOutcome:
+    task = unit.task
+    sends = "\n".join(s.send or "" for s in action.steps)
+    await _guarded(engine, unit, actor, "steps", sends)
+    pane = await engine.pane(unit.shell_id)
+    if task.safety.dryrun:
+        return TaskOutcome(
+            index=task.index, shell=unit.shell_id, label=task.label, lines=(f"[dryrun] would send: {sends}",)
+        )
+    base_timeout = task.wait.timeout_ms if task.wait is not None else 30_000
+    lines: list[str] = []
+    total_ms = 0
+    met = True
+    try:
+        for n, step in enumerate(action.steps, 1):
+            offset = log_size(engine.log_of(unit.shell_id))
+            if step.send is not None:
+                await engine.type_lines(pane, [step.send], submit=True)
+            exp = step.expect
+            spec = WaitSpec(
+                kind=exp.kind if exp is not None else "settle",
+                timeout_ms=step.timeout_ms or base_timeout,
+                poll_ms=task.wait.poll_ms if task.wait is not None else 150,
+                regex=exp.regex if exp is not None else None,
+                path=exp.path if exp is not None else None,
+            )
+            out = await engine.waits.wait(engine.ref(pane), spec, offset)
+            total_ms += out.elapsed_ms
+            name = step.label or f"step {n}"
+            lines.append(f"[{name}: {out.detail}]")
+            if not out.met:
+                met = False
+                break
+    finally:
+        await engine.hooks.after_write(
+            WriteIntent(shell_id=unit.shell_id, actor=actor, kind="steps", text=sends)
+        )
+    lines.extend(
+        with_dropped(run_output(engine, unit.shell_id, offset, log_size(engine.log_of(unit.shell_id)), actor))
+    )
+    return TaskOutcome(
+        index=task.index,
+        shell=unit.shell_id,
+        label=task.label,
+        waited="steps",
+        met=met,
+        elapsed_ms=total_ms,
+        lines=tuple(lines),
+    )
+
+
+async def run_retry(engine: SessionEngine, unit: Unit, actor: str, action: RetryAction) -> TaskOutcome:
+    last = engine.records.last_run(unit.shell_id)
+    if last is None:
+        raise NotFoundError(f"shell {unit.shell_id} has no earlier shell_run to retry; use action.kind='run'")
+    if action.mode == "last-failed" and last.exit_code == 0:
+        return TaskOutcome(
+            index=unit.task.index,
+            shell=unit.shell_id,
+            label=unit.task.label,
+            run_id=last.run_id,
+            exit_code=0,
+            lines=(f"[last command succeeded (run={last.run_id}); nothing retried]",),
+        )
+    return await run_command(engine, unit, actor, last.command)
+
+
+async def shell_run_unit(engine: SessionEngine, unit: Unit, actor: str) -> TaskOutcome:
+    action = unit.task.action
+    if isinstance(action, RunAction):
+        return await run_command(engine, unit, actor, action.command)
+    if isinstance(action, StepsAction):
+        return await run_steps(engine, unit, actor, action)
+    assert isinstance(action, RetryAction)
+    return await run_retry(engine, unit, actor, action)
+
+
+async def shell_send_unit(engine: SessionEngine, unit: Unit, actor: str) -> TaskOutcome:
+    task = unit.task
+    action = task.action
+    assert isinstance(action, SendAction)
+    await _guarded(engine, unit, actor, "send", action.text)
+    pane = await engine.pane(unit.shell_id)
+    if task.safety.dryrun:
+        what = " ".join([*action.pre_keys, repr(action.text), *action.keys])
+        return TaskOutcome(
+            index=task.index, shell=unit.shell_id, label=task.label, lines=(f"[dryrun] would send: {what}",)
+        )
+    offset = log_size(engine.log_of(unit.shell_id))
+    try:
+        await engine.send_keys(pane, action.pre_keys)
+        if action.text:
+            await engine.type_lines(pane, [action.text], submit=False)
+        await engine.send_keys(pane, action.keys)
+    finally:
+        await engine.hooks.after_write(
+            WriteIntent(shell_id=unit.shell_id, actor=actor, kind="send", text=action.text)
+        )
+    poll = task.wait.poll_ms if task.wait is not None else 150
+    out = await engine.waits.wait(
+        engine.ref(pane), WaitSpec(kind="settle", poll_ms=poll, timeout_ms=max(3000, 4 * poll)), offset
+    )
+    lines = run_output(engine, unit.shell_id, offset, out.end_offset, actor)
+    return TaskOutcome(
+        index=task.index,
+        shell=unit.shell_id,
+        label=task.label,
+        waited="settle",
+        met=out.met,
+        elapsed_ms=out.elapsed_ms,
+        lines=tuple(shell_render.cap_tail(list(lines.lines), task.output.lines)),
+    )

@@ -1,0 +1,65 @@
+"""Harness for persistent-shell tool tests: ``tether mcp`` over stdio, driven by the SDK client."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+
+from mcp import Client, StdioServerParameters
+
+TETHER = str(Path(sys.executable).parent / "tether")
+MARKER_TRACES = re.compile(r"__tb|__te\b|__tp\b|6973|\x1b")
+
+
+def params(home: Path, conversation: str) -> StdioServerParameters:
+    env = {
+        "TETHER_HOME": str(home),
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+        "TETHER_CONVERSATION": conversation,
+    }
+    return StdioServerParameters(command=TETHER, args=["mcp"], env=env)
+
+
+@asynccontextmanager
+async def shell_client(home: Path, conversation: str = "conv-a", **kw: Any) -> AsyncIterator[Client]:
+    async with Client(params(home, conversation), **kw) as client:
+        yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def no_marker(text: str) -> str:
+    assert not MARKER_TRACES.search(text), f"marker trace in returned text: {text!r}"
+    return text
+
+
+async def call(client: Client, tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Call a tool; returns (text, structuredContent) after checking no marker leaked."""
+    result = await client.call_tool(tool, args)
+    text = no_marker(text_of(result))
+    return text, dict(result.structured_content or {})
+
+
+async def open_shell(client: Client, **action: Any) -> str:
+    _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", **action}}]})
+    shell = data["tasks"][0]["shell"]
+    assert isinstance(shell, str) and shell.startswith("dsh-")
+    return shell
+
+
+async def run(client: Client, shell: str, command: str, **extra: Any) -> dict[str, Any]:
+    wait = extra.pop("wait", {"kind": "exit"})
+    task = {"target": {"sessions": shell}, "action": {"kind": "run", "command": command}, "wait": wait, **extra}
+    _, data = await call(client, "shell_run", {"tasks": [task]})
+    task_out: dict[str, Any] = data["tasks"][0]
+    return task_out
