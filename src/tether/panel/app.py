@@ -136,7 +136,7 @@ def build_panel_app(
             Route("/logout", logout, methods=["POST"]),
             Mount("/static", app=StaticFiles(directory=static_dir)),
             WebSocketRoute("/ws/events", events),
-            WebSocketRoute("/ws/term/{shell}", terminal),
+            WebSocketRoute("/ws/term/{shell}", terminal.serve),
             Mount("/api", routes=api_routes(calls=calls, feed=feed, config=config)),
         ],
         middleware=[Middleware(PanelGuard, auth=auth)],

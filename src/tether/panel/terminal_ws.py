@@ -45,7 +45,7 @@ class TerminalEndpoint:
     socket: Path
     calls: PanelCalls
 
-    async def __call__(self, websocket: WebSocket) -> None:
+    async def serve(self, websocket: WebSocket) -> None:
         shell_id = str(websocket.path_params.get("shell", ""))
         cols, rows = clamp_size(
             _int(websocket.query_params.get("cols"), 120), _int(websocket.query_params.get("rows"), 32)
