@@ -35,6 +35,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 TREE_MARKER = "TETHER_TREE_ID"
 
 _subreaper_done = False
+_detached: list[ProcessTree] = []  # trees released with keep_running, reaped as their members end
 _counter = itertools.count(1)
 
 
@@ -308,7 +309,15 @@ class ProcessTree:
                 os.kill(pid, sig)
 
     def reap(self) -> None:
-        """Collect zombies of ours that belonged to this tree (re-parented escapees)."""
+        """Collect zombies of ours that belonged to this tree, or to a detached one."""
+        self._reap_own()
+        for tree in list(_detached):
+            tree._reap_own()
+            if not tree.members():
+                tree._reap_own()
+                _detached.remove(tree)
+
+    def _reap_own(self) -> None:
         root = cgroup_root()
         for pid in _adopted_candidates():
             if pid == self.root_pid:
@@ -323,6 +332,9 @@ class ProcessTree:
 
     def release(self, *, keep_running: bool = False) -> None:
         """Forget the cgroup. With ``keep_running`` live members move to our own cgroup first."""
+        if keep_running:
+            # Left running on purpose; when they end later they are zombies of ours to collect.
+            _detached.append(self)
         if self.cgroup is None:
             return
         if keep_running:
