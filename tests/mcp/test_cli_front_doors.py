@@ -134,11 +134,21 @@ async def test_serve_prints_url_token_and_serves_with_it(
     assert token_file.read_text().strip() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
-    changed = anyio.Event()
-    async with http_client(url, token=token, on_message=lambda m: changed.set()) as client:
+    pid_file = tether_home / "job.pid"
+    async with http_client(url, token=token) as client:
         result = await client.call_tool("bash", {"command": "echo over http", "description": "greet"})
         assert text_of(result) == "over http"
         assert isinstance(result.content[0], types.TextContent)
+        command = f"echo $$ > {pid_file}; sleep 30"
+        await client.call_tool("bash", {"command": command, "description": "bg", "run_in_background": True})
+        with anyio.fail_after(10):
+            while not (pid_file.exists() and pid_file.read_text().strip()):
+                await anyio.sleep(0.01)
+    # Closing the client ends its MCP session, hence its conversation, hence its jobs.
+    job_pid = int(pid_file.read_text())
+    with anyio.fail_after(15):
+        while _alive(job_pid):
+            await anyio.sleep(0.02)
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=15) == 0
     assert process.stderr is not None and "Traceback" not in process.stderr.read()

@@ -120,7 +120,11 @@ class _Server(uvicorn.Server):
 async def _serve(config: Config, settings: HttpSettings, sock: socket.socket) -> None:
     catalog = build_catalog(config)
     try:
-        front_door = McpFrontDoor(catalog.registry, instructions=catalog.instructions())
+        front_door = McpFrontDoor(
+            catalog.registry,
+            instructions=catalog.instructions(),
+            on_conversation_end=catalog.end_conversation,
+        )
         app = build_http_app(front_door, settings)
         server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
         await server.serve(sockets=[sock])

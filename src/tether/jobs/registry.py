@@ -282,6 +282,15 @@ class JobRegistry:
         if job.execution is None:
             self._jobs.pop(job.job_id, None)
 
+    async def kill_owned_by(self, owner: str, reason: str) -> None:
+        """Kill every running job of ``owner`` and wait for each to settle."""
+        running = [job for job in self._jobs.values() if job.owner == owner and job.running]
+        for job in running:
+            job.kill(reason)
+        for job in running:
+            if job.execution is not None:
+                await job.execution.done
+
     async def close(self) -> None:
         """Kill every running job and wait for each to settle."""
         self._closed = True

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 RESOURCE_NOT_FOUND: Final = -32002  # MCP's code for resources/read of an unknown URI
 _CONVERSATION_KEY: Final = "tether.conversation"
 _NOTIFIER_KEY: Final = "tether.notifier"
+
+# Called with the conversation id once its MCP connection has closed (e.g. to stop its jobs).
+ConversationEnd = Callable[[str], Awaitable[None]]
 
 DEFAULT_INSTRUCTIONS: Final = (
     "tether gives you a shell. Use `bash` for one-shot commands (each call is a fresh process with a "
@@ -77,9 +80,11 @@ class McpFrontDoor:
         instructions: str | None = None,
         conversation: str | None = None,
         name: str = "tether",
+        on_conversation_end: ConversationEnd | None = None,
     ) -> None:
         self.registry = registry
         self._fixed_conversation = conversation
+        self._on_conversation_end = on_conversation_end
         self._connections: set[Connection] = set()
         self.server: Server[dict[str, Any]] = _ListChangedServer(
             name,
@@ -123,8 +128,19 @@ class McpFrontDoor:
         if connection not in self._connections:
             self._connections.add(connection)
             connection.exit_stack.callback(self._connections.discard, connection)
+            if self._on_conversation_end is not None:
+                connection.exit_stack.push_async_callback(self._end_conversation, connection)
             logger.info("conversation %s connected", self.conversation_of(connection))
         return await call_next(ctx)
+
+    async def _end_conversation(self, connection: Connection) -> None:
+        conversation = self.conversation_of(connection)
+        logger.info("conversation %s ended", conversation)
+        if self._on_conversation_end is not None:
+            try:
+                await self._on_conversation_end(conversation)
+            except Exception:
+                logger.exception("cleaning up after conversation %s failed", conversation)
 
     @asynccontextmanager
     async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:

@@ -49,6 +49,11 @@ class ToolCatalog:
         sections = [f"## {name}\n{text.strip()}" for name, text in self.hints.items()]
         return "\n\n".join([intro, *sections])
 
+    async def end_conversation(self, actor: str) -> None:
+        """A conversation is over (its MCP session closed): stop the jobs only it could reach."""
+        if self.jobs is not None:
+            await self.jobs.kill_owned_by(actor, "the conversation ended")
+
     async def aclose(self) -> None:
         for closer in reversed(self.closers):
             try:
