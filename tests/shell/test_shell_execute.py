@@ -1,0 +1,230 @@
+"""The executor seam on real processes: resolve, execute, expiry, abort, kill, errors, reads."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from proc_probe import alive_with, unique_sleep_arg, wait_until
+from tether.errors import UsageError
+from tether.shell import (
+    AbortSignal,
+    LocalBashExecutor,
+    LocalShellOptions,
+    ShellAborted,
+    ShellCollectedOutput,
+    ShellException,
+    ShellExecRequest,
+    ShellExpiryPolicy,
+    ShellProcessStatus,
+    ShellRunResult,
+)
+
+
+@pytest.fixture
+def executor(tether_home: Path) -> LocalBashExecutor:
+    return LocalBashExecutor(LocalShellOptions(cwd=str(tether_home), spill_dir=tether_home / "spill"))
+
+
+async def _run(executor: LocalBashExecutor, command: str, **kw: object) -> ShellRunResult:
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command=command, **kw)))  # type: ignore[arg-type]
+    return await asyncio.wait_for(execution.result(), 30)
+
+
+def test_resolve_fills_defaults_and_caps_the_timeout(tether_home: Path) -> None:
+    executor = LocalBashExecutor(LocalShellOptions(cwd="/tmp", timeout_ms=5000, max_timeout_ms=9000))
+    spec = executor.resolve(ShellExecRequest(command="echo 'a b'"))
+    assert spec.argv == ("bash", "-c", "echo 'a b'")
+    assert (spec.cwd, spec.timeout_ms, spec.stdout_max_bytes, spec.grace_ms) == ("/tmp", 5000, 64_000, 3000)
+    assert spec.max_spill_bytes == 64 * 1024 * 1024
+    assert executor.resolve(ShellExecRequest(command="x", timeout_ms=60_000)).timeout_ms == 9000
+    assert executor.resolve(ShellExecRequest(command="x", workdir="sub")).cwd == "/tmp/sub"
+    assert executor.resolve(ShellExecRequest(command="x", workdir="/etc")).cwd == "/etc"
+    assert executor.resolve(ShellExecRequest(command="x", stdout_max_bytes=10)).stdout_max_bytes == 10
+    with pytest.raises(UsageError, match="timeout_ms must be a positive"):
+        executor.resolve(ShellExecRequest(command="x", timeout_ms=0))
+
+
+def test_default_cwd_is_the_process_cwd(tether_home: Path) -> None:
+    assert LocalBashExecutor().resolve(ShellExecRequest(command="x")).cwd == os.getcwd()
+
+
+async def test_nonzero_exit_is_a_result_not_an_error(executor: LocalBashExecutor) -> None:
+    result = await _run(executor, "ls /nonexistent")
+    assert result.exit_code == 2 and result.signal is None
+    assert not result.timed_out and not result.aborted
+    assert "nonexistent" in result.stderr.text
+
+
+async def test_missing_shell_and_bad_cwd_raise_from_execute(tether_home: Path) -> None:
+    missing = LocalBashExecutor(LocalShellOptions(executable="/nonexistent/bash"))
+    with pytest.raises(ShellException) as info:
+        await missing.execute(missing.resolve(ShellExecRequest(command="true")))
+    assert info.value.code == "SHELL_MISSING"
+    unnamed = LocalBashExecutor(LocalShellOptions(executable="no-such-shell-xyz"))
+    with pytest.raises(ShellException, match="not on PATH"):
+        await unnamed.execute(unnamed.resolve(ShellExecRequest(command="true")))
+    executor = LocalBashExecutor()
+    with pytest.raises(ShellException) as info:
+        await executor.execute(executor.resolve(ShellExecRequest(command="true", workdir="/nonexistent/dir")))
+    assert info.value.code == "SHELL_BAD_CWD"
+
+
+async def test_spawn_failure_settles_a_killed_handle_whose_result_raises(tether_home: Path) -> None:
+    bogus = tether_home / "not-a-program"
+    bogus.write_bytes(b"\x7fELF garbage, not a loadable image")
+    bogus.chmod(0o755)
+    executor = LocalBashExecutor(LocalShellOptions(executable=str(bogus)))
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command="true")))
+    assert execution.status is ShellProcessStatus.KILLED
+    await execution.done
+    assert execution.observed.stderr.read_from(0).text.startswith("spawn failed: ")
+    assert execution.kill() is False
+    with pytest.raises(ShellException) as info:
+        await execution.result()
+    assert info.value.code == "SHELL_SPAWN"
+
+
+async def test_timeout_kills_the_tree_and_reports_timed_out(tether_home: Path) -> None:
+    token = unique_sleep_arg()
+    executor = LocalBashExecutor(LocalShellOptions(grace_ms=3000))
+    result = await _run(executor, f"sleep {token} & wait", timeout_ms=1000)
+    assert result.timed_out and not result.aborted
+    assert result.timeout_ms == 1000
+    assert result.signal == "SIGTERM"
+    assert alive_with(token) == []
+
+
+async def test_on_expiry_none_keeps_running_until_killed(executor: LocalBashExecutor) -> None:
+    token = unique_sleep_arg()
+    spec = executor.resolve(
+        ShellExecRequest(command=f"sleep {token}", timeout_ms=50, on_expiry=ShellExpiryPolicy.NONE)
+    )
+    execution = await executor.execute(spec)
+    await asyncio.wait_for(_until(lambda: getattr(execution, "expired", False)), 10)
+    assert execution.status is ShellProcessStatus.RUNNING
+    assert len(alive_with(token)) == 1
+    assert execution.kill("no longer needed") is True
+    await asyncio.wait_for(execution.done, 10)
+    assert execution.status is ShellProcessStatus.KILLED
+    assert execution.kill() is False
+    assert execution.kill_reason == "no longer needed"
+    result = await execution.result()
+    assert not result.timed_out and not result.aborted and result.signal == "SIGTERM"
+    assert alive_with(token) == []
+
+
+async def _until(predicate: object) -> None:
+    while not predicate():  # type: ignore[operator]
+        await asyncio.sleep(0.01)
+
+
+async def test_expiry_before_spawn_settles_an_empty_timed_out_handle(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    executor = LocalBashExecutor()
+    spec = executor.resolve(ShellExecRequest(command=f"touch {marker}", timeout_ms=1))
+    assert wait_until(lambda: time.monotonic() > spec.resolved_at + 0.002)
+    execution = await executor.execute(spec)
+    assert execution.status is ShellProcessStatus.KILLED
+    result = await execution.result()
+    assert result.timed_out and result.exit_code is None
+    assert result.stdout == ShellCollectedOutput() and result.stderr == ShellCollectedOutput()
+    assert not marker.exists()
+
+
+async def test_pre_fired_abort_raises_without_spawning(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    abort = AbortSignal()
+    abort.fire("user pressed stop")
+    executor = LocalBashExecutor()
+    with pytest.raises(ShellAborted):
+        await executor.execute(executor.resolve(ShellExecRequest(command=f"touch {marker}")), abort=abort)
+    with pytest.raises(asyncio.CancelledError):  # ShellAborted is a cancellation
+        await executor.execute(executor.resolve(ShellExecRequest(command=f"touch {marker}")), abort=abort)
+    assert not marker.exists()
+
+
+async def test_abort_while_running_kills_the_tree_and_marks_aborted(executor: LocalBashExecutor) -> None:
+    token = unique_sleep_arg()
+    abort = AbortSignal()
+    execution = await executor.execute(
+        executor.resolve(ShellExecRequest(command=f"sleep {token} & wait")), abort=abort
+    )
+    abort.fire("caller went away")
+    result = await asyncio.wait_for(execution.result(), 30)
+    assert result.aborted and not result.timed_out
+    assert alive_with(token) == []
+
+
+async def test_result_is_memoized_and_flags_are_exclusive(executor: LocalBashExecutor) -> None:
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command="echo once")))
+    first = await execution.result()
+    assert await execution.result() is first
+    with pytest.raises(ValueError, match="exclusive"):
+        ShellRunResult(
+            exit_code=None,
+            signal=None,
+            timed_out=True,
+            aborted=True,
+            timeout_ms=1,
+            stdout=ShellCollectedOutput(),
+            stderr=ShellCollectedOutput(),
+        )
+
+
+async def test_observed_reads_do_not_consume_and_read_output_does(executor: LocalBashExecutor) -> None:
+    execution = await executor.execute(
+        executor.resolve(ShellExecRequest(command="printf 'abcdefghij'; printf XY >&2", stdout_max_bytes=4))
+    )
+    await execution.done
+    assert execution.observed.stdout.read_from(0).text == "ghij"
+    assert execution.observed.stdout.read_from(0).text == "ghij"  # not consumed
+    first = execution.read_output()
+    assert (first.stdout, first.stderr, first.lossy) == ("ghij", "XY", True)
+    second = execution.read_output()
+    assert (second.stdout, second.stderr, second.lossy) == ("", "", False)
+    result = await execution.result()
+    assert result.stdout.truncated and result.stdout.text == "ghij"
+    assert result.stdout.spill_path is not None
+    with open(result.stdout.spill_path) as handle:  # noqa: ASYNC230 - a few bytes, in a test
+        assert handle.read() == "abcdefghij"
+
+
+async def test_thirty_planted_credentials_never_reach_the_child(
+    executor: LocalBashExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planted = [
+        f"{prefix}_{i}"
+        for i, prefix in enumerate(
+            ["API_KEY", "MY_SECRET", "GH_TOKEN", "DB_PASSWORD", "AWS_ACCESS", "X_CREDENTIAL"] * 4
+        )
+    ] + ["BASH_ENV", "ENV", "LD_PRELOAD", "PROMPT_COMMAND", "SSH_AUTH_SOCK", "DEPLOY_PAT"]
+    assert len(planted) == 30
+    for name in planted:
+        monkeypatch.setenv(name, "hunter2-planted")
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:hunter2-planted@db:5432/x")
+    result = await _run(executor, "env", env={"EXPLICIT_TOKEN": "passed-on-purpose"})
+    assert "hunter2-planted" not in result.stdout.text
+    for name in planted:
+        assert f"\n{name}=" not in "\n" + result.stdout.text
+    assert "EXPLICIT_TOKEN=passed-on-purpose" in result.stdout.text
+    assert "TETHER_SHELL=1" in result.stdout.text
+
+
+async def test_two_hundred_concurrent_executions_leak_nothing(executor: LocalBashExecutor) -> None:
+    from proc_probe import open_fds, zombie_children
+
+    await _run(executor, "true")
+    fds, zombies = open_fds(), zombie_children()
+    executions = [
+        await executor.execute(executor.resolve(ShellExecRequest(command=f"echo {i}; sleep 0.0{i % 10}")))
+        for i in range(200)
+    ]
+    results = await asyncio.wait_for(asyncio.gather(*(e.result() for e in executions)), 60)
+    assert [r.stdout.text for r in results] == [f"{i}\n" for i in range(200)]
+    assert open_fds() == fds
+    assert zombie_children() - zombies == set()
