@@ -15,13 +15,19 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import mcp_types as types
 import uvicorn
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from mcp import Client
 
 from tether.config import Config, ensure_home, load_config
 from tether.mcp.http import HttpSettings, build_http_app
 from tether.mcp.server import McpFrontDoor
 from tether.panel.app import PanelApp, build_panel_app
 from tether.panel.auth import COOKIE_NAME
+from tether.tools.catalog import build_catalog
 from tether.tools.registry import ToolRegistry
 
 TOKEN = "panel-test-token-" + "y" * 32
@@ -81,3 +87,29 @@ async def browserless(served: Served, *, signed_in: bool = True) -> AsyncIterato
         headers["Cookie"] = served.cookie_header()
     async with httpx2.AsyncClient(base_url=served.base, headers=headers, follow_redirects=False) as client:
         yield client
+
+
+@asynccontextmanager
+async def serving_tools(home: Path) -> AsyncIterator[Served]:
+    """``serving`` with the real tool catalog, as ``tether serve`` builds it."""
+    ensure_home(home)
+    catalog = build_catalog(load_config(home), with_jobs=False)
+    try:
+        async with serving(home, catalog.registry) as served:
+            yield served
+    finally:
+        with anyio.CancelScope(shield=True):
+            await catalog.aclose()
+
+
+@asynccontextmanager
+async def agent(served: Served, *, token: str = TOKEN) -> AsyncIterator[Client]:
+    """An agent: the official MCP SDK client over streamable HTTP with the bearer token."""
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+        transport = streamable_http_client(f"{served.base}/mcp", http_client=http)
+        async with Client(transport) as client:
+            yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))

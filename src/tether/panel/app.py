@@ -81,7 +81,7 @@ def build_panel_app(
     """The panel as a sub-app behind ``PanelGuard``, ready to mount at ``/panel``."""
     check_assets(static_dir)
     auth = PanelAuth(token=token, names=served_names(bind_host, extra_hosts))
-    calls = PanelCalls(registry=registry, home=config.home)
+    calls = PanelCalls(registry=registry, config=config)
     feed = ShellFeed(calls=calls)
     terminal = TerminalEndpoint(socket=config.home / "tmux.sock", calls=calls)
 

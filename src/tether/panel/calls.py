@@ -17,14 +17,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 
 from tether.audit.log import AuditLog
 from tether.audit.record import Outcome
+from tether.config import Config
 from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
+from tether.sessions.engine import SessionEngine
 from tether.tools.registry import CallContext, ToolRegistry, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -62,11 +63,11 @@ class PanelCalls:
     """The panel's door to tools, the audit log and the store of one ``TETHER_HOME``."""
 
     registry: ToolRegistry
-    home: Path
+    config: Config
     audit_log: AuditLog = field(init=False)
 
     def __post_init__(self) -> None:
-        self.audit_log = AuditLog(self.home)
+        self.audit_log = AuditLog(self.config.home)
 
     async def tool(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         """Run tool ``name`` as the panel; a tool error result becomes ``PanelError``."""
@@ -90,6 +91,13 @@ class PanelCalls:
                 status=403 if code == "REFUSED" else 400,
             )
         return result
+
+    def shell_owners(self) -> dict[str, str]:
+        """Shell id → the actor that opened it, from the sessions layer's durable records."""
+        return {shell_id: rec.owner for shell_id, rec in self.engine().records.shells().items()}
+
+    def engine(self) -> SessionEngine:
+        return SessionEngine.get(self.config)
 
     async def audit(
         self,

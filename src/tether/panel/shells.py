@@ -54,10 +54,11 @@ class ShellRow:
         }
 
 
-def owner_kind(owner_id: str) -> str:
+def owner_kind(owner_id: str | None) -> str:
+    """``conversation`` / ``panel`` / ``cli`` / ``unknown`` from a shell record's owner."""
     if owner_id in ("panel", "cli"):
         return owner_id
-    if not owner_id or owner_id == "unknown":
+    if not owner_id:
         return "unknown"
     return "conversation"
 
@@ -70,31 +71,37 @@ def _opt_int(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def row_from_state(item: Mapping[str, Any]) -> ShellRow:
-    """One shell of ``shell_state``'s structured content (see its published output schema)."""
-    owner_id = _str(item.get("ownerId")) or _str(item.get("owner")) or "unknown"
+def row_from_state(item: Mapping[str, Any], owners: Mapping[str, str]) -> ShellRow:
+    """One row of ``shell_state``'s structured content (its published output schema).
+
+    ``shell_state`` names owners relative to the caller (``mine`` = the panel's own shells);
+    ``owners`` (shell id → the record's owner) turns that into who actually opened the shell.
+    """
+    shell_id = _str(item.get("shell"))
+    relative = _str(item.get("owner"))
+    owner_id = owners.get(shell_id) or ("panel" if relative == "mine" else "")
     states = item.get("states")
-    if not isinstance(states, list):
-        states = [item["state"]] if isinstance(item.get("state"), str) else []
     return ShellRow(
-        id=_str(item.get("id")),
+        id=shell_id,
         label=_str(item.get("label")),
-        owner=owner_kind(owner_id),
-        owner_id=owner_id,
-        states=tuple(s for s in states if isinstance(s, str)),
+        owner=owner_kind(owner_id or None) if relative != "unknown" else "unknown",
+        owner_id=owner_id or "unknown",
+        states=tuple(s for s in states if isinstance(s, str)) if isinstance(states, list) else (),
         fg=_str(item.get("fg")),
         cwd=_str(item.get("cwd")),
-        idle_ms=_opt_int(item.get("idleMs")),
+        idle_ms=None,
         last_activity_ms=_opt_int(item.get("lastActivityMs")),
         locked_by=_str(item.get("lockedBy")) or None,
     )
 
 
-def rows_from_state(structured: Mapping[str, Any]) -> list[ShellRow]:
+def rows_from_state(structured: Mapping[str, Any], owners: Mapping[str, str]) -> list[ShellRow]:
     shells = structured.get("shells")
     if not isinstance(shells, Sequence):
         return []
-    return [row_from_state(item) for item in shells if isinstance(item, Mapping) and item.get("id")]
+    return [
+        row_from_state(item, owners) for item in shells if isinstance(item, Mapping) and item.get("shell")
+    ]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -109,7 +116,7 @@ class ShellFeed:
         async with self._lock:
             if time.monotonic() - self._at >= CACHE_S:
                 result = await self.calls.tool("shell_state", {"scope": "*"})
-                self._rows = rows_from_state(result.structured)
+                self._rows = rows_from_state(result.structured, self.calls.shell_owners())
                 self._at = time.monotonic()
             return list(self._rows)
 

@@ -1,0 +1,85 @@
+"""A person in the panel and an agent over MCP, on one ``tether serve`` app, one real tmux server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from browser import chromium, panel_page, publish_screenshot, screenshot, wait_terminal_contains
+from mcp import Client
+from panel_harness import TOKEN, agent, serving_tools, text_of
+
+from tether.panel.app import login_url
+
+
+async def _call(client: Client, tool: str, args: dict[str, Any]) -> tuple[bool, str, dict[str, Any]]:
+    result = await client.call_tool(tool, args)
+    return not result.is_error, text_of(result), result.structured_content or {}
+
+
+async def _run(client: Client, shell: str, command: str) -> tuple[bool, str]:
+    ok, text, _ = await _call(
+        client,
+        "shell_run",
+        {
+            "tasks": [
+                {
+                    "target": {"sessions": shell},
+                    "action": {"kind": "run", "command": command},
+                    "wait": {"kind": "exit"},
+                }
+            ]
+        },
+    )
+    return ok, text
+
+
+@pytest.mark.browser
+async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        ok, text, structured = await _call(
+            client,
+            "shell_open",
+            {"tasks": [{"action": {"kind": "open", "label": "build", "cols": 100, "rows": 24}}]},
+        )
+        assert ok, text
+        shell = structured["tasks"][0]["shell"]
+
+        # The page lists the agent's shell by itself (pushed), owned by a conversation.
+        row = page.locator(f'#shells tbody tr[data-id="{shell}"]')
+        await row.wait_for(timeout=10_000)
+        assert "conversation" in await row.inner_text()
+        assert "build" in await row.inner_text()
+
+        # Open it: a real tmux client attaches, so the shell is "attached".
+        await page.click(f'#shells [data-shell="{shell}"]')
+        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
+
+        # An agent's output streams into the page's terminal.
+        ok, text = await _run(client, shell, "echo agent-says-$((20+1))")
+        assert ok, text
+        await wait_terminal_contains(page, "agent-says-21", timeout_ms=1000)
+
+        # What the person types runs in the shell (the agent reads it back).
+        await page.click("#terminal")
+        await page.keyboard.type("echo person-$((3*5))")
+        await page.keyboard.press("Enter")
+        with anyio.fail_after(10):
+            while True:
+                ok, text, _ = await _call(
+                    client,
+                    "shell_read",
+                    {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "tail"}}]},
+                )
+                if "person-15" in text:
+                    break
+                await anyio.sleep(0.05)
+        shot = await screenshot(page, "agent-and-person")
+        publish_screenshot(shot)
