@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,13 +16,12 @@ from tether.shell import LocalBashExecutor, LocalShellOptions, ShellExecRequest,
 TIMEOUT_MS = 30_000
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("repo")
     git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q"], check=True)
-    for i in range(200):  # more history than a screen: `git log` would page
+    for i in range(60):  # more history than a screen: `git log` would page
         (path / "f").write_text(str(i))
         subprocess.run([*git, "add", "f"], check=True)
         subprocess.run([*git, "commit", "-q", "-m", f"commit {i}"], check=True)
@@ -48,9 +49,30 @@ async def test_git_commit_without_message_does_not_open_an_editor(repo: Path) ->
     assert "empty commit message" in result.stderr.text + result.stdout.text
 
 
+class _AuthRequired(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="git"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 async def test_git_push_does_not_prompt_for_credentials(repo: Path) -> None:
-    result = await _run(repo, "git push http://127.0.0.1:9/nothing.git HEAD")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AuthRequired)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        result = await _run(repo, f"git push http://127.0.0.1:{port}/repo.git HEAD")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
     assert not result.timed_out and result.exit_code != 0
+    assert "terminal prompts disabled" in result.stderr.text
 
 
 async def test_less_and_read_prompt_finish(tmp_path: Path) -> None:

@@ -1,0 +1,75 @@
+"""The confinement seam: a provider wraps argv at execute time and reports denials once settled.
+
+The confinement here is a minimal real one (it runs the command through ``env`` with a marker
+variable and parses a denial line from stderr), standing in for bubblewrap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from tether.shell import (
+    ConfinedLaunch,
+    LocalBashExecutor,
+    ShellConfinement,
+    ShellExecRequest,
+    ShellExecSpec,
+    ShellSandboxDenial,
+    ShellSandboxInfo,
+)
+from tether.shell.render import render_shell_result
+
+
+class EnvWrapConfinement(ShellConfinement):
+    name = "env-wrap"
+
+    def __init__(self) -> None:
+        self.cleaned = 0
+
+    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
+        def report(stderr_tail: str) -> ShellSandboxInfo:
+            denials = tuple(
+                ShellSandboxDenial(kind="write", target=line.split(":", 1)[1].strip())
+                for line in stderr_tail.splitlines()
+                if line.startswith("DENIED:")
+            )
+            return ShellSandboxInfo(
+                provider=self.name,
+                permissions="read-only",
+                denials=denials,
+                escalation_hint="ask for write access",
+            )
+
+        def cleanup() -> None:
+            self.cleaned += 1
+
+        return ConfinedLaunch(
+            argv=("env", "CONFINED=yes", *argv),
+            env={"CONFINED_BY": self.name},
+            report=report,
+            cleanup=cleanup,
+        )
+
+
+async def test_wrapped_argv_runs_and_the_report_lands_on_handle_and_result(tether_home: Path) -> None:
+    confinement = EnvWrapConfinement()
+    executor = LocalBashExecutor(confinement=confinement)
+    assert executor.confining
+    spec = executor.resolve(
+        ShellExecRequest(command='echo "$CONFINED $CONFINED_BY"; echo "DENIED: /etc/x" >&2; exit 1')
+    )
+    assert spec.argv[0] == "bash"  # the spec stays provider-shaped; wrapping happens at execute
+    execution = await executor.execute(spec)
+    result = await asyncio.wait_for(execution.result(), 30)
+    assert result.stdout.text == "yes env-wrap\n"
+    assert execution.sandbox is not None and execution.sandbox.denied
+    assert result.sandbox == execution.sandbox
+    assert result.sandbox.denials == (ShellSandboxDenial(kind="write", target="/etc/x"),)
+    assert "[sandbox denied: write /etc/x]" in render_shell_result(result)
+    assert confinement.cleaned == 1
+
+
+def test_local_executor_is_not_confining() -> None:
+    assert not LocalBashExecutor().confining
