@@ -86,10 +86,15 @@ def describe(path: str) -> str:
     return f"the system directory {path}"
 
 
-def protected_target(raw: str, extra: Iterable[str] = (), *, homes: bool = True) -> str | None:
-    """Why deleting or re-permissioning ``raw`` (recursively) is dangerous, or ``None``."""
+def protected_target(raw: str, extra: Iterable[str] = (), *, homes: bool = True, cwd: str = "") -> str | None:
+    """Why deleting or re-permissioning ``raw`` (recursively) is dangerous, or ``None``.
+
+    ``cwd`` is where an earlier literal ``cd`` went; a relative ``raw`` is judged inside it.
+    """
     if not raw:
         return None
+    if cwd and not raw.startswith(("/", "~")):
+        raw = f"{cwd}/{raw}"
     for variant in expand_braces(raw):
         reason = _judge(variant, tuple(extra), homes=homes)
         if reason is not None:
@@ -154,8 +159,10 @@ def system_file(raw: str) -> bool:
     return any(path.startswith(d + "/") for d in SYSTEM_FILE_DIRS)
 
 
-def is_root(raw: str) -> bool:
+def is_root(raw: str, cwd: str = "") -> bool:
     """True when ``raw`` names ``/`` itself or everything in it (``/``, ``/*``, ``/tmp/..``, ``//``)."""
+    if cwd and not raw.startswith(("/", "~")):
+        raw = f"{cwd}/{raw}"
     for variant in expand_braces(raw):
         path = normalise(variant)
         if path.startswith("/") and _strip_everything_in(path)[0] == "/":

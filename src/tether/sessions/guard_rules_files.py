@@ -38,7 +38,7 @@ def recursive_delete(event: Event, env: RuleEnv) -> str | None:
     if not recursive:
         return None
     for word in operands:
-        reason = protected_target(word.value, env.protect)
+        reason = protected_target(word.value, env.protect, cwd=event.cwd)
         if reason is not None:
             return f"recursive deletion of {reason}{_dyn(word)}"
     return None
@@ -60,7 +60,7 @@ def find_delete(event: Event, env: RuleEnv) -> str | None:
     if not deleting:
         return None
     for root in roots:
-        reason = protected_target(root.value, env.protect)
+        reason = protected_target(root.value, env.protect, cwd=event.cwd)
         if reason is not None:
             return f"find deleting files throughout {reason}{_dyn(root)}"
     return None
@@ -126,10 +126,10 @@ def chmod_chown(event: Event, env: RuleEnv) -> str | None:
             operands.append(word)  # includes chmod's mode, even one like -w
     for word in operands if reference else operands[1:]:
         if recursive:
-            reason = protected_target(word.value, env.protect, homes=False)
+            reason = protected_target(word.value, env.protect, homes=False, cwd=event.cwd)
             if reason is not None:
                 return f"recursive {event.name} of {reason}{_dyn(word)}"
-        elif is_root(word.value):
+        elif is_root(word.value, event.cwd):
             return f"{event.name} of the root directory /{_dyn(word)}"
     return None
 

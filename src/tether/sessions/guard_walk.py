@@ -16,7 +16,7 @@ the pipeline inside the heredoc redirect.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from tree_sitter import Node
@@ -47,6 +47,7 @@ class Invocation:
     text: str  # the source of the simple command, for the verdict
     feeders: tuple[Feeder, ...] = ()
     stdin: tuple[Node, ...] = ()  # `< file`, heredoc and here-string redirects
+    cwd: str = ""  # the directory an earlier literal `cd` moved to ("" = unknown)
 
     @property
     def args(self) -> tuple[Word, ...]:
@@ -82,8 +83,23 @@ class Problem:
 Event = Invocation | Redirect | FunctionDef | DynamicName | Problem
 
 
+class _State:
+    """What earlier literal commands in the same text tell: the ``cd`` directory, ``X=…`` values.
+
+    Shared along one walk. Subshell scoping is ignored on purpose: ``(cd /); rm -rf *`` is
+    judged as if in ``/``, which errs on the side of refusing.
+    """
+
+    __slots__ = ("cwd", "vars")
+
+    def __init__(self, cwd: str = "", known: Mapping[str, str] | None = None) -> None:
+        self.cwd = cwd
+        self.vars: dict[str, str] = dict(known or {})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Ctx:
+    state: _State
     depth: int = 0
     feeders: tuple[Feeder, ...] = ()
     stdin: tuple[Node, ...] = ()
@@ -91,17 +107,19 @@ class _Ctx:
     statement: str = ""  # text of the enclosing redirected statement (for the argument quirk)
 
     def fresh(self) -> _Ctx:
-        return _Ctx(depth=self.depth)
+        return _Ctx(depth=self.depth, state=self.state)
 
 
-def events(code: str, depth: int = 0) -> Iterator[Event]:
+def events(
+    code: str, depth: int = 0, cwd: str = "", known: Mapping[str, str] | None = None
+) -> Iterator[Event]:
     """Everything the guard judges in ``code``, in source order; parse errors come last."""
     if depth > MAX_DEPTH:
         yield Problem(why=f"shell code nested more than {MAX_DEPTH} levels deep", text=code[:200])
         return
     tree = parse(code)
     root = tree.root_node
-    yield from _walk(root, _Ctx(depth=depth))
+    yield from _walk(root, _Ctx(depth=depth, state=_State(cwd, known)))
     if root.has_error:
         near = _error_excerpt(root).strip()
         yield Problem(why=f"bash cannot parse this text (near {near[:60]!r})", text=code[:300])
@@ -109,7 +127,7 @@ def events(code: str, depth: int = 0) -> Iterator[Event]:
 
 def invocations_under(node: Node, depth: int) -> Iterator[Invocation | DynamicName]:
     """The commands a subtree runs (a pipeline stage, a ``$(…)``), for rules that look upstream."""
-    for event in _walk(node, _Ctx(depth=depth)):
+    for event in _walk(node, _Ctx(depth=depth, state=_State())):
         if isinstance(event, Invocation | DynamicName):
             yield event
 
@@ -139,12 +157,58 @@ def _walk(node: Node, ctx: _Ctx) -> Iterator[Event]:
             yield FunctionDef(name=resolve(name).value, body=body, text=text_of(node))
         for child in node.named_children:
             yield from _walk(child, ctx)
+    elif kind == "variable_assignment" and node.parent is not None and node.parent.type != "command":
+        yield from _assignment(node, ctx)
+    elif kind == "for_statement":
+        yield from _for(node, ctx)
+    elif kind == "unset_command":
+        for child in node.named_children:
+            ctx.state.vars.pop(text_of(child), None)
     elif kind in ("command_substitution", "process_substitution"):
         for child in node.named_children:
             yield from _walk(child, ctx.fresh())
     elif kind != "comment":
         for child in node.named_children:
             yield from _walk(child, ctx)
+
+
+def _assignment(node: Node, ctx: _Ctx) -> Iterator[Event]:
+    for child in node.named_children:
+        yield from _walk(child, ctx.fresh())
+    name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+    if name is None:
+        return
+    word = resolve(value, ctx.state.vars) if value is not None else Word.literal("")
+    key = text_of(name)
+    if word.dynamic:
+        ctx.state.vars.pop(key, None)
+    else:
+        ctx.state.vars[key] = word.value
+    if key == "PROMPT_COMMAND":
+        # bash runs it before every prompt: it is code, stored for later.
+        yield from _reparse(word, text_of(node), ctx)
+
+
+_MAX_LOOP_VALUES = 8
+
+
+def _for(node: Node, ctx: _Ctx) -> Iterator[Event]:
+    """Walk a ``for`` body once per literal value, so ``for d in / ; do rm -rf $d`` is seen."""
+    variable, body = node.child_by_field_name("variable"), node.child_by_field_name("body")
+    values = node.children_by_field_name("value")
+    for value in values:
+        yield from _walk(value, ctx.fresh())
+    if variable is None or body is None:
+        return
+    name = text_of(variable)
+    words = [resolve(value, ctx.state.vars) for value in values]
+    literal = words and len(words) <= _MAX_LOOP_VALUES and not any(w.dynamic for w in words)
+    for word in words if literal else [None]:
+        if word is None:
+            ctx.state.vars.pop(name, None)
+        else:
+            ctx.state.vars[name] = word.value
+        yield from _walk(body, ctx)
 
 
 def _pipeline(node: Node, ctx: _Ctx) -> Iterator[Event]:
@@ -202,7 +266,7 @@ def _redirect(redirect: Node, ctx: _Ctx, body: Node | None, text: str) -> Iterat
         op = _operator(redirect)
         destinations = redirect.children_by_field_name("destination")
         if destinations and op in WRITE_OPS:
-            yield Redirect(op=op, target=resolve(destinations[0]), text=text)
+            yield Redirect(op=op, target=resolve(destinations[0], ctx.state.vars), text=text)
         for destination in destinations[:1]:
             yield from _walk(destination, ctx.fresh())
         return
@@ -212,7 +276,7 @@ def _redirect(redirect: Node, ctx: _Ctx, body: Node | None, text: str) -> Iterat
         if child.type == "pipeline" and body is not None:
             # `cat <<EOF | sh`: the heredoc statement is the first stage of this pipeline.
             feeder = Feeder(node=body, redirects=(redirect,))
-            yield from _walk(child, _Ctx(depth=ctx.depth, feeders=(*ctx.feeders, feeder)))
+            yield from _walk(child, _Ctx(depth=ctx.depth, state=ctx.state, feeders=(*ctx.feeders, feeder)))
         elif child.type == "file_redirect":
             yield from _redirect(child, ctx, body, text)
         else:
@@ -235,7 +299,8 @@ def _command(node: Node, ctx: _Ctx) -> Iterator[Event]:
     if name is None:
         return
     args = sorted((*node.children_by_field_name("argument"), *ctx.extra_args), key=lambda n: n.start_byte)
-    argv = (resolve(name), *(resolve(arg) for arg in args))
+    known = ctx.state.vars
+    argv = (resolve(name, known), *(resolve(arg, known) for arg in args))
     yield from _run(argv, text, replace(ctx, stdin=tuple(stdin), extra_args=(), statement=""))
 
 
@@ -247,7 +312,14 @@ def _run(argv: tuple[Word, ...], text: str, ctx: _Ctx) -> Iterator[Event]:
     name = command_name(head)
     if not name:
         return
-    yield Invocation(name=name, argv=argv, text=text, feeders=ctx.feeders, stdin=ctx.stdin)
+    yield Invocation(name=name, argv=argv, text=text, feeders=ctx.feeders, stdin=ctx.stdin, cwd=ctx.state.cwd)
+    if name in ("cd", "pushd"):
+        ctx.state.cwd = _changed_directory(ctx.state.cwd, argv[1:])
+        return
+    if name in ("alias", "trap"):
+        for code in _stored_code(name, argv[1:]):
+            yield from _reparse(code, text, ctx)
+        return
     if name == "eval":
         if len(argv) > 1:
             yield from _reparse(join_code(argv[1:], ()), text, ctx)
@@ -277,7 +349,7 @@ def _reparse(word: Word, text: str, ctx: _Ctx) -> Iterator[Event]:
     if ctx.depth + 1 > MAX_DEPTH:
         yield Problem(why=f"shell code nested more than {MAX_DEPTH} levels deep", text=text)
         return
-    yield from events(word.code, depth=ctx.depth + 1)
+    yield from events(word.code, depth=ctx.depth + 1, cwd=ctx.state.cwd, known=ctx.state.vars)
 
 
 def _find_exec(argv: tuple[Word, ...], text: str, ctx: _Ctx) -> Iterator[Event]:
@@ -394,13 +466,39 @@ def feeder_text(feeder: Feeder) -> str | None:
 
 def _xargs_feed(ctx: _Ctx) -> tuple[Word, ...]:
     """The words ``xargs`` appends, when the stage before it shows them (echo, printf, find)."""
+    text = stdin_text(ctx)
+    if text is not None:
+        return tuple(Word.literal(part) for part in text.split())
     if ctx.stdin or not ctx.feeders:
         return ()
     feeder = ctx.feeders[-1]
-    text = feeder_text(feeder)
-    if text is not None:
-        return tuple(Word.literal(part) for part in text.split())
     found = _simple_argv(feeder.node)
     if found is not None and not found[0][0].dynamic and command_name(found[0][0]) == "find":
         return find_parts(found[0][1:])[0]
     return ()
+
+
+def _changed_directory(cwd: str, args: tuple[Word, ...]) -> str:
+    operands = [w for w in args if not (w.value.startswith("-") and len(w.value) > 1)]
+    if not operands:
+        return "~"
+    target = operands[0]
+    if target.dynamic or target.value == "-":
+        return ""
+    if target.value.startswith(("/", "~")):
+        return target.value
+    return f"{cwd}/{target.value}" if cwd else ""
+
+
+def _stored_code(name: str, args: tuple[Word, ...]) -> list[Word]:
+    """Code ``alias NAME=CODE`` and ``trap CODE SIGNAL`` keep to run later."""
+    if name == "alias":
+        return [
+            Word(value=w.value.split("=", 1)[1], code=w.code.split("=", 1)[1], dynamic=w.dynamic)
+            for w in args
+            if "=" in w.value and "=" in w.code
+        ]
+    operands = [w for w in args if w.value not in ("--", "-p", "-l", "-P")]
+    if len(operands) >= 2 and operands[0].value != "-":
+        return [operands[0]]
+    return []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import tree_sitter_bash
@@ -61,9 +61,10 @@ class Word:
 
 
 class _Parts:
-    __slots__ = ("code", "dynamic", "value")
+    __slots__ = ("code", "dynamic", "known", "value")
 
-    def __init__(self) -> None:
+    def __init__(self, known: Mapping[str, str]) -> None:
+        self.known = known
         self.value: list[str] = []
         self.code: list[str] = []
         self.dynamic = False
@@ -78,9 +79,15 @@ class _Parts:
         self.dynamic = True
 
 
-def resolve(node: Node) -> Word:
-    """The word a node stands for (``command_name``, an argument, a redirect target)."""
-    parts = _Parts()
+_NO_VARS: Mapping[str, str] = {}
+
+
+def resolve(node: Node, known: Mapping[str, str] = _NO_VARS) -> Word:
+    """The word a node stands for (``command_name``, an argument, a redirect target).
+
+    ``known`` holds variables a literal assignment earlier in the same text set (``X=/``).
+    """
+    parts = _Parts(known)
     _collect(node, parts)
     return Word(value="".join(parts.value), code="".join(parts.code), dynamic=parts.dynamic, node=node)
 
@@ -101,6 +108,9 @@ def _collect(node: Node, parts: _Parts) -> None:
         _collect_expansion(node, parts)
     elif kind == "$":
         parts.lit("$")
+    elif kind == "command_substitution" and (printed := _printed(node, parts.known)) is not None:
+        parts.value.append(printed)
+        parts.code.append(text_of(node))
     elif kind in _RUNTIME or node.named_child_count or kind == "ERROR":
         parts.unknown(text_of(node))
     else:
@@ -134,20 +144,41 @@ def _collect_expansion(node: Node, parts: _Parts) -> None:
     source = text_of(node)
     names = [c for c in node.named_children if c.type in ("variable_name", "special_variable_name")]
     named = node.named_children
-    if len(named) == 1 and names and text_of(names[0]) == "HOME":
-        parts.code.append(source)
-        parts.value.append("~")
-        return
+    if len(named) == 1 and names:
+        name = text_of(names[0])
+        value = parts.known.get(name, "~" if name == "HOME" else None)
+        if value is not None:
+            parts.code.append(source)
+            parts.value.append(value)
+            return
     operator = node.child_by_field_name("operator")
     if names and operator is not None and text_of(operator).strip() in _DEFAULTING:
         fallback = [c for c in named if c.start_byte >= operator.end_byte]
         if fallback:
-            sub = _Parts()
+            sub = _Parts(parts.known)
             for child in fallback:
                 _collect(child, sub)
             parts.unknown(source, "".join(sub.value))
             return
     parts.unknown(source)
+
+
+def _printed(node: Node, known: Mapping[str, str]) -> str | None:
+    """What ``$(echo WORDS)`` / ``$(printf WORD)`` prints, when its words are literal."""
+    commands = node.named_children
+    if len(commands) != 1 or commands[0].type != "command":
+        return None
+    command = commands[0]
+    name = command.child_by_field_name("name")
+    args = [resolve(a, known) for a in command.children_by_field_name("argument")]
+    if name is None or any(a.dynamic for a in args):
+        return None
+    program = resolve(name, known).value
+    if program == "echo" and not any(a.value.startswith("-") for a in args):
+        return " ".join(a.value for a in args)
+    if program == "printf" and len(args) == 1 and "%" not in args[0].value and "\\" not in args[0].value:
+        return args[0].value
+    return None
 
 
 _BARE_ESCAPE = re.compile(r"\\(\n|.)", re.DOTALL)
