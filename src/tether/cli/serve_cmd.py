@@ -28,6 +28,7 @@ from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, client_confi
 from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.token import load_or_create_token
+from tether.panel.app import build_panel_app, login_url
 from tether.tools.catalog import build_catalog
 
 logger = logging.getLogger(__name__)
@@ -125,7 +126,14 @@ async def _serve(config: Config, settings: HttpSettings, sock: socket.socket) ->
             instructions=catalog.instructions(),
             on_conversation_end=catalog.end_conversation,
         )
-        app = build_http_app(front_door, settings)
+        panel = build_panel_app(
+            registry=catalog.registry,
+            config=config,
+            token=settings.token,
+            bind_host=settings.host,
+            extra_hosts=settings.allowed_hosts,
+        )
+        app = build_http_app(front_door, settings, routes=panel.routes)
         server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
         await server.serve(sockets=[sock])
     finally:
@@ -157,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
     url_host = f"[{host}]" if ":" in host else host
     url = f"http://{url_host}:{bound_port}{MCP_PATH}"
     print(banner(url, token, home / "token", _tether_command()), flush=True)
+    panel_link = login_url(f"http://{url_host}:{bound_port}", token)
+    print(f"Panel (open this link once; it signs you in): {panel_link}", flush=True)
     logger.info("tether serve listening on %s (pid %d)", url, os.getpid())
     settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(args.allowed_host))
     try:
