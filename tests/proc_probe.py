@@ -73,6 +73,10 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 def kill_all(pids: list[int]) -> None:
+    """SIGKILL, then reap the ones that are our children (orphans we adopted as subreaper)."""
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, 9)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)

@@ -98,7 +98,8 @@ async def test_keep_background_leaves_children_running() -> None:
         assert process.detached
         assert len(survivors) == 1
     finally:
-        kill_all(survivors)
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
     # Once it ends it is a zombie of ours (we are its subreaper); the next settle collects it.
     assert wait_until(lambda: set(survivors) <= zombie_children())
     await run("true")

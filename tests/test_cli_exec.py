@@ -1,0 +1,82 @@
+"""``tether exec`` as a user runs it: a real ``python -m tether`` process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from proc_probe import alive_with, kill_all, unique_sleep_arg, wait_until
+
+
+def tether(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def test_streams_output_and_exits_with_the_command_status(tether_home: Path) -> None:
+    done = tether("exec", "--", "echo out; echo err >&2; exit 3")
+    assert done.returncode == 3
+    assert done.stdout == "out\n"
+    assert done.stderr == "err\n[exit code: 3]\n"
+
+
+def test_words_after_double_dash_are_joined(tether_home: Path) -> None:
+    done = tether("exec", "--", "printf", "%s-%s", "a", "b")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "a-b", "")
+
+
+def test_timeout_exits_124_with_the_footer(tether_home: Path) -> None:
+    token = unique_sleep_arg()
+    done = tether("exec", "--timeout-ms", "300", "--", f"sleep {token} & wait")
+    assert done.returncode == 124
+    assert "[timed out after 300ms]" in done.stderr
+    assert alive_with(token) == []
+
+
+def test_cwd_and_bad_cwd(tether_home: Path, tmp_path: Path) -> None:
+    done = tether("exec", "--cwd", str(tmp_path), "--", "pwd")
+    assert done.stdout == f"{tmp_path}\n"
+    bad = tether("exec", "--cwd", "/nonexistent/x", "--", "pwd")
+    assert bad.returncode == 2
+    assert "SHELL_BAD_CWD" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_missing_command_and_bad_timeout_are_clear_errors(tether_home: Path) -> None:
+    for args in (("exec",), ("exec", "--"), ("exec", "--timeout-ms", "0", "--", "true")):
+        done = tether(*args)
+        assert done.returncode == 2
+        assert done.stderr.startswith("tether: INVALID_ARGUMENT:") and "Traceback" not in done.stderr
+
+
+def test_background_children_end_with_the_command_unless_background_ok(tether_home: Path) -> None:
+    token = unique_sleep_arg()
+    done = tether("exec", "--", f"sleep {token} > /dev/null 2>&1 &")
+    assert done.returncode == 0 and alive_with(token) == []
+    kept = unique_sleep_arg()
+    done = tether("exec", "--background-ok", "--", f"sleep {kept} > /dev/null 2>&1 &")
+    survivors = alive_with(kept)
+    try:
+        assert done.returncode == 0
+        assert "[background processes left running]" in done.stderr
+        assert len(survivors) == 1
+    finally:
+        kill_all(survivors)
+    assert wait_until(lambda: not alive_with(kept))
+
+
+def test_help_is_clear(tether_home: Path) -> None:
+    top = tether("--help")
+    assert top.returncode == 0 and "exec" in top.stdout
+    sub = tether("exec", "--help")
+    assert sub.returncode == 0
+    for text in ("--timeout-ms", "--cwd", "--background-ok", "124", "Exit status"):
+        assert text in sub.stdout
+    assert os.environ.get("TETHER_HOME") == str(tether_home)
