@@ -113,6 +113,29 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
     async def snapshot(request: Request) -> Any:
         return await manage(_shell(request), {"kind": "snapshot"})
 
+    async def lock(request: Request) -> Any:
+        shell = _shell(request)
+        why = _text(await _body(request), "reason")
+
+        async def run() -> Any:
+            held, created = calls.manual_locks().lock(shell, who="panel", why=why, source="panel")
+            feed.poke()
+            if created:
+                return {"message": f"{shell} locked: agents are refused until you unlock it"}
+            return {"message": f"{shell} was already locked by {held.who}"}
+
+        return await calls.audited(tool="shell", action="lock", targets=[shell], run=run)
+
+    async def unlock(request: Request) -> Any:
+        shell = _shell(request)
+
+        async def run() -> Any:
+            was = calls.manual_locks().unlock(shell)
+            feed.poke()
+            return {"message": f"{shell} unlocked" if was else f"{shell} was not locked"}
+
+        return await calls.audited(tool="shell", action="unlock", targets=[shell], run=run)
+
     # -- workspaces ----------------------------------------------------------------------------
 
     async def list_workspaces(request: Request) -> Any:
@@ -193,6 +216,8 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
         Route("/shells/{shell}/rename", _json_endpoint(rename), methods=post),
         Route("/shells/{shell}/close", _json_endpoint(close), methods=post),
         Route("/shells/{shell}/snapshot", _json_endpoint(snapshot), methods=post),
+        Route("/shells/{shell}/lock", _json_endpoint(lock), methods=post),
+        Route("/shells/{shell}/unlock", _json_endpoint(unlock), methods=post),
         Route("/workspaces", _json_endpoint(list_workspaces), methods=["GET"]),
         Route("/workspaces/{name}/restore", _json_endpoint(restore_workspace), methods=post),
         Route("/audit", _json_endpoint(read_audit), methods=["GET"]),

@@ -26,6 +26,7 @@ from tether.audit.record import Outcome
 from tether.config import Config
 from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
 from tether.sessions.engine import SessionEngine
+from tether.store.manual_locks import ManualLocks
 from tether.tools.registry import CallContext, ToolRegistry, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -95,6 +96,9 @@ class PanelCalls:
     def shell_owners(self) -> dict[str, str]:
         """Shell id → the actor that opened it, from the sessions layer's durable records."""
         return {shell_id: rec.owner for shell_id, rec in self.engine().records.shells().items()}
+
+    def manual_locks(self) -> ManualLocks:
+        return ManualLocks(self.engine().store)
 
     def engine(self) -> SessionEngine:
         return SessionEngine.get(self.config)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 
 from tether.panel.calls import PanelCalls, PanelError
+from tether.store.manual_locks import ManualLock
 
 INTERVAL_S = 1.0
 CACHE_S = 0.4
@@ -91,17 +92,20 @@ def row_from_state(item: Mapping[str, Any], owners: Mapping[str, str]) -> ShellR
         cwd=_str(item.get("cwd")),
         idle_ms=None,
         last_activity_ms=_opt_int(item.get("lastActivityMs")),
-        locked_by=_str(item.get("lockedBy")) or None,
+        locked_by=None,
     )
 
 
-def rows_from_state(structured: Mapping[str, Any], owners: Mapping[str, str]) -> list[ShellRow]:
+def rows_from_state(
+    structured: Mapping[str, Any], owners: Mapping[str, str], locks: Mapping[str, ManualLock]
+) -> list[ShellRow]:
     shells = structured.get("shells")
     if not isinstance(shells, Sequence):
         return []
-    return [
+    rows = [
         row_from_state(item, owners) for item in shells if isinstance(item, Mapping) and item.get("shell")
     ]
+    return [replace(r, locked_by=locks[r.id].who if r.id in locks else None) for r in rows]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -116,7 +120,8 @@ class ShellFeed:
         async with self._lock:
             if time.monotonic() - self._at >= CACHE_S:
                 result = await self.calls.tool("shell_state", {"scope": "*"})
-                self._rows = rows_from_state(result.structured, self.calls.shell_owners())
+                locks = self.calls.manual_locks().all()
+                self._rows = rows_from_state(result.structured, self.calls.shell_owners(), locks)
                 self._at = time.monotonic()
             return list(self._rows)
 

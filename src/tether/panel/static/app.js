@@ -164,7 +164,9 @@ function renderShells() {
                       onclick: () => { location.hash = `#/shells/${s.id}`; } },
       el("td", {}, open, s.label ? el("span", { class: "sub" }, s.label) : null),
       el("td", {}, s.owner, s.ownerId && s.ownerId !== s.owner ? el("span", { class: "sub mono" }, s.ownerId) : null),
-      el("td", {}, s.states.map((x) => el("span", { class: `badge ${x}` }, x))),
+      el("td", {}, s.states.map((x) => el("span", { class: `badge ${x}` }, x)),
+        s.lockedBy ? el("span", { class: "badge locked", title: "a person locked this shell; agents are refused" },
+          `lock: ${s.lockedBy}`) : null),
       el("td", {}, el("span", { class: "mono" }, s.fg || "—"), el("span", { class: "sub mono", title: s.cwd }, s.cwd || "")),
       el("td", { class: "idle mono", "data-id": s.id }, fmtIdle(idleOf(s))));
   }));
@@ -270,8 +272,8 @@ function renderTermHead() {
   if (!id) return;
   const s = state.shells.find((x) => x.id === id);
   $("#term-title").textContent = s && s.label ? `${id} · ${s.label}` : id;
-  $("#term-state").textContent = s ? s.states.join(" · ") : "gone";
-  const locked = !!(s && s.states.includes("locked") && s.lockedBy === "panel");
+  $("#term-state").textContent = s ? [...s.states, ...(s.lockedBy ? [`lock: ${s.lockedBy}`] : [])].join(" · ") : "";
+  const locked = !!(s && s.lockedBy);
   const lockBtn = $("#act-lock");
   lockBtn.textContent = locked ? "Unlock" : "Lock";
   lockBtn.setAttribute("aria-pressed", locked ? "true" : "false");
@@ -284,7 +286,7 @@ function currentShell() { return state.shells.find((x) => x.id === state.termShe
 function bindActions() {
   $("#act-lock").onclick = () => {
     const id = state.termShell; const s = currentShell();
-    const unlocking = s && s.states.includes("locked") && s.lockedBy === "panel";
+    const unlocking = !!(s && s.lockedBy);
     act(unlocking ? "Unlock" : "Lock", () => api("POST", `shells/${id}/${unlocking ? "unlock" : "lock"}`, {}));
   };
   $("#act-rename").onclick = async () => {
