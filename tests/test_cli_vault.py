@@ -1,7 +1,12 @@
-"""``tether vault …`` through a real ``python -m tether`` process, values and passphrases on stdin."""
+"""``tether vault …``: values and passphrases on stdin or a terminal, never as arguments.
+
+Most cases call ``tether.cli.main`` in-process (a CLI start costs ~0.7 s of imports); a real
+``python -m tether`` process proves the stdin path, and a pseudo-terminal proves the prompts.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pty
@@ -9,13 +14,34 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from tether.cli import main
 from tether.store.db import Store
 from tether.store.vault import Vault
 
 CANARY = "cli-canary-Q8v!z#0"
 PASSPHRASE = "tidy lemon forty"
+
+
+@pytest.fixture(autouse=True)
+def _close_stores(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every ``Store`` a test opens is closed at teardown: no connection outlives its test."""
+    opened: list[Store] = []
+    real_open = Store.open.__func__  # type: ignore[attr-defined]
+
+    def tracked(cls: type[Store], home: Path) -> Store:
+        store: Store = real_open(cls, home)
+        opened.append(store)
+        return store
+
+    monkeypatch.setattr(Store, "open", classmethod(tracked))
+    yield
+    for store in opened:
+        store.close()
 
 
 def _tether(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -28,6 +54,28 @@ def _tether(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProc
         env=env,
         timeout=30,
     )
+
+
+Cli = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def cli(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[Cli]:
+    """``tether vault ARGS`` in this process, with ``stdin`` as a non-terminal stdin."""
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        try:
+            status = main(["vault", *args])
+        except SystemExit as exc:  # argparse rejects the command line
+            status = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), status, out, err)
+
+    yield run
 
 
 def _ok(done: subprocess.CompletedProcess[str]) -> str:
@@ -49,70 +97,72 @@ def _audit_records(home: Path) -> list[dict[str, object]]:
     ]
 
 
-def test_set_list_rm_with_the_value_on_stdin(tether_home: Path) -> None:
-    assert "stored API_TOKEN in group default" in _ok(
-        _tether(tether_home, "set", "API_TOKEN", stdin=CANARY + "\n")
-    )
-    _ok(_tether(tether_home, "set", "MULTI", "--group", "ops", stdin="line one\nline two\n"))
+def test_set_list_rm_with_the_value_on_stdin(tether_home: Path, cli: Cli) -> None:
+    assert "stored API_TOKEN in group default" in _ok(cli("set", "API_TOKEN", stdin=CANARY + "\n"))
+    _ok(cli("set", "MULTI", "--group", "ops", stdin="line one\nline two\n"))
     vault = Vault(Store.open(tether_home), tether_home)
     assert vault.resolve("API_TOKEN") == CANARY, "one trailing newline is not part of the value"
     assert vault.resolve("MULTI") == "line one\nline two"
-    listing = _ok(_tether(tether_home, "list"))
+    listing = _ok(cli("list"))
     assert "API_TOKEN" in listing and "MULTI" in listing and "ops" in listing and CANARY not in listing
-    data = json.loads(_ok(_tether(tether_home, "list", "--json")))
+    data = json.loads(_ok(cli("list", "--json")))
     assert [(i["name"], i["group"], i["locked"]) for i in data["items"]] == [
         ("API_TOKEN", "default", False),
         ("MULTI", "ops", False),
     ]
-    assert "removed API_TOKEN" in _ok(_tether(tether_home, "rm", "API_TOKEN"))
-    _refused(_tether(tether_home, "rm", "API_TOKEN"), "NOT_FOUND", "no vault secret named 'API_TOKEN'")
-    _refused(_tether(tether_home, "set", "EMPTY", stdin=""), "INVALID_ARGUMENT", "empty")
+    assert "removed API_TOKEN" in _ok(cli("rm", "API_TOKEN"))
+    _refused(cli("rm", "API_TOKEN"), "NOT_FOUND", "no vault secret named 'API_TOKEN'")
+    _refused(cli("set", "EMPTY", stdin=""), "INVALID_ARGUMENT", "empty")
 
 
-def test_a_value_is_never_accepted_as_an_argument(tether_home: Path) -> None:
+def test_python_m_tether_vault_reads_stdin_and_refuses_a_value_argument(tether_home: Path) -> None:
     done = _tether(tether_home, "set", "NAME", CANARY)
     assert done.returncode == 2 and "unrecognized arguments" in done.stderr
-    assert (
-        not (tether_home / "tether.db").exists()
-        or CANARY.encode() not in (tether_home / "tether.db").read_bytes()
-    )
+    assert "stored API_TOKEN" in _ok(_tether(tether_home, "set", "API_TOKEN", stdin=CANARY + "\n"))
+    assert Vault(Store.open(tether_home), tether_home).resolve("API_TOKEN") == CANARY
+    data = json.loads(_ok(_tether(tether_home, "list", "--json")))
+    assert [i["name"] for i in data["items"]] == ["API_TOKEN"] and CANARY not in json.dumps(data)
+    Vault(Store.open(tether_home), tether_home).create_group("prod", PASSPHRASE)
+    _refused(_tether(tether_home, "unlock", "prod", stdin="wrong\n"), "REFUSED", "wrong passphrase")
+    assert [r["action"] for r in _audit_records(tether_home)] == ["set", "list", "unlock"]
+    assert all(CANARY.encode() not in p.read_bytes() for p in tether_home.rglob("*") if p.is_file())
 
 
-def test_passphrase_group_unlock_lock_and_wrong_passphrase(tether_home: Path) -> None:
-    assert "passphrase group" in _ok(_tether(tether_home, "group", "create", "prod", stdin=PASSPHRASE + "\n"))
+def test_passphrase_group_unlock_lock_and_wrong_passphrase(tether_home: Path, cli: Cli) -> None:
+    assert "passphrase group" in _ok(cli("group", "create", "prod", stdin=PASSPHRASE + "\n"))
     _refused(
-        _tether(tether_home, "set", "DB", "--group", "prod", stdin=CANARY),
+        cli("set", "DB", "--group", "prod", stdin=CANARY),
         "REFUSED",
         "tether vault unlock prod",
     )
-    _refused(_tether(tether_home, "unlock", "prod", stdin="wrong\n"), "REFUSED", "wrong passphrase")
+    _refused(cli("unlock", "prod", stdin="wrong\n"), "REFUSED", "wrong passphrase")
     _refused(
-        _tether(tether_home, "unlock", "prod", "--minutes", "0", stdin=PASSPHRASE),
+        cli("unlock", "prod", "--minutes", "0", stdin=PASSPHRASE),
         "INVALID_ARGUMENT",
         "--minutes",
     )
-    out = _ok(_tether(tether_home, "unlock", "prod", "--minutes", "3", stdin=PASSPHRASE + "\n"))
+    out = _ok(cli("unlock", "prod", "--minutes", "3", stdin=PASSPHRASE + "\n"))
     assert "unlocked until" in out and "tether vault lock prod" in out
-    _ok(_tether(tether_home, "set", "DB", "--group", "prod", stdin=CANARY))
+    _ok(cli("set", "DB", "--group", "prod", stdin=CANARY))
     assert Vault(Store.open(tether_home), tether_home).resolve("DB") == CANARY
-    assert "unlocked until" in _ok(_tether(tether_home, "list"))
-    assert "group prod locked" in _ok(_tether(tether_home, "lock", "prod"))
-    data = json.loads(_ok(_tether(tether_home, "list", "--json")))
+    assert "unlocked until" in _ok(cli("list"))
+    assert "group prod locked" in _ok(cli("lock", "prod"))
+    data = json.loads(_ok(cli("list", "--json")))
     assert data["groups"] == [
         {"name": "prod", "protected": True, "locked": True, "unlocked_until_ms": None, "items": 1},
     ]
-    _refused(_tether(tether_home, "group", "rm", "prod"), "REFUSED", "still holds 1 secret")
-    _refused(_tether(tether_home, "lock", "nope"), "NOT_FOUND", "vault group 'nope' does not exist")
+    _refused(cli("group", "rm", "prod"), "REFUSED", "still holds 1 secret")
+    _refused(cli("lock", "nope"), "NOT_FOUND", "vault group 'nope' does not exist")
 
 
-def test_cli_actions_are_audited_by_name_and_nothing_holds_the_canary(tether_home: Path) -> None:
-    _ok(_tether(tether_home, "group", "create", "prod", stdin=PASSPHRASE + "\n"))
-    _ok(_tether(tether_home, "unlock", "prod", stdin=PASSPHRASE + "\n"))
-    _ok(_tether(tether_home, "set", "DB", "--group", "prod", stdin=CANARY))
-    _refused(_tether(tether_home, "unlock", "prod", stdin="wrong\n"), "REFUSED", "wrong passphrase")
-    _ok(_tether(tether_home, "lock", "prod"))
-    _ok(_tether(tether_home, "group", "create", "plain", "--no-passphrase"))
-    _ok(_tether(tether_home, "list"))
+def test_cli_actions_are_audited_by_name_and_nothing_holds_the_canary(tether_home: Path, cli: Cli) -> None:
+    _ok(cli("group", "create", "prod", stdin=PASSPHRASE + "\n"))
+    _ok(cli("unlock", "prod", stdin=PASSPHRASE + "\n"))
+    _ok(cli("set", "DB", "--group", "prod", stdin=CANARY))
+    _refused(cli("unlock", "prod", stdin="wrong\n"), "REFUSED", "wrong passphrase")
+    _ok(cli("lock", "prod"))
+    _ok(cli("group", "create", "plain", "--no-passphrase"))
+    _ok(cli("list"))
     records = _audit_records(tether_home)
     assert [(r["action"], r["targets"], r["outcome"]) for r in records] == [
         ("group-create", ["prod"], "ok"),

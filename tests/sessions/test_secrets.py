@@ -8,6 +8,7 @@ import os
 import random
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -30,6 +31,23 @@ from tether.store.db import Store
 from tether.store.vault import Vault, VaultLockedError
 
 CANARY = 'Cn4ry/+sécret&x=1"q\\z'  # URL-, JSON- and base64-alphabet characters, and non-ASCII
+
+
+@pytest.fixture(autouse=True)
+def _close_stores(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every ``Store`` a test opens is closed at teardown: no connection outlives its test."""
+    opened: list[Store] = []
+    real_open = Store.open.__func__  # type: ignore[attr-defined]
+
+    def tracked(cls: type[Store], home: Path) -> Store:
+        store: Store = real_open(cls, home)
+        opened.append(store)
+        return store
+
+    monkeypatch.setattr(Store, "open", classmethod(tracked))
+    yield
+    for store in opened:
+        store.close()
 
 
 class FakeSource:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,23 @@ from tether.store.vault_crypto import VaultKeyError, create_master_key, read_mas
 
 CANARY = "tether-canary-7f3Qz9!pX"
 PASSPHRASE = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def _close_stores(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every ``Store`` a test opens is closed at teardown: no connection outlives its test."""
+    opened: list[Store] = []
+    real_open = Store.open.__func__  # type: ignore[attr-defined]
+
+    def tracked(cls: type[Store], home: Path) -> Store:
+        store: Store = real_open(cls, home)
+        opened.append(store)
+        return store
+
+    monkeypatch.setattr(Store, "open", classmethod(tracked))
+    yield
+    for store in opened:
+        store.close()
 
 
 class Clock:

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from tether.audit.log import AuditLog
@@ -98,8 +97,11 @@ def _read_passphrase(prompt: str) -> str:
 # -- audit --------------------------------------------------------------------------------------
 
 
-def _audited(action: str, targets: list[str], run: Callable[[], int], home: Path) -> int:
-    """Run ``run()``; log one ``cli`` record whatever happens (names only), then re-raise."""
+def _audited(vault: Vault, action: str, targets: list[str], run: Callable[[], int]) -> int:
+    """Run ``run()``; log one ``cli`` record whatever happens (names only), then re-raise.
+
+    The store is closed on the way out, so an in-process caller (tests) leaks no connection.
+    """
     outcome: Outcome = "error"
     detail = ""
     try:
@@ -116,15 +118,18 @@ def _audited(action: str, targets: list[str], run: Callable[[], int], home: Path
         outcome, detail = "cancelled", "interrupted at the prompt"
         raise
     finally:
-        AuditLog(home).append(
-            actor="cli",
-            source="cli",
-            tool="vault",
-            action=action,
-            targets=targets,
-            outcome=outcome,
-            detail=detail,
-        )
+        try:
+            AuditLog(vault.store.path.parent).append(
+                actor="cli",
+                source="cli",
+                tool="vault",
+                action=action,
+                targets=targets,
+                outcome=outcome,
+                detail=detail,
+            )
+        finally:
+            vault.store.close()
 
 
 def _vault() -> Vault:
@@ -149,7 +154,7 @@ def _set(args: argparse.Namespace) -> int:
         print(f"stored {info.name} in group {info.group}; use it as {{{{vault.{info.name}}}}}")
         return 0
 
-    return _audited("set", [args.name, args.group], run, vault.store.path.parent)
+    return _audited(vault, "set", [args.name, args.group], run)
 
 
 def _rm(args: argparse.Namespace) -> int:
@@ -160,7 +165,7 @@ def _rm(args: argparse.Namespace) -> int:
         print(f"removed {args.name} from group {group}")
         return 0
 
-    return _audited("rm", [args.name], run, vault.store.path.parent)
+    return _audited(vault, "rm", [args.name], run)
 
 
 def _lock(args: argparse.Namespace) -> int:
@@ -171,7 +176,7 @@ def _lock(args: argparse.Namespace) -> int:
         print(f"group {args.group} locked" + ("" if was_unlocked else " (it was not unlocked)"))
         return 0
 
-    return _audited("lock", [args.group], run, vault.store.path.parent)
+    return _audited(vault, "lock", [args.group], run)
 
 
 def _unlock(args: argparse.Namespace) -> int:
@@ -189,7 +194,7 @@ def _unlock(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return _audited("unlock", [args.group], run, vault.store.path.parent)
+    return _audited(vault, "unlock", [args.group], run)
 
 
 def _group_create(args: argparse.Namespace) -> int:
@@ -208,7 +213,7 @@ def _group_create(args: argparse.Namespace) -> int:
         print(f"created {kind} {info.name}")
         return 0
 
-    return _audited("group-create", [args.group], run, vault.store.path.parent)
+    return _audited(vault, "group-create", [args.group], run)
 
 
 def _group_rm(args: argparse.Namespace) -> int:
@@ -219,7 +224,7 @@ def _group_rm(args: argparse.Namespace) -> int:
         print(f"deleted group {args.group}")
         return 0
 
-    return _audited("group-rm", [args.group], run, vault.store.path.parent)
+    return _audited(vault, "group-rm", [args.group], run)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -235,7 +240,7 @@ def _list(args: argparse.Namespace) -> int:
             print(_listing_text(listing))
         return 0
 
-    return _audited("list", [], run, vault.store.path.parent)
+    return _audited(vault, "list", [], run)
 
 
 def _clock_time(ms: int) -> str:
