@@ -20,7 +20,7 @@ from tether.errors import UsageError
 from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor, new_conversation_id
 from tether.mcp.stdio import serve_stdio
-from tether.tools.catalog import build_catalog
+from tether.tools.catalog import ToolCatalog, build_catalog
 
 logger = logging.getLogger(__name__)
 
@@ -50,14 +50,19 @@ def conversation_from_env() -> str:
     return value
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
-    # SIGTERM/SIGHUP (a client closing its side, a service manager) end the loop like EOF does, so
-    # the catalog still closes and every job this conversation started is killed.
+async def _stop_on_signal(catalog: ToolCatalog) -> None:
+    # SIGTERM/SIGHUP (a client going away, a service manager) must still kill every job of this
+    # conversation. The loop cannot simply be cancelled: the SDK reads stdin in a worker thread that
+    # a cancellation cannot interrupt, so it would wait for an EOF that may never come. Close the
+    # catalog here, then leave at once.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
         async for signum in signals:
-            logger.info("received %s; shutting down", signal.Signals(signum).name)
-            scope.cancel()
-            return
+            name = signal.Signals(signum).name
+            logger.info("received %s; stopping this conversation's jobs and exiting", name)
+            with anyio.CancelScope(shield=True):
+                await catalog.aclose()
+            logging.shutdown()
+            os._exit(128 + signum)
 
 
 async def _serve(config: Config, conversation: str) -> None:
@@ -67,7 +72,7 @@ async def _serve(config: Config, conversation: str) -> None:
             catalog.registry, instructions=catalog.instructions(), conversation=conversation
         )
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            tg.start_soon(_stop_on_signal, catalog)
             await serve_stdio(front_door)
             tg.cancel_scope.cancel()
     finally:

@@ -40,6 +40,7 @@ class ToolCatalog:
     # System-prompt sections ("tool:bash" → text); MCP sends them as server instructions.
     hints: dict[str, str] = field(default_factory=dict)
     closers: list[Closer] = field(default_factory=list)
+    _closed: bool = False
 
     def instructions(self) -> str:
         intro = (
@@ -55,6 +56,10 @@ class ToolCatalog:
             await self.jobs.kill_owned_by(actor, "the conversation ended")
 
     async def aclose(self) -> None:
+        """Run the closers and kill every job; idempotent (a signal and a normal exit may both call it)."""
+        if self._closed:
+            return
+        self._closed = True
         for closer in reversed(self.closers):
             try:
                 await closer()
