@@ -1,0 +1,241 @@
+"""Per-shell write locks shared by every tether process of one ``TETHER_HOME`` (``safety.lock``).
+
+Invariant: an agent write to a shell with ``lock: require`` happens only while its caller holds
+an exclusive ``flock`` on ``$TETHER_HOME/locks/<shell>.lock`` through an open file description of
+its own. So writes to one shell are serialised across processes *and* across tasks of one process
+(two ``open()`` calls are two descriptions, and ``flock`` makes them exclude each other), and the
+lock can never be stuck: the kernel drops it when the holder's descriptor is closed — by
+``release``, by cancellation, or by the holder's death (SIGKILL included).
+
+How a waiter waits (no thread, no timeout, cancellable):
+
+1. open the lock file ``O_RDWR`` once and try ``flock(LOCK_EX | LOCK_NB)``; uncontended, done;
+2. otherwise register for ``IN_CLOSE_WRITE`` on the locks directory (``close_watch``), then loop:
+   clear the event, try again, and sleep on the event. A holder lets go by closing its
+   descriptor, which raises ``IN_CLOSE_WRITE`` — also when it dies — so the waiter wakes. The event
+   is registered *before* the retry, so a release between a failed try and the wait is not lost.
+   A waiter keeps its one descriptor across retries, so waiting never closes a writable descriptor
+   and waiters never wake each other in a loop.
+
+Cancelling the waiting task closes its descriptor in a ``finally``, so a cancelled wait never
+holds the lock (and a cancellation right after acquiring releases it). There is no separate
+timeout (spec: "无单独超时"); the caller's own wait bounds it. ``flock`` is not FIFO: under heavy
+contention a waiter may be overtaken. Locks are not re-entrant: a task holding a shell's lock
+must not acquire it again. Lock files are small and never deleted (deleting a file other processes
+may hold open would let two holders lock two different inodes).
+
+While holding, the lock file holds one JSON line naming the holder (actor, pid, since), which
+``holder()`` reports for ``shell_state``; whether the lock is held is decided by the kernel (a
+non-blocking probe), never by that text, so a dead holder's leftover line means nothing.
+
+``lock: ignore`` takes no lock and never waits. A *manual* lock (``manual_locks``) refuses every
+agent write at once, whichever mode — it is checked before waiting and again after acquiring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from tether.store.close_watch import CloseWatch
+from tether.store.db import Store
+from tether.store.manual_locks import ManualLock, ManualLocks, check_shell_id
+
+LockMode = Literal["require", "ignore"]
+LOCKS_DIR = "locks"
+_BACKOFF_S = (0.005, 0.01, 0.02, 0.05, 0.1)  # only without inotify
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockHolder:
+    """Who holds a shell's write lock right now (``actor`` is a conversation id, panel, cli)."""
+
+    actor: str
+    pid: int
+    since_ms: int
+
+
+@dataclass(slots=True, kw_only=True)
+class WriteLease:
+    """A held (or, with ``mode="ignore"``, skipped) write lock. ``release`` is idempotent."""
+
+    shell_id: str
+    actor: str
+    mode: LockMode
+    waited_ms: int = 0
+    _fd: int | None = field(default=None, repr=False)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the description releases the flock and wakes waiters
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockState:
+    """What ``shell_state`` shows about a shell's locks."""
+
+    shell_id: str
+    manual: ManualLock | None = None
+    holder: LockHolder | None = None
+
+    def locked_for(self, actor: str) -> bool:
+        """``locked``: a person locked it, or another conversation's write holds it right now."""
+        return self.manual is not None or (self.holder is not None and self.holder.actor != actor)
+
+    def state_for(self, actor: str) -> Literal["locked", "unlocked"]:
+        return "locked" if self.locked_for(actor) else "unlocked"
+
+
+class WriteLocks:
+    """The flock-based write locks of one home (see the module docstring)."""
+
+    def __init__(self, home: Path) -> None:
+        self.dir = home / LOCKS_DIR
+
+    def path(self, shell_id: str) -> Path:
+        return self.dir / f"{check_shell_id(shell_id)}.lock"
+
+    async def acquire(self, shell_id: str, *, actor: str) -> WriteLease:
+        """Wait (without a timeout, cancellably) until this caller holds the shell's lock."""
+        path = self.path(shell_id)
+        self._ensure_dir()
+        started = time.monotonic()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            if not _try_lock(fd):
+                await self._wait(fd, path.name)
+            _write_holder(fd, actor)
+        except BaseException:
+            os.close(fd)
+            raise
+        waited = int((time.monotonic() - started) * 1000)
+        return WriteLease(shell_id=shell_id, actor=actor, mode="require", waited_ms=waited, _fd=fd)
+
+    async def _wait(self, fd: int, name: str) -> None:
+        event = CloseWatch.register(self.dir, name)
+        if event is None:
+            await _wait_backoff(fd)
+            return
+        try:
+            while True:
+                event.clear()
+                if _try_lock(fd):
+                    return
+                await event.wait()
+        finally:
+            CloseWatch.unregister(self.dir, name, event)
+
+    def holder(self, shell_id: str) -> LockHolder | None:
+        """Who holds the lock now (``None``: nobody). Probes with a non-blocking ``flock``."""
+        try:
+            fd = os.open(self.path(shell_id), os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            # Opened for writing on purpose: if the probe wins the lock for an instant, its close
+            # raises IN_CLOSE_WRITE, so a waiter that lost a try to the probe is woken again.
+            if _try_lock(fd):
+                return None
+            return _read_holder(fd)
+        finally:
+            os.close(fd)
+
+    def _ensure_dir(self) -> None:
+        if not self.dir.is_dir():
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+class ShellLocks:
+    """Manual locks plus write locks: what the run/send paths and ``shell_state`` use."""
+
+    def __init__(self, home: Path, store: Store) -> None:
+        self.manual = ManualLocks(store)
+        self.writes = WriteLocks(home)
+
+    def check_manual(self, shell_id: str) -> None:
+        """``RefusedError`` at once when a person locked the shell."""
+        self.manual.check(shell_id)
+
+    async def acquire(self, shell_id: str, *, actor: str, mode: LockMode = "require") -> WriteLease:
+        """Refuse at once on a manual lock; with ``require`` wait for the write lock, with
+        ``ignore`` return an unheld lease at once. The caller must ``release()`` the lease."""
+        if mode not in ("require", "ignore"):
+            raise ValueError(f"lock mode {mode!r}")
+        check_shell_id(shell_id)
+        self.manual.check(shell_id)
+        if mode == "ignore":
+            return WriteLease(shell_id=shell_id, actor=actor, mode="ignore")
+        lease = await self.writes.acquire(shell_id, actor=actor)
+        try:
+            # A person may have locked the shell while we waited: they win.
+            self.manual.check(shell_id)
+        except BaseException:
+            lease.release()
+            raise
+        return lease
+
+    @contextlib.asynccontextmanager
+    async def hold(
+        self, shell_id: str, *, actor: str, mode: LockMode = "require"
+    ) -> AsyncIterator[WriteLease]:
+        """``async with locks.hold(id, actor=…, mode=…) as lease:`` — released on any exit."""
+        lease = await self.acquire(shell_id, actor=actor, mode=mode)
+        try:
+            yield lease
+        finally:
+            lease.release()
+
+    def lock_state(self, shell_id: str) -> LockState:
+        return LockState(
+            shell_id=shell_id, manual=self.manual.get(shell_id), holder=self.writes.holder(shell_id)
+        )
+
+    def is_locked(self, shell_id: str, *, actor: str | None = None) -> bool:
+        """Manual lock, or a write held by someone other than ``actor`` (anyone, if ``None``)."""
+        state = self.lock_state(shell_id)
+        if actor is None:
+            return state.manual is not None or state.holder is not None
+        return state.locked_for(actor)
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+async def _wait_backoff(fd: int) -> None:
+    step = 0
+    while not _try_lock(fd):
+        await asyncio.sleep(_BACKOFF_S[min(step, len(_BACKOFF_S) - 1)])
+        step += 1
+
+
+def _write_holder(fd: int, actor: str) -> None:
+    line = json.dumps({"actor": actor, "pid": os.getpid(), "since_ms": int(time.time() * 1000)}) + "\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, line.encode("utf-8"), 0)
+
+
+def _read_holder(fd: int) -> LockHolder:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+        return LockHolder(actor=str(data["actor"]), pid=int(data["pid"]), since_ms=int(data["since_ms"]))
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        # Held, but the holder has not written its name yet (or wrote something else).
+        return LockHolder(actor="unknown", pid=0, since_ms=0)
