@@ -36,6 +36,7 @@ TREE_MARKER = "TETHER_TREE_ID"
 
 _subreaper_done = False
 _detached: list[ProcessTree] = []  # trees released with keep_running, reaped as their members end
+_live_roots: set[int] = set()  # roots of unsettled trees: our own children, never another tree's escapee
 _counter = itertools.count(1)
 
 
@@ -204,7 +205,7 @@ def _stat_fields(pid: int) -> tuple[str, int, int] | None:
 def _has_marker(pid: int, marker: bytes) -> bool:
     # A process in the middle of execve() shows an empty environ until the new image is set up;
     # retry briefly rather than miss an escapee caught mid-exec (a zombie's stays empty).
-    for _ in range(200):
+    for _ in range(50):
         try:
             data = _read(f"/proc/{pid}/environ")
         except OSError:
@@ -229,6 +230,7 @@ class ProcessTree:
 
     @classmethod
     def adopt(cls, root_pid: int, marker: str | None) -> ProcessTree:
+        _live_roots.add(root_pid)
         return cls(root_pid=root_pid, marker=marker, cgroup=None)
 
     def enter_cgroup(self) -> bool:
@@ -269,7 +271,11 @@ class ProcessTree:
             if _subreaper_done:
                 # Escapees whose parent died were re-parented to us; the inherited marker says
                 # which tree they came from (race-free, unlike the cgroup move after exec).
-                seeds.update(pid for pid in _adopted_candidates() if _has_marker(pid, self._marker))
+                seeds.update(
+                    pid
+                    for pid in _adopted_candidates()
+                    if pid not in _live_roots and _has_marker(pid, self._marker)
+                )
             else:
                 seeds.update(self._scan_proc(me))
         found: set[int] = set()
@@ -332,6 +338,7 @@ class ProcessTree:
 
     def release(self, *, keep_running: bool = False) -> None:
         """Forget the cgroup. With ``keep_running`` live members move to our own cgroup first."""
+        _live_roots.discard(self.root_pid)
         if keep_running:
             # Left running on purpose; when they end later they are zombies of ours to collect.
             _detached.append(self)
