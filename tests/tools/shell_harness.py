@@ -59,7 +59,12 @@ async def open_shell(client: Client, **action: Any) -> str:
 
 async def run(client: Client, shell: str, command: str, **extra: Any) -> dict[str, Any]:
     wait = extra.pop("wait", {"kind": "exit"})
-    task = {"target": {"sessions": shell}, "action": {"kind": "run", "command": command}, "wait": wait, **extra}
+    task = {
+        "target": {"sessions": shell},
+        "action": {"kind": "run", "command": command},
+        "wait": wait,
+        **extra,
+    }
     _, data = await call(client, "shell_run", {"tasks": [task]})
     task_out: dict[str, Any] = data["tasks"][0]
     return task_out

@@ -75,7 +75,7 @@ _TAIL_LINE_RE = re.compile(r"(?m)^.{0,42}\};__te[ \t]*(?:\n|$)")
 _TRAILING_RE = re.compile(r"(?m)[ \t]+$")
 
 
-def render_text(raw: bytes) -> str:
+def render_text(raw: bytes, *, keep_trailing: bool = False) -> str:
     """Raw terminal bytes → display text, in whole-buffer passes (fast for hundreds of MB)."""
     text = plain_bytes(strip_markers(raw)).decode("utf-8", "replace").replace("\r\n", "\n")
     if "\r" in text or "\b" in text:
@@ -85,7 +85,7 @@ def render_text(raw: bytes) -> str:
         text = _ECHO_HEAD_RE.sub("", text)
         text = _SCRUB_RE.sub("", text)
     text = _CTRL_RE.sub("", text.replace("\t", "    "))
-    return _TRAILING_RE.sub("", text)
+    return text if keep_trailing else _TRAILING_RE.sub("", text)
 
 
 def render(raw: bytes) -> list[str]:

@@ -115,7 +115,7 @@ class _Scanner:
                 self.bell = True
             if self.spec.kind == "match" and self.spec.regex is not None and self.matched is None and fresh:
                 # JS semantics: ^ and $ anchor the subject, so the pattern is tried line by line.
-                lines = (self._text + render_text(fresh)).split("\n")
+                lines = (self._text + render_text(fresh, keep_trailing=True)).split("\n")
                 self._text = lines[-1][-65536:]
                 for line in lines:
                     m2 = self.spec.regex.search(line)

@@ -10,8 +10,8 @@ bracketed by two markers carrying a per-run nonce::
 ``ESC ] 6973 ; NONCE ; e ; STATUS ESC \\``. OSC 6973 means nothing to tmux, so no screen shows it;
 only the raw log has it. The braces on their own lines keep a trailing ``# comment`` and a heredoc
 inside the group. When the list is aborted (Ctrl-C kills the foreground job, so bash drops the rest
-of the line) the prompt hook ``__tp`` — an element of ``PROMPT_COMMAND`` that ``__tb`` re-adds if
-a user replaced the variable — prints the end marker with ``$?`` before the next prompt. After
+of the line) the prompt hook ``__tp`` — first in ``PROMPT_COMMAND``, re-added by ``__tb`` if a
+user replaced the variable, and kept exported while the variable is a string — prints the end marker with ``$?`` before the next prompt. After
 ``exec bash`` the new shell has the same pid, imports the exported functions and the exported
 ``PROMPT_COMMAND=__tp``, and reports through ``__tp`` with the nonce ``*`` (the nonce itself lives
 in an unexported variable, so ``env`` never prints it).
@@ -28,7 +28,12 @@ if [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi
 __tb() {
   __tether_n=$1; export __tether_p=$$
   printf '\033]6973;%s;b\033\\' "$1"
-  case " ${PROMPT_COMMAND[*]} " in *" __tp "*) ;; *) PROMPT_COMMAND+=(__tp) ;; esac
+  __tether_hook
+}
+__tether_hook() {
+  case " ${PROMPT_COMMAND[*]} " in *[\ \;]__tp[\ \;]*) return ;; esac
+  if [[ ${#PROMPT_COMMAND[@]} -gt 1 ]]; then PROMPT_COMMAND+=(__tp)
+  else PROMPT_COMMAND="__tp${PROMPT_COMMAND:+;$PROMPT_COMMAND}"; export PROMPT_COMMAND; fi
 }
 __te() {
   local s=$? n=${__tether_n-}
@@ -45,8 +50,8 @@ __tp() {
   fi
   return $s
 }
-export -f __tb __te __tp
-case " ${PROMPT_COMMAND[*]} " in *" __tp "*) ;; *) PROMPT_COMMAND+=(__tp) ;; esac
+export -f __tb __te __tp __tether_hook
+__tether_hook
 """
 
 

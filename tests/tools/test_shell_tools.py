@@ -1,0 +1,405 @@
+"""The persistent-shell tools through the official MCP client over ``tether mcp`` (stdio)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from shell_harness import call, open_shell, run, shell_client, text_of
+
+
+async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, label="waits", cwd=str(tmp_path))
+        assert (await run(client, shell, "true"))["exitCode"] == 0
+        # cd and variables persist: the command runs in the shell itself.
+        await run(client, shell, "cd /tmp && X=42")
+        out = await run(client, shell, "echo $X $PWD")
+        assert out["lines"] == ["42 /tmp"]
+        # A code mismatch is reported at once, as not met.
+        out = await run(client, shell, "(exit 4)", wait={"kind": "exit", "code": 0})
+        assert out["exitCode"] == 4 and out["met"] is False
+        assert any("exit=4 ≠ expected 0" in line for line in out["lines"])
+        # Trailing comment and heredoc keep exact codes.
+        assert (await run(client, shell, "(exit 5) # a comment"))["exitCode"] == 5
+        out = await run(client, shell, "cat <<'EOF'\nline one\nEOF\n(exit 6)")
+        assert out["exitCode"] == 6 and out["lines"] == ["line one"]
+        # idle (default wait)
+        out = await run(client, shell, "echo idle-done", wait={"kind": "idle"})
+        assert out["met"] is True and out["lines"] == ["idle-done"]
+        # match only sees output after the command starts (its echo does not count)
+        out = await run(
+            client, shell, "sleep 0.2; echo READY-1", wait={"kind": "match", "pattern": "READY-\\d"}
+        )
+        assert out["met"] is True
+        # bell
+        out = await run(client, shell, "sleep 0.1; printf '\\a'", wait={"kind": "bell"})
+        assert out["met"] is True
+        # file
+        target = tmp_path / "made.txt"
+        out = await run(
+            client, shell, f"sleep 0.2; touch {target}", wait={"kind": "file", "path": str(target)}
+        )
+        assert out["met"] is True and target.exists()
+        # noproc and cpu
+        out = await run(client, shell, "sleep 0.3", wait={"kind": "noproc", "proc": "sleep", "pollMs": 20})
+        assert out["met"] is True
+        out = await run(client, shell, "sleep 0.3", wait={"kind": "cpu", "threshold": 50, "pollMs": 20})
+        assert out["met"] is True
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {"target": {"sessions": shell}, "action": {"kind": "read"}, "wait": {"kind": "idle"}}
+                ]
+            },
+        )
+        assert data["tasks"][0]["met"] is True
+        # A timeout reports and never kills: the command is still running afterwards.
+        out = await run(client, shell, "sleep 5", wait={"kind": "exit", "timeoutMs": 200})
+        assert out["met"] is False and out["exitCode"] is None, out["error"]
+        text, data = await call(client, "shell_state", {"sessions": shell, "fg": "sleep"})
+        assert data["shells"] and data["shells"][0]["fg"] == "sleep", text
+        # exit bound to a runId from shell_read
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": shell},
+                        "action": {"kind": "read"},
+                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 10000},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["exitCode"] == 0 and data["tasks"][0]["met"] is True
+
+
+async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        first = await run(
+            client, shell, "for i in 1 2 3; do echo n$i; sleep 0.1; done; (exit 9)", wait={"kind": "none"}
+        )
+        assert first["runId"] and first["exitCode"] is None
+        second = await run(client, shell, "echo other", wait={"kind": "none"}) if False else None
+        assert second is None
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": shell},
+                        "action": {"kind": "read", "mode": "since"},
+                        "wait": {"kind": "exit", "runId": first["runId"]},
+                    }
+                ]
+            },
+        )
+        task = data["tasks"][0]
+        assert task["exitCode"] == 9
+        assert [x for x in task["lines"] if x.startswith("n")] == ["n1", "n2", "n3"]
+        # nothing new since the last read
+        _, data = await call(
+            client,
+            "shell_read",
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "since"}}]},
+        )
+        assert not [x for x in data["tasks"][0]["lines"] if x.startswith("n")]
+
+
+async def test_interactive_programs(tether_home: Path, tmp_path: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        tgt = {"sessions": shell}
+
+        async def send(text: str, keys: list[str] | None = None, pre: list[str] | None = None) -> list[str]:
+            action: dict[str, object] = {"kind": "send", "text": text, "keys": keys or []}
+            if pre:
+                action["preKeys"] = pre
+            _, data = await call(client, "shell_send", {"tasks": [{"target": tgt, "action": action}]})
+            lines: list[str] = data["tasks"][0]["lines"]
+            return lines
+
+        # Python REPL: start it, wait for its prompt, type into it, leave it.
+        out = await run(client, shell, "python3 -q", wait={"kind": "match", "pattern": ">>> "})
+        assert out["met"] is True, out
+        lines = await send("print(40+2)", ["Enter"])
+        assert "42" in lines
+        await send("exit()", ["Enter"])
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {
+                        "target": tgt,
+                        "action": {"kind": "read"},
+                        "wait": {"kind": "exit", "runId": out["runId"]},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["exitCode"] == 0
+        # read -p answered through shell_send
+        out = await run(
+            client,
+            shell,
+            "read -p 'Name? ' n; echo hello-$n; [ \"$n\" = bob ]",
+            wait={"kind": "match", "pattern": "Name\\? "},
+        )
+        await send("bob", ["Enter"])
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {
+                        "target": tgt,
+                        "action": {"kind": "read"},
+                        "wait": {"kind": "exit", "runId": out["runId"]},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["exitCode"] == 0
+        # less and vim, entered and left with keys
+        (tmp_path / "f.txt").write_text("\n".join(f"row {i}" for i in range(200)))
+        out = await run(
+            client, shell, f"less {tmp_path / 'f.txt'}", wait={"kind": "match", "pattern": "row 1"}
+        )
+        await send("", ["q"])
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {
+                        "target": tgt,
+                        "action": {"kind": "read"},
+                        "wait": {"kind": "exit", "runId": out["runId"]},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["exitCode"] == 0
+        out = await run(client, shell, f"vim -u NONE {tmp_path / 'v.txt'}", wait={"kind": "none"})
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {"target": tgt, "action": {"kind": "read"}, "wait": {"kind": "foreground", "proc": "vim"}}
+                ]
+            },
+        )
+        assert data["tasks"][0]["met"] is True
+        await send("ihello from vim", ["Escape"])
+        await send(":wq", ["Enter"])
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {
+                        "target": tgt,
+                        "action": {"kind": "read"},
+                        "wait": {"kind": "exit", "runId": out["runId"]},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["exitCode"] == 0
+        assert (tmp_path / "v.txt").read_text() == "hello from vim\n"
+        # C-c stops sleep 1000 and the run reports 130
+        out = await run(client, shell, "sleep 1000; echo never", wait={"kind": "none"})
+        await send("", ["C-c"])
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [
+                    {
+                        "target": tgt,
+                        "action": {"kind": "read", "mode": "tail"},
+                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 5000},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["exitCode"] == 130
+        assert not any("never" in x for x in data["tasks"][0]["lines"] if "echo never" not in x)
+        # The user's own PS1 / PROMPT_COMMAND, then exec bash: codes stay exact.
+        await run(client, shell, "PS1='custom> '; PROMPT_COMMAND='true'")
+        assert (await run(client, shell, "(exit 17)"))["exitCode"] == 17
+        out = await run(client, shell, "exec bash")
+        assert out["exitCode"] == 0
+        assert (await run(client, shell, "(exit 18)"))["exitCode"] == 18
+
+
+async def test_read_modes_and_search(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        tgt = {"sessions": shell}
+        await run(client, shell, "seq 1 3000")
+
+        async def read(action: dict[str, object], **task: object) -> dict[str, object]:
+            _, data = await call(
+                client,
+                "shell_read",
+                {"tasks": [{"target": tgt, "action": {"kind": "read", **action}, **task}]},
+            )
+            result: dict[str, object] = data["tasks"][0]
+            return result
+
+        tail = await read({"mode": "tail"}, output={"lines": 5})
+        assert len(tail["lines"]) == 5 and "3000" in tail["lines"]  # type: ignore[operator]
+        screen = await read({"mode": "screen"})
+        assert "3000" in screen["lines"]  # type: ignore[operator]
+        hist = await read({"mode": "history"})
+        lines = hist["lines"]
+        assert isinstance(lines, list) and lines[0].endswith("earlier lines dropped]") and "3000" in lines
+        summary = await read({"mode": "summary"})
+        assert isinstance(summary["lines"], list) and summary["lines"][-1].endswith("lines total]")
+        found = await read({"search": "^29\\d\\d$", "context": 1}, output={"lines": 10})
+        text = found["lines"]
+        assert isinstance(text, list) and text[0].startswith(
+            "100 matches, 10 on this page, from 0; next: matchOffset=10"
+        )
+        page2 = await read({"search": "^29\\d\\d$", "matchOffset": 95}, output={"lines": 10})
+        assert isinstance(page2["lines"], list) and page2["lines"][0].startswith(
+            "100 matches, 5 on this page, from 95; no more"
+        )
+        await read({"mode": "diff"})
+        same = await read({"mode": "diff", "ifChanged": True})
+        assert same["lines"] == ["unchanged"]
+        await run(client, shell, "echo changed-now")
+        diff = await read({"mode": "diff"})
+        assert any(str(x).startswith("+") and "changed-now" in str(x) for x in diff["lines"])  # type: ignore[attr-defined]
+
+
+async def test_validation_errors(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        a = await open_shell(client)
+        b = await open_shell(client)
+        cases = [
+            ("shell_run", {"tasks": [{"action": {"kind": "run", "command": "true"}}]}, "ambiguous"),
+            (
+                "shell_run",
+                {"tasks": [{"target": {"sessions": "*"}, "action": {"kind": "run", "command": "true"}}]},
+                "not allowed",
+            ),
+            (
+                "shell_run",
+                {
+                    "tasks": [
+                        {"target": {"sessions": a}, "action": {"kind": "run", "command": "true"}},
+                        {"target": {"sessions": a}, "action": {"kind": "run", "command": "true"}},
+                    ]
+                },
+                "only once",
+            ),
+            (
+                "shell_send",
+                {"tasks": [{"target": {"sessions": a}, "action": {"kind": "send", "text": "a\nb"}}]},
+                "newline",
+            ),
+            ("shell_run", {"tasks": [{"target": {"sessions": a}, "action": {"kind": "run"}}]}, "command"),
+            ("shell_run", {"session": a}, "tasks"),
+            (
+                "shell_read",
+                {"tasks": [{"target": {"sessions": "dsh-zzzzzz"}, "action": {"kind": "read"}}]},
+                "no live shell",
+            ),
+        ]
+        for tool, args, needle in cases:
+            result = await client.call_tool(tool, args)
+            assert needle in text_of(result), (tool, args, text_of(result))
+        # maxSessions pre-check rejects the whole batch
+        result = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open", "count": 7}}]})
+        assert result.is_error and "maxSessions" in text_of(result)
+        text, data = await call(client, "shell_state", {})
+        assert {r["shell"] for r in data["shells"]} == {a, b}
+
+
+async def test_restart_keeps_shells_and_other_conversations(tether_home: Path) -> None:
+    async with shell_client(tether_home, "conv-one") as client:
+        shell = await open_shell(client, label="keep")
+        await run(client, shell, "Y=persisted")
+    async with shell_client(tether_home, "conv-one") as client:
+        out = await run(client, shell, "echo $Y")  # explicit id
+        assert out["lines"] == ["persisted"]
+        _, data = await call(
+            client,
+            "shell_run",
+            {"tasks": [{"action": {"kind": "run", "command": "echo mine-ok"}, "wait": {"kind": "exit"}}]},
+        )
+        assert data["tasks"][0]["shell"] == shell and data["tasks"][0]["lines"] == ["mine-ok"]
+    async with shell_client(tether_home, "conv-two") as client:
+        _, data = await call(client, "shell_state", {"scope": "*"})
+        assert data["shells"][0]["owner"] == "others"
+        _, data = await call(
+            client,
+            "shell_state",
+            {"scope": "*", "owner": "others", "state": "idle,unlocked", "withGit": True, "verbose": True},
+        )
+        assert [r["shell"] for r in data["shells"]] == [shell] and data["diagnostics"]["liveShells"] == 1
+        _, data = await call(client, "shell_state", {})
+        assert data["shells"] == []
+
+
+async def test_thousand_random_exit_codes(tether_home: Path) -> None:
+    rng = random.Random(1234)
+    async with shell_client(tether_home) as client:
+        _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "count": 8}}]})
+        shells = [t["shell"] for t in data["tasks"]]
+        done = 0
+        while done < 1000:
+            codes = [rng.randrange(256) for _ in shells]
+            tasks = [
+                {
+                    "target": {"sessions": s},
+                    "action": {"kind": "run", "command": f"(exit {c})"},
+                    "wait": {"kind": "exit"},
+                }
+                for s, c in zip(shells, codes, strict=True)
+            ]
+            _, data = await call(client, "shell_run", {"tasks": tasks, "concurrency": 8})
+            assert [t["exitCode"] for t in data["tasks"]] == codes
+            done += len(codes)
+
+
+async def test_hundred_megabytes_history_and_search(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        n = 12_500_000  # seq 1..n prints ~100 MB
+        out = await run(
+            client,
+            shell,
+            f"seq 1 {n}",
+            wait={"kind": "exit", "timeoutMs": 120000},
+            output={"showing": "summary"},
+        )
+        assert out["exitCode"] == 0 and out["lines"][-1] == f"[{n} lines total]"
+        assert (tether_home / "logs" / f"{shell}.log").stat().st_size > 100_000_000
+        _, data = await call(
+            client,
+            "shell_read",
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "history"}}]},
+        )
+        lines = data["tasks"][0]["lines"]
+        assert str(n) in lines and str(n - 1000) in lines
+        _, data = await call(
+            client,
+            "shell_read",
+            {
+                "tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "search": "1234567"}}],
+            },
+        )
+        head = data["tasks"][0]["lines"][0]
+        # 1234567, 1234567x (10 numbers) and 11234567: exactly 12 lines contain it
+        assert head.startswith("12 matches"), head
