@@ -4,6 +4,7 @@ look-alikes, verdict texts, and the ``[guard]`` section of config.toml."""
 from __future__ import annotations
 
 import threading
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,7 @@ DANGEROUS: list[tuple[str, str]] = [
     ("cp disk.img /dev/sdc", "block-device-write"),
     ("shred -n1 /dev/sda", "block-device-write"),
     ("wipefs -a /dev/sdb", "block-device-write"),
+    ("mkswap /dev/sdb2", "block-device-write"),
     # fork bombs
     (":(){ :|:& };:", "fork-bomb"),
     (":(){ :|: & };:", "fork-bomb"),
@@ -249,6 +251,8 @@ DANGEROUS: list[tuple[str, str]] = [
     ("kill -s KILL -1", "kill-all"),
     ("kill -- -1", "kill-all"),
     ("sudo kill -9 -1", "kill-all"),
+    ("killall5 -9", "kill-all"),
+    ("loginctl reboot", "power-off"),
     # system files
     (": > /etc/passwd", "truncate-system-file"),
     ("> /etc/shadow", "truncate-system-file"),
@@ -339,7 +343,7 @@ BENIGN: list[str] = [
     "type rm",
     "base64 file",
     "base64 -d x > out.bin",
-    "export PATH=\"$HOME/bin:$PATH\"",
+    'export PATH="$HOME/bin:$PATH"',
     "cd ~ && ls",
     'for f in *.txt; do wc -l "$f"; done',
     "nohup ./server > server.log 2>&1 &",
@@ -437,9 +441,17 @@ def test_deep_nesting_is_refused_not_crashed(guard: Guard) -> None:
     deep = "echo " + "$(" * 3000 + "ls" + ")" * 3000
     assert guard.check(deep).rule == "unparseable"
     code = "rm -rf /"
-    for _ in range(12):
+    for _ in range(10):
         code = "bash -c " + _single_quote(code)
     assert guard.check(code).rule == "unparseable"
+
+
+def test_adversarial_size_is_bounded(guard: Guard) -> None:
+    loops = "".join(f"for v{i} in 1 2 3 4 5 6 7 8; do " for i in range(12)) + "rm -rf /$v11" + "; done" * 12
+    assert guard.check(loops).rule == "recursive-delete"
+    many = "; ".join(["ls"] * 6000)
+    verdict = guard.check(many)
+    assert verdict.rule == "unparseable" and "too many commands" in verdict.why
 
 
 def _single_quote(text: str) -> str:
@@ -511,6 +523,7 @@ why = "deletes a whole namespace"
     assert verdict.why == "destroys managed infrastructure"
     assert verdict.how.startswith("Run terraform plan -destroy")
     assert verdict.command == "sudo terraform destroy -auto-approve"
+    assert guard.check("sudo /usr/local/bin/terraform destroy").rule == "terraform-destroy"
     assert guard.check("bash -c 'tofu apply -destroy'").rule == "terraform-destroy"
     assert guard.check("terraform plan").allowed
     assert guard.check("kubectl delete namespace prod").rule == "kubectl-delete-ns"
@@ -551,7 +564,10 @@ def test_config_protects_more_directories(tether_home: Path) -> None:
         ('[[guard.rules]]\nid = "a"\ncommand = "x"\nwhy = "  "\n', ".why must be a non-empty string"),
         ('[[guard.rules]]\nid = "a"\ncommand = "x"\nwhy = "y"\nargs_any = "z"\n', ".args_any must be a list"),
         ('[[guard.rules]]\nid = "a"\ncommand = "x"\nwhy = "y"\nargs = ["z"]\n', "unknown setting 'args'"),
-        ('[[guard.rules]]\nid = "a"\ncommand = "x"\nwhy = "y"\nadvice = 1\n', ".advice must be a non-empty string"),
+        (
+            '[[guard.rules]]\nid = "a"\ncommand = "x"\nwhy = "y"\nadvice = 1\n',
+            ".advice must be a non-empty string",
+        ),
     ],
 )
 def test_bad_config_is_a_clear_usage_error(tether_home: Path, text: str, fragment: str) -> None:
@@ -565,8 +581,6 @@ def test_parse_section_accepts_the_documented_example() -> None:
     docs = Path(__file__).resolve().parents[2] / "docs" / "readme" / "guard.md"
     text = docs.read_text(encoding="utf-8")
     block = text.split("```toml\n", 1)[1].split("```", 1)[0]
-    import tomllib
-
     settings = parse_section(tomllib.loads(block)["guard"])
     guard = Guard.from_settings(settings)
     assert "git-force-push" in settings.disabled

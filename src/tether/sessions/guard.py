@@ -31,6 +31,9 @@ BYPASS_HOW = (
     "non-empty safety.reason quoting that request."
 )
 _MAX_SHOWN = 300
+# Events one check may judge before it gives up and refuses: bounds the work of adversarial
+# text (code nested in code with many `find -exec` roots) at a few tens of milliseconds.
+MAX_EVENTS = 5_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,22 +97,24 @@ class Guard:
         if not command.strip():
             return ALLOWED
         try:
-            for event in events(command):
+            for count, event in enumerate(events(command)):
+                if count >= MAX_EVENTS:
+                    return self._too_big(command, "the command runs too many commands for the guard to read")
                 for rule in self._rules:
                     why = rule.judge(event, self._env)
                     if why is not None:
                         return _blocked(rule, event, why)
         except RecursionError:
-            unparseable = next((r for r in self._rules if r.id == "unparseable"), None)
-            if unparseable is not None:
-                return Verdict(
-                    allowed=False,
-                    rule=unparseable.id,
-                    command=_shorten(command),
-                    why="the command is nested too deeply for the guard to read",
-                    how=f"{unparseable.advice} {BYPASS_HOW}",
-                )
+            return self._too_big(command, "the command is nested too deeply for the guard to read")
         return ALLOWED
+
+    def _too_big(self, command: str, why: str) -> Verdict:
+        rule = next((r for r in self._rules if r.id == "unparseable"), None)
+        if rule is None:
+            return ALLOWED
+        return Verdict(
+            allowed=False, rule=rule.id, command=_shorten(command), why=why, how=f"{rule.advice} {BYPASS_HOW}"
+        )
 
 
 def _blocked(rule: Rule, event: Event, why: str) -> Verdict:

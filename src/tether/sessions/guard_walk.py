@@ -90,11 +90,12 @@ class _State:
     judged as if in ``/``, which errs on the side of refusing.
     """
 
-    __slots__ = ("cwd", "vars")
+    __slots__ = ("cwd", "loop_factor", "vars")
 
     def __init__(self, cwd: str = "", known: Mapping[str, str] | None = None) -> None:
         self.cwd = cwd
         self.vars: dict[str, str] = dict(known or {})
+        self.loop_factor = 1  # how many times the current body is being walked, over all loops
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +190,7 @@ def _assignment(node: Node, ctx: _Ctx) -> Iterator[Event]:
         yield from _reparse(word, text_of(node), ctx)
 
 
-_MAX_LOOP_VALUES = 8
+_MAX_LOOP_WALKS = 16
 
 
 def _for(node: Node, ctx: _Ctx) -> Iterator[Event]:
@@ -202,13 +203,20 @@ def _for(node: Node, ctx: _Ctx) -> Iterator[Event]:
         return
     name = text_of(variable)
     words = [resolve(value, ctx.state.vars) for value in values]
-    literal = words and len(words) <= _MAX_LOOP_VALUES and not any(w.dynamic for w in words)
-    for word in words if literal else [None]:
-        if word is None:
-            ctx.state.vars.pop(name, None)
-        else:
-            ctx.state.vars[name] = word.value
-        yield from _walk(body, ctx)
+    # Nested loops multiply the walks; past the cap the variable is simply unknown.
+    factor = ctx.state.loop_factor * len(words)
+    literal = words and factor <= _MAX_LOOP_WALKS and not any(w.dynamic for w in words)
+    outer = ctx.state.loop_factor
+    ctx.state.loop_factor = factor if literal else outer
+    try:
+        for word in words if literal else [None]:
+            if word is None:
+                ctx.state.vars.pop(name, None)
+            else:
+                ctx.state.vars[name] = word.value
+            yield from _walk(body, ctx)
+    finally:
+        ctx.state.loop_factor = outer
 
 
 def _pipeline(node: Node, ctx: _Ctx) -> Iterator[Event]:
