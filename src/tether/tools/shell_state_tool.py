@@ -65,14 +65,20 @@ async def _client_activity(engine: SessionEngine) -> dict[str, float]:
     """Latest keystroke time (epoch s) per session among attached non-control clients."""
     try:
         lines = await engine.control.run(
-            "list-clients", "-F", "#{client_session}\t#{client_activity}\t#{client_control_mode}"
+            "list-clients",
+            "-F",
+            "#{client_session}\t#{client_activity}\t#{client_control_mode}\t#{client_created}",
         )
     except Exception:
         return {}
     latest: dict[str, float] = {}
     for line in lines:
         parts = line.split("\t")
-        if len(parts) == 3 and parts[2] != "1" and parts[1].isdigit():
+        if len(parts) != 4 or parts[2] == "1" or not (parts[1].isdigit() and parts[3].isdigit()):
+            continue
+        # tmux sets a client's activity when it attaches, and its terminal's automatic answers to
+        # tmux's queries arrive within the first second (whole seconds here): not a person typing.
+        if int(parts[1]) > int(parts[3]) + 1:
             latest[parts[0]] = max(latest.get(parts[0], 0.0), float(parts[1]))
     return latest
 
