@@ -48,23 +48,17 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def raw_subprocess_median(runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(["bash", "-c", "true"], check=False)
-        samples.append(time.perf_counter() - start)
-    return _median_ms(samples)
+def raw_subprocess_once() -> float:
+    start = time.perf_counter()
+    subprocess.run(["bash", "-c", "true"], check=False)
+    return time.perf_counter() - start
 
 
-async def executor_median(executor: ShellExecutor, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        execution = await executor.execute(executor.resolve(ShellExecRequest(command="true")))
-        await execution.result()
-        samples.append(time.perf_counter() - start)
-    return _median_ms(samples)
+async def executor_once(executor: ShellExecutor) -> float:
+    start = time.perf_counter()
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command="true")))
+    await execution.result()
+    return time.perf_counter() - start
 
 
 def _rss_mib() -> float:
@@ -74,15 +68,17 @@ def _rss_mib() -> float:
 
 async def overhead_ratio(cfg: BenchConfig) -> list[Measurement]:
     executor = LocalBashExecutor(LocalShellOptions(spill_dir=cfg.spill_dir))
-    # Interleave rounds so drift on a shared machine hits both sides alike.
+    for _ in range(20):  # warm-up: cgroup probe, imports, page cache
+        raw_subprocess_once()
+        await executor_once(executor)
+    # Alternate one raw run and one executor run, so load from other processes on a shared
+    # machine hits both sides alike; compare medians.
     raw: list[float] = []
     ours: list[float] = []
-    await executor_median(executor, 20)  # warm-up: cgroup creation, imports, page cache
-    raw_subprocess_median(20)
-    for _ in range(5):
-        raw.append(raw_subprocess_median(cfg.runs // 5))
-        ours.append(await executor_median(executor, cfg.runs // 5))
-    raw_ms, ours_ms = statistics.median(raw), statistics.median(ours)
+    for _ in range(cfg.runs):
+        raw.append(raw_subprocess_once())
+        ours.append(await executor_once(executor))
+    raw_ms, ours_ms = _median_ms(raw), _median_ms(ours)
     ratio = ours_ms / raw_ms
     return [
         Measurement(
@@ -139,7 +135,9 @@ async def run_all(cfg: BenchConfig) -> list[Measurement]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="one-shot executor benchmarks")
-    parser.add_argument("--runs", type=int, default=200, help="commands per overhead sample (default 200)")
+    parser.add_argument(
+        "--runs", type=int, default=400, help="command pairs for the overhead ratio (default 400)"
+    )
     parser.add_argument("--gib", type=float, default=1.0, help="GiB of stdout to drain (default 1)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
