@@ -22,8 +22,9 @@ from tether.config import Config
 from tether.errors import UsageError
 from tether.sessions.guard_config import GuardSettings, parse_section
 from tether.sessions.guard_defaults import DEFAULT_RULES
+from tether.sessions.guard_events import Event, Invocation
 from tether.sessions.guard_rule import Rule, RuleEnv
-from tether.sessions.guard_walk import Event, Invocation, events
+from tether.sessions.guard_walk import events
 from tether.sessions.guard_words import text_of
 
 BYPASS_HOW = (

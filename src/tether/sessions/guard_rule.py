@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from tether.sessions.guard_walk import Event, Invocation
+from tether.sessions.guard_events import Event, Invocation
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,9 +7,9 @@ its unknown parts were empty, and the reason then says so.
 from __future__ import annotations
 
 from tether.sessions.guard_argv import command_name, find_parts
+from tether.sessions.guard_events import WRITE_OPS, Event, Invocation, Redirect
 from tether.sessions.guard_paths import block_device, device_target, is_root, protected_target, system_file
 from tether.sessions.guard_rule import RuleEnv
-from tether.sessions.guard_walk import WRITE_OPS, Event, Invocation, Redirect
 from tether.sessions.guard_words import Word
 
 

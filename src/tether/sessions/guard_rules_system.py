@@ -11,8 +11,7 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from tether.sessions.guard_argv import OptSpec, code_source, first_operand
-from tether.sessions.guard_rule import Judge, RuleEnv
-from tether.sessions.guard_walk import (
+from tether.sessions.guard_events import (
     WRITE_OPS,
     DynamicName,
     Event,
@@ -20,8 +19,9 @@ from tether.sessions.guard_walk import (
     Invocation,
     Problem,
     Redirect,
-    invocations_under,
 )
+from tether.sessions.guard_rule import Judge, RuleEnv
+from tether.sessions.guard_walk import invocations_under
 from tether.sessions.guard_words import resolve
 
 # --- processes and the machine ----------------------------------------------------------------

@@ -22,65 +22,22 @@ from dataclasses import dataclass, replace
 from tree_sitter import Node
 
 from tether.sessions.guard_argv import SHELLS, code_source, command_name, find_parts, join_code, unwrap
-from tether.sessions.guard_words import Word, decode_ansi_c, parse, resolve, text_of
+from tether.sessions.guard_events import (
+    WRITE_OPS,
+    DynamicName,
+    Event,
+    Feeder,
+    FunctionDef,
+    Invocation,
+    Problem,
+    Redirect,
+)
+from tether.sessions.guard_feed import changed_directory, feeder_text, redirect_text, simple_argv, stored_code
+from tether.sessions.guard_words import Word, parse, resolve, text_of
 
 MAX_DEPTH = 8
 _STDIN_OPS = frozenset({"<", "<&"})
-WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Feeder:
-    """An earlier pipeline stage: its output is this command's input."""
-
-    node: Node
-    redirects: tuple[Node, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Invocation:
-    """One simple command (or what a wrapper runs), with its words resolved."""
-
-    name: str  # argv[0] with its directory stripped
-    argv: tuple[Word, ...]
-    text: str  # the source of the simple command, for the verdict
-    feeders: tuple[Feeder, ...] = ()
-    stdin: tuple[Node, ...] = ()  # `< file`, heredoc and here-string redirects
-    cwd: str = ""  # the directory an earlier literal `cd` moved to ("" = unknown)
-
-    @property
-    def args(self) -> tuple[Word, ...]:
-        return self.argv[1:]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Redirect:
-    op: str
-    target: Word
-    text: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FunctionDef:
-    name: str
-    body: Node
-    text: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DynamicName:
-    word: Word
-    text: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Problem:
-    why: str
-    text: str
-
-
-Event = Invocation | Redirect | FunctionDef | DynamicName | Problem
 
 
 class _State:
@@ -322,10 +279,10 @@ def _run(argv: tuple[Word, ...], text: str, ctx: _Ctx) -> Iterator[Event]:
         return
     yield Invocation(name=name, argv=argv, text=text, feeders=ctx.feeders, stdin=ctx.stdin, cwd=ctx.state.cwd)
     if name in ("cd", "pushd"):
-        ctx.state.cwd = _changed_directory(ctx.state.cwd, argv[1:])
+        ctx.state.cwd = changed_directory(ctx.state.cwd, argv[1:])
         return
     if name in ("alias", "trap"):
-        for code in _stored_code(name, argv[1:]):
+        for code in stored_code(name, argv[1:]):
             yield from _reparse(code, text, ctx)
         return
     if name == "eval":
@@ -394,81 +351,9 @@ def _substitute(word: Word, marker: str, root: Word) -> Word:
 def stdin_text(ctx: _Ctx) -> str | None:
     """The literal program a command reads on stdin, when the text shows it (heredoc, echo|)."""
     if ctx.stdin:
-        return _redirect_text(ctx.stdin[-1])
+        return redirect_text(ctx.stdin[-1])
     if ctx.feeders:
         return feeder_text(ctx.feeders[-1])
-    return None
-
-
-def _redirect_text(redirect: Node) -> str | None:
-    if redirect.type == "heredoc_redirect":
-        for child in redirect.named_children:
-            if child.type == "heredoc_body":
-                return text_of(child)
-        return ""
-    if redirect.type == "herestring_redirect":
-        words = [c for c in redirect.named_children if c.type not in ("file_descriptor",)]
-        return resolve(words[-1]).code if words else None
-    return None
-
-
-def _simple_argv(node: Node) -> tuple[tuple[Word, ...], tuple[Node, ...]] | None:
-    redirects: tuple[Node, ...] = ()
-    if node.type == "redirected_statement":
-        redirects = tuple(node.children_by_field_name("redirect"))
-        body = node.child_by_field_name("body")
-        if body is None:
-            return None
-        node = body
-    if node.type != "command":
-        return None
-    name = node.child_by_field_name("name")
-    if name is None:
-        return None
-    redirects += tuple(node.children_by_field_name("redirect"))
-    return (resolve(name), *(resolve(a) for a in node.children_by_field_name("argument"))), redirects
-
-
-def feeder_text(feeder: Feeder) -> str | None:
-    """What a stage prints when the text says so: ``echo``/``printf`` words, ``cat`` of a heredoc."""
-    found = _simple_argv(feeder.node)
-    if found is None:
-        return None
-    argv, redirects = found
-    redirects = (*feeder.redirects, *redirects)
-    if argv[0].dynamic:
-        return None
-    name, args = command_name(argv[0]), list(argv[1:])
-    if name == "echo":
-        escapes = False
-        while (
-            args
-            and len(args[0].value) > 1
-            and set(args[0].value[1:]) <= set("neE")
-            and args[0].value[0] == "-"
-        ):
-            escapes = escapes or "e" in args[0].value
-            args.pop(0)
-        joined = " ".join(word.code for word in args)
-        return decode_ansi_c(joined) if escapes else joined
-    if name == "printf":
-        if args and args[0].value == "--":
-            args.pop(0)
-        if not args:
-            return None
-        out = decode_ansi_c(args[0].code)
-        for word in args[1:]:
-            for spec in ("%s", "%b"):
-                if spec in out:
-                    out = out.replace(spec, word.code, 1)
-                    break
-            else:
-                out += " " + word.code
-        return out
-    if name == "cat" and all(word.value == "-" for word in args):
-        for redirect in reversed(redirects):
-            if redirect.type in ("heredoc_redirect", "herestring_redirect"):
-                return _redirect_text(redirect)
     return None
 
 
@@ -480,33 +365,7 @@ def _xargs_feed(ctx: _Ctx) -> tuple[Word, ...]:
     if ctx.stdin or not ctx.feeders:
         return ()
     feeder = ctx.feeders[-1]
-    found = _simple_argv(feeder.node)
+    found = simple_argv(feeder.node)
     if found is not None and not found[0][0].dynamic and command_name(found[0][0]) == "find":
         return find_parts(found[0][1:])[0]
     return ()
-
-
-def _changed_directory(cwd: str, args: tuple[Word, ...]) -> str:
-    operands = [w for w in args if not (w.value.startswith("-") and len(w.value) > 1)]
-    if not operands:
-        return "~"
-    target = operands[0]
-    if target.dynamic or target.value == "-":
-        return ""
-    if target.value.startswith(("/", "~")):
-        return target.value
-    return f"{cwd}/{target.value}" if cwd else ""
-
-
-def _stored_code(name: str, args: tuple[Word, ...]) -> list[Word]:
-    """Code ``alias NAME=CODE`` and ``trap CODE SIGNAL`` keep to run later."""
-    if name == "alias":
-        return [
-            Word(value=w.value.split("=", 1)[1], code=w.code.split("=", 1)[1], dynamic=w.dynamic)
-            for w in args
-            if "=" in w.value and "=" in w.code
-        ]
-    operands = [w for w in args if w.value not in ("--", "-p", "-l", "-P")]
-    if len(operands) >= 2 and operands[0].value != "-":
-        return [operands[0]]
-    return []
