@@ -26,7 +26,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,34 +47,16 @@ from tether.shell.types import (
 )
 from tether.tools import shell_results as shapes
 from tether.tools.arguments import parse_arguments
+from tether.tools.bash_schema import (
+    DEFAULT_SANDBOX_MODES,
+    HINTS,
+    ShellName,
+    shell_description,
+    shell_input_schema,
+)
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
 logger = logging.getLogger(__name__)
-
-ShellName = Literal["bash", "pwsh"]
-# Narrow → wide; a confining executor may publish its own as ``permission_modes``.
-DEFAULT_SANDBOX_MODES: Final = ("read-only", "workspace-write", "full-access")
-
-HINTS: Final[dict[str, str]] = {
-    "bash": (
-        "`bash` runs each command in a fresh non-interactive `bash -c` process: `cd`, variables and "
-        "functions do not carry over between calls, so pass `workdir` or chain with `&&`. There is no "
-        "terminal and stdin is empty: use non-interactive flags (`-y`, `--no-pager`); prompts fail. Always "
-        "give `description` (one sentence). Output is capped per stream; when it is cut, the text ends "
-        "with `[output truncated; full output: PATH]` and PATH holds the whole stream. A non-zero exit is "
-        "shown as `[exit code: N]`; it is a result, not an error. For servers, watchers or anything "
-        "longer than the timeout, use `run_in_background` (when offered) and follow it with "
-        "`job_output`; stop it with `job_kill`. For an interactive program or a long-lived session, use "
-        "the persistent shell tools instead."
-    ),
-    "pwsh": (
-        "`pwsh` runs each command in a fresh non-interactive `pwsh -Command` process: location and "
-        "variables do not carry over between calls, so pass `workdir`. There is no console input: avoid "
-        "Read-Host and confirmation prompts (`-Confirm:$false`). Always give `description`. A non-zero "
-        "exit is shown as `[exit code: N]`; long-running commands can use `run_in_background` (when "
-        "offered) with `job_output` / `job_kill`."
-    ),
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,57 +159,17 @@ class ShellToolPlugin:
         return self._definitions[key]
 
     def _description(self) -> str:
-        runner = "pwsh -Command" if self.shell == "pwsh" else "bash -c"
-        return (
-            f"Run one command in a fresh non-interactive `{runner}` process and return its output and exit "
-            f"status.\n\n{self.hint}"
-        )
+        return shell_description(self.shell)
 
     def input_schema(self) -> dict[str, Any]:
-        promotes = self.options.promote_on_timeout and self.jobs is not None
-        on_timeout = (
-            "if the command is still running then, it moves to a background job and you get its job id"
-            if promotes
-            else "if the command is still running then, it is killed"
+        return shell_input_schema(
+            default_timeout_ms=self.default_timeout_ms,
+            max_timeout_ms=self.max_timeout_ms,
+            promotes=self.options.promote_on_timeout and self.jobs is not None,
+            sandbox_modes=self.sandbox_modes if self.executor.confining else None,
+            current_sandbox_mode=self.current_sandbox_mode,
+            background=self.background_offered,
         )
-        properties: dict[str, Any] = {
-            "command": {"type": "string", "minLength": 1, "description": "The command text to run."},
-            "description": {
-                "type": "string",
-                "minLength": 1,
-                "description": "One short sentence saying what the command does.",
-            },
-            "timeoutMs": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": self.max_timeout_ms,
-                "description": f"Foreground deadline in milliseconds (default {self.default_timeout_ms}, "
-                f"at most {self.max_timeout_ms}); {on_timeout}.",
-            },
-            "workdir": {"type": "string", "description": "Working directory (default: the server's)."},
-        }
-        if self.executor.confining:
-            properties["sandbox_permissions"] = {
-                "type": "string",
-                "enum": list(self.sandbox_modes),
-                "description": f"Sandbox mode for this command (default {self.current_sandbox_mode!r}). "
-                "A wider mode needs a justification.",
-            }
-            properties["justification"] = {
-                "type": "string",
-                "description": "Why this command needs a wider sandbox mode (required when widening).",
-            }
-        if self.background_offered:
-            properties["run_in_background"] = {
-                "type": "boolean",
-                "description": "Start the command as a background job and return its job id at once.",
-            }
-        return {
-            "type": "object",
-            "properties": properties,
-            "required": ["command", "description"],
-            "additionalProperties": False,
-        }
 
     # -- validation ---------------------------------------------------------------------------
 

@@ -13,13 +13,8 @@ from dataclasses import dataclass, field
 
 from tether.config import Config
 from tether.jobs.registry import JobRegistry
-from tether.tools.bash_tools import (
-    ShellName,
-    ShellToolOptions,
-    ShellToolPlugin,
-    make_executor,
-    pwsh_available,
-)
+from tether.tools.bash_schema import ShellName
+from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
 from tether.tools.job_tools import register_job_tools
 from tether.tools.registry import ToolRegistry
 from tether.tools.shell_tools import register_shell_tools
