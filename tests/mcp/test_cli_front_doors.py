@@ -91,6 +91,56 @@ async def test_sigterm_on_tether_mcp_kills_its_jobs(tether_home: Path) -> None:
     )
 
 
+def test_stdio_stdout_carries_only_mcp(tether_home: Path) -> None:
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "bash",
+                "arguments": {"command": "echo to-stdout; echo to-stderr >&2", "description": "noise"},
+            },
+        },
+    ]
+    process = subprocess.Popen(
+        [TETHER, "mcp"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    replies = []
+    try:
+        for message in messages:
+            process.stdin.write(json.dumps(message) + "\n")
+            process.stdin.flush()
+            if "id" in message:
+                replies.append(json.loads(process.stdout.readline()))
+    finally:
+        process.stdin.close()
+        rest = process.stdout.read()
+        process.wait(timeout=15)
+    assert [reply["id"] for reply in replies] == [1, 2]
+    assert replies[1]["result"]["content"][0]["text"] == "to-stdout\n[stderr]\nto-stderr"
+    assert rest == "" and process.returncode == 0
+    assert process.stderr is not None and "tether mcp serving conversation conv-" in process.stderr.read()
+
+
 def test_stdio_refuses_a_malformed_conversation_id(tether_home: Path) -> None:
     env = {**os.environ, "TETHER_HOME": str(tether_home), "TETHER_CONVERSATION": "bad id with spaces"}
     done = subprocess.run(
