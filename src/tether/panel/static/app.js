@@ -377,6 +377,7 @@ async function loadVault() {
   try {
     const out = await api("GET", "vault");
     $("#no-vault").hidden = out.groups.length > 0;
+    $("#vault-groups").hidden = out.groups.length === 0;
     body.replaceChildren(...out.groups.map((g) => {
       let action = "—";
       if (g.protected && g.locked) {

@@ -1,0 +1,132 @@
+"""Panel actions through its JSON API on the real ``tether serve`` app: tools as actor panel, audited."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from panel_harness import agent, browserless, serving_tools, text_of
+
+from tether.audit import query as audit_query
+from tether.config import load_config
+from tether.store.vault import Vault
+
+PASSPHRASE = "correct horse battery staple"
+CANARY = "canary-value-7f3a9c"
+
+
+async def test_new_shell_from_the_panel_is_owned_by_panel(tether_home: Path) -> None:
+    async with serving_tools(tether_home) as served, browserless(served) as page, agent(served) as client:
+        opened = await page.post("/panel/api/shells", json={"label": "from-panel"})
+        assert opened.status_code == 200, opened.text
+        shell = opened.json()["id"]
+        assert shell and shell.startswith("dsh-")
+
+        listed = (await page.get("/panel/api/shells")).json()["shells"]
+        row = next(r for r in listed if r["id"] == shell)
+        assert (row["owner"], row["ownerId"], row["label"]) == ("panel", "panel", "from-panel")
+
+        state = await client.call_tool("shell_state", {"scope": "*", "owner": "panel"})
+        assert shell in text_of(state)
+
+        bad = await page.post("/panel/api/shells", json={"label": "x" * 40})
+        assert bad.status_code == 400 and bad.json()["error"] == "INVALID_ARGUMENT"
+        assert "label" in bad.json()["message"]
+
+
+async def test_lock_and_unlock_are_recorded_and_shown(tether_home: Path) -> None:
+    async with serving_tools(tether_home) as served, browserless(served) as page, agent(served) as client:
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        shell = (opened.structured_content or {})["tasks"][0]["shell"]
+
+        locked = await page.post(f"/panel/api/shells/{shell}/lock", json={"reason": "deploying"})
+        assert locked.status_code == 200, locked.text
+        rows = (await page.get("/panel/api/shells")).json()["shells"]
+        assert next(r for r in rows if r["id"] == shell)["lockedBy"] == "panel"
+
+        again = await page.post(f"/panel/api/shells/{shell}/lock", json={})
+        assert "already locked" in again.json()["message"]
+
+        unlocked = await page.post(f"/panel/api/shells/{shell}/unlock", json={})
+        assert unlocked.status_code == 200 and "unlocked" in unlocked.json()["message"]
+        rows = (await page.get("/panel/api/shells")).json()["shells"]
+        assert next(r for r in rows if r["id"] == shell)["lockedBy"] is None
+
+        nosuch = await page.post("/panel/api/shells/not-a-shell/lock", json={})
+        assert nosuch.status_code == 400 and "dsh-ab12cd" in nosuch.json()["message"]
+
+    records = [r for r in audit_query(tether_home, source="panel", shell=shell, limit=50)]
+    assert [(r.actor, r.tool, r.action, r.outcome) for r in records] == [
+        ("panel", "shell", "lock", "ok"),
+        ("panel", "shell", "lock", "ok"),
+        ("panel", "shell", "unlock", "ok"),
+    ]
+
+
+async def test_vault_groups_unlock_and_lock_without_showing_values(tether_home: Path) -> None:
+    vault = Vault.open(load_config(tether_home))
+    vault.create_group("ops", PASSPHRASE)
+    vault.set("DEPLOY_KEY", CANARY, group="ops", passphrase=PASSPHRASE)
+
+    async with serving_tools(tether_home) as served, browserless(served) as page:
+        listing = await page.get("/panel/api/vault")
+        assert listing.status_code == 200
+        assert CANARY not in listing.text
+        group = listing.json()["groups"][0]
+        assert (group["name"], group["protected"], group["locked"]) == ("ops", True, True)
+        assert listing.json()["items"] == [{"name": "DEPLOY_KEY", "group": "ops", "locked": True}]
+
+        wrong = await page.post("/panel/api/vault/ops/unlock", json={"passphrase": "guess"})
+        assert wrong.status_code in (400, 403), wrong.text
+        assert PASSPHRASE not in wrong.text and "guess" not in wrong.text
+
+        right = await page.post("/panel/api/vault/ops/unlock", json={"passphrase": PASSPHRASE, "minutes": 5})
+        assert right.status_code == 200, right.text
+        assert vault.group_info("ops").locked is False
+        assert CANARY not in right.text
+
+        relock = await page.post("/panel/api/vault/ops/lock", json={})
+        assert relock.status_code == 200
+        assert vault.group_info("ops").locked is True
+
+        missing = await page.post("/panel/api/vault/nope/lock", json={})
+        assert missing.status_code == 404
+
+    records = audit_query(tether_home, source="panel", limit=50)
+    vault_records = [(r.action, r.outcome, r.targets) for r in records if r.tool == "vault"]
+    assert vault_records[:3] == [
+        ("unlock", "refused", ("ops",)),
+        ("unlock", "ok", ("ops",)),
+        ("lock", "ok", ("ops",)),
+    ]
+    for day_file in (tether_home / "audit").iterdir():
+        text = day_file.read_text()
+        assert PASSPHRASE not in text and CANARY not in text and "guess" not in text
+
+
+async def test_audit_view_filters_and_verifies(tether_home: Path) -> None:
+    async with serving_tools(tether_home) as served, browserless(served) as page:
+        await page.post("/panel/api/shells", json={"label": "a"})
+        shells = (await page.get("/panel/api/shells")).json()["shells"]
+        shell = shells[0]["id"]
+        await page.post(f"/panel/api/shells/{shell}/lock", json={})
+
+        everything = (await page.get("/panel/api/audit")).json()["records"]
+        assert any(r["action"] == "lock" and r["source"] == "panel" for r in everything)
+        by_shell = (await page.get("/panel/api/audit", params={"shell": shell})).json()["records"]
+        assert by_shell and all(shell in r["targets"] for r in by_shell)
+        by_source = (await page.get("/panel/api/audit", params={"source": "cli"})).json()["records"]
+        assert by_source == []
+        day = everything[-1]["time"][:10]
+        assert (await page.get("/panel/api/audit", params={"day": day})).json()["records"]
+        bad_day = await page.get("/panel/api/audit", params={"day": "yesterday"})
+        assert bad_day.status_code == 400 and "YYYY-MM-DD" in bad_day.json()["message"]
+
+        verified = (await page.post("/panel/api/audit/verify", json={})).json()
+        assert verified["ok"] is True and verified["records"] >= 1
+
+        day_file = next((tether_home / "audit").glob("*.jsonl"))
+        raw = bytearray(day_file.read_bytes())
+        raw[raw.index(b'"lock"') + 1] ^= 0x01  # flip one byte of a record
+        day_file.write_bytes(bytes(raw))
+        broken = (await page.post("/panel/api/audit/verify", json={})).json()
+        assert broken["ok"] is False and "BROKEN" in broken["summary"]
