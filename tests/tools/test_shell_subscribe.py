@@ -1,0 +1,53 @@
+"""Subscriptions deliver new output as MCP notifications (resource update + log message)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from shell_harness import call, run, shell_client
+
+
+async def test_watch_on_open_and_unsubscribe(tether_home: Path) -> None:
+    logged: list[Any] = []
+    updated: list[str] = []
+    got = anyio.Event()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+        if any("sub-hello" in line for line in params.data.get("lines", [])):
+            got.set()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+
+    async with shell_client(tether_home, logging_callback=on_log, message_handler=on_message) as client:
+        _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "watch": True}}]})
+        shell = data["tasks"][0]["shell"]
+        uri = f"tether://shell/{shell}"
+        await client.subscribe_resource(uri)
+        resources = await client.list_resources()
+        assert uri in [str(r.uri) for r in resources.resources]
+        await run(client, shell, "echo sub-hello")
+        with anyio.fail_after(10):
+            await got.wait()
+        assert uri in updated
+        assert all("__tb" not in str(entry) for entry in logged)
+        screen = await client.read_resource(uri)
+        assert "sub-hello" in str(screen.contents[0])
+        # subscribing again is idempotent; unsubscribe stops it
+        text, _ = await call(
+            client,
+            "shell_read",
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "subscribe"}}]},
+        )
+        assert "already subscribed" in text
+        text, _ = await call(
+            client,
+            "shell_read",
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "unsubscribe"}}]},
+        )
+        assert "unsubscribed" in text
