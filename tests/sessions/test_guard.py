@@ -3,6 +3,8 @@ look-alikes, verdict texts, and the ``[guard]`` section of config.toml."""
 
 from __future__ import annotations
 
+import random
+import shlex
 import threading
 import tomllib
 from pathlib import Path
@@ -388,6 +390,36 @@ def test_benign_is_allowed(guard: Guard, command: str) -> None:
     verdict = guard.check(command)
     assert verdict.allowed, verdict.message
     assert verdict == Verdict(allowed=True)
+
+
+def test_dangerous_stays_blocked_inside_lists_and_nested_code(guard: Guard) -> None:
+    missed = []
+    for command, rule in DANGEROUS:
+        for wrapped in (
+            "true; " + command,
+            "bash -c " + shlex.quote(command),
+            "eval " + shlex.quote(command),
+        ):
+            verdict = guard.check(wrapped)
+            if verdict.rule != rule:
+                missed.append((wrapped, verdict.rule, rule))
+    assert missed == []
+
+
+def test_benign_stays_allowed_inside_lists_and_nested_code(guard: Guard) -> None:
+    for command in BENIGN:
+        for wrapped in ("true; " + command, "bash -c " + shlex.quote(command)):
+            assert guard.check(wrapped).allowed, wrapped
+
+
+def test_mangled_corpus_never_raises(guard: Guard) -> None:
+    rng = random.Random(5)
+    corpus = [c for c, _ in DANGEROUS] + BENIGN
+    noise = [*"$(){}[]<>|&;'\"`\\ \n*?~!#=-/.", "<<", "<<<", "$(", "${", "$'", "EOF", "bash -c", "eval", "{}"]
+    for _ in range(2000):
+        text = "".join(c if rng.random() > 0.1 else rng.choice(noise) for c in rng.choice(corpus))
+        verdict = guard.check(text)
+        assert isinstance(verdict, Verdict) and (verdict.allowed or (verdict.rule and verdict.how)), text
 
 
 def test_every_default_rule_has_a_dangerous_example() -> None:
