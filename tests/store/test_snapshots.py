@@ -1,0 +1,148 @@
+"""Snapshots: records and files, latest/list order, the three caps, redaction, orphan sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether.errors import UsageError
+from tether.store.db import Store
+from tether.store.snapshots import SnapshotStore
+
+A = "dsh-snap0a"
+B = "dsh-snap0b"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_700_000_000_000
+
+    def __call__(self) -> float:
+        return self.ms / 1000
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open(tmp_path)
+    yield s
+    s.close()
+
+
+def _take(snaps: SnapshotStore, shell: str = A, text: str = "out\n", reason: str = "manual") -> object:
+    return snaps.take(
+        shell_id=shell,
+        label="build",
+        cwd="/repo",
+        cols=100,
+        rows=30,
+        reason=reason,
+        text=text,
+        actor="c1",  # type: ignore[arg-type]
+    )
+
+
+def test_take_latest_list(store: Store, tmp_path: Path) -> None:
+    clock = Clock()
+    snaps = SnapshotStore(store, tmp_path, clock=clock)
+    assert snaps.latest(A) is None and snaps.list(A) == []
+    first = snaps.take(
+        shell_id=A,
+        label="build",
+        cwd="/repo",
+        cols=100,
+        rows=30,
+        reason="resize",
+        text="héllo\nworld\n",
+        actor="c1",
+    )
+    second = snaps.take(shell_id=A, label="b2", cwd="/x", cols=80, rows=24, reason="close", text="bye")
+    assert second.taken_ms == first.taken_ms + 1  # same millisecond: still unique
+    assert first.path == tmp_path / "snapshots" / A / f"{first.taken_ms}.txt"
+    assert snaps.read_text(first) == "héllo\nworld\n"
+    assert (first.label, first.cwd, first.cols, first.rows, first.reason, first.actor) == (
+        "build",
+        "/repo",
+        100,
+        30,
+        "resize",
+        "c1",
+    )
+    assert snaps.latest(A) == second
+    assert snaps.list(A) == [second, first]
+    assert snaps.list(B) == []
+
+
+def test_text_cap_keeps_the_newest_lines(store: Store, tmp_path: Path) -> None:
+    snaps = SnapshotStore(store, tmp_path, max_bytes=100)
+    text = "".join(f"line {i:03d}\n" for i in range(50))  # 450 bytes
+    snap = snaps.take(shell_id=A, label="", cwd="/", cols=80, rows=24, reason="manual", text=text)
+    saved = snaps.read_text(snap)
+    assert len(saved.encode()) <= 100 and saved.endswith("line 049\n") and saved.startswith("line ")
+    assert snap.dropped_bytes == 450 - len(saved.encode()) and snap.size == len(saved.encode())
+    # One long line of multibyte characters: cut on a character boundary, never mid-sequence.
+    snap = snaps.take(shell_id=A, label="", cwd="/", cols=80, rows=24, reason="manual", text="é" * 200)
+    assert snaps.read_text(snap) == "é" * 50
+
+
+def test_per_shell_and_total_caps(store: Store, tmp_path: Path) -> None:
+    snaps = SnapshotStore(store, tmp_path, keep_per_shell=3, max_total_bytes=10_000)
+    taken = [_take(snaps, A, text=f"{i}\n") for i in range(5)]
+    kept = snaps.list(A)
+    assert [s.id for s in kept] == [s.id for s in taken[:1:-1]]  # type: ignore[attr-defined]
+    assert sorted(p.name for p in (tmp_path / "snapshots" / A).iterdir()) == sorted(s.path.name for s in kept)
+    # Total cap: big snapshots of B push out the oldest snapshots of any shell; the new one stays.
+    big = "x" * 4000 + "\n"
+    _take(snaps, B, text=big)
+    _take(snaps, B, text=big)
+    newest = _take(snaps, B, text=big)
+    total = sum(s.size for s in snaps.list(A) + snaps.list(B))
+    assert total <= 10_000
+    assert snaps.latest(B) == newest
+    assert len(snaps.list(B)) == 2
+    for shell in (A, B):
+        on_disk = {p.name for p in (tmp_path / "snapshots" / shell).iterdir()}
+        assert on_disk == {s.path.name for s in snaps.list(shell)}
+
+
+def test_redaction_before_disk(store: Store, tmp_path: Path) -> None:
+    snaps = SnapshotStore(store, tmp_path, redact=lambda s: s.replace("hunter2", "****"))
+    snap = snaps.take(
+        shell_id=A, label="hunter2", cwd="/home/hunter2", cols=80, rows=24, reason="idle", text="pw=hunter2\n"
+    )
+    assert snaps.read_text(snap) == "pw=****\n" and snap.label == "****" and snap.cwd == "/home/****"
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert b"hunter2" not in path.read_bytes(), path
+
+
+def test_orphan_files_are_swept(store: Store, tmp_path: Path) -> None:
+    snaps = SnapshotStore(store, tmp_path)
+    _take(snaps)
+    orphan = tmp_path / "snapshots" / A / "123.txt"
+    orphan.write_text("left by a crash")
+    _take(snaps)
+    assert not orphan.exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"reason": "boom"}, "manual, close, idle, resize, rename"),
+        ({"shell_id": "x/../y"}, "dsh-ab12cd"),
+        ({"cols": 0}, "positive"),
+    ],
+)
+def test_bad_input(store: Store, tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
+    args: dict[str, object] = {
+        "shell_id": A,
+        "label": "",
+        "cwd": "/",
+        "cols": 80,
+        "rows": 24,
+        "reason": "manual",
+        "text": "",
+    }
+    with pytest.raises(UsageError, match=message):
+        SnapshotStore(store, tmp_path).take(**{**args, **kwargs})  # type: ignore[arg-type]
