@@ -23,7 +23,7 @@ import logging
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,8 +38,6 @@ logger = logging.getLogger(__name__)
 JobStatus = Literal["starting", "running", "completed", "killed"]
 _ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 _EVICTED_MEMORY = 1024  # how many evicted ids are remembered for a clear "evicted" answer
-# The seam exposes no "bytes arrived" event, so an output wait samples the stream counters.
-_OUTPUT_POLL_SECONDS = 0.02
 
 
 _Ids = list[str]  # (``JobRegistry.list`` shadows the builtin inside the class body)
@@ -77,6 +75,10 @@ class JobRead:
         if self.stdout and self.stderr and not self.stdout.endswith("\n"):
             return f"{self.stdout}\n{self.stderr}"
         return self.stdout + self.stderr
+
+
+async def _settled(execution: ShellExecution) -> None:
+    await execution.done
 
 
 def new_job_id() -> str:
@@ -251,16 +253,23 @@ class JobRegistry:
         """Return when the job has output not yet consumed, has ended, or ``timeout_s`` passed."""
         job = self.get(job_id)
         execution = job.execution
-        if execution is None or timeout_s <= 0:
+        if execution is None or timeout_s <= 0 or execution.done.is_set():
             return
-        start = (execution.observed.stdout.total_bytes, execution.observed.stderr.total_bytes)
+        observed = execution.observed
+        waits = (
+            observed.stdout.wait_beyond(observed.stdout.total_bytes),
+            observed.stderr.wait_beyond(observed.stderr.total_bytes),
+            _settled(execution),
+        )
         with anyio.move_on_after(timeout_s):
-            while not execution.done.is_set():
-                now = (execution.observed.stdout.total_bytes, execution.observed.stderr.total_bytes)
-                if now != start:
-                    return
-                with anyio.move_on_after(_OUTPUT_POLL_SECONDS):
-                    await execution.done
+            async with anyio.create_task_group() as tg:
+
+                async def first(waiter: Awaitable[None]) -> None:
+                    await waiter
+                    tg.cancel_scope.cancel()
+
+                for waiter in waits:
+                    tg.start_soon(first, waiter)
 
     # -- control --------------------------------------------------------------------------------
 
