@@ -1,0 +1,158 @@
+"""Persistent-shell latency and footprint: prints p50/p99 and ratios (no assertions; see DESIGN.md).
+
+Run: .venv/bin/python bench/sessions.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from tether.config import load_config
+from tether.sessions.engine import SessionEngine
+from tether.sessions.waits import WaitSpec
+from tether.tools.registry import CallContext
+from tether.tools.shell_tools import ShellTools
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p))]
+
+
+async def echo_once(engine: SessionEngine, shell: str) -> float:
+    pane = await engine.pane(shell)
+    t = time.perf_counter()
+    await engine.await_prompt(pane, 1.0)
+    run, off = await engine.start_run(pane, "echo hi", "bench")
+    await engine.waits.wait(engine.ref(pane), WaitSpec(kind="exit", nonce=run.nonce), off)
+    return (time.perf_counter() - t) * 1000
+
+
+def wait_for_baseline(sock: Path, shell: str, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        subprocess.run(
+            [
+                "tmux",
+                "-S",
+                str(sock),
+                "send-keys",
+                "-t",
+                shell,
+                f"echo hi; tmux -S {sock} wait-for -S b{i}",
+                "Enter",
+            ],
+            check=True,
+        )
+        subprocess.run(["tmux", "-S", str(sock), "wait-for", f"b{i}"], check=True)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+async def main() -> None:
+    home = Path(tempfile.mkdtemp(prefix="thb", dir="/tmp"))
+    config = load_config(home)
+    tools = ShellTools(config)
+    engine = tools.engine()
+    ctx = CallContext(actor="bench")
+    try:
+        rec = await engine.open_shell(
+            owner="bench", label="b", cwd="/tmp", cols=120, rows=32, idle_minutes=None
+        )
+        for _ in range(20):
+            await echo_once(engine, rec.id)
+        ours = [await echo_once(engine, rec.id) for _ in range(300)]
+        base_shell = await engine.open_shell(
+            owner="bench", label="base", cwd="/tmp", cols=120, rows=32, idle_minutes=None
+        )
+        base = wait_for_baseline(engine.socket, base_shell.id, 100)
+        p50, base50 = statistics.median(ours), statistics.median(base)
+        print(f"echo hi, wait exit (engine): p50 {p50:.2f} ms  p99 {pct(ours, 0.99):.2f} ms")
+        print(
+            f"tmux wait-for baseline:      p50 {base50:.2f} ms  p99 {pct(base, 0.99):.2f} ms  ratio {p50 / base50:.2f}x"
+        )
+        # through the tool handler (parse + render + store)
+        args = {
+            "tasks": [
+                {
+                    "target": {"sessions": rec.id},
+                    "action": {"kind": "run", "command": "echo hi"},
+                    "wait": {"kind": "exit"},
+                }
+            ]
+        }
+        tool = []
+        for _ in range(100):
+            t = time.perf_counter()
+            await tools.run(args, ctx)
+            tool.append((time.perf_counter() - t) * 1000)
+        print(
+            f"echo hi via shell_run handler: p50 {statistics.median(tool):.2f} ms  p99 {pct(tool, 0.99):.2f} ms"
+        )
+        lat = []
+        for _ in range(20):
+            t = time.perf_counter()
+            a = {
+                "tasks": [
+                    {
+                        "target": {"sessions": rec.id},
+                        "action": {"kind": "run", "command": "sleep 0.05"},
+                        "wait": {"kind": "exit"},
+                    }
+                ]
+            }
+            await tools.run(a, ctx)
+            lat.append((time.perf_counter() - t) * 1000)
+        print(f"sleep 0.05 result latency: p50 {statistics.median(lat):.2f} ms (budget ≤ 55 ms)")
+        # 16 shells × echo in one call (maxSessions raised for the bench)
+        (home / "config.toml").write_text("[sessions]\nmax_sessions = 64\n")
+        config16 = load_config(home)
+        tools16 = ShellTools(config16)
+        opened = await tools16.open(
+            {"tasks": [{"action": {"kind": "open", "count": 14}}], "concurrency": 8}, ctx
+        )
+        shells = [rec.id, base_shell.id] + [t["shell"] for t in opened.structured["tasks"]]
+        many = {
+            "tasks": [
+                {
+                    "target": {"sessions": s},
+                    "action": {"kind": "run", "command": "echo hi"},
+                    "wait": {"kind": "exit"},
+                }
+                for s in shells
+            ],
+            "concurrency": 8,
+        }
+        fan = []
+        for _ in range(30):
+            t = time.perf_counter()
+            await tools16.run(many, ctx)
+            fan.append((time.perf_counter() - t) * 1000)
+        print(
+            f"16 shells x echo in one call: p50 {statistics.median(fan):.2f} ms  p99 {pct(fan, 0.99):.2f} ms (budget p50 ≤ 20 ms)"
+        )
+        await tools16.open({"tasks": [{"action": {"kind": "open", "count": 34}}], "concurrency": 8}, ctx)
+        me = psutil.Process(os.getpid())
+        me.cpu_percent(None)
+        await asyncio.sleep(5)
+        cpu = me.cpu_percent(None)
+        live = len(await engine.live())
+        print(
+            f"idle process holding {live} shells: RSS {me.memory_info().rss / 2**20:.1f} MiB, CPU {cpu:.1f}% over 5 s"
+        )
+    finally:
+        await tools.aclose()
+        subprocess.run(["tmux", "-S", str(home / "tmux.sock"), "kill-server"], check=False)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
