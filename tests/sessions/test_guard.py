@@ -135,6 +135,8 @@ DANGEROUS: list[tuple[str, str]] = [
     ("echo / | xargs rm -rf", "recursive-delete"),
     ("xargs -I{} rm -rf {} <<< /", "recursive-delete"),
     ("find . -exec rm -rf / \\;", "recursive-delete"),
+    ("rsync -a --delete empty/ /", "recursive-delete"),
+    ("rsync -a --delete-before /tmp/empty/ ~/", "recursive-delete"),
     # … with the target or directory set earlier in the same text
     ("cd / && rm -rf *", "recursive-delete"),
     ("cd; rm -rf .*", "recursive-delete"),
@@ -291,6 +293,7 @@ BENIGN: list[str] = [
     "alias ll='ls -la'",
     "trap - EXIT",
     "rm -rf /usr/local/lib/python3.11/site-packages/foo",
+    "rsync -a --delete ./site/ /srv/www/site/",
     "dd if=a of=b",
     "dd if=/dev/zero of=/dev/null bs=1M count=1",
     "dd if=/dev/urandom of=./random.bin bs=1k count=4",

@@ -15,7 +15,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
         id="recursive-delete",
         summary="rm -r (any spelling, with or without -f) of /, /*, ~, $HOME, a system directory, "
-        "or a ..-climb out of the working directory",
+        "or a ..-climb out of the working directory; rsync --delete onto one of those",
         advice="Delete the specific directory you mean by its own path (e.g. rm -rf ./build).",
         judge=files.recursive_delete,
     ),

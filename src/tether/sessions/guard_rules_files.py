@@ -21,7 +21,11 @@ def _dyn(word: Word) -> str:
 
 
 def recursive_delete(event: Event, env: RuleEnv) -> str | None:
-    if not isinstance(event, Invocation) or event.name != "rm":
+    if not isinstance(event, Invocation):
+        return None
+    if event.name == "rsync":
+        return _rsync_delete(event, env)
+    if event.name != "rm":
         return None
     recursive, operands, ended = False, [], False
     for word in event.args:
@@ -42,6 +46,18 @@ def recursive_delete(event: Event, env: RuleEnv) -> str | None:
         if reason is not None:
             return f"recursive deletion of {reason}{_dyn(word)}"
     return None
+
+
+def _rsync_delete(event: Invocation, env: RuleEnv) -> str | None:
+    # `rsync -a --delete empty/ /` empties the destination as surely as rm -rf.
+    values = [word.value for word in event.args]
+    if not any(v.startswith("--del") for v in values):
+        return None
+    operands = [word for word in event.args if not word.value.startswith("-")]
+    if len(operands) < 2:
+        return None
+    reason = protected_target(operands[-1].value, env.protect, cwd=event.cwd)
+    return f"rsync --delete making {reason} a copy of {operands[0].value}" if reason else None
 
 
 _DELETERS = frozenset({"rm", "unlink", "shred"})
