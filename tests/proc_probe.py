@@ -32,9 +32,13 @@ def _state(pid: str) -> str | None:
 
 
 def alive_with(token: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains ``token``."""
+    """Live (non-zombie) processes with ``token`` as one whole argument (e.g. ``sleep TOKEN``).
+
+    A whole argument, so the shell running ``sleep TOKEN &`` or a CLI given that text does not
+    count: only the process that received the token as its own argument does.
+    """
     found = []
-    needle = token.encode()
+    needle = b"\0" + token.encode() + b"\0"
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
@@ -42,7 +46,7 @@ def alive_with(token: str) -> list[int]:
             cmdline = _read(f"/proc/{pid}/cmdline")
         except OSError:
             continue
-        if needle in cmdline and _state(pid) not in (None, "Z"):
+        if needle in b"\0" + cmdline and _state(pid) not in (None, "Z"):
             found.append(int(pid))
     return found
 

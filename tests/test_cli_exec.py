@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,24 @@ def test_help_is_clear(tether_home: Path) -> None:
     for text in ("--timeout-ms", "--cwd", "--background-ok", "124", "Exit status"):
         assert text in sub.stdout
     assert os.environ.get("TETHER_HOME") == str(tether_home)
+
+
+def test_interrupt_ends_the_tree_and_exits_130(tether_home: Path) -> None:
+    token = unique_sleep_arg()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether", "exec", "--", f"sleep {token} & wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: len(alive_with(token)) == 1, timeout=30)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert "[killed by signal: SIGTERM]" in err
+    assert alive_with(token) == []

@@ -8,8 +8,11 @@ import resource
 import signal
 from pathlib import Path
 
+import pytest
+
 from proc_probe import alive_with, kill_all, open_fds, unique_sleep_arg, wait_until, zombie_children
 from tether.config import EnvSection
+from tether.process import tree
 from tether.process.env import build_child_env
 from tether.process.spawn import ManagedProcess, ProcessState, SpawnRequest, spawn
 
@@ -164,3 +167,19 @@ async def test_many_concurrent_spawns_leak_no_fds_or_zombies() -> None:
 async def test_signal_name_for_sigkill() -> None:
     process = await run("kill -KILL $$")
     assert process.signal == signal.Signals.SIGKILL.name
+
+
+async def test_without_cgroup_or_subreaper_flag_the_proc_scan_still_finds_escapees(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Degraded mode: no cgroup hierarchy, and the tree scan falls back to reading /proc for the
+    # marker (what a machine without PR_SET_CHILD_SUBREAPER gets).
+    monkeypatch.setattr(tree, "_cgroup_probed", True)
+    monkeypatch.setattr(tree, "_cgroup_root", None)
+    monkeypatch.setattr(tree, "_subreaper_done", False)
+    monkeypatch.setattr(tree, "become_subreaper", lambda: False)
+    monkeypatch.setattr("tether.process.spawn.become_subreaper", lambda: False)
+    a, b = unique_sleep_arg(), unique_sleep_arg()
+    process = await run(f"setsid sleep {a} & ( (sleep {b} > /dev/null 2>&1 &) & ); sleep 0.05")
+    assert process.tree.cgroup is None
+    assert alive_with(a) == [] and alive_with(b) == []
