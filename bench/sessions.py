@@ -78,7 +78,7 @@ async def main() -> None:
         p50, base50 = statistics.median(ours), statistics.median(base)
         print(f"echo hi, wait exit (engine): p50 {p50:.2f} ms  p99 {pct(ours, 0.99):.2f} ms")
         print(
-            f"tmux wait-for baseline:      p50 {base50:.2f} ms  p99 {pct(base, 0.99):.2f} ms  ratio {p50 / base50:.2f}x"
+            f"tmux wait-for baseline:      p50 {base50:.2f} ms  p99 {pct(base, 0.99):.2f} ms  ratio {p50 / base50:.2f}x"  # noqa: E501
         )
         # through the tool handler (parse + render + store)
         args = {
@@ -96,7 +96,7 @@ async def main() -> None:
             await tools.run(args, ctx)
             tool.append((time.perf_counter() - t) * 1000)
         print(
-            f"echo hi via shell_run handler: p50 {statistics.median(tool):.2f} ms  p99 {pct(tool, 0.99):.2f} ms"
+            f"echo hi via shell_run handler: p50 {statistics.median(tool):.2f} ms  p99 {pct(tool, 0.99):.2f} ms"  # noqa: E501
         )
         lat = []
         for _ in range(20):
@@ -138,7 +138,7 @@ async def main() -> None:
             await tools16.run(many, ctx)
             fan.append((time.perf_counter() - t) * 1000)
         print(
-            f"16 shells x echo in one call: p50 {statistics.median(fan):.2f} ms  p99 {pct(fan, 0.99):.2f} ms (budget p50 ≤ 20 ms)"
+            f"16 shells x echo in one call: p50 {statistics.median(fan):.2f} ms  p99 {pct(fan, 0.99):.2f} ms (budget p50 ≤ 20 ms)"  # noqa: E501
         )
         await tools16.open({"tasks": [{"action": {"kind": "open", "count": 34}}], "concurrency": 8}, ctx)
         me = psutil.Process(os.getpid())
@@ -147,11 +147,11 @@ async def main() -> None:
         cpu = me.cpu_percent(None)
         live = len(await engine.live())
         print(
-            f"idle process holding {live} shells: RSS {me.memory_info().rss / 2**20:.1f} MiB, CPU {cpu:.1f}% over 5 s"
+            f"idle process holding {live} shells: RSS {me.memory_info().rss / 2**20:.1f} MiB, CPU {cpu:.1f}% over 5 s"  # noqa: E501
         )
     finally:
         await tools.aclose()
-        subprocess.run(["tmux", "-S", str(home / "tmux.sock"), "kill-server"], check=False)
+        subprocess.run(["tmux", "-S", str(home / "tmux.sock"), "kill-server"], check=False)  # noqa: ASYNC221
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ def test_render_removes_markers_echo_and_escapes() -> None:
     echo = ("root@h:~# " + lines[0] + "\r\n\x1b[?2004l\r\x1b[?2004h> " + lines[1] + "\r\n").encode()
     raw = (
         echo
-        + b"\x1b]6973;abcdefghijkl;b\x1b\\\x1b[31mhi\x1b[0m\r\n\x1b]6973;abcdefghijkl;e;0\x1b\\prog 10%\rprog 99%\r\n"
+        + b"\x1b]6973;abcdefghijkl;b\x1b\\\x1b[31mhi\x1b[0m\r\n\x1b]6973;abcdefghijkl;e;0\x1b\\prog 10%\rprog 99%\r\n"  # noqa: E501
     )
     assert render(raw) == ["root@h:~# echo hi # note", "hi", "prog 99%"]
     assert filter_screen(["$  __tb abcdefghijkl;{ ls", "> };__te", "out", "", ""]) == ["$ ls", "out"]

@@ -322,7 +322,7 @@ async def test_validation_errors(tether_home: Path) -> None:
         # maxSessions pre-check rejects the whole batch
         result = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open", "count": 7}}]})
         assert result.is_error and "maxSessions" in text_of(result)
-        text, data = await call(client, "shell_state", {})
+        _, data = await call(client, "shell_state", {})
         assert {r["shell"] for r in data["shells"]} == {a, b}
 
 
