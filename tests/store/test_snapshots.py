@@ -9,7 +9,7 @@ import pytest
 
 from tether.errors import UsageError
 from tether.store.db import Store
-from tether.store.snapshots import SnapshotStore
+from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore
 
 A = "dsh-snap0a"
 B = "dsh-snap0b"
@@ -30,7 +30,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.close()
 
 
-def _take(snaps: SnapshotStore, shell: str = A, text: str = "out\n", reason: str = "manual") -> object:
+def _take(
+    snaps: SnapshotStore, shell: str = A, text: str = "out\n", reason: SnapshotReason = "manual"
+) -> Snapshot:
     return snaps.take(
         shell_id=shell,
         label="build",
@@ -39,7 +41,7 @@ def _take(snaps: SnapshotStore, shell: str = A, text: str = "out\n", reason: str
         rows=30,
         reason=reason,
         text=text,
-        actor="c1",  # type: ignore[arg-type]
+        actor="c1",
     )
 
 
@@ -90,7 +92,7 @@ def test_per_shell_and_total_caps(store: Store, tmp_path: Path) -> None:
     snaps = SnapshotStore(store, tmp_path, keep_per_shell=3, max_total_bytes=10_000)
     taken = [_take(snaps, A, text=f"{i}\n") for i in range(5)]
     kept = snaps.list(A)
-    assert [s.id for s in kept] == [s.id for s in taken[:1:-1]]  # type: ignore[attr-defined]
+    assert [s.id for s in kept] == [s.id for s in taken[:1:-1]]
     assert sorted(p.name for p in (tmp_path / "snapshots" / A).iterdir()) == sorted(s.path.name for s in kept)
     # Total cap: big snapshots of B push out the oldest snapshots of any shell; the new one stays.
     big = "x" * 4000 + "\n"
