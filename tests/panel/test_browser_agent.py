@@ -58,9 +58,14 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         assert "conversation" in await row.inner_text()
         assert "build" in await row.inner_text()
 
-        # Open it: a real tmux client attaches, so the shell is "attached".
-        await page.click(f'#shells [data-shell="{shell}"]')
+        # Open it from the keyboard: a real tmux client attaches, so the shell is "attached" — and
+        # attaching is not typing, so it is not "user-busy".
+        await page.focus(f'#shells [data-shell="{shell}"]')
+        await page.keyboard.press("Enter")
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
+        ok, text, state = await _call(client, "shell_state", {"scope": "*"})
+        assert ok and "attached" in state["shells"][0]["states"], text
+        assert "user-busy" not in state["shells"][0]["states"], text
 
         # An agent's output streams into the page's terminal.
         ok, text = await _run(client, shell, "echo agent-says-$((20+1))")
@@ -81,5 +86,13 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
                 if "person-15" in text:
                     break
                 await anyio.sleep(0.05)
+        # Ctrl+] leaves the terminal for the list, so the keyboard is never trapped.
+        await page.click("#terminal")
+        await page.keyboard.press("Control+BracketRight")
+        focused = await page.evaluate("document.activeElement.dataset.shell || document.activeElement.id")
+        assert focused == shell
         shot = await screenshot(page, "agent-and-person")
         publish_screenshot(shot)
+        await page.set_viewport_size({"width": 420, "height": 800})
+        await page.locator("#terminal .xterm").wait_for()
+        await screenshot(page, "narrow")
