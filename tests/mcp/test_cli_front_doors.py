@@ -220,6 +220,31 @@ def test_serve_refuses_a_remote_host_without_the_flag(tether_home: Path) -> None
     assert "--host 0.0.0.0 is not a loopback address" in done.stderr and "--allow-remote" in done.stderr
 
 
+def test_serve_on_a_remote_host_warns(tether_home: Path) -> None:
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    argv = [
+        TETHER,
+        "serve",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        "--allow-remote",
+        "--allowed-host",
+        "box.lan",
+    ]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        warning = process.stderr.readline()
+        assert warning.startswith("WARNING: serving on 0.0.0.0: anyone who can reach this port")
+        assert process.stdout.readline() == "tether serve: MCP over streamable HTTP\n"
+        assert process.stdout.readline().startswith("  URL:    http://box.lan:")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=15)
+
+
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not installed")
 def test_mcp_inspector_cli_drives_tether_mcp(tether_home: Path) -> None:
     env = {**os.environ, "TETHER_HOME": str(tether_home)}

@@ -162,13 +162,20 @@ def run(args: argparse.Namespace) -> int:
     token = load_or_create_token(home)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
-    url_host = f"[{host}]" if ":" in host else host
+    allowed = list(args.allowed_host)
+    if host in ("0.0.0.0", "::"):
+        # A wildcard address is not something a client can dial: advertise a name that reaches us
+        # (and accept it as a Host), the first --allowed-host or else this machine's name.
+        allowed.append(socket.gethostname())
+        url_host = allowed[0]
+    else:
+        url_host = f"[{host}]" if ":" in host else host
     url = f"http://{url_host}:{bound_port}{MCP_PATH}"
     print(banner(url, token, home / "token", _tether_command()), flush=True)
     panel_link = login_url(f"http://{url_host}:{bound_port}", token)
     print(f"Panel (open this link once; it signs you in): {panel_link}", flush=True)
     logger.info("tether serve listening on %s (pid %d)", url, os.getpid())
-    settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(args.allowed_host))
+    settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(allowed))
     try:
         anyio.run(_serve, config, settings, sock)
     finally:
