@@ -68,6 +68,7 @@ DANGEROUS: list[tuple[str, str]] = [
     ("sudo rm -rf /", "recursive-delete"),
     ("sudo -u root -- rm -rf /", "recursive-delete"),
     ("sudo -E -H rm -rf ~", "recursive-delete"),
+    ("sudo -uvera rm -rf /", "recursive-delete"),
     ("doas rm -rf /", "recursive-delete"),
     ("command rm -rf /", "recursive-delete"),
     ("exec rm -rf /", "recursive-delete"),
@@ -145,6 +146,7 @@ DANGEROUS: list[tuple[str, str]] = [
     ('export T=/etc && rm -rf "$T"', "recursive-delete"),
     ("for d in /tmp/a / ; do rm -rf $d; done", "recursive-delete"),
     ("rm -rf $(echo /)", "recursive-delete"),
+    ("rm -rf $(echo /tmp/a /etc)", "recursive-delete"),
     # … stored now to run later
     ("alias ll='rm -rf /'", "recursive-delete"),
     ("trap 'rm -rf ~' EXIT", "recursive-delete"),

@@ -108,9 +108,19 @@ def has_flag(args: Sequence[Word], spec: OptSpec, *, short: str = "", long: Sequ
         if arg.startswith("--"):
             if arg[2:].split("=", 1)[0] in long:
                 return True
-        elif short and arg.startswith("-") and any(letter in arg[1:] for letter in short):
+        elif (
+            short and arg.startswith("-") and any(letter in short for letter in _flag_letters(arg[1:], spec))
+        ):
             return True
     return False
+
+
+def _flag_letters(cluster: str, spec: OptSpec) -> str:
+    """The option letters of a cluster; a value glued after ``-u`` (``-uvera``) is not letters."""
+    for position, letter in enumerate(cluster):
+        if letter in spec.with_arg or letter in spec.glued_optional:
+            return cluster[: position + 1]
+    return cluster
 
 
 # ---------------------------------------------------------------------------------------------

@@ -95,11 +95,24 @@ def protected_target(raw: str, extra: Iterable[str] = (), *, homes: bool = True,
         return None
     if cwd and not raw.startswith(("/", "~")):
         raw = f"{cwd}/{raw}"
-    for variant in expand_braces(raw):
+    for variant in _variants(raw):
         reason = _judge(variant, tuple(extra), homes=homes)
         if reason is not None:
             return reason
     return None
+
+
+def _variants(raw: str) -> list[str]:
+    # Brace expansion, and word splitting: an unquoted $(echo / /etc) or $X holding "/ /etc"
+    # becomes several arguments. (A quoted path with spaces is judged by its parts too, which
+    # can only err towards refusing.)
+    out: list[str] = []
+    for variant in expand_braces(raw):
+        out.append(variant)
+        parts = variant.split()
+        if len(parts) > 1:
+            out.extend(parts)
+    return out
 
 
 def _judge(raw: str, extra: tuple[str, ...], *, homes: bool) -> str | None:
@@ -163,7 +176,7 @@ def is_root(raw: str, cwd: str = "") -> bool:
     """True when ``raw`` names ``/`` itself or everything in it (``/``, ``/*``, ``/tmp/..``, ``//``)."""
     if cwd and not raw.startswith(("/", "~")):
         raw = f"{cwd}/{raw}"
-    for variant in expand_braces(raw):
+    for variant in _variants(raw):
         path = normalise(variant)
         if path.startswith("/") and _strip_everything_in(path)[0] == "/":
             return True
