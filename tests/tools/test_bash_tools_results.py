@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,10 @@ import anyio
 import pytest
 from bash_tools_harness import ESCALATION_HINT, connected, make_setup, text_of
 
+from tether.shell.local import LocalBashExecutor
+from tether.shell.options import LocalShellOptions
+from tether.shell.types import ShellExecRequest, ShellExecSpec
+from tether.tools.registry import CallContext
 from tether.tools.shell_results import DISABLED_TEXT, UNAVAILABLE_TEXT
 
 
@@ -123,3 +128,20 @@ async def test_promoted_shape(tether_home: Path, background: bool) -> None:
         listed = await client.call_tool("job_list", {})
         assert listed.structured_content is not None
         assert [job["jobId"] for job in listed.structured_content["jobs"]] == [job_id]
+
+
+class _SlowPreparation(LocalBashExecutor):
+    """Resolves as if preparing the command had already used up its whole deadline."""
+
+    def resolve(self, request: ShellExecRequest) -> ShellExecSpec:
+        spec = super().resolve(request)
+        return dataclasses.replace(spec, resolved_at=spec.resolved_at - spec.timeout_ms / 1000 - 1)
+
+
+async def test_preparation_timeout_gives_the_empty_timed_out_result(tether_home: Path) -> None:
+    setup = make_setup(tether_home)
+    setup.plugin.executor = _SlowPreparation(LocalShellOptions(cwd=str(tether_home)))
+    result = await setup.plugin.call(run("echo never", timeoutMs=500), CallContext(actor="conv-prep"))
+    assert result.text == "(no output)\n[timed out after 500ms]"
+    assert result.structured["kind"] == "foreground" and result.structured["timedOut"] is True
+    assert setup.jobs is not None and setup.jobs.list() == []
