@@ -37,6 +37,7 @@ _MARKER_PREFIX = secrets.token_hex(4)
 _spawn_counter = itertools.count(1)
 _F_SETPIPE_SZ = 1031
 _DEFAULT_PIPE_SIZE = 65536
+_STUCK_AFTER_KILL_S = 5.0
 # A command still running after this long is moved into its own cgroup (see tree.enter_cgroup).
 _CGROUP_AFTER_S = 0.02
 
@@ -117,7 +118,7 @@ class ManagedProcess:
         self._pidfd: int | None = None
         self._on_settled: list[Callable[[], None]] = []
         self._cgroup_timer: asyncio.TimerHandle | None = None
-        self._grown: set[int] = set()
+        self._read_size: dict[int, int] = {}
 
     @property
     def pid(self) -> int:
@@ -185,9 +186,10 @@ class ManagedProcess:
     def _on_readable(self, fd: int, stream: CapturedStream) -> None:
         # A few reads per wake-up: enough to keep up with a fast writer, few enough not to starve
         # the loop.
+        size = self._read_size.get(fd, _DEFAULT_PIPE_SIZE)
         for _ in range(8):
             try:
-                chunk = os.read(fd, _READ_SIZE)
+                chunk = os.read(fd, size)
             except BlockingIOError:
                 return
             except OSError:
@@ -196,12 +198,14 @@ class ManagedProcess:
                 self._close_reader(fd)
                 return
             stream.feed(chunk)
-            if len(chunk) == _DEFAULT_PIPE_SIZE and fd not in self._grown:
-                # The pipe was full: a bulk writer. A bigger pipe means fewer wake-ups per MiB.
-                self._grown.add(fd)
-                raise_pipe_size(fd)
-            if len(chunk) < _READ_SIZE:
+            if len(chunk) < size:
                 return
+            if size < _READ_SIZE:
+                # The pipe was full: a bulk writer. A bigger pipe and bigger reads mean fewer
+                # wake-ups per MiB; small commands keep small reads (a 1 MiB buffer per read of
+                # a few bytes costs an allocation that shows in the per-command overhead).
+                size = self._read_size[fd] = _READ_SIZE
+                raise_pipe_size(fd)
 
     def _close_reader(self, fd: int) -> None:
         self._loop.remove_reader(fd)
@@ -260,12 +264,16 @@ class ManagedProcess:
             self._finish()
 
     async def _end_leftovers(self) -> None:
+        grace = self._request.grace_ms / 1000
         if not self.kill_requested:
             self.tree.signal_all(signal.SIGTERM)
-            delay = min(self._request.leftover_grace_ms, self._request.grace_ms) / 1000
-            self._escalation = self._loop.call_later(delay, self._escalate)
+            grace = min(self._request.leftover_grace_ms, self._request.grace_ms) / 1000
+            self._escalation = self._loop.call_later(grace, self._escalate)
+        # A process stuck in uninterruptible sleep (D state) ignores even SIGKILL until its I/O
+        # returns; past this bound we settle anyway rather than hang the caller.
+        give_up = self._loop.time() + grace + _STUCK_AFTER_KILL_S
         pause = 0.001
-        while self.tree.members():
+        while self.tree.members() and self._loop.time() < give_up:
             await asyncio.sleep(pause)  # polling process death: pidfds per escapee buy little here
             pause = min(pause * 2, 0.02)
 

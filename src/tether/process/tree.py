@@ -308,11 +308,19 @@ class ProcessTree:
         if sig == signal.SIGKILL and self.cgroup is not None:
             with contextlib.suppress(OSError):
                 (self.cgroup / "cgroup.kill").write_text("1")
+        members = self.members()
         with contextlib.suppress(OSError):
             os.killpg(self.root_pid, sig)
-        for pid in self.members():
+        for pid in members:
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
+        if sig == signal.SIGTERM:
+            # A stopped process (SIGSTOP, Ctrl-Z) only acts on SIGTERM once continued.
+            with contextlib.suppress(OSError):
+                os.killpg(self.root_pid, signal.SIGCONT)
+            for pid in members:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGCONT)
 
     def reap(self) -> None:
         """Collect zombies of ours that belonged to this tree, or to a detached one."""
