@@ -73,6 +73,11 @@ async def capture_history(socket: Path, shell_id: str, max_lines: int) -> bytes:
     Wrapped lines are joined (``-J``) so the browser re-wraps them at its own width; trailing blanks
     that ``-J`` keeps are stripped for the same reason.
     """
+    # With no history, tmux clamps the range onto the visible screen: ask only for what exists.
+    size = await tmux(socket, "display-message", "-p", "-t", session_target(shell_id), "#{history_size}")
+    lines_above = min(max_lines, int(size.strip() or 0))
+    if lines_above <= 0:
+        return b""
     text = await tmux(
         socket,
         "capture-pane",
@@ -82,7 +87,7 @@ async def capture_history(socket: Path, shell_id: str, max_lines: int) -> bytes:
         "-t",
         session_target(shell_id),
         "-S",
-        f"-{max_lines}",
+        f"-{lines_above}",
         "-E",
         "-1",
     )

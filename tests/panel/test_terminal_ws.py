@@ -1,0 +1,136 @@
+"""The terminal WebSocket protocol without a browser: bytes out, input and resize in, clean ends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import anyio
+import websockets
+from panel_harness import Served, serving
+
+from tether.audit import query as audit_query
+from tether.panel import tmux_client
+
+SHELL = "dsh-w5test"
+
+
+def _tmux(home: Path, *args: str) -> str:
+    return subprocess.run(
+        ["tmux", "-S", str(home / "tmux.sock"), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def _connect(served: Served, shell: str, query: str = "cols=90&rows=20") -> websockets.asyncio.client.connect:
+    return websockets.connect(
+        f"{served.ws_base}/panel/ws/term/{shell}?{query}",
+        origin=served.origin,  # type: ignore[arg-type]
+        additional_headers={"Cookie": served.cookie_header()},
+    )
+
+
+async def _until(ws: websockets.ClientConnection, needle: bytes) -> bytes:
+    seen = b""
+    with anyio.fail_after(10):
+        while needle not in seen:
+            frame = await ws.recv()
+            if isinstance(frame, bytes):
+                seen += frame
+    return seen
+
+
+async def test_input_resize_and_the_end_of_the_shell(tether_home: Path) -> None:
+    _tmux(
+        tether_home,
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        SHELL,
+        "-x",
+        "120",
+        "-y",
+        "30",
+        "bash --norc",
+    )
+    _tmux(tether_home, "new-session", "-d", "-s", "dsh-keep00")  # keeps the server up after SHELL ends
+    _tmux(tether_home, "set-option", "-g", "status", "off")
+    sock = tether_home / "tmux.sock"
+    async with serving(tether_home) as served, _connect(served, SHELL) as ws:
+        await _until(ws, b"bash-")
+        with anyio.fail_after(10):
+            while await tmux_client.window_size(sock, SHELL) != (90, 20):
+                await ws.recv()
+
+        await ws.send(json.dumps({"type": "input", "data": "echo ws-$((2+3))\r", "typed": False}))
+        await _until(ws, b"ws-5")
+        # Not typed by a person (e.g. an automatic terminal reply): no user-input stamp.
+        stamp = _tmux(
+            tether_home, "show-options", "-v", "-q", "-t", f"={SHELL}:", tmux_client.USER_INPUT_OPTION
+        )
+        assert stamp.strip() == ""
+        await ws.send(json.dumps({"type": "input", "data": "echo typed\r", "typed": True}))
+        await _until(ws, b"typed")
+        stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", tmux_client.USER_INPUT_OPTION)
+        assert stamp.strip().isdigit()
+
+        await ws.send(json.dumps({"type": "resize", "cols": 100, "rows": 25}))
+        await ws.send("not json")  # ignored, not fatal
+        with anyio.fail_after(10):
+            while await tmux_client.window_size(sock, SHELL) != (100, 25):
+                await ws.recv()
+
+        _tmux(tether_home, "kill-session", "-t", f"={SHELL}")
+        notice = None
+        with anyio.fail_after(10):
+            while notice is None:
+                frame = await ws.recv()
+                if isinstance(frame, str):
+                    notice = json.loads(frame)
+        assert notice == {"type": "exit", "message": f"shell {SHELL} ended"}
+
+    actions = [(r.action, r.targets) for r in audit_query(tether_home, source="panel", shell=SHELL)]
+    assert actions == [("terminal-attach", (SHELL,)), ("terminal-detach", (SHELL,))]
+
+
+async def test_unknown_or_malformed_shell(tether_home: Path) -> None:
+    async with serving(tether_home) as served:
+        for shell, code in (("dsh-gone00", 4404), ("dsh-BAD!", 4404)):
+            async with _connect(served, shell) as ws:
+                notice = json.loads(await ws.recv())
+                assert notice["type"] == "error"
+                with anyio.fail_after(10):
+                    await ws.wait_closed()
+                assert ws.close_code == code
+
+
+async def test_leaving_detaches_the_client(tether_home: Path) -> None:
+    _tmux(
+        tether_home,
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        SHELL,
+        "-x",
+        "120",
+        "-y",
+        "30",
+        "bash --norc",
+    )
+    sock = tether_home / "tmux.sock"
+    async with serving(tether_home) as served:
+        async with _connect(served, SHELL) as ws:
+            await _until(ws, b"bash-")
+            with anyio.fail_after(10):
+                while await tmux_client.terminal_clients(sock, SHELL) != 1:
+                    await ws.recv()
+        # The client is gone and the window is back to the size it had before the page attached.
+        with anyio.fail_after(10):
+            while await tmux_client.terminal_clients(sock, SHELL) != 0 or await tmux_client.window_size(
+                sock, SHELL
+            ) != (120, 30):
+                await anyio.sleep(0.02)
