@@ -14,6 +14,13 @@ from mcp_harness import TOKEN, Probe, http_client, serving, text_of
 
 from tether.mcp.server import McpFrontDoor
 from tether.tools.registry import CallContext, ResourceInfo, ToolDef, ToolResult
+from tether.tools.shell_results import ToolAborted
+
+
+async def _aborts(arguments: Any, ctx: CallContext) -> ToolResult:
+    # An abort that is not this request's cancellation (e.g. a caller's abort signal).
+    raise ToolAborted("the caller's abort signal fired")
+
 
 INIT = {
     "jsonrpc": "2.0",
@@ -47,6 +54,12 @@ async def test_tools_list_call_and_error_mapping(probe: Probe) -> None:
         crashed = await client.call_tool("crash", {})
         assert crashed.is_error and text_of(crashed).startswith("INTERNAL: tool crash failed unexpectedly")
         assert "secret internal detail" not in text_of(crashed)
+
+        front.registry.add(
+            ToolDef(name="abort", description="Aborted.", input_schema={"type": "object"}, handler=_aborts)
+        )
+        aborted = await client.call_tool("abort", {})
+        assert aborted.is_error and text_of(aborted) == "TOOL_ABORTED: the caller's abort signal fired"
 
         unknown = await client.call_tool("nope", {})
         assert unknown.is_error and "unknown tool 'nope'" in text_of(unknown) and "echo" in text_of(unknown)
