@@ -17,6 +17,7 @@ from tether.tools.bash_schema import ShellName
 from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
 from tether.tools.job_tools import register_job_tools
 from tether.tools.registry import ToolRegistry
+from tether.tools.shell_audit import register_shell_audit
 from tether.tools.shell_tools import register_shell_tools
 
 logger = logging.getLogger(__name__)
@@ -99,4 +100,5 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
 
     # Persistent shells (spec 003).
     register_shell_tools(registry, config=config, hints=catalog.hints, closers=catalog.closers)
+    register_shell_audit(registry, home=config.home)
     return catalog
