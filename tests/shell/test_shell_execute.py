@@ -228,3 +228,16 @@ async def test_two_hundred_concurrent_executions_leak_nothing(executor: LocalBas
     assert [r.stdout.text for r in results] == [f"{i}\n" for i in range(200)]
     assert open_fds() == fds
     assert zombie_children() - zombies == set()
+
+
+def test_old_and_excess_spill_files_are_pruned(tmp_path: Path) -> None:
+    from tether.shell.options import prune_spill
+
+    old = tmp_path / "old.stdout"
+    old.write_text("x")
+    os.utime(old, (time.time() - 3 * 86400, time.time() - 3 * 86400))
+    for i in range(5):
+        (tmp_path / f"new{i}.stdout").write_text("y")
+        os.utime(tmp_path / f"new{i}.stdout", (time.time() - 100 + i, time.time() - 100 + i))
+    assert prune_spill(tmp_path, max_files=3) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new2.stdout", "new3.stdout", "new4.stdout"]

@@ -9,10 +9,12 @@ Invariant: every default the executor applies lives here and is applied only by 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ntpath
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,9 +68,38 @@ def _ensured_default(home_env: str) -> Path:
 
 @functools.lru_cache(maxsize=16)
 def _ensured(path: Path) -> Path:
-    # Created once per process and path: this runs on every execute.
+    # Created (and pruned) once per process and path: this runs on every execute.
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    prune_spill(path)
     return path
+
+
+SPILL_MAX_AGE_S = 24 * 3600
+SPILL_MAX_FILES = 256
+
+
+def prune_spill(path: Path, *, max_age_s: float = SPILL_MAX_AGE_S, max_files: int = SPILL_MAX_FILES) -> int:
+    """Delete spill files older than ``max_age_s``, then the oldest beyond ``max_files``.
+
+    Spill files exist so a model can read a long output after the fact; a day is long enough for
+    that, and the count cap bounds the disk a busy server uses (each file ≤ max_spill_bytes).
+    Returns how many files were removed.
+    """
+    try:
+        entries = [(entry.stat().st_mtime, entry) for entry in path.iterdir() if entry.is_file()]
+    except OSError:
+        return 0
+    entries.sort()
+    cutoff = time.time() - max_age_s
+    doomed = [entry for mtime, entry in entries if mtime < cutoff]
+    survivors = [entry for mtime, entry in entries if mtime >= cutoff]
+    doomed += survivors[: max(0, len(survivors) - max_files)]
+    removed = 0
+    for entry in doomed:
+        with contextlib.suppress(OSError):
+            entry.unlink()
+            removed += 1
+    return removed
 
 
 def discover_pwsh(
