@@ -6,6 +6,8 @@ import asyncio
 import os
 import resource
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +185,24 @@ async def test_without_cgroup_or_subreaper_flag_the_proc_scan_still_finds_escape
     process = await run(f"setsid sleep {a} & ( (sleep {b} > /dev/null 2>&1 &) & ); sleep 0.05")
     assert process.tree.cgroup is None
     assert alive_with(a) == [] and alive_with(b) == []
+
+
+def test_trees_still_running_when_the_interpreter_exits_are_ended(tmp_path: Path) -> None:
+    a, b = unique_sleep_arg(), unique_sleep_arg()
+    script = tmp_path / "leave.py"
+    script.write_text(
+        "import asyncio\n"
+        "from tether.config import EnvSection\n"
+        "from tether.process.env import build_child_env\n"
+        "from tether.process.spawn import SpawnRequest, spawn\n"
+        "async def main():\n"
+        f"    spawn(SpawnRequest(argv=('bash', '-c', 'setsid sleep {a} & sleep {b}'), cwd='/',\n"
+        "                       env=build_child_env(None, EnvSection())))\n"
+        "    await asyncio.sleep(0.2)\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert wait_until(lambda: not alive_with(a) and not alive_with(b))

@@ -36,7 +36,17 @@ TREE_MARKER = "TETHER_TREE_ID"
 
 _subreaper_done = False
 _detached: list[ProcessTree] = []  # trees released with keep_running, reaped as their members end
-_live_roots: set[int] = set()  # roots of unsettled trees: our own children, never another tree's escapee
+# Unsettled trees by root pid: their roots are our own children, never another tree's escapee.
+_live: dict[int, ProcessTree] = {}
+
+
+def _kill_live_trees() -> None:
+    # Interpreter exit (server shutdown, a CLI ending): nothing a command started outlives us.
+    for tree in list(_live.values()):
+        tree.signal_all(signal.SIGKILL)
+
+
+atexit.register(_kill_live_trees)
 _counter = itertools.count(1)
 
 
@@ -230,8 +240,9 @@ class ProcessTree:
 
     @classmethod
     def adopt(cls, root_pid: int, marker: str | None) -> ProcessTree:
-        _live_roots.add(root_pid)
-        return cls(root_pid=root_pid, marker=marker, cgroup=None)
+        tree = cls(root_pid=root_pid, marker=marker, cgroup=None)
+        _live[root_pid] = tree
+        return tree
 
     def enter_cgroup(self) -> bool:
         """Move every current member into a fresh leaf cgroup; later forks are born inside it.
@@ -274,7 +285,7 @@ class ProcessTree:
                 seeds.update(
                     pid
                     for pid in _adopted_candidates()
-                    if pid not in _live_roots and _has_marker(pid, self._marker)
+                    if pid not in _live and _has_marker(pid, self._marker)
                 )
             else:
                 seeds.update(self._scan_proc(me))
@@ -346,7 +357,7 @@ class ProcessTree:
 
     def release(self, *, keep_running: bool = False) -> None:
         """Forget the cgroup. With ``keep_running`` live members move to our own cgroup first."""
-        _live_roots.discard(self.root_pid)
+        _live.pop(self.root_pid, None)
         if keep_running:
             # Left running on purpose; when they end later they are zombies of ours to collect.
             _detached.append(self)
