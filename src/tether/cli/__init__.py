@@ -19,6 +19,7 @@ from tether.errors import TetherError
 COMMAND_MODULES: tuple[str, ...] = (
     "tether.cli.exec_cmd",
     "tether.cli.audit_cmd",
+    "tether.cli.shell_cmd",
     "tether.cli.vault_cmd",
     "tether.cli.mcp_cmd",
     "tether.cli.serve_cmd",
