@@ -16,7 +16,11 @@ HUB_SESSION = "tether-hub"
 
 
 def _b36(n: int) -> str:
-    return "".join(secrets.choice(_B36) for _ in range(n))
+    # 252 = 7 × 36: bytes below it map uniformly onto the 36 characters; the rest are redrawn.
+    out: list[str] = []
+    while len(out) < n:
+        out.extend(_B36[b % 36] for b in secrets.token_bytes(2 * n) if b < 252)
+    return "".join(out[:n])
 
 
 def new_shell_id() -> str:

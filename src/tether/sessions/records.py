@@ -113,14 +113,16 @@ class Records:
         self.store.execute("UPDATE shells SET last_activity_ms = ? WHERE id = ?", (now_ms(), shell_id))
 
     def add_run(self, run: RunRecord) -> None:
-        self.store.execute(
-            "INSERT INTO shell_runs (run_id, shell_id, nonce, command, actor, started_ms, log_offset) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (run.run_id, run.shell_id, run.nonce, run.command, run.actor, run.started_ms, run.log_offset),
-        )
-        self.store.execute(
-            "UPDATE shells SET last_activity_ms = ? WHERE id = ?", (run.started_ms, run.shell_id)
-        )
+        self.store.ensure_schemas()
+        with self.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO shell_runs (run_id, shell_id, nonce, command, actor, started_ms, log_offset) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (run.run_id, run.shell_id, run.nonce, run.command, run.actor, run.started_ms, run.log_offset),
+            )
+            conn.execute(
+                "UPDATE shells SET last_activity_ms = ? WHERE id = ?", (run.started_ms, run.shell_id)
+            )
 
     def finish_run(self, run_id: str, exit_code: int, end_offset: int) -> None:
         self.store.execute(

@@ -10,7 +10,7 @@ the call's. ``ai-busy`` is set on a shell while a unit of this process works on 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,10 +29,17 @@ class Unit:
 
 
 async def resolve_target(
-    engine: SessionEngine, target: Target, actor: str, *, write: bool, path: str
+    engine: SessionEngine,
+    target: Target,
+    actor: str,
+    *,
+    write: bool,
+    path: str,
+    live: Collection[str] | None = None,
 ) -> list[str]:
     """The shell ids a target names, checked against what is alive."""
-    live = await engine.live()
+    if live is None:
+        live = await engine.live()
     if target.mode == "ids":
         missing = [i for i in target.ids if i not in live]
         if missing:
@@ -67,10 +74,11 @@ async def plan_units(
     units: list[Unit | TaskOutcome] = []
     failed: list[Unit | TaskOutcome] = []
     seen: dict[str, int] = {}
+    live = set(await engine.live())
     for task in call.tasks:
         path = f"tasks[{task.index}].target"
         try:
-            ids = await resolve_target(engine, task.target, actor, write=write, path=path)
+            ids = await resolve_target(engine, task.target, actor, write=write, path=path, live=live)
         except NotFoundError as exc:
             failed.append(TaskOutcome(index=task.index, label=task.label, error=exc.message))
             continue
