@@ -154,6 +154,7 @@ def _set_many(home: str, tag: str, count: int) -> None:
 
 
 def test_two_processes_keep_unique_ordered_history(tmp_path: Path) -> None:
+    Store.open(tmp_path).close()  # see test_locks: concurrent creation of a fresh database
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_set_many, args=(str(tmp_path), tag, 100)) for tag in ("p", "q")]
     for p in procs:
