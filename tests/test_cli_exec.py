@@ -63,6 +63,7 @@ def test_background_children_end_with_the_command_unless_background_ok(tether_ho
     assert done.returncode == 0 and alive_with(token) == []
     kept = unique_sleep_arg()
     done = tether("exec", "--background-ok", "--", f"sleep {kept} > /dev/null 2>&1 &")
+    wait_until(lambda: len(alive_with(kept)) == 1)  # the child may not have exec'd sleep yet
     survivors = alive_with(kept)
     try:
         assert done.returncode == 0

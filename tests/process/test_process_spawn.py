@@ -98,6 +98,8 @@ async def test_kill_ends_the_whole_tree_including_term_ignoring_members() -> Non
 async def test_keep_background_leaves_children_running() -> None:
     token = unique_sleep_arg()
     process = await run(f"sleep {token} > /dev/null 2>&1 &", keep_background=True)
+    # The background child may still be a bash fork about to exec sleep: wait for the exec.
+    wait_until(lambda: len(alive_with(token)) == 1)
     survivors = alive_with(token)
     try:
         assert process.detached
