@@ -241,3 +241,22 @@ def test_old_and_excess_spill_files_are_pruned(tmp_path: Path) -> None:
         os.utime(tmp_path / f"new{i}.stdout", (time.time() - 100 + i, time.time() - 100 + i))
     assert prune_spill(tmp_path, max_files=3) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new2.stdout", "new3.stdout", "new4.stdout"]
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "sleep {t} &",
+        "setsid sleep {t} &",
+        "( (sleep {t} &) & )",
+        "(setsid sleep {t} > /dev/null 2>&1 &); echo hi",
+    ],
+)
+async def test_background_children_never_hold_the_result_back(
+    executor: LocalBashExecutor, template: str
+) -> None:
+    # The 1 s deadline is the measurement: finishing without timed_out proves "returns in < 1 s".
+    token = unique_sleep_arg()
+    result = await _run(executor, template.format(t=token), timeout_ms=1000)
+    assert not result.timed_out and result.exit_code == 0
+    assert alive_with(token) == []
