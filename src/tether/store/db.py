@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,10 +60,10 @@ class Store:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            _enter_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA busy_timeout=30000")
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -99,6 +100,26 @@ class Store:
                 conn.close()
             self._connections.clear()
         self._local = threading.local()
+
+
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """Switch a fresh database to WAL, tolerating processes that race to create it.
+
+    Changing the journal mode needs an exclusive lock and SQLite does not apply the busy handler
+    to it, so two processes opening a brand-new home at once can see "database is locked" here;
+    retry with a short back-off until the busy timeout would have expired.
+    """
+    deadline = time.monotonic() + 30.0
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
 
 def _statements(ddl: str) -> Iterator[str]:
