@@ -103,3 +103,30 @@ def test_interrupt_ends_the_tree_and_exits_130(tether_home: Path) -> None:
     assert proc.returncode == 130
     assert "[killed by signal: SIGTERM]" in err
     assert alive_with(token) == []
+
+
+def test_large_output_streams_completely_and_a_closed_pipe_ends_the_command(tether_home: Path) -> None:
+    big = subprocess.run(
+        f"{sys.executable} -m tether exec -- 'head -c 50000000 /dev/zero' | wc -c",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert big.stdout.strip() == "50000000"
+    assert big.stderr == ""  # nothing dropped, nothing truncated to report
+    token = unique_sleep_arg()
+    piped = subprocess.run(
+        f"{sys.executable} -m tether exec -- 'while true; do echo y; done & sleep {token}' | head -1; "
+        "echo status=${PIPESTATUS[0]}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert piped.stdout == "y\nstatus=141\n"
+    assert "Traceback" not in piped.stderr
+    assert alive_with(token) == []

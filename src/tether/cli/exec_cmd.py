@@ -2,9 +2,9 @@
 
 Invariant: this door adds no behaviour of its own — the executor decides cwd, timeout cap, env,
 capture and tree kill; this module only streams the captured output as it arrives, prints the
-rendered footer (``tether.shell.render.footer_lines``) on stderr, and maps the result to an exit
-status: the command's own exit code, 124 on timeout, 130 when interrupted, 128+N when a signal
-ended it.
+closing markers of the rendered result (``tether.shell.render.closing_lines``) on stderr, and maps
+the result to an exit status: the command's own exit code, 124 on timeout, 130 when interrupted,
+141 when our stdout's reader went away (as SIGPIPE would), 128+N when signal N ended it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import os
 import signal
 import sys
 from typing import TextIO
@@ -23,11 +24,15 @@ from tether.process.reads import OutputReader
 from tether.shell.execution import LocalShellExecution
 from tether.shell.options import LocalShellOptions
 from tether.shell.providers import executor_from_config
-from tether.shell.render import footer_lines
+from tether.shell.render import closing_lines
 from tether.shell.types import AbortSignal, ShellExecRequest, ShellRunResult
 
-# Output is shown live, so the memory tail only needs to cover what arrives between two wake-ups.
-_LIVE_BUFFER = 4 * MIB
+# Output is shown live, so the memory tail only needs to cover what the process layer reads between
+# two turns of the pump (at most 8 reads of 1 MiB per wake-up): 16 MiB leaves room, and writing to
+# a slow terminal blocks the loop, which stops reading and so pushes back on the command itself.
+_LIVE_BUFFER = 16 * MIB
+# What a shell reports when a pipeline reader goes away (128 + SIGPIPE).
+_EXIT_BROKEN_PIPE = 141
 
 EPILOG = """\
 The command runs as `bash -c COMMAND` (or pwsh, per [shell].provider in config.toml) in its own
@@ -39,8 +44,9 @@ command exits; tether returns as soon as the shell exits (after a short output d
 reading their output (redirect it, e.g. `server > log 2>&1 &`). A timeout still ends them all.
 Without it, nothing the command started outlives it.
 
-Exit status: the command's exit code; 124 when it timed out; 130 when interrupted; 128+N when
-signal N ended it; 2 when tether itself could not run it.
+Exit status: the command's exit code; 124 when it timed out; 130 when interrupted; 141 when the
+reader of tether's stdout went away (the command is ended, as SIGPIPE would); 128+N when signal N
+ended it; 2 when tether itself could not run it.
 """
 
 
@@ -91,19 +97,28 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-async def _pump(reader: OutputReader, out: TextIO, name: str) -> None:
+async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal) -> bool:
+    """Copy one stream to ``out`` as it arrives; False when ``out`` was closed by its reader."""
     offset = 0
     while True:
         await reader.wait_beyond(offset)
         read = reader.read_from(offset)
-        if read.lost:
-            sys.stderr.write(f"\n[tether: {read.start - offset} bytes of {name} dropped]\n")
-        if read.text:
-            out.write(read.text)
-            out.flush()
+        try:
+            if read.lost:
+                sys.stderr.write(f"\n[tether: {read.start - offset} bytes of {name} dropped]\n")
+            if read.text:
+                out.write(read.text)
+                out.flush()
+        except BrokenPipeError:
+            # `tether exec -- yes | head -1`: the reader is gone; end the command like SIGPIPE
+            # would, and keep the interpreter from complaining about the dead pipe at exit.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            abort.fire(f"{name} closed by its reader")
+            return False
         offset = read.next_offset
         if read.closed and offset >= reader.total_bytes:
-            return
+            return True
 
 
 async def _run(command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool) -> int:
@@ -118,16 +133,20 @@ async def _run(command: str, *, timeout_ms: int | None, cwd: str | None, backgro
         loop.add_signal_handler(sig, abort.fire, f"tether exec received {signal.Signals(sig).name}")
     try:
         execution = await executor.execute(executor.resolve(request), abort=abort)
-        await asyncio.gather(
-            _pump(execution.observed.stdout, sys.stdout, "stdout"),
-            _pump(execution.observed.stderr, sys.stderr, "stderr"),
+        pumped = await asyncio.gather(
+            _pump(execution.observed.stdout, sys.stdout, "stdout", abort),
+            _pump(execution.observed.stderr, sys.stderr, "stderr", abort),
         )
         result = await execution.result()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
-    lines = footer_lines(result)
+    if not all(pumped):
+        return _EXIT_BROKEN_PIPE
+    # Everything was shown live (any gap was announced as it happened), so only the closing
+    # markers are left to say; a truncation note about the in-memory tail would be misleading.
+    lines = closing_lines(result)
     if isinstance(execution, LocalShellExecution) and execution.detached:
         lines.append("[background processes left running]")
     if lines:
