@@ -208,3 +208,15 @@ def test_trees_still_running_when_the_interpreter_exits_are_ended(tmp_path: Path
     )
     assert done.returncode == 0, done.stderr
     assert wait_until(lambda: not alive_with(a) and not alive_with(b))
+
+
+async def test_spawn_failure_raises_and_leaks_no_fds(tmp_path: Path) -> None:
+    from tether.process.spawn import SpawnError
+
+    await run("true")
+    fds = open_fds()
+    with pytest.raises(SpawnError, match="cannot start '/nonexistent/prog'"):
+        spawn(SpawnRequest(argv=("/nonexistent/prog",), cwd="/", env={}, stdin=b"x"))
+    with pytest.raises(SpawnError, match="working directory '/nonexistent/dir' does not exist"):
+        spawn(SpawnRequest(argv=("true",), cwd="/nonexistent/dir", env={}))
+    assert open_fds() == fds
