@@ -65,6 +65,9 @@ class SpawnRequest:
     argv: tuple[str, ...]
     cwd: str
     env: Mapping[str, str] | Mapping[bytes, bytes]
+    # The program to run when already resolved (argv[0] then stays what the program sees as its
+    # name); None = search PATH for argv[0].
+    executable: str | None = None
     stdin: bytes | None = None
     stdout_max_bytes: int = 64_000
     stderr_max_bytes: int = 64_000
@@ -328,7 +331,7 @@ class ManagedProcess:
 
 
 def _bytes_env(env: Mapping[str, str] | Mapping[bytes, bytes]) -> dict[bytes, bytes]:
-    if all(isinstance(key, bytes) for key in env):
+    if isinstance(next(iter(env), b""), bytes):  # built by build_child_env: all bytes
         return dict(env)  # type: ignore[arg-type]
     return {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
 
@@ -364,6 +367,7 @@ def spawn(request: SpawnRequest) -> ManagedProcess:
     try:
         popen = subprocess.Popen(
             list(request.argv),
+            executable=request.executable,
             stdin=in_r if in_r is not None else subprocess.DEVNULL,
             stdout=out_w,
             stderr=err_w,

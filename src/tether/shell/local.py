@@ -102,7 +102,9 @@ class LocalShellExecutor(ShellExecutor):
             raise ShellAborted(f"execution aborted before it started: {abort.reason}")
         env = build_child_env(None, self.options.env, spec.env)
         # A few stat calls on local paths: not worth a thread hop on every command.
-        self._check_executable(spec.argv[0], os.fsdecode(env.get(b"PATH", os.defpath.encode())))
+        executable: str | None = self._check_executable(
+            spec.argv[0], os.fsdecode(env.get(b"PATH", os.defpath.encode()))
+        )
         self._check_cwd(spec.cwd)
         if time.monotonic() >= spec.resolved_at + spec.timeout_ms / 1000:
             # The deadline passed while preparing: settle timed out without spawning.
@@ -110,10 +112,11 @@ class LocalShellExecutor(ShellExecutor):
         argv, launch = spec.argv, None
         if self.confinement is not None:
             launch = self.confinement.wrap(spec.argv, spec)
-            argv = launch.argv
+            argv, executable = launch.argv, None
             env.update({os.fsencode(k): os.fsencode(v) for k, v in launch.env.items()})
         request = SpawnRequest(
             argv=argv,
+            executable=executable,
             cwd=spec.cwd,
             env=env,
             stdin=spec.stdin.encode() if spec.stdin is not None else None,
@@ -142,7 +145,9 @@ class LocalShellExecutor(ShellExecutor):
             )
 
     @staticmethod
-    def _check_executable(executable: str, path: str) -> None:
+    def _check_executable(executable: str, path: str) -> str:
+        """Where the shell executable is (raises ``SHELL_MISSING`` when nowhere)."""
+        hit: str | None = executable
         if os.sep in executable:
             found = os.path.isfile(executable) and os.access(executable, os.X_OK)
         else:
@@ -153,13 +158,15 @@ class LocalShellExecutor(ShellExecutor):
                 found = hit is not None
                 if hit is not None:
                     _which_cache[(executable, path)] = hit
-        if not found:
+        if found and hit is not None:
+            return hit
             raise ShellException(
                 f"shell executable {executable!r} cannot be found "
                 f"({'no such executable file' if os.sep in executable else 'not on PATH'}); "
                 f"install it or set [shell].executable in config.toml",
                 code="SHELL_MISSING",
             )
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 class LocalBashExecutor(LocalShellExecutor):
