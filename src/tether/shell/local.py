@@ -160,13 +160,12 @@ class LocalShellExecutor(ShellExecutor):
                     _which_cache[(executable, path)] = hit
         if found and hit is not None:
             return hit
-            raise ShellException(
-                f"shell executable {executable!r} cannot be found "
-                f"({'no such executable file' if os.sep in executable else 'not on PATH'}); "
-                f"install it or set [shell].executable in config.toml",
-                code="SHELL_MISSING",
-            )
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise ShellException(
+            f"shell executable {executable!r} cannot be found "
+            f"({'no such executable file' if os.sep in executable else 'not on PATH'}); "
+            f"install it or set [shell].executable in config.toml",
+            code="SHELL_MISSING",
+        )
 
 
 class LocalBashExecutor(LocalShellExecutor):
