@@ -190,7 +190,7 @@ function ensureTerm() {
   const term = new Terminal({
     cursorBlink: true, scrollback: 10000, convertEol: false, allowProposedApi: false,
     fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, monospace', fontSize: 13,
-    theme: { background: "#101214" }, screenReaderMode: false,
+    theme: { background: "#000000" }, screenReaderMode: false,
   });
   const fit = new FitAddon.FitAddon();
   term.loadAddon(fit);
