@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-
 from mcp import Client, StdioServerParameters
 
 TETHER = str(Path(sys.executable).parent / "tether")

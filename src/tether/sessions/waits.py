@@ -78,7 +78,8 @@ class _Scanner:
             age = max(0.0, time.time() - os.stat(path).st_mtime)
         except OSError:
             age = 3600.0
-        self.last_output = time.monotonic() - age
+        # A settle measures quiet from the moment the keys were sent, not from older output.
+        self.last_output = time.monotonic() - (0.0 if spec.kind == "settle" else age)
 
     def feed(self) -> bool:
         """Read what is new; ``True`` if anything was."""

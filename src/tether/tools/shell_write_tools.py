@@ -156,6 +156,7 @@ async def run_steps(engine: SessionEngine, unit: Unit, actor: str, action: Steps
     lines: list[str] = []
     total_ms = 0
     met = True
+    first = log_size(engine.log_of(unit.shell_id))
     try:
         for n, step in enumerate(action.steps, 1):
             offset = log_size(engine.log_of(unit.shell_id))
@@ -181,7 +182,7 @@ async def run_steps(engine: SessionEngine, unit: Unit, actor: str, action: Steps
             WriteIntent(shell_id=unit.shell_id, actor=actor, kind="steps", text=sends)
         )
     lines.extend(
-        with_dropped(run_output(engine, unit.shell_id, offset, log_size(engine.log_of(unit.shell_id)), actor))
+        with_dropped(run_output(engine, unit.shell_id, first, log_size(engine.log_of(unit.shell_id)), actor))
     )
     return TaskOutcome(
         index=task.index,
