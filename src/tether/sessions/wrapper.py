@@ -10,8 +10,9 @@ bracketed by two markers carrying a per-run nonce::
 ``ESC ] 6973 ; NONCE ; e ; STATUS ESC \\``. OSC 6973 means nothing to tmux, so no screen shows it;
 only the raw log has it. The braces on their own lines keep a trailing ``# comment`` and a heredoc
 inside the group. When the list is aborted (Ctrl-C kills the foreground job, so bash drops the rest
-of the line) the prompt hook ``__tp`` — first in ``PROMPT_COMMAND``, re-added by ``__tb`` if a
-user replaced the variable, and kept exported while the variable is a string — prints the end marker with ``$?`` before the next prompt. After
+of the line) the prompt hook ``__tp`` prints the end marker with ``$?`` before the next prompt;
+it is first in ``PROMPT_COMMAND``, re-added by ``__tb`` if a user replaced the variable, and kept
+exported while the variable is a string. After
 ``exec bash`` the new shell has the same pid, imports the exported functions and the exported
 ``PROMPT_COMMAND=__tp``, and reports through ``__tp`` with the nonce ``*`` (the nonce itself lives
 in an unexported variable, so ``env`` never prints it).
