@@ -111,14 +111,18 @@ class SessionEngine:
         self.ai_busy: dict[str, set[str]] = {}
         self.last_runs: dict[str, RunRecord] = {}
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def get(cls, config: Config) -> SessionEngine:
         """The engine of ``config.home`` on the running loop (created and started on first use)."""
-        key = (str(config.home.resolve()), id(asyncio.get_running_loop()))
+        loop = asyncio.get_running_loop()
+        key = (str(config.home.resolve()), id(loop))
         engine = cls._instances.get(key)
-        if engine is None or engine._closed:
+        # id() of a closed loop can be reused by a new one: the loop object itself must match.
+        if engine is None or engine._closed or engine._loop is not loop:
             engine = cls(config)
+            engine._loop = loop
             engine.watcher.start()
             cls._instances[key] = engine
         return engine

@@ -18,7 +18,7 @@ from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin, make_exec
 from tether.tools.job_tools import register_job_tools
 from tether.tools.registry import ToolRegistry
 from tether.tools.shell_audit import register_shell_audit
-from tether.tools.shell_tools import register_shell_tools
+from tether.tools.shell_tools import ShellTools, register_shell_tools
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ class ToolCatalog:
     # System-prompt sections ("tool:bash" → text); MCP sends them as server instructions.
     hints: dict[str, str] = field(default_factory=dict)
     closers: list[Closer] = field(default_factory=list)
+    shell_tools: ShellTools | None = None
     _closed: bool = False
 
     def instructions(self) -> str:
@@ -50,6 +51,8 @@ class ToolCatalog:
         """A conversation is over (its MCP session closed): stop the jobs only it could reach."""
         if self.jobs is not None:
             await self.jobs.kill_owned_by(actor, "the conversation ended")
+        if self.shell_tools is not None:
+            await self.shell_tools.end_conversation(actor)
 
     async def aclose(self) -> None:
         """Run the closers and kill every job; idempotent (a signal and a normal exit may both call it)."""
@@ -99,6 +102,8 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
         register_job_tools(registry, jobs)
 
     # Persistent shells (spec 003).
-    register_shell_tools(registry, config=config, hints=catalog.hints, closers=catalog.closers)
+    catalog.shell_tools = register_shell_tools(
+        registry, config=config, hints=catalog.hints, closers=catalog.closers
+    )
     register_shell_audit(registry, home=config.home)
     return catalog

@@ -57,9 +57,18 @@ class Subscriptions:
         task.cancel()
         return True
 
+    async def end_actor(self, actor: str) -> None:
+        """Stop every subscription of one conversation."""
+        keys = [k for k in self._tasks if k[0] == actor]
+        await self._stop([self._tasks.pop(k) for k in keys])
+
     async def close(self) -> None:
         tasks = list(self._tasks.values())
         self._tasks.clear()
+        await self._stop(tasks)
+
+    @staticmethod
+    async def _stop(tasks: list[asyncio.Task[None]]) -> None:
         for task in tasks:
             task.cancel()
         for task in tasks:

@@ -47,6 +47,10 @@ class ShellTools:
     def engine(self) -> SessionEngine:
         return SessionEngine.get(self.config)
 
+    async def end_conversation(self, actor: str) -> None:
+        """The conversation's MCP session closed: its subscriptions stop (its shells stay)."""
+        await self.subscriptions.end_actor(actor)
+
     async def aclose(self) -> None:
         await self.subscriptions.close()
         for engine in list(SessionEngine._instances.values()):
