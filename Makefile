@@ -3,7 +3,7 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-SYSTEM := tmux bubblewrap chromium nodejs npm procps git ca-certificates
+SYSTEM := tmux bubblewrap strace chromium nodejs npm procps git ca-certificates
 PANEL_VENDOR := src/tether/panel/static/vendor/.installed
 
 .PHONY: run test system venv panel-assets lint typecheck pytest bench clean

@@ -20,6 +20,7 @@ from tether.errors import UsageError
 from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor, new_conversation_id
 from tether.mcp.stdio import serve_stdio
+from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import ToolCatalog, build_catalog
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Serve the tether tools over MCP on stdin/stdout. The conversation id is "
         "$TETHER_CONVERSATION if set, else a new random one. "
         "Logs go to stderr and $TETHER_HOME/logs/mcp.log.",
+    )
+    parser.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="confine the bash/pwsh tools in the bubblewrap sandbox (same as [shell].provider = \"sandbox\")",
     )
     parser.set_defaults(func=run)
 
@@ -83,6 +89,8 @@ async def _serve(config: Config, conversation: str) -> None:
 def run(args: argparse.Namespace) -> int:
     home = ensure_home(resolve_home())
     config = load_config(home)
+    if args.sandbox:
+        config = with_sandbox(config)
     conversation = conversation_from_env()
     configure_logging(home, "mcp")
     logger.info("tether mcp serving conversation %s (pid %d)", conversation, os.getpid())

@@ -29,6 +29,7 @@ from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.token import load_or_create_token
 from tether.panel.app import build_panel_app, login_url
+from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import build_catalog
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=[],
         metavar="NAME",
         help="an extra Host name clients may use (e.g. this machine's LAN name); repeatable",
+    )
+    parser.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="confine the bash/pwsh tools in the bubblewrap sandbox (same as [shell].provider = \"sandbox\")",
     )
     parser.set_defaults(func=run)
 
@@ -144,6 +150,8 @@ async def _serve(config: Config, settings: HttpSettings, sock: socket.socket) ->
 def run(args: argparse.Namespace) -> int:
     home = ensure_home(resolve_home())
     config = load_config(home)
+    if args.sandbox:
+        config = with_sandbox(config)
     host = (args.host or config.server.host).strip()
     port = config.server.port if args.port is None else args.port
     if not 0 <= port <= 65535:

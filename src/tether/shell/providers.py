@@ -13,6 +13,7 @@ from tether.errors import UsageError
 from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
 from tether.shell.options import LocalShellOptions
+from tether.shell.sandbox import sandbox_executor
 from tether.shell.types import ShellExecutor
 
 # factory(config, options, env_registry, keep_background) -> executor
@@ -21,6 +22,7 @@ ProviderFactory = Callable[[Config, LocalShellOptions, ShellEnvRegistry, bool], 
 _PROVIDERS: dict[str, ProviderFactory] = {
     "bash": lambda _c, o, r, k: LocalBashExecutor(o, env_registry=r, keep_background=k),
     "pwsh": lambda _c, o, r, k: LocalPwshExecutor(o, env_registry=r, keep_background=k),
+    "sandbox": lambda c, o, r, k: sandbox_executor(c, options=o, env_registry=r, keep_background=k),
 }
 
 

@@ -134,6 +134,10 @@ class ShellExecRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     stdout_max_bytes: int | None = None
     session_id: str | None = None
+    # A confining executor's permission request (spec: sandbox_permissions + justification);
+    # unconfined providers ignore both.
+    sandbox_permissions: str | None = None
+    justification: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +161,8 @@ class ShellExecSpec:
     max_spill_bytes: int
     grace_ms: int
     resolved_at: float
+    sandbox_permissions: str | None = None  # the mode a confining executor granted (None = default)
+    justification: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,6 +37,7 @@ from tether.jobs.registry import Job, JobLimitError, JobRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import render_shell_result
+from tether.shell.sandbox import sandbox_executor
 from tether.shell.types import (
     AbortSignal,
     ShellExecRequest,
@@ -90,6 +91,10 @@ def pwsh_available(config: Config) -> bool:
 def make_executor(config: Config, shell: ShellName) -> ShellExecutor:
     """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults."""
     options = LocalShellOptions.from_config(config)
+    if config.shell.provider == "sandbox":
+        # Both tools are confined: asking for the sandbox never leaves one shell unconfined.
+        opts = dataclasses.replace(options, executable=None) if shell == "pwsh" else options
+        return sandbox_executor(config, shell=shell, options=opts)
     if shell == "pwsh":
         options = dataclasses.replace(options, executable=_pwsh_explicit(config))
         return LocalPwshExecutor(options)
@@ -220,16 +225,11 @@ class ShellToolPlugin:
             session_id=ctx.actor,
         )
         mode = (args.sandbox_permissions or "").strip()
-        names = {f.name for f in dataclasses.fields(ShellExecRequest)}
-        if (
-            self.executor.confining
-            and mode
-            and mode != self.current_sandbox_mode
-            and "sandbox_permissions" in names
-        ):
-            # Forward-compatible: the seam carries the mode once ShellExecRequest grows the field.
-            extra: dict[str, Any] = {"sandbox_permissions": mode}
-            request = dataclasses.replace(request, **extra)
+        if self.executor.confining and mode and mode != self.current_sandbox_mode:
+            # The executor enforces (and audits) the request; the tool only validated its shape.
+            request = dataclasses.replace(
+                request, sandbox_permissions=mode, justification=(args.justification or "").strip() or None
+            )
         return request
 
     # -- calls --------------------------------------------------------------------------------

@@ -1,0 +1,233 @@
+"""The confined executor: local bash / pwsh run inside bubblewrap (``[shell].provider = "sandbox"``).
+
+Invariant: a command either runs inside the sandbox the policy describes, or runs unconfined
+because its request carried ``require_escalated`` with a justification *and* the deployment grants
+that unattended — never unconfined by accident. A missing ``bwrap``, an invalid ``[sandbox]``
+table or a working directory the sandbox cannot host refuses the command (or, at start-up, the
+server) with an error saying how to fix it. Every escalation, granted or refused, is logged and
+appended to the audit log (source ``tool``, action ``sandbox_escalation``) with its justification
+before anything runs; if the audit log cannot be written, the escalation is refused.
+
+The provider adds nothing to the process layer: it wraps the provider argv through the
+``ShellConfinement`` seam of ``tether.shell.local`` (spawn, capture and tree kill stay in
+``tether.process``) and reports ``ShellSandboxInfo`` — the mode that applied and the structured
+denials of ``tether.shell.sandbox_denials`` — on the handle and the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, Literal
+
+from tether.audit.log import AuditLog
+from tether.config import Config, ensure_home
+from tether.errors import RefusedError, TetherError
+from tether.shell.env_registry import ShellEnvRegistry
+from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
+from tether.shell.options import LocalShellOptions
+from tether.shell.sandbox_bwrap import SandboxRun, read_trace
+from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for
+from tether.shell.sandbox_policy import (
+    DEFAULT_MODE,
+    PERMISSION_MODES,
+    PermissionMode,
+    SandboxPolicy,
+    SandboxSettings,
+    build_policy,
+)
+from tether.shell.types import (
+    ConfinedLaunch,
+    ShellConfinement,
+    ShellException,
+    ShellExecRequest,
+    ShellExecSpec,
+    ShellExecutor,
+    ShellSandboxInfo,
+)
+
+logger = logging.getLogger(__name__)
+
+PROVIDER: Final = "bubblewrap"
+
+
+class BubblewrapConfinement(ShellConfinement):
+    """Wraps a provider argv in ``bwrap`` (plus ``strace`` for denials) per the spec's mode."""
+
+    name = PROVIDER
+
+    def __init__(self, settings: SandboxSettings, *, home: Path) -> None:
+        self.settings = settings
+        self.home = home
+        self.bwrap = settings.bwrap_path()
+        self.strace = shutil.which("strace") if settings.trace else None
+        if settings.trace and self.strace is None:
+            logger.warning(
+                "sandbox: strace is not installed; denials are reported from stderr messages only "
+                "(install strace, or set [sandbox].trace = false to silence this)"
+            )
+
+    def policy(self, mode: PermissionMode, cwd: str) -> SandboxPolicy:
+        return build_policy(self.settings, mode=mode, cwd=cwd, home=self.home)
+
+    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
+        mode = _mode_of(spec)
+        if mode == "require_escalated":
+            info = ShellSandboxInfo(provider=PROVIDER, permissions=mode)
+            return ConfinedLaunch(argv=tuple(argv), report=lambda _stderr: info)
+        if shutil.which(self.bwrap) is None:
+            raise ShellException(
+                f"bubblewrap ({self.bwrap}) has disappeared; reinstall it (apt-get install bubblewrap) — "
+                "the sandbox never runs a command unconfined",
+                code="SHELL_MISSING",
+            )
+        policy = self.policy(mode, spec.cwd)
+        run = SandboxRun(policy, trace=self.strace is not None)
+        try:
+            wrapped = run.argv(self.bwrap, self.strace, argv)
+        except BaseException:
+            run.cleanup()
+            raise
+
+        def report(stderr_tail: str) -> ShellSandboxInfo:
+            trace = read_trace(run.trace_path)
+            if trace:
+                denials = denials_from_trace(trace, policy)
+            else:  # no tracer, or it never started: what the command printed is all there is
+                denials = denials_from_stderr(stderr_tail, policy, policy.cwd)
+            return ShellSandboxInfo(
+                provider=PROVIDER,
+                permissions=mode,
+                denials=denials,
+                escalation_hint=hint_for(denials, policy, self.settings),
+            )
+
+        return ConfinedLaunch(argv=wrapped, report=report, cleanup=run.cleanup)
+
+
+def _mode_of(spec: ShellExecSpec) -> PermissionMode:
+    for mode in PERMISSION_MODES:
+        if mode == (spec.sandbox_permissions or DEFAULT_MODE):
+            return mode
+    raise RefusedError(
+        f"sandbox mode {spec.sandbox_permissions!r} was never granted; resolve the request first"
+    )
+
+
+class _SandboxedExecutor(LocalShellExecutor):
+    """``resolve`` grants (or refuses and audits) the requested mode; ``execute`` is the local one."""
+
+    permission_modes: tuple[str, ...] = PERMISSION_MODES
+    default_permissions: str = DEFAULT_MODE
+    shell_tool: str = "bash"
+
+    def __init__(
+        self,
+        options: LocalShellOptions | None = None,
+        *,
+        settings: SandboxSettings,
+        home: Path,
+        audit: AuditLog | None = None,
+        env_registry: ShellEnvRegistry | None = None,
+        keep_background: bool = False,
+    ) -> None:
+        self.sandbox = BubblewrapConfinement(settings, home=home)
+        super().__init__(
+            options, env_registry=env_registry, confinement=self.sandbox, keep_background=keep_background
+        )
+        self.settings = settings
+        self.audit = audit
+
+    def resolve(self, request: ShellExecRequest) -> ShellExecSpec:
+        spec = super().resolve(request)
+        wanted = (request.sandbox_permissions or "").strip() or DEFAULT_MODE
+        justification = (request.justification or "").strip() or None
+        try:
+            mode = self.settings.check_escalation(wanted, justification)
+            if mode != "require_escalated":
+                self.sandbox.policy(mode, spec.cwd)  # refuses a cwd the sandbox cannot host, now
+        except TetherError as exc:
+            if wanted != DEFAULT_MODE:
+                self._record(request, spec, wanted, justification, outcome="refused", detail=exc.message)
+            raise
+        if mode != DEFAULT_MODE:
+            self._record(request, spec, mode, justification, outcome="ok", detail="granted without approval")
+        return dataclasses.replace(spec, sandbox_permissions=mode, justification=justification)
+
+    def _record(
+        self,
+        request: ShellExecRequest,
+        spec: ShellExecSpec,
+        mode: str,
+        justification: str | None,
+        *,
+        outcome: Literal["ok", "refused"],
+        detail: str,
+    ) -> None:
+        logger.warning(
+            "sandbox escalation %s: sandbox_permissions=%s justification=%r cwd=%s command=%r",
+            "granted" if outcome == "ok" else "refused",
+            mode,
+            justification,
+            spec.cwd,
+            request.command[:200],
+        )
+        if self.audit is not None:
+            self.audit.append(
+                actor=request.session_id or "local",
+                source="tool",
+                tool=self.shell_tool,
+                action="sandbox_escalation",
+                targets=[spec.cwd],
+                command=request.command,
+                outcome=outcome,
+                detail=detail,
+                reason=justification,
+                flags=[f"sandbox:{mode}"],
+                extra={"sandbox_permissions": mode},
+            )
+
+
+class SandboxBashExecutor(_SandboxedExecutor, LocalBashExecutor):
+    """``bash -c COMMAND`` inside bubblewrap."""
+
+    name = "sandbox"
+    shell_tool = "bash"
+
+
+class SandboxPwshExecutor(_SandboxedExecutor, LocalPwshExecutor):
+    """``pwsh -Command COMMAND`` inside bubblewrap."""
+
+    name = "sandbox-pwsh"
+    shell_tool = "pwsh"
+
+
+def sandbox_executor(
+    config: Config,
+    *,
+    shell: Literal["bash", "pwsh"] = "bash",
+    options: LocalShellOptions | None = None,
+    env_registry: ShellEnvRegistry | None = None,
+    keep_background: bool = False,
+) -> ShellExecutor:
+    """The confined executor for ``config`` (validates ``[sandbox]`` and finds bwrap, or refuses)."""
+    settings = SandboxSettings.from_config(config)
+    ensure_home(config.home)  # masked inside the sandbox: it must exist to be mounted over
+    cls = SandboxPwshExecutor if shell == "pwsh" else SandboxBashExecutor
+    return cls(
+        options or LocalShellOptions.from_config(config),
+        settings=settings,
+        home=config.home,
+        audit=AuditLog(config.home),
+        env_registry=env_registry or ShellEnvRegistry(home=config.home),
+        keep_background=keep_background,
+    )
+
+
+def with_sandbox(config: Config) -> Config:
+    """``config`` with ``[shell].provider = "sandbox"`` (the ``--sandbox`` flag), checked up front."""
+    SandboxSettings.from_config(config).bwrap_path()
+    return dataclasses.replace(config, shell=dataclasses.replace(config.shell, provider="sandbox"))

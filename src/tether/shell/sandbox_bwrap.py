@@ -1,0 +1,206 @@
+"""Turning a ``SandboxPolicy`` into one bubblewrap argv, and the host-side state one run needs.
+
+Invariant: bubblewrap applies mounts in argument order, and this module emits them so that every
+later mount can only *narrow* an earlier one — root (read-only, or writable for
+``allow_host_write``), then fresh ``/dev`` ``/proc`` and private ``/tmp`` ``/run``, then the
+writable roots, then self-binds of the directories between a writable root and a protected path,
+then the protected paths read-only, then ``TETHER_HOME`` and hidden paths masked. Nothing the
+command can do inside the sandbox undoes a mount: it runs with every capability dropped, no new
+privileges, in its own PID/IPC/UTS (and, without ``allow_network``, network) namespace.
+
+Why the self-binds: Linux refuses to rename or remove a mount point (``EBUSY``), but it does rename
+the *parent* of one. Without them ``mv .git .g && mkdir -p .git/hooks`` would build a fresh,
+writable ``hooks`` beside the protected one; with them every directory on the way is a mount point.
+
+A protected path that does not exist yet still has to be protected (``echo … > ~/.bashrc`` must not
+create it). bubblewrap can only mount over something that exists, so the run creates an empty
+placeholder (file, or directory for ``.git/hooks``) on the host, binds it read-only, and removes it
+again when the last run that uses it ends — unless the placeholder was changed meanwhile, in which
+case it is left alone. Placeholders are counted per process; two tether *processes* racing on the
+same absent path can remove one another's placeholder early (documented limit).
+
+Reading is not narrowed: the whole filesystem stays readable except ``TETHER_HOME`` and the
+configured ``hidden_paths``. Unix sockets on a read-only mount can still be connected to (the
+kernel treats ``connect`` as no write), which is why ``/run`` and ``TETHER_HOME`` are masked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from tether.shell.sandbox_policy import SandboxPolicy
+
+TRACE_MOUNT: Final = "/run/tether-sandbox"
+TRACE_FILE: Final = "trace"
+# Syscalls whose failure can be a sandbox denial: writes, connects, signals, namespaces, mounts.
+TRACED_CALLS: Final = (
+    "open,openat,openat2,creat,truncate,mkdir,mkdirat,rmdir,unlink,unlinkat,rename,renameat,renameat2,"
+    "link,linkat,symlink,symlinkat,chmod,fchmodat,chown,lchown,fchownat,utimensat,utimes,mknod,mknodat,"
+    "setxattr,lsetxattr,removexattr,lremovexattr,connect,sendto,sendmsg,kill,tkill,tgkill,ptrace,"
+    "unshare,setns,mount,umount2,pivot_root,chroot"
+)
+
+_placeholder_lock = threading.Lock()
+_placeholder_users: dict[str, int] = {}
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _between(root: str, path: str) -> list[str]:
+    """Directories strictly between ``root`` and ``path`` (outermost first)."""
+    parents: list[str] = []
+    current = os.path.dirname(path)
+    while current != root and _under(current, root) and current not in ("/", ""):
+        parents.append(current)
+        current = os.path.dirname(current)
+    return parents[::-1]
+
+
+class SandboxRun:
+    """The host-side state of one confined command: trace directory and placeholders.
+
+    ``cleanup()`` is idempotent and must run once the process settled (the executor's settle
+    callback does it, also when the spawn failed).
+    """
+
+    def __init__(self, policy: SandboxPolicy, *, trace: bool) -> None:
+        self.policy = policy
+        self.trace_dir: str | None = tempfile.mkdtemp(prefix="tether-sandbox-") if trace else None
+        self._placeholders: list[str] = []
+        self._closed = False
+
+    @property
+    def trace_path(self) -> str | None:
+        return None if self.trace_dir is None else os.path.join(self.trace_dir, TRACE_FILE)
+
+    def _writable_root_of(self, path: str) -> str | None:
+        if self.policy.host_write:
+            return "/"
+        matches = [root for root in self.policy.writable_roots if _under(path, root)]
+        return max(matches, key=len) if matches else None
+
+    def _placeholder(self, path: str) -> bool:
+        """Create (or share) an empty stand-in for an absent protected path; False if impossible."""
+        with _placeholder_lock:
+            if path in _placeholder_users:
+                _placeholder_users[path] += 1
+                self._placeholders.append(path)
+                return True
+            try:
+                if path.endswith("/.git/hooks"):
+                    os.mkdir(path, 0o755)
+                else:
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except FileExistsError:
+                return os.path.lexists(path)  # created concurrently: bind whatever is there now
+            except OSError:
+                return False  # parent missing or unwritable: nothing can be created there either
+            _placeholder_users[path] = 1
+            self._placeholders.append(path)
+            return True
+
+    def mounts(self) -> list[str]:
+        """The bubblewrap mount arguments, in the order that makes each one narrow the last."""
+        policy = self.policy
+        args = ["--bind" if policy.host_write else "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if not policy.host_write:
+            args += ["--tmpfs", "/tmp"]
+        args += ["--tmpfs", "/run"]
+        if policy.network:
+            resolv = os.path.realpath("/etc/resolv.conf")
+            if _under(resolv, "/run") and os.path.exists(resolv):
+                args += ["--ro-bind", resolv, resolv]  # DNS through a resolver stub living in /run
+        if not policy.host_write:
+            for root in policy.writable_roots:
+                args += ["--bind", root, root]
+        guarded = [p for p in policy.protected if self._writable_root_of(p) is not None]
+        masked = [policy.tether_home, *policy.hidden]
+        pinned: list[str] = []
+        for path in [*guarded, *masked]:
+            writable_root = self._writable_root_of(path)
+            if writable_root is None:
+                continue
+            for parent in _between(writable_root, path):
+                if parent not in pinned and os.path.isdir(parent):
+                    pinned.append(parent)
+        for parent in pinned:
+            args += ["--bind", parent, parent]
+        for path in guarded:
+            if os.path.lexists(path) or self._placeholder(path):
+                args += ["--ro-bind", path, path]
+        for path in masked:
+            if os.path.isdir(path):
+                args += ["--tmpfs", path, "--remount-ro", path]
+            elif os.path.lexists(path):
+                args += ["--ro-bind", "/dev/null", path]
+        if self.trace_dir is not None:
+            args += ["--bind", self.trace_dir, TRACE_MOUNT]
+        return args
+
+    def argv(self, bwrap: str, strace: str | None, command_argv: Sequence[str]) -> tuple[str, ...]:
+        policy = self.policy
+        namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if not policy.network:
+            namespaces.append("--unshare-net")
+        inner: list[str] = list(command_argv)
+        if strace is not None and self.trace_dir is not None:
+            inner = [
+                strace, "-f", "-qq", "-y", "--seccomp-bpf", "-e", "signal=none", "-e", "status=failed",
+                "-e", f"trace={TRACED_CALLS}", "-o", f"{TRACE_MOUNT}/{TRACE_FILE}", "--", *inner,
+            ]  # fmt: skip
+        return (
+            bwrap,
+            *self.mounts(),
+            *namespaces,
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--chdir",
+            policy.cwd,
+            "--",
+            *inner,
+        )
+
+    def cleanup(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.trace_dir is not None:
+            shutil.rmtree(self.trace_dir, ignore_errors=True)
+        with _placeholder_lock:
+            for path in self._placeholders:
+                _placeholder_users[path] -= 1
+                if _placeholder_users[path] > 0:
+                    continue
+                del _placeholder_users[path]
+                _remove_if_untouched(path)
+
+
+def _remove_if_untouched(path: str) -> None:
+    # Only an empty placeholder is ours to remove; anything with content was put there by someone.
+    with contextlib.suppress(OSError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rmdir(path)  # fails unless empty
+        elif os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) == 0:
+            os.unlink(path)
+
+
+def read_trace(path: str | None, limit: int = 8 * 1024 * 1024) -> str:
+    """The first ``limit`` bytes of a trace file ("" when there is none)."""
+    if path is None:
+        return ""
+    try:
+        with Path(path).open("rb") as handle:
+            return handle.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""

@@ -1,0 +1,258 @@
+"""Which operations the sandbox denied, as structured entries, and the hint that would allow them.
+
+Invariant: a denial is reported from what the *process* did, not from what it printed: the
+command runs under ``strace -f --seccomp-bpf -e status=failed`` restricted to the syscalls that
+can hit the sandbox (writes, connects, signals, namespaces, mounts), and each failed call is
+classified against the policy — a write that failed with ``EROFS``/``EBUSY``, or with
+``EACCES``/``EPERM`` on a path the policy does not let it write; a TCP/UDP connect or send that
+failed while the network is off; a signal to a process outside the sandbox's PID namespace; an
+``unshare``/``setns``/``mount``. A command that swallows its error output is still reported.
+
+Why strace: it is one small Debian package, needs no privilege beyond tracing its own child, and
+``--seccomp-bpf`` stops only on the traced syscalls, so a command that does not hit them runs at
+close to full speed. bubblewrap's ``--json-status-fd`` reports only the exit status; fanotify
+needs root and sees no connects. When strace is missing (or ``[sandbox].trace = false``) the
+report degrades to parsing the standard errno messages on stderr (``Read-only file system``, …),
+which catches what the command printed and nothing else.
+
+``hint_for`` names the narrowest ``sandbox_permissions`` value that would allow everything that
+was denied, and whether this deployment grants it without a person.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings
+from tether.shell.types import ShellSandboxDenial
+
+MAX_DENIALS: Final = 32
+
+_LINE = re.compile(
+    r"^(?:\[pid\s+)?(?P<pid>\d+)\]?\s+(?P<call>\w+)\((?P<args>.*)\)\s+=\s+-1\s+(?P<errno>E[A-Z0-9]+)"
+)
+_PATH_ARG = re.compile(r'(?:(?P<fd>AT_FDCWD|-?\d+)<(?P<dir>[^>]*)>,\s*)?"(?P<path>(?:[^"\\]|\\.)*)"')
+_V4 = re.compile(r'sin_port=htons\((?P<port>\d+)\), sin_addr=inet_addr\("(?P<host>[^"]+)"\)')
+_V6 = re.compile(r'sin6_port=htons\((?P<port>\d+)\).*?inet_pton\(AF_INET6, "(?P<host>[^"]+)"')
+_FIRST_INT = re.compile(r"^\s*(-?\d+)")
+
+_WRITE_CALLS: Final = frozenset(
+    [
+        "truncate",
+        "mkdir",
+        "mkdirat",
+        "rmdir",
+        "unlink",
+        "unlinkat",
+        "rename",
+        "renameat",
+        "renameat2",
+        "link",
+        "linkat",
+        "symlink",
+        "symlinkat",
+        "chmod",
+        "fchmodat",
+        "chown",
+        "lchown",
+        "fchownat",
+        "utimensat",
+        "utimes",
+        "mknod",
+        "mknodat",
+        "setxattr",
+        "lsetxattr",
+        "removexattr",
+        "lremovexattr",
+        "creat",
+    ]
+)
+_OPEN_CALLS: Final = frozenset({"open", "openat", "openat2"})
+_WRITE_FLAGS: Final = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
+_NET_CALLS: Final = frozenset({"connect", "sendto", "sendmsg"})
+_NET_ERRNOS: Final = frozenset(
+    {"ENETUNREACH", "ECONNREFUSED", "EHOSTUNREACH", "EACCES", "EPERM", "ETIMEDOUT", "EADDRNOTAVAIL"}
+)
+_SIGNAL_CALLS: Final = frozenset({"kill", "tkill", "tgkill"})
+_NAMESPACE_CALLS: Final = frozenset({"unshare", "setns"})
+_MOUNT_CALLS: Final = frozenset({"mount", "umount2", "pivot_root", "chroot"})
+_PRIVILEGE_ERRNOS: Final = frozenset({"EPERM", "EACCES", "EINVAL"})
+
+
+def _unescape(text: str) -> str:
+    raw = codecs.escape_decode(text.encode("latin-1", "backslashreplace"))[0]
+    return bytes(raw).decode("utf-8", "surrogateescape")
+
+
+def _paths(args: str) -> list[str]:
+    """The path arguments of one call, made absolute with the directory strace printed for dirfd."""
+    paths: list[str] = []
+    for match in _PATH_ARG.finditer(args):
+        path = _unescape(match["path"])
+        if not os.path.isabs(path) and match["dir"]:
+            path = os.path.join(_unescape(match["dir"]), path)
+        paths.append(os.path.normpath(path))
+    return paths
+
+
+def _resolved(path: str) -> tuple[str, str]:
+    """(real target, detail): a write through a symlink is reported at the path it reached."""
+    real = os.path.realpath(path)
+    return real, (f"through {path}" if real != path else "")
+
+
+def _write_denial(call: str, args: str, errno_name: str, policy: SandboxPolicy) -> ShellSandboxDenial | None:
+    if call in _OPEN_CALLS and not any(flag in args for flag in _WRITE_FLAGS):
+        return None
+    paths = _paths(args)
+    if not paths:
+        return None
+    written = paths[-1] if call.startswith("symlink") else paths[0]
+    if call.startswith(("rename", "link")) and len(paths) > 1:
+        # Report whichever end the policy refuses (the source of a rename of a pinned directory).
+        written = next((p for p in paths if not policy.writable(os.path.realpath(p))), paths[0])
+    target, via = _resolved(written)
+    if errno_name in ("EACCES", "EPERM") and policy.writable(target):
+        return None  # an ordinary permission error inside the writable area, not the sandbox
+    if errno_name not in ("EROFS", "EBUSY", "EACCES", "EPERM"):
+        return None
+    why = (
+        "protected path"
+        if (policy.is_protected(target) or _is_tether_home(target, policy))
+        else ("outside the writable roots" if not policy.writable(target) else "mount point")
+    )
+    detail = f"{errno_name}: {why}" + (f" ({via})" if via else "")
+    return ShellSandboxDenial(kind="write", target=target, detail=detail)
+
+
+def _is_tether_home(path: str, policy: SandboxPolicy) -> bool:
+    return path == policy.tether_home or path.startswith(policy.tether_home + "/")
+
+
+def _network_denial(args: str, errno_name: str, policy: SandboxPolicy) -> ShellSandboxDenial | None:
+    if policy.network or errno_name not in _NET_ERRNOS:
+        return None
+    v4, v6 = _V4.search(args), _V6.search(args)
+    if v4 is not None:
+        target = f"{v4['host']}:{v4['port']}"
+    elif v6 is not None:
+        target = f"[{v6['host']}]:{v6['port']}"
+    else:
+        return None  # AF_UNIX and friends: not network access
+    return ShellSandboxDenial(kind="network", target=target, detail=f"{errno_name}: network is off")
+
+
+def _other_denial(call: str, args: str, errno_name: str) -> ShellSandboxDenial | None:
+    if call in _SIGNAL_CALLS:
+        first = _FIRST_INT.match(args)
+        if first is None or int(first[1]) <= 0 or errno_name not in ("ESRCH", "EPERM"):
+            return None
+        if args.rstrip().endswith((", 0", ",0")):
+            return None  # kill -0 is a probe, not an attempt
+        detail = f"{errno_name}: processes outside the sandbox are not visible"
+        return ShellSandboxDenial(kind="signal", target=f"pid {first[1]}", detail=detail)
+    if errno_name not in _PRIVILEGE_ERRNOS:
+        return None
+    if call in _NAMESPACE_CALLS:
+        return ShellSandboxDenial(kind="namespace", target=args.strip(), detail=f"{call}: {errno_name}")
+    if call in _MOUNT_CALLS:
+        paths = _paths(args)
+        target = paths[1] if call == "mount" and len(paths) > 1 else (paths[0] if paths else args.strip())
+        return ShellSandboxDenial(kind="mount", target=target, detail=f"{call}: {errno_name}")
+    if call == "ptrace":
+        return ShellSandboxDenial(kind="ptrace", target=args.strip(), detail=errno_name)
+    return None
+
+
+def denials_from_trace(trace: str, policy: SandboxPolicy) -> tuple[ShellSandboxDenial, ...]:
+    """Structured denials from strace output (one failed syscall per line)."""
+    found: list[ShellSandboxDenial] = []
+    for line in trace.splitlines():
+        match = _LINE.match(line)
+        if match is None:
+            continue
+        call, args, errno_name = match["call"], match["args"], match["errno"]
+        if call in _WRITE_CALLS or call in _OPEN_CALLS:
+            denial = _write_denial(call, args, errno_name, policy)
+        elif call in _NET_CALLS:
+            denial = _network_denial(args, errno_name, policy)
+        else:
+            denial = _other_denial(call, args, errno_name)
+        if denial is not None:
+            found.append(denial)
+    return _unique(found)
+
+
+_STDERR_WRITE = re.compile(
+    r"(?:'(?P<q>[^']+)'|(?P<p>/[^\s:']+|[\w.\-][^\s:']*)): (?:Read-only file system|Device or resource busy)"
+)
+_STDERR_PY = re.compile(r"\[Errno (?:30|16)\] [^:]+: '(?P<p>[^']+)'")
+_STDERR_TCP = re.compile(
+    r"/dev/(?:tcp|udp)/(?P<host>[^/\s:]+)/(?P<port>\d+): (?:Network is unreachable|Connection refused)"
+)
+_STDERR_NET = re.compile(r"Network is unreachable|Temporary failure in name resolution")
+_STDERR_NS = re.compile(r"unshare failed: Operation not permitted|mount: .*permission denied")
+
+
+def denials_from_stderr(stderr: str, policy: SandboxPolicy, cwd: str) -> tuple[ShellSandboxDenial, ...]:
+    """The degraded report: the standard errno messages a command printed (no strace)."""
+    found: list[ShellSandboxDenial] = []
+    for match in [*_STDERR_WRITE.finditer(stderr), *_STDERR_PY.finditer(stderr)]:
+        raw = match.groupdict().get("q") or match.group("p")
+        target, via = _resolved(os.path.normpath(os.path.join(cwd, raw)))
+        found.append(ShellSandboxDenial(kind="write", target=target, detail=f"from stderr {via}".strip()))
+    if not policy.network:
+        for match in _STDERR_TCP.finditer(stderr):
+            target = f"{match['host']}:{match['port']}"
+            found.append(ShellSandboxDenial(kind="network", target=target, detail="from stderr"))
+        if not any(d.kind == "network" for d in found) and _STDERR_NET.search(stderr):
+            found.append(ShellSandboxDenial(kind="network", target="(unknown host)", detail="from stderr"))
+    if _STDERR_NS.search(stderr):
+        found.append(ShellSandboxDenial(kind="namespace", target="(unknown)", detail="from stderr"))
+    return _unique(found)
+
+
+def _unique(denials: Iterable[ShellSandboxDenial]) -> tuple[ShellSandboxDenial, ...]:
+    seen: dict[tuple[str, str], ShellSandboxDenial] = {}
+    for denial in denials:
+        seen.setdefault((denial.kind, denial.target), denial)
+    return tuple(seen.values())[:MAX_DENIALS]
+
+
+def needed_mode(denials: Iterable[ShellSandboxDenial], policy: SandboxPolicy) -> str:
+    """The narrowest mode that would have allowed every denial."""
+    modes: set[str] = set()
+    for denial in denials:
+        if denial.kind == "network":
+            modes.add("allow_network")
+        elif denial.kind == "write" and not (
+            policy.is_protected(denial.target)
+            or _is_tether_home(denial.target, policy)
+            or denial.target.startswith(("/proc/", "/sys/"))
+            or "mount point" in denial.detail
+        ):
+            modes.add("allow_host_write")
+        else:
+            modes.add("require_escalated")
+    return modes.pop() if len(modes) == 1 else "require_escalated"
+
+
+def hint_for(
+    denials: tuple[ShellSandboxDenial, ...], policy: SandboxPolicy, settings: SandboxSettings
+) -> str | None:
+    if not denials:
+        return None
+    mode = needed_mode(denials, policy)
+    granted = (
+        "this deployment grants it without approval"
+        if mode in settings.allow_escalations
+        else "this deployment refuses it without a person's approval ([sandbox].allow_escalations)"
+    )
+    return (
+        f"policy {policy.summary()}; to allow this, call again with "
+        f'sandbox_permissions="{mode}" and a justification ({granted})'
+    )

@@ -1,0 +1,251 @@
+"""What the bubblewrap sandbox allows: the ``[sandbox]`` settings, the permission modes, and the
+per-command policy derived from them.
+
+Invariant: a policy is built only from settings that validated completely — an unknown key, a
+wrong type, a relative or missing writable root, or an unknown escalation name is a ``UsageError``
+naming the key, the allowed values and the fix, so a typo never widens (or silently drops) the
+confinement. An escalation is granted only when its mode is one of ``PERMISSION_MODES``, its
+justification is non-blank, and the deployment lists it in ``allow_escalations``; everything else
+is a ``RefusedError``.
+
+Permission modes, narrow → wide (``sandbox_permissions`` on the ``bash`` tool)::
+
+    use_default        read-only filesystem, writable working directory + writable_roots,
+                       private /tmp, no network, own PID namespace            (no justification)
+    allow_network      use_default + the host's network                       (justification)
+    allow_host_write   use_default, but the whole filesystem is writable
+                       (except the protected paths); still no network         (justification)
+    require_escalated  run unconfined: no sandbox at all                      (justification)
+
+Protected paths stay read-only in every confined mode, even inside writable roots: shell start-up
+files of ``$HOME``, ``.git/hooks`` and ``.git/config`` of every writable root, and
+``TETHER_HOME`` (hidden behind an empty read-only directory, so its sockets cannot be reached).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from tether.config import Config
+from tether.errors import RefusedError, UsageError
+
+PermissionMode = Literal["use_default", "allow_network", "allow_host_write", "require_escalated"]
+DEFAULT_MODE: Final = "use_default"
+PERMISSION_MODES: Final[tuple[PermissionMode, ...]] = (
+    "use_default",
+    "allow_network",
+    "allow_host_write",
+    "require_escalated",
+)
+ESCALATIONS: Final = PERMISSION_MODES[1:]
+MODE_SUMMARIES: Final[dict[str, str]] = {
+    "use_default": "read-only filesystem except the working directory and configured roots; no network",
+    "allow_network": "as use_default, plus the host's network",
+    "allow_host_write": "as use_default, but the whole filesystem is writable except protected paths",
+    "require_escalated": "unconfined (no sandbox)",
+}
+# Start-up files a later interactive or login shell of the user would execute.
+STARTUP_FILES: Final = (
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".inputrc",
+)
+GIT_PROTECTED: Final = (".git/hooks", ".git/config")
+
+_KEYS: Final = {
+    "writable_roots": "list of absolute directories the sandbox may write besides the working directory",
+    "allow_escalations": f"list of modes granted without a person, from {', '.join(ESCALATIONS)}",
+    "read_only_paths": "list of absolute paths kept read-only even inside writable roots",
+    "hidden_paths": "list of absolute paths replaced by an empty read-only file or directory",
+    "bwrap": "the bubblewrap executable (default: bwrap on PATH)",
+    "trace": "report denials by tracing the command with strace (default true)",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxSettings:
+    """The validated ``[sandbox]`` table."""
+
+    writable_roots: tuple[str, ...] = ()
+    allow_escalations: tuple[str, ...] = ()
+    read_only_paths: tuple[str, ...] = ()
+    hidden_paths: tuple[str, ...] = ()
+    bwrap: str = "bwrap"
+    trace: bool = True
+
+    @classmethod
+    def from_config(cls, config: Config) -> SandboxSettings:
+        return cls.from_table(config.section("sandbox"), raw_present="sandbox" in config.raw)
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], *, raw_present: bool = True) -> SandboxSettings:
+        del raw_present  # an absent table means the strict defaults (no escalation, no extra root)
+        unknown = sorted(set(table) - set(_KEYS))
+        if unknown:
+            allowed = "; ".join(f"{k} ({v})" for k, v in _KEYS.items())
+            raise UsageError(
+                f"config.toml: [sandbox] has unknown key {unknown[0]!r}; allowed keys: {allowed}"
+            )
+        roots = _paths(table, "writable_roots", must_be_dir=True)
+        escalations = _strings(table, "allow_escalations")
+        for name in escalations:
+            if name not in ESCALATIONS:
+                raise UsageError(
+                    f"config.toml: [sandbox].allow_escalations has {name!r}; "
+                    f"allowed: {', '.join(ESCALATIONS)}"
+                )
+        bwrap = table.get("bwrap", "bwrap")
+        if not isinstance(bwrap, str) or not bwrap.strip():
+            raise UsageError(
+                "config.toml: [sandbox].bwrap must be a non-empty string (a path or a name on PATH)"
+            )
+        trace = table.get("trace", True)
+        if not isinstance(trace, bool):
+            raise UsageError("config.toml: [sandbox].trace must be true or false")
+        return cls(
+            writable_roots=roots,
+            allow_escalations=escalations,
+            read_only_paths=_paths(table, "read_only_paths", must_be_dir=False),
+            hidden_paths=_paths(table, "hidden_paths", must_be_dir=False),
+            bwrap=bwrap.strip(),
+            trace=trace,
+        )
+
+    def bwrap_path(self) -> str:
+        """The bubblewrap executable, or a ``UsageError`` saying how to install or configure it."""
+        found = shutil.which(self.bwrap)
+        if found is None:
+            raise UsageError(
+                f"the sandbox needs bubblewrap, but {self.bwrap!r} cannot be found; install it "
+                "(Debian/Ubuntu: apt-get install bubblewrap, or `make system`) or set [sandbox].bwrap "
+                "in config.toml — tether never falls back to running unconfined"
+            )
+        return found
+
+    def check_escalation(self, mode: str | None, justification: str | None) -> PermissionMode:
+        """The mode a command runs under; refuses what this deployment does not grant unattended."""
+        wanted = (mode or "").strip() or DEFAULT_MODE
+        if wanted not in PERMISSION_MODES:
+            raise UsageError(
+                f"sandbox_permissions {wanted!r} is not a sandbox mode; "
+                f"allowed: {', '.join(PERMISSION_MODES)}"
+            )
+        if wanted == DEFAULT_MODE:
+            return DEFAULT_MODE
+        if not (justification or "").strip():
+            raise UsageError(
+                f"sandbox_permissions {wanted!r} widens the sandbox and needs a non-empty justification "
+                "saying why this command needs it"
+            )
+        if wanted not in self.allow_escalations:
+            granted = ", ".join(self.allow_escalations) or "none"
+            raise RefusedError(
+                f"sandbox_permissions {wanted!r} needs a person's approval in this deployment "
+                f"(granted without approval: {granted}; [sandbox].allow_escalations in config.toml); "
+                "run the command within the default sandbox, or ask the user to allow it"
+            )
+        return _as_mode(wanted)
+
+
+def _as_mode(name: str) -> PermissionMode:
+    for mode in PERMISSION_MODES:
+        if mode == name:
+            return mode
+    raise UsageError(f"unknown sandbox mode {name!r}")
+
+
+def _strings(table: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise UsageError(f"config.toml: [sandbox].{key} must be a list of non-empty strings ({_KEYS[key]})")
+    return tuple(v.strip() for v in value)
+
+
+def _paths(table: dict[str, Any], key: str, *, must_be_dir: bool) -> tuple[str, ...]:
+    paths: list[str] = []
+    for raw in _strings(table, key):
+        path = os.path.expanduser(raw)
+        if not os.path.isabs(path):
+            raise UsageError(
+                f"config.toml: [sandbox].{key} entry {raw!r} is not an absolute path; write it in full"
+            )
+        if must_be_dir and not os.path.isdir(path):
+            raise UsageError(
+                f"config.toml: [sandbox].{key} entry {raw!r} is not an existing directory; "
+                "create it or remove it"
+            )
+        paths.append(os.path.normpath(path))
+    return tuple(paths)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxPolicy:
+    """What one confined command may do (``require_escalated`` never produces one)."""
+
+    mode: PermissionMode
+    cwd: str
+    writable_roots: tuple[str, ...]  # real paths; the working directory first
+    network: bool
+    host_write: bool
+    protected: tuple[str, ...]  # real paths kept read-only (existing or not)
+    hidden: tuple[str, ...]
+    tether_home: str
+
+    def writable(self, path: str) -> bool:
+        """Whether a write to ``path`` (a real path) is inside the writable area and unprotected."""
+        if self.is_protected(path) or _under(path, self.tether_home):
+            return False
+        if self.host_write:
+            return not path.startswith(("/proc/", "/sys/"))
+        return any(_under(path, root) for root in self.writable_roots) or _under(path, "/tmp")
+
+    def is_protected(self, path: str) -> bool:
+        return any(_under(path, p) for p in self.protected)
+
+    def summary(self) -> str:
+        roots = ", ".join(self.writable_roots)
+        writes = "everywhere except protected paths" if self.host_write else roots
+        return f"{self.mode}: writable {writes}; network {'allowed' if self.network else 'off'}"
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, home: Path) -> SandboxPolicy:
+    """The policy for one command in ``cwd`` (refuses a working directory inside ``TETHER_HOME``)."""
+    real_cwd = os.path.realpath(cwd)
+    tether_home = os.path.realpath(home)
+    if _under(real_cwd, tether_home):
+        raise RefusedError(
+            f"the working directory {cwd!r} is inside TETHER_HOME ({tether_home}), which the sandbox hides; "
+            "run the command in a project directory instead"
+        )
+    roots = tuple(dict.fromkeys([real_cwd, *(os.path.realpath(r) for r in settings.writable_roots)]))
+    user_home = os.path.realpath(os.path.expanduser("~"))
+    protected = [os.path.join(user_home, name) for name in STARTUP_FILES]
+    for root in roots:
+        if os.path.isdir(os.path.join(root, ".git")):
+            protected.extend(os.path.join(root, rel) for rel in GIT_PROTECTED)
+    protected.extend(os.path.realpath(p) for p in settings.read_only_paths)
+    return SandboxPolicy(
+        mode=mode,
+        cwd=real_cwd,
+        writable_roots=roots,
+        network=mode == "allow_network",
+        host_write=mode == "allow_host_write",
+        protected=tuple(dict.fromkeys(protected)),
+        hidden=tuple(os.path.realpath(p) for p in settings.hidden_paths),
+        tether_home=tether_home,
+    )
