@@ -224,8 +224,10 @@ async def test_refusals_and_the_end_of_a_shell(tether_home: Path) -> None:
             "shell_send",
             {"tasks": [{"target": tgt, "action": {"kind": "send", "text": "", "keys": ["C-d"]}}]},
         )
-        done = await _read(client, shell, wait={"kind": "exit"})  # binds to the latest run
-        assert done["met"] is not None
+        done = await _read(client, shell, wait={"kind": "exit"})  # the latest run: plain input
+        assert "typed as plain input" in (done["error"] or "")
+        done = await _read(client, shell, wait={"kind": "exit", "runId": out["runId"]})
+        assert done["exitCode"] == 0
         result = await client.call_tool(
             "shell_open", {"tasks": [{"action": {"kind": "open", "from": "dsh-aaaaaa"}}]}
         )

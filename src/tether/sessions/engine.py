@@ -26,6 +26,7 @@ from tether.errors import NotFoundError, UsageError
 from tether.sessions import procinfo
 from tether.sessions.control import ControlClient, SessionError
 from tether.sessions.hooks import SessionHooks
+from tether.sessions.idle import sweep_forever
 from tether.sessions.ids import HUB_SESSION, is_shell_id, new_nonce, new_run_id, new_shell_id
 from tether.sessions.logs import LogWatcher, log_path, log_size
 from tether.sessions.records import Records, RunRecord, ShellRecord, now_ms
@@ -112,6 +113,7 @@ class SessionEngine:
         self.last_runs: dict[str, RunRecord] = {}
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeper: asyncio.Task[None] | None = None
 
     @classmethod
     def get(cls, config: Config) -> SessionEngine:
@@ -124,11 +126,16 @@ class SessionEngine:
             engine = cls(config)
             engine._loop = loop
             engine.watcher.start()
+            engine._sweeper = loop.create_task(sweep_forever(engine))
             cls._instances[key] = engine
         return engine
 
     async def close(self) -> None:
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         self.watcher.close()
         await self.control.close()
         for key, engine in list(self._instances.items()):
@@ -308,6 +315,7 @@ class SessionEngine:
             log_offset=offset,
             exit_code=None,
             end_offset=None,
+            wrapped=wrap,
         )
         self.records.add_run(run)
         self.last_runs[pane.shell_id] = run

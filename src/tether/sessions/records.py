@@ -36,7 +36,8 @@ register_schema(
         started_ms INTEGER NOT NULL,
         log_offset INTEGER NOT NULL,
         exit_code INTEGER,
-        end_offset INTEGER
+        end_offset INTEGER,
+        wrapped INTEGER NOT NULL DEFAULT 1
     );
     CREATE INDEX IF NOT EXISTS shell_runs_by_shell ON shell_runs (shell_id, started_ms);
     CREATE TABLE IF NOT EXISTS shell_reads (
@@ -76,6 +77,7 @@ class RunRecord:
     log_offset: int
     exit_code: int | None
     end_offset: int | None
+    wrapped: bool = True  # typed with exit markers (False: plain input to a program in front)
 
 
 class Records:
@@ -109,6 +111,11 @@ class Records:
     def known_ids(self) -> set[str]:
         return {r["id"] for r in self.store.query("SELECT id FROM shells")}
 
+    def mark_closed(self, shell_id: str, at_ms: int) -> None:
+        self.store.execute(
+            "UPDATE shells SET closed_ms = ? WHERE id = ? AND closed_ms IS NULL", (at_ms, shell_id)
+        )
+
     def touch(self, shell_id: str) -> None:
         self.store.execute("UPDATE shells SET last_activity_ms = ? WHERE id = ?", (now_ms(), shell_id))
 
@@ -116,9 +123,18 @@ class Records:
         self.store.ensure_schemas()
         with self.store.transaction() as conn:
             conn.execute(
-                "INSERT INTO shell_runs (run_id, shell_id, nonce, command, actor, started_ms, log_offset) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (run.run_id, run.shell_id, run.nonce, run.command, run.actor, run.started_ms, run.log_offset),
+                "INSERT INTO shell_runs (run_id, shell_id, nonce, command, actor, started_ms, log_offset, "
+                "wrapped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.run_id,
+                    run.shell_id,
+                    run.nonce,
+                    run.command,
+                    run.actor,
+                    run.started_ms,
+                    run.log_offset,
+                    int(run.wrapped),
+                ),
             )
             conn.execute(
                 "UPDATE shells SET last_activity_ms = ? WHERE id = ?", (run.started_ms, run.shell_id)
@@ -174,4 +190,5 @@ def _run(row: sqlite3.Row) -> RunRecord:
         log_offset=row["log_offset"],
         exit_code=row["exit_code"],
         end_offset=row["end_offset"],
+        wrapped=bool(row["wrapped"]),
     )

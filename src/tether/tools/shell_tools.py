@@ -198,6 +198,11 @@ class ShellTools:
                         "use the run=<id> "
                         "a shell_run on this shell returned"
                     )
+                if not run.wrapped:
+                    raise RefusedError(
+                        f"tasks[{task.index}].wait: run {run.run_id} was typed as plain input to a program "
+                        "in front of the shell, so it has no exit status; wait with kind idle or match"
+                    )
                 nonce, start, run_id = run.nonce, run.log_offset, run.run_id
             out = await engine.waits.wait(engine.ref(pane), wait_spec(task.wait, nonce=nonce), start)
             if nonce is not None and out.exit_code is not None and run_id is not None:

@@ -157,6 +157,7 @@ async def run_steps(engine: SessionEngine, unit: Unit, actor: str, action: Steps
     total_ms = 0
     met = True
     first = log_size(engine.log_of(unit.shell_id))
+    engine.records.touch(unit.shell_id)
     try:
         for n, step in enumerate(action.steps, 1):
             offset = log_size(engine.log_of(unit.shell_id))
@@ -233,6 +234,7 @@ async def shell_send_unit(engine: SessionEngine, unit: Unit, actor: str) -> Task
             index=task.index, shell=unit.shell_id, label=task.label, lines=(f"[dryrun] would send: {what}",)
         )
     offset = log_size(engine.log_of(unit.shell_id))
+    engine.records.touch(unit.shell_id)
     try:
         await engine.send_keys(pane, action.pre_keys)
         if action.text:
