@@ -124,6 +124,9 @@ class SandboxRun:
                 args += ["--bind", root, root]
         guarded = [p for p in policy.protected if self._writable_root_of(p) is not None]
         masked = [policy.tether_home, *policy.hidden]
+        if self._writable_root_of(policy.tether_home) is not None:
+            # An absent TETHER_HOME in a writable area would be created by the command; own it first.
+            os.makedirs(policy.tether_home, mode=0o700, exist_ok=True)
         pinned: list[str] = []
         for path in [*guarded, *masked]:
             writable_root = self._writable_root_of(path)

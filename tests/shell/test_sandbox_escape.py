@@ -1,0 +1,143 @@
+"""The escape matrix: real bubblewrap, real processes. Every attempt fails with a structured denial
+while a benign write in the working directory, in the same command, succeeds.
+
+Tests run as root here, so "read-only" is checked against root: the sandbox drops every
+capability, and read-only bind mounts refuse root too (``EROFS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from sandbox_harness import Box, loopback_listener, make_box, pending_connection, run
+
+from tether.shell import ShellRunResult
+from tether.shell.render import render_shell_result
+
+
+@pytest.fixture
+def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Box:
+    return make_box(tmp_path, monkeypatch)
+
+
+def _kinds(result: ShellRunResult) -> list[tuple[str, str]]:
+    assert result.sandbox is not None
+    return [(d.kind, d.target) for d in result.sandbox.denials]
+
+
+def _host_file(path: str) -> str | None:
+    """The host's view of ``path`` (None when it does not exist)."""
+    return Path(path).read_text() if os.path.exists(path) else None
+
+
+async def _attempt(box: Box, attempt: str) -> ShellRunResult:
+    result = await run(box.executor(), f"{attempt}; echo benign > benign.txt")
+    assert (box.work / "benign.txt").read_text() == "benign\n", render_shell_result(result)
+    assert result.sandbox is not None and result.sandbox.provider == "bubblewrap"
+    assert result.sandbox.permissions == "use_default"
+    return result
+
+
+async def test_benign_writes_succeed_and_report_no_denial(box: Box) -> None:
+    result = await run(box.executor(), "echo hi > made.txt && mkdir -p sub && echo t > /tmp/scratch && id -u")
+    assert result.exit_code == 0, render_shell_result(result)
+    assert result.stdout.text == "0\n"  # root inside the sandbox, and still confined
+    assert (box.work / "made.txt").read_text() == "hi\n" and (box.work / "sub").is_dir()
+    assert result.sandbox is not None and result.sandbox.denials == ()
+    assert "[sandbox" not in render_shell_result(result)
+    assert _host_file("/tmp/scratch") != "t\n"  # the sandbox's /tmp is its own
+
+
+async def test_startup_file_in_a_writable_home_is_protected(box: Box) -> None:
+    result = await _attempt(box, "echo evil >> ~/.bashrc")
+    assert ("write", str(box.user / ".bashrc")) in _kinds(result)
+    assert (box.user / ".bashrc").read_text() == "original\n"
+    text = render_shell_result(result)
+    assert f"[sandbox denied: write {box.user}/.bashrc]" in text
+    assert 'sandbox_permissions="require_escalated"' in text
+
+
+async def test_an_absent_startup_file_cannot_be_created(box: Box) -> None:
+    result = await _attempt(box, "echo evil > ~/.profile")
+    assert ("write", str(box.user / ".profile")) in _kinds(result)
+    assert not (box.user / ".profile").exists()  # the read-only placeholder is gone again
+
+
+async def test_git_hooks_and_config_are_protected(box: Box) -> None:
+    result = await _attempt(
+        box, "echo evil > .git/hooks/pre-commit; echo evil >> .git/config; mv .git .moved; rm -rf .git/hooks"
+    )
+    kinds = _kinds(result)
+    assert ("write", str(box.work / ".git/hooks/pre-commit")) in kinds
+    assert ("write", str(box.work / ".git/config")) in kinds
+    assert ("write", str(box.work / ".git")) in kinds  # EBUSY: a pinned mount point
+    assert not (box.work / ".git/hooks/pre-commit").exists()
+    assert (box.work / ".git/config").read_text() == "[core]\n"
+    assert not (box.work / ".moved").exists() and (box.work / ".git/hooks").is_dir()
+
+
+async def test_writes_outside_the_roots_are_denied(box: Box) -> None:
+    outside = box.base / "outside.txt"
+    result = await _attempt(box, f"echo evil > {outside}; touch /usr/tether-sandbox-test")
+    kinds = _kinds(result)
+    assert not outside.exists()  # /tmp is private: the write landed in the sandbox's own tmpfs
+    assert ("write", "/usr/tether-sandbox-test") in kinds
+    assert _host_file("/usr/tether-sandbox-test") is None
+    assert 'sandbox_permissions="allow_host_write"' in render_shell_result(result)
+
+
+async def test_a_symlink_into_a_protected_path_does_not_help(box: Box) -> None:
+    result = await _attempt(box, f"ln -s {box.user}/.bashrc innocent && echo evil > innocent")
+    assert result.sandbox is not None
+    denial = next(d for d in result.sandbox.denials if d.target == str(box.user / ".bashrc"))
+    assert denial.kind == "write" and f"through {box.work}/innocent" in denial.detail
+    assert (box.user / ".bashrc").read_text() == "original\n"
+
+
+async def test_tether_home_is_hidden_and_read_only(box: Box) -> None:
+    result = await _attempt(box, 'ls -A "$TETHER_HOME"; echo x > "$TETHER_HOME/config.toml"')
+    assert result.stdout.text == ""  # config.toml, audit/ … are not even visible
+    assert ("write", str(box.home / "config.toml")) in _kinds(result)
+    assert (box.home / "config.toml").read_text() == ""
+
+
+async def test_bash_dev_tcp_to_a_host_listener_is_denied(box: Box) -> None:
+    with loopback_listener() as listener:
+        port = listener.getsockname()[1]
+        result = await _attempt(box, f"echo hi > /dev/tcp/127.0.0.1/{port}")
+        assert ("network", f"127.0.0.1:{port}") in _kinds(result)
+        assert not pending_connection(listener)
+    assert 'sandbox_permissions="allow_network"' in render_shell_result(result)
+
+
+async def test_python_socket_connect_is_denied_even_when_it_prints_nothing(box: Box) -> None:
+    with loopback_listener() as listener:
+        port = listener.getsockname()[1]
+        script = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
+        result = await _attempt(box, f'{sys.executable} -c "{script}" 2>/dev/null')
+        assert ("network", f"127.0.0.1:{port}") in _kinds(result)
+        assert result.stderr.text == ""  # the denial came from the process, not from its messages
+        assert not pending_connection(listener)
+
+
+async def test_new_namespaces_and_remounts_are_denied(box: Box) -> None:
+    result = await _attempt(box, "unshare -n true; mount -o remount,rw /")
+    kinds = _kinds(result)
+    assert ("namespace", "CLONE_NEWNET") in kinds
+    assert any(kind == "mount" for kind, _ in kinds)
+
+
+async def test_processes_outside_the_sandbox_cannot_be_signalled(box: Box) -> None:
+    victim = await asyncio.create_subprocess_exec("sleep", "60")
+    try:
+        result = await _attempt(box, f"kill -KILL {victim.pid}")
+        assert ("signal", f"pid {victim.pid}") in _kinds(result)
+        assert psutil.Process(victim.pid).status() != psutil.STATUS_ZOMBIE  # still alive
+    finally:
+        victim.kill()
+        await victim.wait()

@@ -1,0 +1,193 @@
+"""Unit tests of the sandbox's settings, escalation rules, denial parsing and hints (no processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether.config import Config
+from tether.errors import RefusedError, UsageError
+from tether.shell.sandbox import SandboxBashExecutor, sandbox_executor, with_sandbox
+from tether.shell.sandbox_bwrap import SandboxRun
+from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
+from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy
+from tether.shell.types import ShellSandboxDenial
+
+
+def _config(home: Path, table: dict[str, object]) -> Config:
+    return Config(home=home, raw={"sandbox": table})
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"writable_root": ["/tmp"]}, "unknown key 'writable_root'"),
+        ({"writable_roots": ["relative/dir"]}, "not an absolute path"),
+        ({"writable_roots": ["/definitely/not/here"]}, "not an existing directory"),
+        ({"writable_roots": "/tmp"}, "must be a list of non-empty strings"),
+        ({"allow_escalations": ["allow_everything"]}, "allowed: allow_network, allow_host_write"),
+        ({"allow_escalations": ["use_default"]}, "has 'use_default'"),
+        ({"trace": "yes"}, "must be true or false"),
+        ({"bwrap": ""}, "must be a non-empty string"),
+    ],
+)
+def test_a_bad_sandbox_table_is_refused_with_the_fix(table: dict[str, object], message: str) -> None:
+    with pytest.raises(UsageError, match=r"config\.toml: \[sandbox\]") as caught:
+        SandboxSettings.from_table(table)
+    assert message in caught.value.message
+
+
+def test_missing_bwrap_refuses_to_build_the_executor_and_the_flag(tether_home: Path) -> None:
+    config = _config(tether_home, {"bwrap": "/nonexistent/bwrap"})
+    with pytest.raises(UsageError, match="never falls back to running unconfined"):
+        sandbox_executor(config)
+    with pytest.raises(UsageError, match="apt-get install bubblewrap"):
+        with_sandbox(config)
+
+
+def test_an_absent_table_means_the_strict_defaults(tether_home: Path) -> None:
+    executor = sandbox_executor(Config(home=tether_home))
+    assert isinstance(executor, SandboxBashExecutor) and executor.confining
+    assert executor.settings.allow_escalations == () and executor.settings.writable_roots == ()
+    assert with_sandbox(Config(home=tether_home)).shell.provider == "sandbox"
+
+
+def test_escalation_needs_a_justification_and_the_deployments_grant() -> None:
+    settings = SandboxSettings(allow_escalations=("allow_network",))
+    assert settings.check_escalation(None, None) == "use_default"
+    assert settings.check_escalation("  ", None) == "use_default"
+    for blank in (None, "", "   "):
+        with pytest.raises(UsageError, match="needs a non-empty justification"):
+            settings.check_escalation("allow_network", blank)
+    assert settings.check_escalation("allow_network", "fetch the dependency index") == "allow_network"
+    with pytest.raises(RefusedError, match="needs a person's approval") as refused:
+        settings.check_escalation("require_escalated", "I want to")
+    assert "granted without approval: allow_network" in refused.value.message
+    with pytest.raises(UsageError, match="allowed: use_default, allow_network"):
+        settings.check_escalation("root", "x")
+
+
+def test_a_working_directory_inside_tether_home_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "th"
+    (home / "inner").mkdir(parents=True)
+    with pytest.raises(RefusedError, match="inside TETHER_HOME"):
+        build_policy(SandboxSettings(), mode="use_default", cwd=str(home / "inner"), home=home)
+
+
+def _policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, network: bool = False) -> SandboxPolicy:
+    work = tmp_path / "work"
+    (work / ".git" / "hooks").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    return build_policy(
+        SandboxSettings(),
+        mode="allow_network" if network else "use_default",
+        cwd=str(work),
+        home=tmp_path / "th",
+    )
+
+
+def test_strace_lines_become_structured_denials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = _policy(tmp_path, monkeypatch)
+    work = tmp_path / "work"
+    trace = "\n".join(
+        [
+            '7 openat(AT_FDCWD</etc>, "x", O_WRONLY|O_CREAT|O_TRUNC, 0666) = -1 EROFS (x)',
+            f'7 openat(AT_FDCWD<{work}>, ".git/hooks/pre-commit", O_WRONLY|O_CREAT, 0666) = -1 EROFS (x)',
+            f'7 openat(AT_FDCWD<{work}>, "missing", O_RDONLY) = -1 ENOENT (No such file or directory)',
+            f'7 openat(AT_FDCWD<{work}>, "mine", O_WRONLY|O_CREAT, 0666) = -1 EACCES (Permission denied)',
+            f'8 renameat2(AT_FDCWD<{work}>, ".git", AT_FDCWD<{work}>, ".g", RENAME_NOREPLACE) = -1 EBUSY (x)',
+            "9 connect(3<socket:[1]>, {sa_family=AF_INET, sin_port=htons(8080), "
+            'sin_addr=inet_addr("127.0.0.1")}, 16) = -1 ECONNREFUSED (Connection refused)',
+            "9 connect(3<socket:[2]>, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), "
+            'inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, 28) = -1 ENETUNREACH (x)',
+            '9 connect(3<socket:[3]>, {sa_family=AF_UNIX, sun_path="/run/x"}, 110) = -1 ENOENT (x)',
+            "10 kill(4242, SIGTERM)               = -1 ESRCH (No such process)",
+            "10 kill(4243, 0)               = -1 ESRCH (No such process)",
+            "11 unshare(CLONE_NEWNET)             = -1 EPERM (Operation not permitted)",
+            "garbage line",
+        ]
+    )
+    denials = denials_from_trace(trace, policy)
+    assert [(d.kind, d.target) for d in denials] == [
+        ("write", "/etc/x"),
+        ("write", f"{work}/.git/hooks/pre-commit"),
+        ("write", f"{work}/.git"),
+        ("network", "127.0.0.1:8080"),
+        ("network", "[::1]:443"),
+        ("signal", "pid 4242"),
+        ("namespace", "CLONE_NEWNET"),
+    ]
+    assert denials[0].detail == "EROFS: outside the writable roots"
+    assert denials[1].detail == "EROFS: protected path"
+    # With the network allowed, a refused connect is the peer's answer, not a denial.
+    open_policy = _policy(tmp_path / "b", monkeypatch, network=True)
+    assert not [d for d in denials_from_trace(trace, open_policy) if d.kind == "network"]
+
+
+def test_the_hint_names_the_narrowest_mode_and_whether_it_is_granted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = _policy(tmp_path, monkeypatch)
+    net = (ShellSandboxDenial(kind="network", target="1.2.3.4:80"),)
+    outside = (ShellSandboxDenial(kind="write", target="/etc/x", detail="EROFS: outside the writable roots"),)
+    hooks = (ShellSandboxDenial(kind="write", target=str(tmp_path / "work/.git/hooks/x")),)
+    assert needed_mode(net, policy) == "allow_network"
+    assert needed_mode(outside, policy) == "allow_host_write"
+    assert needed_mode(hooks, policy) == "require_escalated"
+    assert needed_mode(net + outside, policy) == "require_escalated"
+    granted = hint_for(net, policy, SandboxSettings(allow_escalations=("allow_network",)))
+    assert granted is not None and 'sandbox_permissions="allow_network"' in granted
+    assert "grants it without approval" in granted
+    refused = hint_for(outside, policy, SandboxSettings())
+    assert refused is not None and "refuses it without a person's approval" in refused
+    assert hint_for((), policy, SandboxSettings()) is None
+
+
+def test_without_strace_denials_come_from_the_errno_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = _policy(tmp_path, monkeypatch)
+    stderr = (
+        "bash: line 1: /etc/x: Read-only file system\n"
+        "touch: cannot touch '/usr/y': Read-only file system\n"
+        "OSError: [Errno 30] Read-only file system: '/opt/z'\n"
+        "bash: /dev/tcp/127.0.0.1/9: Connection refused\n"
+        "unshare: unshare failed: Operation not permitted\n"
+    )
+    denials = denials_from_stderr(stderr, policy, str(tmp_path / "work"))
+    assert [(d.kind, d.target) for d in denials] == [
+        ("write", "/etc/x"),
+        ("write", "/usr/y"),
+        ("write", "/opt/z"),
+        ("network", "127.0.0.1:9"),
+        ("namespace", "(unknown)"),
+    ]
+
+
+def test_mounts_narrow_in_order_and_placeholders_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / ".bashrc").write_text("original\n")
+    monkeypatch.setenv("HOME", str(user))
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    settings = SandboxSettings(writable_roots=(str(tmp_path),))
+    policy = build_policy(settings, mode="use_default", cwd=str(work), home=tmp_path / "th")
+    run = SandboxRun(policy, trace=False)
+    args = run.mounts()
+    joined = " ".join(args)
+    assert args[:3] == ["--ro-bind", "/", "/"]
+    assert f"--bind {tmp_path} {tmp_path}" in joined
+    # Directories between the writable root and a protected path are pinned (cannot be renamed).
+    assert f"--bind {work}/.git {work}/.git" in joined and f"--bind {user} {user}" in joined
+    assert f"--ro-bind {user}/.bashrc {user}/.bashrc" in joined
+    assert joined.index(f"--bind {tmp_path} ") < joined.index(f"--ro-bind {user}/.bashrc")
+    # Absent protected paths got placeholders so they cannot be created inside the sandbox.
+    assert (user / ".profile").is_file() and (work / ".git" / "hooks").is_dir()
+    assert f"--ro-bind {user}/.profile {user}/.profile" in joined
+    run.cleanup()
+    assert not (user / ".profile").exists() and not (work / ".git" / "hooks").exists()
+    assert (user / ".bashrc").read_text() == "original\n"
