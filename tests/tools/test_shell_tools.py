@@ -403,3 +403,38 @@ async def test_hundred_megabytes_history_and_search(tether_home: Path) -> None:
         head = data["tasks"][0]["lines"][0]
         # 1234567, 1234567x (10 numbers) and 11234567: exactly 12 lines contain it
         assert head.startswith("12 matches"), head
+
+
+async def test_killed_server_leaves_no_client_and_a_new_one_finds_mine(tether_home: Path) -> None:
+    import contextlib
+    import os
+    import signal
+
+    import anyio
+    import psutil
+
+    me = psutil.Process()
+    reached = False
+    with contextlib.suppress(Exception):
+        async with shell_client(tether_home, "conv-killed") as client:
+            shell = await open_shell(client, label="survivor")
+            await run(client, shell, "Z=still-here")
+            servers = [p for p in me.children(recursive=True) if "mcp" in p.cmdline()]
+            assert servers, "the stdio server process was not found"
+            controls = [c for s in servers for c in s.children(recursive=True) if "-C" in c.cmdline()]
+            assert controls, "the tmux control client was not found"
+            for proc in servers:
+                os.kill(proc.pid, signal.SIGKILL)
+            with anyio.fail_after(10):  # the control client sees EOF on its stdin and exits
+                while any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in controls):
+                    await anyio.sleep(0.02)
+            reached = True
+    # The client's own exit fails (its server was killed); everything above must still have run.
+    assert reached
+    async with shell_client(tether_home, "conv-killed") as client:
+        _, data = await call(
+            client,
+            "shell_run",
+            {"tasks": [{"action": {"kind": "run", "command": "echo $Z"}, "wait": {"kind": "exit"}}]},
+        )
+        assert data["tasks"][0]["shell"] == shell and data["tasks"][0]["lines"] == ["still-here"]

@@ -69,29 +69,43 @@ class ControlClient:
                 and not self._reader.done()
             ):
                 return self._proc
-            proc = await asyncio.create_subprocess_exec(
-                "tmux",
-                "-S",
-                str(self.socket),
-                "-C",
-                "new-session",
-                "-A",
-                "-s",
-                HUB_SESSION,
-                "-x",
-                "80",
-                "-y",
-                "24",
-                "exec sleep 2147483647",
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                limit=16 * 1024 * 1024,
-                start_new_session=True,
-            )
+            stale = self._proc
+            if stale is not None and stale.returncode is None:
+                # Its reader ended (tmux said %exit) but the child lingers: end it before replacing it.
+                with contextlib.suppress(ProcessLookupError):
+                    stale.kill()
+                await stale.wait()
+            try:
+                proc = await self._spawn()
+            except FileNotFoundError as exc:
+                raise SessionError(
+                    "tmux is not installed (persistent shells need tmux ≥ 3.2 on PATH)"
+                ) from exc
             self._proc = proc
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
             return proc
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            "tmux",
+            "-S",
+            str(self.socket),
+            "-C",
+            "new-session",
+            "-A",
+            "-s",
+            HUB_SESSION,
+            "-x",
+            "80",
+            "-y",
+            "24",
+            "exec sleep 2147483647",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            limit=16 * 1024 * 1024,
+            start_new_session=True,
+        )
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
