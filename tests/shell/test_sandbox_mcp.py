@@ -1,0 +1,113 @@
+"""The sandbox through the front door: ``tether mcp --sandbox`` as a real subprocess, driven by the
+official MCP SDK client over stdio."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+
+TETHER = str(Path(sys.executable).parent / "tether")
+
+
+def _params(home: Path, work: Path, *args: str) -> StdioServerParameters:
+    env = {"TETHER_HOME": str(home), "PATH": os.environ["PATH"], "HOME": str(work.parent / "user")}
+    return StdioServerParameters(command=TETHER, args=["mcp", *args], env=env, cwd=str(work))
+
+
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def _bash_schema(client: Client) -> dict[str, Any]:
+    tools = (await client.list_tools()).tools
+    return next(tool.input_schema for tool in tools if tool.name == "bash")
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "user").mkdir()
+    return tmp_path / "work"
+
+
+async def test_schema_has_sandbox_fields_only_when_sandboxed(tether_home: Path, work: Path) -> None:
+    async with Client(_params(tether_home, work)) as client:
+        plain = await _bash_schema(client)
+    assert "sandbox_permissions" not in plain["properties"] and "justification" not in plain["properties"]
+    async with Client(_params(tether_home, work, "--sandbox")) as client:
+        confined = await _bash_schema(client)
+    assert confined["properties"]["sandbox_permissions"]["enum"] == [
+        "use_default",
+        "allow_network",
+        "allow_host_write",
+        "require_escalated",
+    ]
+    assert confined["properties"]["justification"]["type"] == "string"
+
+
+async def test_a_denial_reaches_the_model_with_marker_and_hint(tether_home: Path, work: Path) -> None:
+    target = "/usr/tether-sandbox-mcp-test"
+    async with Client(_params(tether_home, work, "--sandbox")) as client:
+        result = await client.call_tool(
+            "bash", {"command": f"echo ok > ok.txt; echo x > {target}", "description": "write outside"}
+        )
+        text = _text(result)
+        assert not result.is_error
+        assert f"[sandbox denied: write {target}]" in text
+        assert 'sandbox_permissions="allow_host_write"' in text and "[exit code: 1]" in text
+        assert result.structured_content is not None
+        sandbox = result.structured_content["sandbox"]
+        assert sandbox["permissions"] == "use_default" and sandbox["denied"] is True
+        assert sandbox["denials"][0]["kind"] == "write" and sandbox["denials"][0]["target"] == target
+        assert (work / "ok.txt").read_text() == "ok\n"
+
+        blank = await client.call_tool(
+            "bash",
+            {
+                "command": "true",
+                "description": "widen",
+                "sandbox_permissions": "allow_network",
+                "justification": " ",
+            },
+        )
+        assert blank.is_error and "justification" in _text(blank)
+        refused = await client.call_tool(
+            "bash",
+            {
+                "command": "true",
+                "description": "widen",
+                "sandbox_permissions": "allow_network",
+                "justification": "fetch packages",
+            },
+        )
+        assert refused.is_error and "needs a person's approval" in _text(refused)
+    assert not _exists(target)
+
+
+def test_a_missing_bwrap_refuses_to_serve(tether_home: Path, work: Path) -> None:
+    (tether_home / "config.toml").write_text('[sandbox]\nbwrap = "/nonexistent/bwrap"\n')
+    params = _params(tether_home, work, "--sandbox")
+    done = subprocess.run(
+        [params.command, *params.args],
+        env=params.env,
+        cwd=params.cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "never falls back to running unconfined" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
