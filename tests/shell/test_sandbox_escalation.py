@@ -22,7 +22,7 @@ def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Box:
 
 
 def _audit(box: Box) -> list[dict[str, Any]]:
-    records = []
+    records: list[dict[str, Any]] = []
     for day in sorted((box.home / "audit").glob("*.jsonl")):
         records.extend(json.loads(line) for line in day.read_text().splitlines())
     return [r for r in records if r.get("action") == "sandbox_escalation"]
