@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.shell import LocalBashExecutor, LocalShellOptions, ShellExecRequest, ShellExecutor
+from tether.shell.sandbox import SandboxBashExecutor
+from tether.shell.sandbox_policy import SandboxSettings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +125,66 @@ async def drain_gib(cfg: BenchConfig) -> list[Measurement]:
     ]
 
 
-MEASUREMENTS: list[Callable[[BenchConfig], Awaitable[list[Measurement]]]] = [overhead_ratio, drain_gib]
+def _sandbox_executor(cfg: BenchConfig, *, trace: bool) -> ShellExecutor:
+    home = cfg.spill_dir / "home"
+    work = cfg.spill_dir / "work"
+    work.mkdir(exist_ok=True)
+    return SandboxBashExecutor(
+        LocalShellOptions(cwd=str(work), spill_dir=cfg.spill_dir),
+        settings=SandboxSettings(trace=trace),
+        home=home,
+    )
+
+
+async def sandbox_overhead(cfg: BenchConfig) -> list[Measurement]:
+    """The bubblewrap sandbox's cost on ``bash -c true``: with the strace denial tracer and without."""
+    traced = _sandbox_executor(cfg, trace=True)
+    bare = _sandbox_executor(cfg, trace=False)
+    for _ in range(5):
+        raw_subprocess_once()
+        await executor_once(traced)
+        await executor_once(bare)
+    runs = max(5, cfg.runs // 4)  # each sandboxed run costs several ms
+    raw: list[float] = []
+    with_trace: list[float] = []
+    without_trace: list[float] = []
+    for _ in range(runs):
+        raw.append(raw_subprocess_once())
+        with_trace.append(await executor_once(traced))
+        without_trace.append(await executor_once(bare))
+    raw_ms = _median_ms(raw)
+    traced_ratio = _median_ms(with_trace) / raw_ms
+    bare_ratio = _median_ms(without_trace) / raw_ms
+    return [
+        Measurement(
+            name="sandbox (bwrap+strace) bash -c true median",
+            value=_median_ms(with_trace),
+            unit="ms",
+            budget="-",
+            ok=True,
+        ),
+        Measurement(
+            name="sandbox (bwrap+strace) / raw ratio",
+            value=traced_ratio,
+            unit="x",
+            budget="<= 12",
+            ok=traced_ratio <= 12,
+        ),
+        Measurement(
+            name="sandbox (bwrap, trace=false) / raw ratio",
+            value=bare_ratio,
+            unit="x",
+            budget="<= 6",
+            ok=bare_ratio <= 6,
+        ),
+    ]
+
+
+MEASUREMENTS: list[Callable[[BenchConfig], Awaitable[list[Measurement]]]] = [
+    overhead_ratio,
+    drain_gib,
+    sandbox_overhead,
+]
 
 
 async def run_all(cfg: BenchConfig) -> list[Measurement]:
