@@ -9,12 +9,14 @@ anything is sent. ``timeoutMs`` only reports; nothing here kills a process.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 from tether.errors import NotFoundError, RefusedError
 from tether.sessions.engine import PaneInfo, SessionEngine
-from tether.sessions.hooks import WriteIntent
+from tether.sessions.hooks import WriteDecision, WriteIntent, WriteKind
 from tether.sessions.logs import log_size
 from tether.sessions.waits import WaitOutcome, WaitSpec
 from tether.sessions.wrapper import unwrappable_reason
@@ -89,12 +91,17 @@ def _outcome(
     )
 
 
-async def _guarded(engine: SessionEngine, unit: Unit, actor: str, kind: str, text: str) -> tuple[str, bool]:
+@asynccontextmanager
+async def guarded(
+    engine: SessionEngine, unit: Unit, actor: str, kind: WriteKind, text: str
+) -> AsyncIterator[WriteDecision]:
+    """``before_write`` … ``after_write`` around one write, with the same intent; the release runs
+    whatever happens after a successful ``before_write`` (a refusal, a timeout, a cancellation)."""
     s = unit.task.safety
     intent = WriteIntent(
         shell_id=unit.shell_id,
         actor=actor,
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         text=text,
         lock=s.lock,
         bypass_guard=s.bypass_guard,
@@ -102,16 +109,23 @@ async def _guarded(engine: SessionEngine, unit: Unit, actor: str, kind: str, tex
         dryrun=s.dryrun,
     )
     decision = await engine.hooks.before_write(intent)
-    return decision.text, decision.expanded
+    try:
+        yield decision
+    finally:
+        await engine.hooks.after_write(intent)
 
 
 async def run_command(engine: SessionEngine, unit: Unit, actor: str, command: str) -> TaskOutcome:
+    async with guarded(engine, unit, actor, "run", command) as decision:
+        return await _run_decided(engine, unit, actor, decision)
+
+
+async def _run_decided(engine: SessionEngine, unit: Unit, actor: str, decision: WriteDecision) -> TaskOutcome:
     task = unit.task
     wait = task.wait
-    text, expanded = await _guarded(engine, unit, actor, "run", command)
-    reason = (
-        "expanded (a macro is typed as-is, without exit markers)" if expanded else unwrappable_reason(text)
-    )
+    text = decision.text
+    expanded = "expanded (a macro is typed as-is, without exit markers)"
+    reason = expanded if decision.expanded else unwrappable_reason(text)
     if wait is not None and wait.kind == "exit" and reason is not None:
         raise RefusedError(f"cannot wait for exit: {reason}; use wait.kind='idle', or wrap it as sh -c '…'")
     pane = await engine.pane(unit.shell_id)
@@ -123,19 +137,14 @@ async def run_command(engine: SessionEngine, unit: Unit, actor: str, command: st
     if not at_prompt and wait is not None and wait.kind == "exit":
         raise RefusedError(
             f"cannot wait for exit: shell {unit.shell_id} is not at its prompt (a program runs in front), "
-            "so the "
-            "command cannot carry an exit marker; wait for it first (shell_read wait idle), or use shell_send"
+            "so the command cannot carry an exit marker; wait for it first (shell_read wait idle), "
+            "or use shell_send"
         )
     run, offset = await engine.start_run(pane, text, actor, wrap=at_prompt)
-    try:
-        spec = wait_spec(wait, nonce=run.nonce if at_prompt else None)
-        if not at_prompt and spec.kind == "idle":
-            spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, 150))
-        out = await engine.waits.wait(engine.ref(pane), spec, offset)
-    finally:
-        await engine.hooks.after_write(
-            WriteIntent(shell_id=unit.shell_id, actor=actor, kind="run", text=text)
-        )
+    spec = wait_spec(wait, nonce=run.nonce if at_prompt else None)
+    if not at_prompt and spec.kind == "idle":
+        spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, 150))
+    out = await engine.waits.wait(engine.ref(pane), spec, offset)
     if out.exit_code is not None:
         engine.records.finish_run(run.run_id, out.exit_code, out.end_offset)
     start = out.begin_offset if out.begin_offset is not None else offset
@@ -144,9 +153,15 @@ async def run_command(engine: SessionEngine, unit: Unit, actor: str, command: st
 
 
 async def run_steps(engine: SessionEngine, unit: Unit, actor: str, action: StepsAction) -> TaskOutcome:
-    task = unit.task
     sends = "\n".join(s.send or "" for s in action.steps)
-    await _guarded(engine, unit, actor, "steps", sends)
+    async with guarded(engine, unit, actor, "steps", sends):
+        return await _steps(engine, unit, actor, action, sends)
+
+
+async def _steps(
+    engine: SessionEngine, unit: Unit, actor: str, action: StepsAction, sends: str
+) -> TaskOutcome:
+    task = unit.task
     pane = await engine.pane(unit.shell_id)
     if task.safety.dryrun:
         return TaskOutcome(
@@ -158,33 +173,26 @@ async def run_steps(engine: SessionEngine, unit: Unit, actor: str, action: Steps
     met = True
     first = log_size(engine.log_of(unit.shell_id))
     engine.records.touch(unit.shell_id)
-    try:
-        for n, step in enumerate(action.steps, 1):
-            offset = log_size(engine.log_of(unit.shell_id))
-            if step.send is not None:
-                await engine.type_lines(pane, [step.send], submit=True)
-            exp = step.expect
-            spec = WaitSpec(
-                kind=exp.kind if exp is not None else "settle",
-                timeout_ms=step.timeout_ms or base_timeout,
-                poll_ms=task.wait.poll_ms if task.wait is not None else 150,
-                regex=exp.regex if exp is not None else None,
-                path=exp.path if exp is not None else None,
-            )
-            out = await engine.waits.wait(engine.ref(pane), spec, offset)
-            total_ms += out.elapsed_ms
-            name = step.label or f"step {n}"
-            lines.append(f"[{name}: {out.detail}]")
-            if not out.met:
-                met = False
-                break
-    finally:
-        await engine.hooks.after_write(
-            WriteIntent(shell_id=unit.shell_id, actor=actor, kind="steps", text=sends)
+    for n, step in enumerate(action.steps, 1):
+        offset = log_size(engine.log_of(unit.shell_id))
+        if step.send is not None:
+            await engine.type_lines(pane, [step.send], submit=True)
+        exp = step.expect
+        spec = WaitSpec(
+            kind=exp.kind if exp is not None else "settle",
+            timeout_ms=step.timeout_ms or base_timeout,
+            poll_ms=task.wait.poll_ms if task.wait is not None else 150,
+            regex=exp.regex if exp is not None else None,
+            path=exp.path if exp is not None else None,
         )
-    lines.extend(
-        with_dropped(run_output(engine, unit.shell_id, first, log_size(engine.log_of(unit.shell_id)), actor))
-    )
+        out = await engine.waits.wait(engine.ref(pane), spec, offset)
+        total_ms += out.elapsed_ms
+        lines.append(f"[{step.label or f'step {n}'}: {out.detail}]")
+        if not out.met:
+            met = False
+            break
+    end = log_size(engine.log_of(unit.shell_id))
+    lines.extend(with_dropped(run_output(engine, unit.shell_id, first, end, actor)))
     return TaskOutcome(
         index=task.index,
         shell=unit.shell_id,
@@ -223,31 +231,29 @@ async def shell_run_unit(engine: SessionEngine, unit: Unit, actor: str) -> TaskO
 
 
 async def shell_send_unit(engine: SessionEngine, unit: Unit, actor: str) -> TaskOutcome:
-    task = unit.task
-    action = task.action
+    action = unit.task.action
     assert isinstance(action, SendAction)
-    await _guarded(engine, unit, actor, "send", action.text)
+    async with guarded(engine, unit, actor, "send", action.text) as decision:
+        return await _send(engine, unit, actor, action, decision.text)
+
+
+async def _send(engine: SessionEngine, unit: Unit, actor: str, action: SendAction, text: str) -> TaskOutcome:
+    task = unit.task
     pane = await engine.pane(unit.shell_id)
     if task.safety.dryrun:
-        what = " ".join([*action.pre_keys, repr(action.text), *action.keys])
+        what = " ".join([*action.pre_keys, repr(text), *action.keys])
         return TaskOutcome(
             index=task.index, shell=unit.shell_id, label=task.label, lines=(f"[dryrun] would send: {what}",)
         )
     offset = log_size(engine.log_of(unit.shell_id))
     engine.records.touch(unit.shell_id)
-    try:
-        await engine.send_keys(pane, action.pre_keys)
-        if action.text:
-            await engine.type_lines(pane, [action.text], submit=False)
-        await engine.send_keys(pane, action.keys)
-    finally:
-        await engine.hooks.after_write(
-            WriteIntent(shell_id=unit.shell_id, actor=actor, kind="send", text=action.text)
-        )
+    await engine.send_keys(pane, action.pre_keys)
+    if text:
+        await engine.type_lines(pane, [text], submit=False)
+    await engine.send_keys(pane, action.keys)
     poll = task.wait.poll_ms if task.wait is not None else 150
-    out = await engine.waits.wait(
-        engine.ref(pane), WaitSpec(kind="settle", poll_ms=poll, timeout_ms=max(3000, 4 * poll)), offset
-    )
+    settle = WaitSpec(kind="settle", poll_ms=poll, timeout_ms=max(3000, 4 * poll))
+    out = await engine.waits.wait(engine.ref(pane), settle, offset)
     lines = run_output(engine, unit.shell_id, offset, out.end_offset, actor)
     return TaskOutcome(
         index=task.index,
