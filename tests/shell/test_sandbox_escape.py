@@ -16,7 +16,8 @@ import psutil
 import pytest
 from sandbox_harness import Box, loopback_listener, make_box, pending_connection, run
 
-from tether.shell import ShellRunResult
+from proc_probe import alive_with, unique_sleep_arg, wait_until
+from tether.shell import ShellExecRequest, ShellRunResult
 from tether.shell.render import render_shell_result
 
 
@@ -141,3 +142,19 @@ async def test_processes_outside_the_sandbox_cannot_be_signalled(box: Box) -> No
     finally:
         victim.kill()
         await victim.wait()
+
+
+async def test_nothing_started_in_the_sandbox_outlives_the_command(box: Box) -> None:
+    token = unique_sleep_arg()
+    result = await run(box.executor(), f"sleep {token} & setsid sleep {token} & echo started")
+    assert result.stdout.text == "started\n" and result.exit_code == 0
+    assert alive_with(token) == []  # the PID namespace ended with the shell, tracer included
+
+
+async def test_a_timeout_kills_the_sandboxed_tree(box: Box) -> None:
+    token = unique_sleep_arg()
+    executor = box.executor()
+    spec = executor.resolve(ShellExecRequest(command=f"sleep {token}", timeout_ms=300))
+    result = await (await executor.execute(spec)).result()
+    assert result.timed_out
+    assert wait_until(lambda: alive_with(token) == [])

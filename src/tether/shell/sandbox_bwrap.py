@@ -156,8 +156,12 @@ class SandboxRun:
             namespaces.append("--unshare-net")
         inner: list[str] = list(command_argv)
         if strace is not None and self.trace_dir is not None:
+            # -D: the tracer runs as a detached grandchild, so the shell stays bubblewrap's main child
+            # and the sandbox ends when the shell does — plain strace -f would wait for every
+            # background descendant. strace prints each failed call before resuming the tracee, so
+            # nothing is lost when the PID namespace's teardown kills the tracer.
             inner = [
-                strace, "-f", "-qq", "-y", "--seccomp-bpf", "-e", "signal=none", "-e", "status=failed",
+                strace, "-D", "-f", "-qq", "-y", "--seccomp-bpf", "-e", "signal=none", "-e", "status=failed",
                 "-e", f"trace={TRACED_CALLS}", "-o", f"{TRACE_MOUNT}/{TRACE_FILE}", "--", *inner,
             ]  # fmt: skip
         return (
