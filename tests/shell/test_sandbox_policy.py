@@ -75,6 +75,12 @@ def test_a_working_directory_inside_tether_home_is_refused(tmp_path: Path) -> No
         build_policy(SandboxSettings(), mode="use_default", cwd=str(home / "inner"), home=home)
 
 
+@pytest.mark.parametrize("cwd", ["/", "/proc", "/dev/shm"])
+def test_system_directories_cannot_become_writable_roots(tmp_path: Path, cwd: str) -> None:
+    with pytest.raises(RefusedError, match=r"cannot make .* writable"):
+        build_policy(SandboxSettings(), mode="use_default", cwd=cwd, home=tmp_path / "th")
+
+
 def _policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, network: bool = False) -> SandboxPolicy:
     work = tmp_path / "work"
     (work / ".git" / "hooks").mkdir(parents=True)

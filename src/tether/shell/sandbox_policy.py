@@ -233,6 +233,13 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
             "run the command in a project directory instead"
         )
     roots = tuple(dict.fromkeys([real_cwd, *(os.path.realpath(r) for r in settings.writable_roots)]))
+    for root in roots:
+        if root == "/" or any(_under(root, system) for system in ("/proc", "/sys", "/dev")):
+            # Binding these writable would cover the sandbox's own /, /proc or /dev with the host's.
+            raise RefusedError(
+                f"the sandbox cannot make {root!r} writable (working directory or [sandbox].writable_roots); "
+                'run the command in a project directory, or ask for sandbox_permissions="allow_host_write"'
+            )
     user_home = os.path.realpath(os.path.expanduser("~"))
     protected = [os.path.join(user_home, name) for name in STARTUP_FILES]
     for root in roots:
