@@ -158,3 +158,23 @@ async def test_a_timeout_kills_the_sandboxed_tree(box: Box) -> None:
     result = await (await executor.execute(spec)).result()
     assert result.timed_out
     assert wait_until(lambda: alive_with(token) == [])
+
+
+async def test_hidden_paths_are_empty_inside(box: Box) -> None:
+    secrets = box.user / ".ssh"
+    secrets.mkdir()
+    (secrets / "id_ed25519").write_text("PRIVATE KEY\n")
+    token = box.user / "token.txt"
+    token.write_text("sekrit\n")
+    executor = box.executor(hidden_paths=(str(secrets), str(token)))
+    result = await run(executor, f"ls -A {secrets}; cat {token}; echo x > {secrets}/new")
+    assert result.stdout.text == ""
+    assert ("write", str(secrets / "new")) in _kinds(result)
+    assert sorted(p.name for p in secrets.iterdir()) == ["id_ed25519"]
+
+
+async def test_without_the_tracer_denials_come_from_stderr(box: Box) -> None:
+    result = await run(box.executor(trace=False), "echo x > /usr/tether-untraced; echo ok > fine.txt")
+    assert (box.work / "fine.txt").read_text() == "ok\n"
+    assert _kinds(result) == [("write", "/usr/tether-untraced")]
+    assert result.sandbox is not None and result.sandbox.denials[0].detail.startswith("from stderr")
