@@ -17,19 +17,22 @@ TETHER = str(Path(sys.executable).parent / "tether")
 MARKER_TRACES = re.compile(r"__tb|__te\b|__tp\b|6973|\x1b")
 
 
-def params(home: Path, conversation: str) -> StdioServerParameters:
+def params(home: Path, conversation: str, extra_env: dict[str, str] | None = None) -> StdioServerParameters:
     env = {
         "TETHER_HOME": str(home),
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", "/root"),
         "TETHER_CONVERSATION": conversation,
+        **(extra_env or {}),
     }
     return StdioServerParameters(command=TETHER, args=["mcp"], env=env)
 
 
 @asynccontextmanager
-async def shell_client(home: Path, conversation: str = "conv-a", **kw: Any) -> AsyncIterator[Client]:
-    async with Client(params(home, conversation), **kw) as client:
+async def shell_client(
+    home: Path, conversation: str = "conv-a", *, extra_env: dict[str, str] | None = None, **kw: Any
+) -> AsyncIterator[Client]:
+    async with Client(params(home, conversation, extra_env), **kw) as client:
         yield client
 
 

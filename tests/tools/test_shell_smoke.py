@@ -11,3 +11,11 @@ async def test_open_and_run(tether_home: Path) -> None:
         out = await run(client, shell, "echo hi; (exit 3)")
         assert out["exitCode"] == 3, out
         assert out["lines"] == ["hi"], out
+
+
+async def test_shells_do_not_inherit_the_servers_credentials(tether_home: Path) -> None:
+    secrets = {"MY_API_KEY": "k-123", "DB_URL": "postgres://u:pw@host/db", "HARMLESS": "visible"}
+    async with shell_client(tether_home, extra_env=secrets) as client:
+        shell = await open_shell(client)
+        out = await run(client, shell, 'echo "${MY_API_KEY-unset} ${DB_URL-unset} ${HARMLESS-unset}"')
+        assert out["lines"] == ["unset unset visible"]

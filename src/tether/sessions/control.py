@@ -6,6 +6,9 @@ from a control client with exactly one ``%begin … %end`` (or ``%error``) block
 notifications (``%window-add``, ``%output`` …) between blocks are not replies. Lines inside a block
 are output even when they start with ``%`` (``display -p '#{pane_id}'`` prints ``%3``).
 
+If no server runs yet, this client starts it, with the environment it was given (tether passes the
+credential-scrubbed environment, so shells never inherit the server process's secrets).
+
 The client attaches to a hidden hub session holding one idle pane, so it receives no ``%output``
 for any shell; pane output reaches tether through ``pipe-pane`` logs (see ``logs``). If tmux or the
 client dies, pending commands fail with ``SessionError`` and the next command starts a new client.
@@ -45,8 +48,10 @@ def command_line(args: tuple[str, ...] | list[str]) -> str:
 class ControlClient:
     """A lazily (re)started ``tmux -S SOCKET -C new-session -A -s tether-hub`` child."""
 
-    def __init__(self, socket: Path) -> None:
+    def __init__(self, socket: Path, *, env: dict[str, str] | None = None) -> None:
         self.socket = socket
+        # The environment a tmux server started by this client (and so every shell) inherits.
+        self.env = env
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: deque[asyncio.Future[list[str]]] = deque()
@@ -105,6 +110,7 @@ class ControlClient:
             stderr=asyncio.subprocess.DEVNULL,
             limit=16 * 1024 * 1024,
             start_new_session=True,
+            env=self.env,
         )
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:

@@ -23,6 +23,7 @@ from typing import ClassVar
 
 from tether.config import Config, ensure_home
 from tether.errors import NotFoundError, UsageError
+from tether.process.env import scrub_environment
 from tether.sessions import procinfo
 from tether.sessions.control import ControlClient, SessionError
 from tether.sessions.hooks import SessionHooks
@@ -101,7 +102,7 @@ class SessionEngine:
         self.home = ensure_home(config.home)
         self.socket = self.home / "tmux.sock"
         self.logs_dir = self.home / "logs"
-        self.control = ControlClient(self.socket)
+        self.control = ControlClient(self.socket, env=scrub_environment(os.environ, config.env))
         self.watcher = LogWatcher(self.logs_dir, cap=config.sessions.log_max_bytes)
         self.waits = WaitEngine(self.watcher)
         self.store = store if store is not None else Store.open(self.home)
