@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
+from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.sandbox import SandboxBashExecutor, sandbox_executor, with_sandbox
 from tether.shell.sandbox_bwrap import SandboxRun
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
@@ -194,6 +197,25 @@ def test_mounts_narrow_in_order_and_placeholders_are_removed(
     # Absent protected paths got placeholders so they cannot be created inside the sandbox.
     assert (user / ".profile").is_file() and (work / ".git" / "hooks").is_dir()
     assert f"--ro-bind {user}/.profile {user}/.profile" in joined
+    ledger = tmp_path / "th" / "sandbox" / f"placeholders.{os.getpid()}"
+    assert f"{user}/.profile\n" in ledger.read_text()  # listed while in use, for the crash sweep
     run.cleanup()
+    assert not ledger.exists()
     assert not (user / ".profile").exists() and not (work / ".git" / "hooks").exists()
     assert (user / ".bashrc").read_text() == "original\n"
+
+
+def test_the_sweep_removes_what_a_dead_process_left_behind(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    empty, kept, hooks = tmp_path / ".bash_profile", tmp_path / ".zshrc", tmp_path / "repo/.git/hooks"
+    empty.touch()
+    kept.write_text("someone wrote this\n")
+    hooks.mkdir(parents=True)
+    state = tmp_path / "th" / "sandbox"
+    state.mkdir(parents=True)
+    (state / f"placeholders.{dead.pid}").write_text(f"{empty}\n{kept}\n{hooks}\n")
+    (state / f"placeholders.{os.getpid()}").write_text(f"{empty}\n")  # a live holder: untouched
+    assert placeholders.sweep_stale(str(tmp_path / "th")) == 1
+    assert not empty.exists() and not hooks.exists() and kept.read_text() == "someone wrote this\n"
+    assert sorted(p.name for p in state.iterdir()) == [f"placeholders.{os.getpid()}"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Final, Literal
 from tether.audit.log import AuditLog
 from tether.config import Config, ensure_home
 from tether.errors import RefusedError, TetherError
+from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions
@@ -216,6 +218,11 @@ def sandbox_executor(
     """The confined executor for ``config`` (validates ``[sandbox]`` and finds bwrap, or refuses)."""
     settings = SandboxSettings.from_config(config)
     ensure_home(config.home)  # masked inside the sandbox: it must exist to be mounted over
+    swept = placeholders.sweep_stale(os.path.realpath(config.home))
+    if swept:
+        logger.info(
+            "sandbox: removed the placeholders of %d tether process(es) that died holding them", swept
+        )
     cls = SandboxPwshExecutor if shell == "pwsh" else SandboxBashExecutor
     return cls(
         options or LocalShellOptions.from_config(config),

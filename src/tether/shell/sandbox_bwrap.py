@@ -13,11 +13,10 @@ the *parent* of one. Without them ``mv .git .g && mkdir -p .git/hooks`` would bu
 writable ``hooks`` beside the protected one; with them every directory on the way is a mount point.
 
 A protected path that does not exist yet still has to be protected (``echo … > ~/.bashrc`` must not
-create it). bubblewrap can only mount over something that exists, so the run creates an empty
-placeholder (file, or directory for ``.git/hooks``) on the host, binds it read-only, and removes it
-again when the last run that uses it ends — unless the placeholder was changed meanwhile, in which
-case it is left alone. Placeholders are counted per process; two tether *processes* racing on the
-same absent path can remove one another's placeholder early (documented limit).
+create it). bubblewrap can only mount over something that exists, so the run binds an empty
+read-only placeholder there (``sandbox_placeholders``: shared, counted, removed when the last user
+ends, swept after a crash). Two tether *processes* racing on the same absent path can still remove
+one another's placeholder early (documented limit).
 
 Reading is not narrowed: the whole filesystem stays readable except ``TETHER_HOME`` and the
 configured ``hidden_paths``. Unix sockets on a read-only mount can still be connected to (the
@@ -26,15 +25,14 @@ kernel treats ``connect`` as no write), which is why ``/run`` and ``TETHER_HOME`
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.sandbox_policy import SandboxPolicy
 
 TRACE_MOUNT: Final = "/run/tether-sandbox"
@@ -46,9 +44,6 @@ TRACED_CALLS: Final = (
     "setxattr,lsetxattr,removexattr,lremovexattr,connect,sendto,sendmsg,kill,tkill,tgkill,ptrace,"
     "unshare,setns,mount,umount2,pivot_root,chroot"
 )
-
-_placeholder_lock = threading.Lock()
-_placeholder_users: dict[str, int] = {}
 
 
 def _under(path: str, root: str) -> bool:
@@ -74,7 +69,13 @@ class SandboxRun:
 
     def __init__(self, policy: SandboxPolicy, *, trace: bool) -> None:
         self.policy = policy
-        self.trace_dir: str | None = tempfile.mkdtemp(prefix="tether-sandbox-") if trace else None
+        self.trace_dir: str | None = None
+        if trace:
+            # Under TETHER_HOME (a disk, not a RAM /tmp: a trace can be large), hidden from the command
+            # except through its own bind at TRACE_MOUNT.
+            state = os.path.join(policy.tether_home, "sandbox")
+            os.makedirs(state, mode=0o700, exist_ok=True)
+            self.trace_dir = tempfile.mkdtemp(prefix="run-", dir=state)
         self._placeholders: list[str] = []
         self._closed = False
 
@@ -87,26 +88,6 @@ class SandboxRun:
             return "/"
         matches = [root for root in self.policy.writable_roots if _under(path, root)]
         return max(matches, key=len) if matches else None
-
-    def _placeholder(self, path: str) -> bool:
-        """Create (or share) an empty stand-in for an absent protected path; False if impossible."""
-        with _placeholder_lock:
-            if path in _placeholder_users:
-                _placeholder_users[path] += 1
-                self._placeholders.append(path)
-                return True
-            try:
-                if path.endswith("/.git/hooks"):
-                    os.mkdir(path, 0o755)
-                else:
-                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            except FileExistsError:
-                return os.path.lexists(path)  # created concurrently: bind whatever is there now
-            except OSError:
-                return False  # parent missing or unwritable: nothing can be created there either
-            _placeholder_users[path] = 1
-            self._placeholders.append(path)
-            return True
 
     def mounts(self) -> list[str]:
         """The bubblewrap mount arguments, in the order that makes each one narrow the last."""
@@ -138,7 +119,10 @@ class SandboxRun:
         for parent in pinned:
             args += ["--bind", parent, parent]
         for path in guarded:
-            if os.path.lexists(path) or self._placeholder(path):
+            if os.path.lexists(path):
+                args += ["--ro-bind", path, path]
+            elif placeholders.acquire(path, home=policy.tether_home):
+                self._placeholders.append(path)
                 args += ["--ro-bind", path, path]
         for path in masked:
             if os.path.isdir(path):
@@ -184,22 +168,9 @@ class SandboxRun:
         self._closed = True
         if self.trace_dir is not None:
             shutil.rmtree(self.trace_dir, ignore_errors=True)
-        with _placeholder_lock:
-            for path in self._placeholders:
-                _placeholder_users[path] -= 1
-                if _placeholder_users[path] > 0:
-                    continue
-                del _placeholder_users[path]
-                _remove_if_untouched(path)
-
-
-def _remove_if_untouched(path: str) -> None:
-    # Only an empty placeholder is ours to remove; anything with content was put there by someone.
-    with contextlib.suppress(OSError):
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.rmdir(path)  # fails unless empty
-        elif os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) == 0:
-            os.unlink(path)
+        for path in self._placeholders:
+            placeholders.release(path)
+        self._placeholders.clear()
 
 
 def read_trace(path: str | None, limit: int = 8 * 1024 * 1024) -> str:

@@ -245,7 +245,9 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
     for root in roots:
         if os.path.isdir(os.path.join(root, ".git")):
             protected.extend(os.path.join(root, rel) for rel in GIT_PROTECTED)
-    protected.extend(os.path.realpath(p) for p in settings.read_only_paths)
+    protected.extend(settings.read_only_paths)
+    # Real paths: a protected name that is a symlink (dotfiles managers) is protected where it points.
+    protected = [os.path.realpath(p) for p in protected]
     return SandboxPolicy(
         mode=mode,
         cwd=real_cwd,
