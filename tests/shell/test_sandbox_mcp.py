@@ -29,9 +29,10 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
-async def _bash_schema(client: Client) -> dict[str, Any]:
+async def _bash_tool(client: Client) -> tuple[dict[str, Any], str]:
     tools = (await client.list_tools()).tools
-    return next(tool.input_schema for tool in tools if tool.name == "bash")
+    bash = next(tool for tool in tools if tool.name == "bash")
+    return bash.input_schema, bash.description or ""
 
 
 @pytest.fixture
@@ -43,10 +44,12 @@ def work(tmp_path: Path) -> Path:
 
 async def test_schema_has_sandbox_fields_only_when_sandboxed(tether_home: Path, work: Path) -> None:
     async with Client(_params(tether_home, work)) as client:
-        plain = await _bash_schema(client)
+        plain, plain_description = await _bash_tool(client)
     assert "sandbox_permissions" not in plain["properties"] and "justification" not in plain["properties"]
+    assert "sandbox" not in plain_description
     async with Client(_params(tether_home, work, "--sandbox")) as client:
-        confined = await _bash_schema(client)
+        confined, description = await _bash_tool(client)
+    assert "Commands run in a sandbox" in description and "`allow_network`: " in description
     assert confined["properties"]["sandbox_permissions"]["enum"] == [
         "use_default",
         "allow_network",

@@ -35,6 +35,7 @@ from tether.shell.sandbox_bwrap import SandboxRun, read_trace
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for
 from tether.shell.sandbox_policy import (
     DEFAULT_MODE,
+    MODE_SUMMARIES,
     PERMISSION_MODES,
     PermissionMode,
     SandboxPolicy,
@@ -142,6 +143,23 @@ class _SandboxedExecutor(LocalShellExecutor):
         )
         self.settings = settings
         self.audit = audit
+
+    @property
+    def sandbox_hint(self) -> str:
+        """What the model is told about the sandbox (appended to the tool description)."""
+        settings = self.settings
+        roots = "".join(f", {root}" for root in settings.writable_roots)
+        modes = "; ".join(f"`{mode}`: {MODE_SUMMARIES[mode]}" for mode in PERMISSION_MODES)
+        granted = ", ".join(settings.allow_escalations) or "none (every escalation is refused)"
+        return (
+            f"Commands run in a sandbox: the filesystem is read-only except the working directory{roots} "
+            "and a private /tmp; there is no network; shell start-up files, .git/hooks, .git/config and "
+            "tether's own state are never writable; processes outside are invisible. When the sandbox "
+            "denies something, the result ends with `[sandbox denied: …]` and names the "
+            f"`sandbox_permissions` value that would allow it. Values: {modes}. Any value but "
+            "`use_default` needs a `justification`; granted in this deployment without asking a person: "
+            f"{granted}."
+        )
 
     def resolve(self, request: ShellExecRequest) -> ShellExecSpec:
         spec = super().resolve(request)

@@ -164,7 +164,10 @@ class ShellToolPlugin:
         return self._definitions[key]
 
     def _description(self) -> str:
-        return shell_description(self.shell)
+        # A confining executor explains its policy and permission values to the model.
+        policy = getattr(self.executor, "sandbox_hint", None) if self.executor.confining else None
+        text = shell_description(self.shell)
+        return f"{text}\n\n{policy}" if isinstance(policy, str) and policy else text
 
     def input_schema(self) -> dict[str, Any]:
         return shell_input_schema(
