@@ -235,7 +235,12 @@ class SessionEngine:
         ]
 
     async def type_lines(self, pane: PaneInfo, lines: list[str], *, submit: bool) -> None:
-        """Type ``lines`` literally, pressing Enter after each (after the last only if ``submit``)."""
+        """Type ``lines`` literally, pressing Enter after each (after the last only if ``submit``).
+
+        Typed, not bracket-pasted: readline redraws a bracketed paste (bash 5.2's active region
+        highlights it, then moves the cursor up to repaint it), which the line model of the raw
+        log cannot undo — history and search would show each command twice.
+        """
         commands = await self._leave_copy_mode(pane)
         text = "\n".join(lines)
         if len(text.encode("utf-8")) > PASTE_THRESHOLD:
