@@ -98,11 +98,21 @@ async def test_a_denial_reaches_the_model_with_marker_and_hint(tether_home: Path
     assert not _exists(target)
 
 
-def test_a_missing_bwrap_refuses_to_serve(tether_home: Path, work: Path) -> None:
-    (tether_home / "config.toml").write_text('[sandbox]\nbwrap = "/nonexistent/bwrap"\n')
-    params = _params(tether_home, work, "--sandbox")
+@pytest.mark.parametrize(
+    ("door", "shell_table"),
+    [
+        (["mcp", "--sandbox"], ""),
+        (["serve", "--sandbox", "--port", "0"], ""),
+        (["mcp"], '[shell]\nprovider = "sandbox"\n'),
+    ],
+)
+def test_a_missing_bwrap_refuses_to_serve(
+    tether_home: Path, work: Path, door: list[str], shell_table: str
+) -> None:
+    (tether_home / "config.toml").write_text(f'{shell_table}[sandbox]\nbwrap = "/nonexistent/bwrap"\n')
+    params = _params(tether_home, work)
     done = subprocess.run(
-        [params.command, *params.args],
+        [params.command, *door],
         env=params.env,
         cwd=params.cwd,
         stdin=subprocess.DEVNULL,
