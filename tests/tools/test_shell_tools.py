@@ -274,6 +274,8 @@ async def test_read_modes_and_search(tether_home: Path) -> None:
         assert isinstance(page2["lines"], list) and page2["lines"][0].startswith(
             "100 matches, 5 on this page, from 95; no more"
         )
+        echoed = await read({"search": "seq 1 3000"})  # the echoed command appears once in the log
+        assert isinstance(echoed["lines"], list) and echoed["lines"][0].startswith("1 matches"), echoed
         await read({"mode": "diff"})
         same = await read({"mode": "diff", "ifChanged": True})
         assert same["lines"] == ["unchanged"]
