@@ -440,3 +440,72 @@ async def test_killed_server_leaves_no_client_and_a_new_one_finds_mine(tether_ho
             {"tasks": [{"action": {"kind": "run", "command": "echo $Z"}, "wait": {"kind": "exit"}}]},
         )
         assert data["tasks"][0]["shell"] == shell and data["tasks"][0]["lines"] == ["still-here"]
+
+
+async def test_every_validation_error_reaches_the_model(tether_home: Path) -> None:
+    a = "dsh-aaaaaa"
+    t = {"sessions": a}
+    run_ = {"kind": "run", "command": "x"}
+    cases = [
+        (
+            "shell_run",
+            {"tasks": [{"target": t, "action": {**run_, "text": "y"}}]},
+            "allowed for kind=run: kind, command",
+        ),
+        (
+            "shell_read",
+            {"tasks": [{"target": t, "action": {"kind": "read"}, "wait": {"kind": "file", "path": "/x"}}]},
+            "shell_read waits for idle, bell, match, exit, foreground",
+        ),
+        (
+            "shell_run",
+            {"tasks": [{"target": t, "action": run_, "wait": {"kind": "match", "pattern": "("}}]},
+            "invalid regular expression",
+        ),
+        (
+            "shell_run",
+            {"tasks": [{"target": t, "action": run_, "wait": {"kind": "exit", "timeoutMs": 90000000}}]},
+            "from 0 to 86400000",
+        ),
+        (
+            "shell_read",
+            {"tasks": [{"target": t, "action": {"kind": "read"}, "wait": {"kind": "exit", "code": 300}}]},
+            "from 0 to 255",
+        ),
+        (
+            "shell_send",
+            {"tasks": [{"target": t, "action": {"kind": "send", "text": "", "keys": ["Ctrl-C"]}}]},
+            "did you mean C-c",
+        ),
+        (
+            "shell_run",
+            {"tasks": [{"target": t, "action": run_, "safety": {"bypassGuard": True}}]},
+            "required, and not blank, when bypassGuard",
+        ),
+        ("shell_run", {"tasks": [{"target": t}]}, "tasks[0].action: required"),
+        (
+            "shell_run",
+            {"tasks": [{"target": {"sessions": f"dsh-{i:06d}"}, "action": run_} for i in range(17)]},
+            "1 to 16 tasks",
+        ),
+        (
+            "shell_open",
+            {"tasks": [{"target": t, "action": {"kind": "open"}}]},
+            "does not take the target block",
+        ),
+        (
+            "shell_read",
+            {"tasks": [{"target": t, "action": {"kind": "read"}, "output": {"showing": "tail"}}]},
+            "showing and structured are shell_run only",
+        ),
+        (
+            "shell_run",
+            {"tasks": [{"target": t, "action": {"kind": "send", "text": "x"}}]},
+            "'send' is a kind of shell_send",
+        ),
+        ("shell_state", {"state": "sleepy"}, "'sleepy' is not a state"),
+    ]
+    async with shell_client(tether_home) as client:
+        for tool, args, needle in cases:
+            result = await client.call_tool(tool, args)
+            assert result.is_error and needle in text_of(result), (tool, text_of(result))
