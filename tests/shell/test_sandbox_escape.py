@@ -31,6 +31,10 @@ def _kinds(result: ShellRunResult) -> list[tuple[str, str]]:
     return [(d.kind, d.target) for d in result.sandbox.denials]
 
 
+def _leftovers(box: Box) -> list[str]:
+    return sorted(p.name for p in (box.home / "sandbox").glob("run-*"))
+
+
 def _host_file(path: str) -> str | None:
     """The host's view of ``path`` (None when it does not exist)."""
     return Path(path).read_text() if os.path.exists(path) else None
@@ -52,6 +56,7 @@ async def test_benign_writes_succeed_and_report_no_denial(box: Box) -> None:
     assert result.sandbox is not None and result.sandbox.denials == ()
     assert "[sandbox" not in render_shell_result(result)
     assert _host_file("/tmp/scratch") != "t\n"  # the sandbox's /tmp is its own
+    assert _leftovers(box) == []  # the run's trace directory is gone
 
 
 async def test_startup_file_in_a_writable_home_is_protected(box: Box) -> None:

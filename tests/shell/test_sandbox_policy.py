@@ -12,7 +12,7 @@ from tether.config import Config
 from tether.errors import RefusedError, UsageError
 from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.sandbox import SandboxBashExecutor, sandbox_executor, with_sandbox
-from tether.shell.sandbox_bwrap import SandboxRun
+from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
 from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy
 from tether.shell.types import ShellSandboxDenial
@@ -219,3 +219,11 @@ def test_the_sweep_removes_what_a_dead_process_left_behind(tmp_path: Path) -> No
     assert placeholders.sweep_stale(str(tmp_path / "th")) == 1
     assert not empty.exists() and not hooks.exists() and kept.read_text() == "someone wrote this\n"
     assert sorted(p.name for p in state.iterdir()) == [f"placeholders.{os.getpid()}"]
+    (state / f"run-{dead.pid}-abc").mkdir()
+    (state / f"run-{dead.pid}-abc" / "trace").write_text("7 kill(1, SIGTERM) = -1 EPERM (x)\n")
+    (state / f"run-{os.getpid()}-def").mkdir()
+    assert sweep_stale_traces(str(tmp_path / "th")) == 1
+    assert sorted(p.name for p in state.iterdir()) == [
+        f"placeholders.{os.getpid()}",
+        f"run-{os.getpid()}-def",
+    ]

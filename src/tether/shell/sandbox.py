@@ -31,7 +31,7 @@ from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions
-from tether.shell.sandbox_bwrap import SandboxRun, read_trace
+from tether.shell.sandbox_bwrap import SandboxRun, read_trace, sweep_stale_traces
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for
 from tether.shell.sandbox_policy import (
     DEFAULT_MODE,
@@ -236,11 +236,9 @@ def sandbox_executor(
     """The confined executor for ``config`` (validates ``[sandbox]`` and finds bwrap, or refuses)."""
     settings = SandboxSettings.from_config(config)
     ensure_home(config.home)  # masked inside the sandbox: it must exist to be mounted over
-    swept = placeholders.sweep_stale(os.path.realpath(config.home))
-    if swept:
-        logger.info(
-            "sandbox: removed the placeholders of %d tether process(es) that died holding them", swept
-        )
+    real_home = os.path.realpath(config.home)
+    if placeholders.sweep_stale(real_home) + sweep_stale_traces(real_home):
+        logger.info("sandbox: removed placeholders / traces left by tether processes that died mid-command")
     cls = SandboxPwshExecutor if shell == "pwsh" else SandboxBashExecutor
     return cls(
         options or LocalShellOptions.from_config(config),

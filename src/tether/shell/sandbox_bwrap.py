@@ -75,7 +75,7 @@ class SandboxRun:
             # except through its own bind at TRACE_MOUNT.
             state = os.path.join(policy.tether_home, "sandbox")
             os.makedirs(state, mode=0o700, exist_ok=True)
-            self.trace_dir = tempfile.mkdtemp(prefix="run-", dir=state)
+            self.trace_dir = tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=state)
         self._placeholders: list[str] = []
         self._closed = False
 
@@ -171,6 +171,18 @@ class SandboxRun:
         for path in self._placeholders:
             placeholders.release(path)
         self._placeholders.clear()
+
+
+def sweep_stale_traces(home: str) -> int:
+    """Remove trace directories of tether processes that died before their commands settled."""
+    swept = 0
+    state = Path(home) / "sandbox"
+    for run_dir in state.glob("run-*-*") if state.is_dir() else ():
+        pid_text = run_dir.name.split("-")[1]
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not placeholders.alive(int(pid_text)):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            swept += 1
+    return swept
 
 
 def read_trace(path: str | None, limit: int = 8 * 1024 * 1024) -> str:

@@ -88,7 +88,7 @@ def remove_if_empty(path: str) -> None:
             os.unlink(path)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -104,7 +104,7 @@ def sweep_stale(home: str) -> int:
     swept = 0
     for ledger in state.glob("placeholders.*") if state.is_dir() else ():
         pid_text = ledger.name.split(".", 1)[1]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or alive(int(pid_text)):
             continue
         with contextlib.suppress(OSError):
             for line in ledger.read_text().splitlines():
