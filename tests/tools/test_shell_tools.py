@@ -85,8 +85,6 @@ async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
             client, shell, "for i in 1 2 3; do echo n$i; sleep 0.1; done; (exit 9)", wait={"kind": "none"}
         )
         assert first["runId"] and first["exitCode"] is None
-        second = await run(client, shell, "echo other", wait={"kind": "none"}) if False else None
-        assert second is None
         _, data = await call(
             client,
             "shell_read",
@@ -110,6 +108,15 @@ async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
             {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "since"}}]},
         )
         assert not [x for x in data["tasks"][0]["lines"] if x.startswith("n")]
+        # shell_read waits for output that appears after the wait starts: match and bell
+        await run(client, shell, "sleep 0.3; echo LATE-LINE; sleep 0.6; printf '\\a'", wait={"kind": "none"})
+        for wait in ({"kind": "match", "pattern": "^LATE-LINE$"}, {"kind": "bell"}):
+            _, data = await call(
+                client,
+                "shell_read",
+                {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read"}, "wait": wait}]},
+            )
+            assert data["tasks"][0]["met"] is True, (wait, data["tasks"][0])
 
 
 async def test_interactive_programs(tether_home: Path, tmp_path: Path) -> None:
