@@ -131,6 +131,10 @@ class SessionEngine:
             cls._instances[key] = engine
         return engine
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop
+
     async def close(self) -> None:
         self._closed = True
         if self._sweeper is not None:

@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 _IN_MODIFY = 0x00000002
 _IN_CREATE = 0x00000100
+_IN_Q_OVERFLOW = 0x00004000
 _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
 _EVENT = struct.Struct("iIII")
@@ -168,7 +169,10 @@ class LogWatcher:
         names: set[str] = set()
         pos = 0
         while pos + _EVENT.size <= len(data):
-            _wd, _mask, _cookie, length = _EVENT.unpack_from(data, pos)
+            _wd, mask, _cookie, length = _EVENT.unpack_from(data, pos)
+            if mask & _IN_Q_OVERFLOW:
+                # Events were dropped: wake every waiter; each re-reads its log from its offset.
+                names.update(self._wakers)
             raw = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
             pos += _EVENT.size + length
             if raw.endswith(b".log") and raw.startswith(b"dsh-"):

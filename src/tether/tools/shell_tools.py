@@ -53,12 +53,13 @@ class ShellTools:
 
     async def aclose(self) -> None:
         await self.subscriptions.close()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
         for engine in list(SessionEngine._instances.values()):
-            if engine.config.home == self.config.home:
-                try:
-                    asyncio.get_running_loop()
-                except RuntimeError:
-                    continue
+            # An engine belongs to one event loop; only this loop's engine can be closed here.
+            if engine.config.home == self.config.home and engine.loop is loop:
                 await engine.close()
 
     @staticmethod
