@@ -122,7 +122,7 @@ class LogWatcher:
         self.cap = cap
         self._fd = -1
         self._wakers: dict[str, set[asyncio.Event]] = {}
-        self._growth: dict[str, int] = {}
+        self._starts: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
@@ -183,11 +183,12 @@ class LogWatcher:
             self._check_cap(name)
 
     def _check_cap(self, shell_id: str) -> None:
-        # A stat per batch of writes is cheap; the punch itself runs only when over the cap.
-        count = self._growth.get(shell_id, 0) + 1
-        self._growth[shell_id] = count
-        if count % 16:
-            return
+        # One stat per batch of writes (microseconds); the start of retained data is cached and
+        # re-read only after a punch, so the cap holds to within one batch of writes.
         path = log_path(self.logs_dir, shell_id)
-        if log_size(path) - data_start(path) > self.cap:
-            enforce_cap(path, self.cap)
+        size = log_size(path)
+        start = self._starts.get(shell_id)
+        if start is None:
+            start = self._starts[shell_id] = data_start(path)
+        if size - start > self.cap and enforce_cap(path, self.cap):
+            self._starts[shell_id] = data_start(path)
