@@ -183,3 +183,17 @@ async def test_without_the_tracer_denials_come_from_stderr(box: Box) -> None:
     assert (box.work / "fine.txt").read_text() == "ok\n"
     assert _kinds(result) == [("write", "/usr/tether-untraced")]
     assert result.sandbox is not None and result.sandbox.denials[0].detail.startswith("from stderr")
+
+
+async def test_a_tracer_that_cannot_run_here_degrades_to_stderr(box: Box) -> None:
+    broken = box.work / "strace"
+    broken.write_text(
+        "#!/bin/sh\necho 'strace: ptrace(PTRACE_TRACEME): Operation not permitted' >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    executor = box.executor()
+    executor.sandbox.strace = str(broken)
+    result = await run(executor, "echo x > /usr/tether-untraced; echo ran")
+    assert result.stdout.text == "ran\n"  # the command still ran, confined
+    assert executor.sandbox.strace is None
+    assert _kinds(result) == [("write", "/usr/tether-untraced")]

@@ -16,6 +16,7 @@ denials of ``tether.shell.sandbox_denials`` — on the handle and the result.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -25,8 +26,10 @@ from pathlib import Path
 from typing import Final, Literal
 
 from tether.audit.log import AuditLog
-from tether.config import Config, ensure_home
+from tether.config import Config, EnvSection, ensure_home
 from tether.errors import RefusedError, TetherError
+from tether.process.env import build_child_env
+from tether.process.spawn import SpawnError, SpawnRequest, spawn
 from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
@@ -43,11 +46,13 @@ from tether.shell.sandbox_policy import (
     build_policy,
 )
 from tether.shell.types import (
+    AbortSignal,
     ConfinedLaunch,
     ShellConfinement,
     ShellException,
     ShellExecRequest,
     ShellExecSpec,
+    ShellExecution,
     ShellExecutor,
     ShellSandboxInfo,
 )
@@ -67,11 +72,46 @@ class BubblewrapConfinement(ShellConfinement):
         self.home = home
         self.bwrap = settings.bwrap_path()
         self.strace = shutil.which("strace") if settings.trace else None
+        self._tracer_checked = False
+        self._tracer_lock = asyncio.Lock()
         if settings.trace and self.strace is None:
             logger.warning(
                 "sandbox: strace is not installed; denials are reported from stderr messages only "
                 "(install strace, or set [sandbox].trace = false to silence this)"
             )
+
+    def _tracer_unchecked(self, cwd: str) -> bool:
+        # One stat, as local.py does: a missing cwd is execute's SHELL_BAD_CWD, not the tracer's fault.
+        return self.strace is not None and not self._tracer_checked and os.path.isdir(cwd)
+
+    async def check_tracer(self, cwd: str) -> None:
+        """Once per confinement: run ``true`` under the tracer in a sandbox; if that fails (a kernel
+        or container that forbids ptrace), report denials from stderr instead of failing every
+        command."""
+        if not self._tracer_unchecked(cwd):
+            return
+        async with self._tracer_lock:
+            if self._tracer_checked:
+                return
+            run = SandboxRun(self.policy(DEFAULT_MODE, cwd), trace=True)
+            try:
+                argv = run.argv(self.bwrap, self.strace, ("true",))
+                process = spawn(SpawnRequest(argv=argv, cwd=cwd, env=build_child_env(None, EnvSection())))
+                await process.wait()
+                failure = process.exit_code != 0
+                detail = process.stderr.tail_text().strip()[-300:]
+            except SpawnError as exc:
+                failure, detail = True, str(exc)
+            finally:
+                run.cleanup()
+            self._tracer_checked = True
+            if failure:
+                logger.warning(
+                    "sandbox: strace cannot trace inside the sandbox here (%s); denials are reported from "
+                    "stderr messages only",
+                    detail or "no message",
+                )
+                self.strace = None
 
     def policy(self, mode: PermissionMode, cwd: str) -> SandboxPolicy:
         return build_policy(self.settings, mode=mode, cwd=cwd, home=self.home)
@@ -160,6 +200,11 @@ class _SandboxedExecutor(LocalShellExecutor):
             "`use_default` needs a `justification`; granted in this deployment without asking a person: "
             f"{granted}."
         )
+
+    async def execute(self, spec: ShellExecSpec, *, abort: AbortSignal | None = None) -> ShellExecution:
+        if (abort is None or not abort.fired) and spec.sandbox_permissions != "require_escalated":
+            await self.sandbox.check_tracer(spec.cwd)
+        return await super().execute(spec, abort=abort)
 
     def resolve(self, request: ShellExecRequest) -> ShellExecSpec:
         spec = super().resolve(request)
