@@ -191,7 +191,13 @@ class SessionEngine:
             shell_id = new_shell_id()
         log = self.log_of(shell_id)
         log.touch(mode=0o600)
-        command = f"exec bash --rcfile {self.rcfile} -i"
+        shell = self.config.sessions.shell or "bash"
+        if not Path(shell).name.startswith("bash"):
+            raise UsageError(
+                f"config.toml: [sessions] shell = {shell!r}; persistent shells run bash (their exit-status "
+                "markers are bash functions): set it to 'bash' or a path to a bash executable"
+            )
+        command = f"exec {_sh_quote(shell)} --rcfile {_sh_quote(str(self.rcfile))} -i"
         await self.control.run(
             "new-session",
             "-d",
