@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 from typing import Any
 
 from tether.sessions import procinfo
 from tether.sessions.engine import PaneInfo, SessionEngine
+from tether.sessions.idle import SWEEP_S
 from tether.sessions.reading import file_mtime
 from tether.sessions.records import ShellRecord
 from tether.tools.registry import ToolResult
@@ -117,6 +119,31 @@ async def _git_branch(cwd: str) -> str | None:
     return out.decode().strip() or None if proc.returncode == 0 else None
 
 
+async def _diagnostics(engine: SessionEngine, live: int, records: int) -> dict[str, Any]:
+    """Server (tmux), host, watchdog (idle sweep) and configuration facts for ``verbose``."""
+    try:
+        server = (await engine.control.run("display-message", "-p", "#{pid} #{version}"))[0].split(" ")
+    except Exception:
+        server = ["?", "?"]
+    cfg = engine.config.sessions
+    return {
+        "tmuxServerPid": server[0],
+        "tmuxVersion": server[-1],
+        "socket": str(engine.socket),
+        "home": str(engine.home),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "liveShells": live,
+        "records": records,
+        "idleSweepSeconds": SWEEP_S,
+        "idleClose": cfg.idle_close,
+        "idleCloseMinutes": cfg.idle_close_minutes,
+        "maxSessions": cfg.max_sessions,
+        "logMaxBytes": cfg.log_max_bytes,
+        "userBusySeconds": cfg.user_busy_seconds,
+    }
+
+
 async def shell_state(engine: SessionEngine, q: StateQuery, actor: str) -> ToolResult:
     live = await engine.live()
     records = engine.records.shells()
@@ -170,15 +197,6 @@ async def shell_state(engine: SessionEngine, q: StateQuery, actor: str) -> ToolR
         lines.append(text)
     diagnostics: dict[str, Any] | None = None
     if q.verbose:
-        diagnostics = {
-            "socket": str(engine.socket),
-            "home": str(engine.home),
-            "pid": os.getpid(),
-            "liveShells": len(live),
-            "records": len(records),
-            "maxSessions": engine.config.sessions.max_sessions,
-            "logMaxBytes": engine.config.sessions.log_max_bytes,
-            "userBusySeconds": engine.config.sessions.user_busy_seconds,
-        }
+        diagnostics = await _diagnostics(engine, len(live), len(records))
         lines.append("diagnostics: " + " · ".join(f"{k}={v}" for k, v in diagnostics.items()))
     return ToolResult(text="\n".join(lines), structured={"shells": rows, "diagnostics": diagnostics})
