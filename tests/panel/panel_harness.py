@@ -17,10 +17,10 @@ import anyio
 import httpx2
 import mcp_types as types
 import uvicorn
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from mcp import Client
 from tether.config import Config, ensure_home, load_config
 from tether.mcp.http import HttpSettings, build_http_app
 from tether.mcp.server import McpFrontDoor

@@ -51,14 +51,16 @@ async def test_lock_and_unlock_are_recorded_and_shown(tether_home: Path) -> None
         rows = (await page.get("/panel/api/shells")).json()["shells"]
         assert next(r for r in rows if r["id"] == shell)["lockedBy"] is None
 
-        nosuch = await page.post("/panel/api/shells/not-a-shell/lock", json={})
-        assert nosuch.status_code == 400 and "dsh-ab12cd" in nosuch.json()["message"]
+        malformed = await page.post("/panel/api/shells/not-a-shell/lock", json={})
+        assert malformed.status_code == 400 and "dsh-ab12cd" in malformed.json()["message"]
+        unknown = await page.post("/panel/api/shells/dsh-zzzzzz/lock", json={})
+        assert unknown.status_code == 404 and "no shell dsh-zzzzzz" in unknown.json()["message"]
 
     records = [r for r in audit_query(tether_home, source="panel", shell=shell, limit=50)]
-    assert [(r.actor, r.tool, r.action, r.outcome) for r in records] == [
-        ("panel", "shell", "lock", "ok"),
-        ("panel", "shell", "lock", "ok"),
-        ("panel", "shell", "unlock", "ok"),
+    assert [(r.actor, r.tool, r.action, r.outcome, r.reason) for r in records] == [
+        ("panel", "shell", "lock", "ok", "deploying"),
+        ("panel", "shell", "lock", "ok", None),
+        ("panel", "shell", "unlock", "ok", None),
     ]
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import anyio
 import pytest
 from browser import chromium, panel_page, publish_screenshot, screenshot, wait_terminal_contains
+from mcp import Client
 from panel_harness import TOKEN, agent, serving_tools, text_of
 
-from mcp import Client
 from tether.panel.app import login_url
 
 

@@ -118,13 +118,14 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
         why = _text(await _body(request), "reason")
 
         async def run() -> Any:
+            calls.known_shell(shell)
             held, created = calls.manual_locks().lock(shell, who="panel", why=why, source="panel")
             feed.poke()
             if created:
                 return {"message": f"{shell} locked: agents are refused until you unlock it"}
             return {"message": f"{shell} was already locked by {held.who}"}
 
-        return await calls.audited(tool="shell", action="lock", targets=[shell], run=run)
+        return await calls.audited(tool="shell", action="lock", targets=[shell], run=run, reason=why or None)
 
     async def unlock(request: Request) -> Any:
         shell = _shell(request)

@@ -97,6 +97,12 @@ class PanelCalls:
         """Shell id → the actor that opened it, from the sessions layer's durable records."""
         return {shell_id: rec.owner for shell_id, rec in self.engine().records.shells().items()}
 
+    def known_shell(self, shell_id: str) -> str:
+        """``shell_id`` if the sessions layer has a record of it, else ``NotFoundError``."""
+        if shell_id not in self.engine().records.known_ids():
+            raise NotFoundError(f"no shell {shell_id} is recorded here; the list shows the live shells")
+        return shell_id
+
     def manual_locks(self) -> ManualLocks:
         return ManualLocks(self.engine().store)
 
@@ -111,6 +117,7 @@ class PanelCalls:
         targets: Sequence[str] = (),
         outcome: Outcome = "ok",
         detail: str = "",
+        reason: str | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
         """Append one ``panel`` record for an action that is not a tool call (fsync: off the loop)."""
@@ -124,6 +131,7 @@ class PanelCalls:
                 targets=targets,
                 outcome=outcome,
                 detail=detail,
+                reason=reason,
                 extra=extra,
             )
 
@@ -133,7 +141,13 @@ class PanelCalls:
             raise error_from(exc) from exc
 
     async def audited(
-        self, *, tool: str, action: str, targets: Sequence[str], run: Callable[[], Awaitable[T]]
+        self,
+        *,
+        tool: str,
+        action: str,
+        targets: Sequence[str],
+        run: Callable[[], Awaitable[T]],
+        reason: str | None = None,
     ) -> T:
         """Run a non-tool action and log one record whatever happens (outcome and message only)."""
         outcome: Outcome = "error"
@@ -150,4 +164,6 @@ class PanelCalls:
             raise error_from(exc) from exc
         finally:
             with anyio.CancelScope(shield=True):
-                await self.audit(tool=tool, action=action, targets=targets, outcome=outcome, detail=detail)
+                await self.audit(
+                    tool=tool, action=action, targets=targets, outcome=outcome, detail=detail, reason=reason
+                )
