@@ -197,3 +197,10 @@ async def test_a_tracer_that_cannot_run_here_degrades_to_stderr(box: Box) -> Non
     assert result.stdout.text == "ran\n"  # the command still ran, confined
     assert executor.sandbox.strace is None
     assert _kinds(result) == [("write", "/usr/tether-untraced")]
+
+
+async def test_failed_lookups_are_filtered_and_a_late_denial_still_arrives(box: Box) -> None:
+    noisy = "for i in $(seq 1 5000); do : < /nonexistent/$i; done 2>/dev/null; echo x > /usr/tether-late"
+    result = await run(box.executor(), noisy)
+    assert _kinds(result) == [("write", "/usr/tether-late")]
+    assert _leftovers(box) == []

@@ -34,7 +34,7 @@ from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions
-from tether.shell.sandbox_bwrap import SandboxRun, read_trace, sweep_stale_traces
+from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for
 from tether.shell.sandbox_policy import (
     DEFAULT_MODE,
@@ -136,10 +136,9 @@ class BubblewrapConfinement(ShellConfinement):
             raise
 
         def report(stderr_tail: str) -> ShellSandboxInfo:
-            trace = read_trace(run.trace_path)
-            if trace:
-                denials = denials_from_trace(trace, policy)
-            else:  # no tracer, or it never started: what the command printed is all there is
+            if run.traced:
+                denials = denials_from_trace(run.trace_text(), policy)
+            else:  # no tracer here: what the command printed is all there is
                 denials = denials_from_stderr(stderr_tail, policy, policy.cwd)
             return ShellSandboxInfo(
                 provider=PROVIDER,

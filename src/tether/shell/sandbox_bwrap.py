@@ -34,6 +34,7 @@ from typing import Final
 
 from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.sandbox_policy import SandboxPolicy
+from tether.shell.sandbox_trace import TraceReader
 
 TRACE_MOUNT: Final = "/run/tether-sandbox"
 TRACE_FILE: Final = "trace"
@@ -70,18 +71,24 @@ class SandboxRun:
     def __init__(self, policy: SandboxPolicy, *, trace: bool) -> None:
         self.policy = policy
         self.trace_dir: str | None = None
+        self._trace: TraceReader | None = None
+        self._placeholders: list[str] = []
+        self._closed = False
         if trace:
-            # Under TETHER_HOME (a disk, not a RAM /tmp: a trace can be large), hidden from the command
-            # except through its own bind at TRACE_MOUNT.
+            # The FIFO's directory lives under TETHER_HOME, hidden from the command except through
+            # its own bind at TRACE_MOUNT.
             state = os.path.join(policy.tether_home, "sandbox")
             os.makedirs(state, mode=0o700, exist_ok=True)
             self.trace_dir = tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=state)
-        self._placeholders: list[str] = []
-        self._closed = False
+            self._trace = TraceReader(os.path.join(self.trace_dir, TRACE_FILE))
 
     @property
-    def trace_path(self) -> str | None:
-        return None if self.trace_dir is None else os.path.join(self.trace_dir, TRACE_FILE)
+    def traced(self) -> bool:
+        return self._trace is not None
+
+    def trace_text(self) -> str:
+        """The tracer's relevant lines (call once the process settled)."""
+        return "" if self._trace is None else self._trace.finish()
 
     def _writable_root_of(self, path: str) -> str | None:
         if self.policy.host_write:
@@ -166,6 +173,8 @@ class SandboxRun:
         if self._closed:
             return
         self._closed = True
+        if self._trace is not None:
+            self._trace.close()
         if self.trace_dir is not None:
             shutil.rmtree(self.trace_dir, ignore_errors=True)
         for path in self._placeholders:
@@ -183,14 +192,3 @@ def sweep_stale_traces(home: str) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
             swept += 1
     return swept
-
-
-def read_trace(path: str | None, limit: int = 8 * 1024 * 1024) -> str:
-    """The first ``limit`` bytes of a trace file ("" when there is none)."""
-    if path is None:
-        return ""
-    try:
-        with Path(path).open("rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return ""
