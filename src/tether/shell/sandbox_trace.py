@@ -42,8 +42,12 @@ class TraceReader:
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._fd, self._drain)
 
-    def _drain(self) -> None:
-        while self._fd is not None:
+    def _drain(self, max_chunks: int = 16) -> None:
+        # Bounded per callback so a chatty tracer cannot monopolise the event loop (the reader is
+        # level-triggered: the loop calls again while data is left).
+        for _ in range(max_chunks):
+            if self._fd is None:
+                return
             try:
                 chunk = os.read(self._fd, _READ_SIZE)
             except BlockingIOError:
@@ -62,7 +66,7 @@ class TraceReader:
 
     def finish(self) -> str:
         """Everything kept, after one last drain (call once the process settled)."""
-        self._drain()
+        self._drain(max_chunks=1 << 30)
         if self._partial and _RELEVANT.search(self._partial) and len(self._lines) < MAX_LINES:
             self._lines.append(self._partial)
         self._partial = b""
