@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -15,6 +16,7 @@ from tether.shell.sandbox import SandboxBashExecutor, sandbox_executor, with_san
 from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
 from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy
+from tether.shell.sandbox_trace import MAX_LINES, TraceReader
 from tether.shell.types import ShellSandboxDenial
 
 
@@ -227,3 +229,20 @@ def test_the_sweep_removes_what_a_dead_process_left_behind(tmp_path: Path) -> No
         f"placeholders.{os.getpid()}",
         f"run-{os.getpid()}-def",
     ]
+
+
+async def test_the_trace_reader_keeps_relevant_lines_and_a_bounded_number(tmp_path: Path) -> None:
+    fifo = str(tmp_path / "trace")
+    reader = TraceReader(fifo)
+    noise = b'5 openat(AT_FDCWD</>, "x", O_RDONLY) = -1 ENOENT (No such file or directory)\n' * 5000
+    denial = b'5 openat(AT_FDCWD</>, "/etc/y", O_WRONLY) = -1 EROFS (Read-only file system)\n'
+
+    def write() -> None:
+        with open(fifo, "wb") as handle:  # blocking: the event loop drains it meanwhile
+            handle.write(noise + denial * (MAX_LINES + 10) + denial.rstrip(b"\n"))
+
+    await asyncio.to_thread(write)
+    text = reader.finish()
+    lines = text.splitlines()
+    assert len(lines) == MAX_LINES and all("EROFS" in line for line in lines)
+    assert reader.finish() == text  # memoized

@@ -31,7 +31,7 @@ _RELEVANT = re.compile(
 
 
 class TraceReader:
-    """The read side of one run's trace FIFO; ``finish()`` returns the kept lines, once."""
+    """The read side of one run's trace FIFO; ``finish()`` returns the kept lines."""
 
     def __init__(self, fifo: str) -> None:
         os.mkfifo(fifo, 0o600)
@@ -39,6 +39,7 @@ class TraceReader:
         self._keepalive: int | None = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         self._partial = b""
         self._lines: list[bytes] = []
+        self._result: str | None = None
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._fd, self._drain)
 
@@ -65,13 +66,15 @@ class TraceReader:
                     self._lines.append(line[:MAX_LINE_CHARS])
 
     def finish(self) -> str:
-        """Everything kept, after one last drain (call once the process settled)."""
-        self._drain(max_chunks=1 << 30)
-        if self._partial and _RELEVANT.search(self._partial) and len(self._lines) < MAX_LINES:
-            self._lines.append(self._partial)
-        self._partial = b""
-        self.close()
-        return b"\n".join(self._lines).decode("utf-8", "replace")
+        """Everything kept, after one last drain (call once the process settled; memoized)."""
+        if self._result is None:
+            self._drain(max_chunks=1 << 30)
+            if self._partial and _RELEVANT.search(self._partial) and len(self._lines) < MAX_LINES:
+                self._lines.append(self._partial)
+            self.close()
+            self._result = b"\n".join(self._lines).decode("utf-8", "replace")
+            self._lines, self._partial = [], b""
+        return self._result
 
     def close(self) -> None:
         if self._fd is not None:
