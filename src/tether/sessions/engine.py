@@ -111,7 +111,7 @@ class SessionEngine:
         self.rcfile = write_rcfile(self.home)
         self._panes: dict[str, PaneInfo] = {}
         self.ai_busy: dict[str, set[str]] = {}
-        self.last_runs: dict[str, RunRecord] = {}
+        self.pending_runs: dict[str, RunRecord] = {}
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -333,8 +333,9 @@ class SessionEngine:
             end_offset=None,
             wrapped=wrap,
         )
-        self.records.add_run(run)
-        self.last_runs[pane.shell_id] = run
+        # The record is written by the caller once the wait ends (``Records.save_run``): one commit
+        # per run. Until then ``pending_runs`` answers for it in this process.
+        self.pending_runs[run.run_id] = run
         lines = wrap_lines(command, run.nonce) if wrap else command.split("\n")
         await self.type_lines(pane, lines, submit=True)
         return run, offset

@@ -119,12 +119,24 @@ class Records:
     def touch(self, shell_id: str) -> None:
         self.store.execute("UPDATE shells SET last_activity_ms = ? WHERE id = ?", (now_ms(), shell_id))
 
-    def add_run(self, run: RunRecord) -> None:
+    def save_run(
+        self,
+        run: RunRecord,
+        *,
+        exit_code: int | None,
+        end_offset: int | None,
+        reader: str | None = None,
+        read_offset: int = 0,
+    ) -> None:
+        """Record a run (and what is known of its end) plus, optionally, a reader's new position —
+        one transaction, so a run costs one commit."""
         self.store.ensure_schemas()
         with self.store.transaction() as conn:
             conn.execute(
                 "INSERT INTO shell_runs (run_id, shell_id, nonce, command, actor, started_ms, log_offset, "
-                "wrapped) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "wrapped, exit_code, end_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET exit_code = COALESCE(shell_runs.exit_code, "
+                "excluded.exit_code), end_offset = COALESCE(shell_runs.end_offset, excluded.end_offset)",
                 (
                     run.run_id,
                     run.shell_id,
@@ -134,11 +146,19 @@ class Records:
                     run.started_ms,
                     run.log_offset,
                     int(run.wrapped),
+                    exit_code,
+                    end_offset,
                 ),
             )
             conn.execute(
                 "UPDATE shells SET last_activity_ms = ? WHERE id = ?", (run.started_ms, run.shell_id)
             )
+            if reader is not None:
+                conn.execute(
+                    "INSERT INTO shell_reads (shell_id, actor, log_offset) VALUES (?, ?, ?) "
+                    "ON CONFLICT (shell_id, actor) DO UPDATE SET log_offset = excluded.log_offset",
+                    (run.shell_id, reader, read_offset),
+                )
 
     def finish_run(self, run_id: str, exit_code: int, end_offset: int) -> None:
         self.store.execute(

@@ -17,6 +17,7 @@ from tether.config import Config
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.sessions.engine import SessionEngine
 from tether.sessions.logs import log_size
+from tether.sessions.records import RunRecord
 from tether.sessions.waits import WaitSpec
 from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
@@ -187,11 +188,7 @@ class ShellTools:
             start = log_size(engine.log_of(shell_id))
             nonce = None
             if task.wait.kind == "exit":
-                run = (
-                    engine.records.run(task.wait.run_id)
-                    if task.wait.run_id
-                    else engine.records.last_run(shell_id)
-                )
+                run = _find_run(engine, shell_id, task.wait.run_id)
                 if run is None or run.shell_id != shell_id:
                     which = f"run {task.wait.run_id}" if task.wait.run_id else "any shell_run"
                     raise NotFoundError(
@@ -245,6 +242,16 @@ class ShellTools:
 
     async def state(self, raw: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         return await shell_state(self.engine(), parse_state(raw), ctx.actor)
+
+
+def _find_run(engine: SessionEngine, shell_id: str, run_id: str | None) -> RunRecord | None:
+    """A run by id, or the shell's latest — stored, or still being waited on in this process."""
+    if run_id:
+        return engine.records.run(run_id) or engine.pending_runs.get(run_id)
+    pending = [r for r in engine.pending_runs.values() if r.shell_id == shell_id]
+    stored = engine.records.last_run(shell_id)
+    candidates = [*pending, *([stored] if stored is not None else [])]
+    return max(candidates, key=lambda r: (r.started_ms, r.log_offset)) if candidates else None
 
 
 def _tool(

@@ -18,10 +18,12 @@ from tether.errors import NotFoundError, RefusedError
 from tether.sessions.engine import PaneInfo, SessionEngine
 from tether.sessions.hooks import WriteDecision, WriteIntent, WriteKind
 from tether.sessions.logs import log_size
+from tether.sessions.reading import log_lines
 from tether.sessions.waits import WaitOutcome, WaitSpec
 from tether.sessions.wrapper import unwrappable_reason
 from tether.tools import shell_render
 from tether.tools.shell_args_model import (
+    MAX_OUTPUT_LINES,
     Output,
     RetryAction,
     RunAction,
@@ -63,7 +65,7 @@ async def _shape(
         return await screen_lines(engine, pane)
     if showing == "diff":
         return await diff_lines(engine, pane, actor)
-    lines = run_output(engine, pane.shell_id, start, end, actor)
+    lines = log_lines(engine.log_of(pane.shell_id), start, end, MAX_OUTPUT_LINES)
     if showing == "summary":
         return [
             *shell_render.cap_tail(list(lines.lines), min(output.lines, 5)),
@@ -141,12 +143,22 @@ async def _run_decided(engine: SessionEngine, unit: Unit, actor: str, decision: 
             "or use shell_send"
         )
     run, offset = await engine.start_run(pane, text, actor, wrap=at_prompt)
-    spec = wait_spec(wait, nonce=run.nonce if at_prompt else None)
-    if not at_prompt and spec.kind == "idle":
-        spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, 150))
-    out = await engine.waits.wait(engine.ref(pane), spec, offset)
-    if out.exit_code is not None:
-        engine.records.finish_run(run.run_id, out.exit_code, out.end_offset)
+    out: WaitOutcome | None = None
+    try:
+        spec = wait_spec(wait, nonce=run.nonce if at_prompt else None)
+        if not at_prompt and spec.kind == "idle":
+            spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, 150))
+        out = await engine.waits.wait(engine.ref(pane), spec, offset)
+    finally:
+        # One transaction: the run, its outcome so far, and this reader's position after it.
+        engine.records.save_run(
+            run,
+            exit_code=out.exit_code if out is not None else None,
+            end_offset=out.end_offset if out is not None and out.exit_code is not None else None,
+            reader=actor if out is not None else None,
+            read_offset=out.end_offset if out is not None else 0,
+        )
+        engine.pending_runs.pop(run.run_id, None)
     start = out.begin_offset if out.begin_offset is not None else offset
     lines = await _shape(engine, pane, task.output, actor, start, out.end_offset)
     return _outcome(task, unit.shell_id, run_id=run.run_id, out=out, lines=lines)
