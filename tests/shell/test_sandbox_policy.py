@@ -76,8 +76,13 @@ def test_escalation_needs_a_justification_and_the_deployments_grant() -> None:
 def test_a_working_directory_inside_tether_home_is_refused(tmp_path: Path) -> None:
     home = tmp_path / "th"
     (home / "inner").mkdir(parents=True)
-    with pytest.raises(RefusedError, match="inside TETHER_HOME"):
+    with pytest.raises(RefusedError, match="which the sandbox hides \\(TETHER_HOME\\)"):
         build_policy(SandboxSettings(), mode="use_default", cwd=str(home / "inner"), home=home)
+    hidden = SandboxSettings(hidden_paths=(str(tmp_path),))
+    with pytest.raises(RefusedError, match="hidden_paths"):
+        build_policy(hidden, mode="use_default", cwd=str(tmp_path / "x"), home=home)
+    wide = build_policy(SandboxSettings(), mode="allow_host_write", cwd="/", home=home)
+    assert wide.host_write and wide.writable("/usr/x") and not wide.writable(str(home / "x"))
 
 
 @pytest.mark.parametrize("cwd", ["/", "/proc", "/dev/shm"])

@@ -105,7 +105,11 @@ class BubblewrapConfinement(ShellConfinement):
             finally:
                 run.cleanup()
             self._tracer_checked = True
-            if failure:
+            if failure and detail.startswith("bwrap:"):
+                # bubblewrap itself cannot build a sandbox here: every command will fail with this
+                # message, traced or not; the tracer is not the problem.
+                logger.warning("sandbox: bubblewrap cannot create a sandbox on this machine: %s", detail)
+            elif failure:
                 logger.warning(
                     "sandbox: strace cannot trace inside the sandbox here (%s); denials are reported from "
                     "stderr messages only",

@@ -211,7 +211,7 @@ class SandboxPolicy:
         return any(_under(path, root) for root in self.writable_roots) or _under(path, "/tmp")
 
     def is_protected(self, path: str) -> bool:
-        return any(_under(path, p) for p in self.protected)
+        return any(_under(path, p) for p in (*self.protected, *self.hidden))
 
     def summary(self) -> str:
         roots = ", ".join(self.writable_roots)
@@ -224,17 +224,22 @@ def _under(path: str, root: str) -> bool:
 
 
 def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, home: Path) -> SandboxPolicy:
-    """The policy for one command in ``cwd`` (refuses a working directory inside ``TETHER_HOME``)."""
+    """The policy for one command in ``cwd``; refuses writable roots the sandbox cannot honour."""
     real_cwd = os.path.realpath(cwd)
     tether_home = os.path.realpath(home)
-    if _under(real_cwd, tether_home):
-        raise RefusedError(
-            f"the working directory {cwd!r} is inside TETHER_HOME ({tether_home}), which the sandbox hides; "
-            "run the command in a project directory instead"
-        )
+    hidden = tuple(os.path.realpath(p) for p in settings.hidden_paths)
     roots = tuple(dict.fromkeys([real_cwd, *(os.path.realpath(r) for r in settings.writable_roots)]))
     for root in roots:
-        if root == "/" or any(_under(root, system) for system in ("/proc", "/sys", "/dev")):
+        concealer = next((h for h in (tether_home, *hidden) if _under(root, h)), None)
+        if concealer is not None:
+            what = "TETHER_HOME" if concealer == tether_home else "[sandbox].hidden_paths"
+            raise RefusedError(
+                f"{root!r} (working directory or [sandbox].writable_roots) is inside {concealer}, which the "
+                f"sandbox hides ({what}); run the command in a project directory instead"
+            )
+        if mode != "allow_host_write" and (
+            root == "/" or any(_under(root, system) for system in ("/proc", "/sys", "/dev"))
+        ):
             # Binding these writable would cover the sandbox's own /, /proc or /dev with the host's.
             raise RefusedError(
                 f"the sandbox cannot make {root!r} writable (working directory or [sandbox].writable_roots); "
@@ -255,6 +260,6 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
         network=mode == "allow_network",
         host_write=mode == "allow_host_write",
         protected=tuple(dict.fromkeys(protected)),
-        hidden=tuple(os.path.realpath(p) for p in settings.hidden_paths),
+        hidden=hidden,
         tether_home=tether_home,
     )
