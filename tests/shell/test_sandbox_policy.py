@@ -106,6 +106,8 @@ def _policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, network: bool = 
 def test_strace_lines_become_structured_denials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     policy = _policy(tmp_path, monkeypatch)
     work = tmp_path / "work"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
     trace = "\n".join(
         [
             '7 openat(AT_FDCWD</etc>, "x", O_WRONLY|O_CREAT|O_TRUNC, 0666) = -1 EROFS (x)',
@@ -118,7 +120,8 @@ def test_strace_lines_become_structured_denials(tmp_path: Path, monkeypatch: pyt
             "9 connect(3<socket:[2]>, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), "
             'inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, 28) = -1 ENETUNREACH (x)',
             '9 connect(3<socket:[3]>, {sa_family=AF_UNIX, sun_path="/run/x"}, 110) = -1 ENOENT (x)',
-            "10 kill(4242, SIGTERM)               = -1 ESRCH (No such process)",
+            f"10 kill({os.getpid()}, SIGTERM)               = -1 ESRCH (No such process)",
+            f"10 kill({dead.pid}, SIGTERM)               = -1 ESRCH (No such process)",
             "10 kill(4243, 0)               = -1 ESRCH (No such process)",
             "11 unshare(CLONE_NEWNET)             = -1 EPERM (Operation not permitted)",
             "garbage line",
@@ -131,7 +134,7 @@ def test_strace_lines_become_structured_denials(tmp_path: Path, monkeypatch: pyt
         ("write", f"{work}/.git"),
         ("network", "127.0.0.1:8080"),
         ("network", "[::1]:443"),
-        ("signal", "pid 4242"),
+        ("signal", f"pid {os.getpid()}"),  # a process outside; the dead one is not reported
         ("namespace", "CLONE_NEWNET"),
     ]
     assert denials[0].detail == "EROFS: outside the writable roots"

@@ -165,6 +165,8 @@ def _other_denial(call: str, args: str, errno_name: str) -> ShellSandboxDenial |
             return None
         if args.rstrip().endswith((", 0", ",0")):
             return None  # kill -0 is a probe, not an attempt
+        if errno_name == "ESRCH" and not _host_process(int(first[1])):
+            return None  # most likely a sandbox process that already exited (e.g. a trap's cleanup)
         detail = f"{errno_name}: processes outside the sandbox are not visible"
         return ShellSandboxDenial(kind="signal", target=f"pid {first[1]}", detail=detail)
     if errno_name not in _PRIVILEGE_ERRNOS:
@@ -178,6 +180,15 @@ def _other_denial(call: str, args: str, errno_name: str) -> ShellSandboxDenial |
     if call == "ptrace":
         return ShellSandboxDenial(kind="ptrace", target=args.strip(), detail=errno_name)
     return None
+
+
+def _host_process(pid: int) -> bool:
+    """A user-space process with this pid exists outside (kernel threads have no command line)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return bool(handle.read(1))
+    except OSError:
+        return False
 
 
 def denials_from_trace(trace: str, policy: SandboxPolicy) -> tuple[ShellSandboxDenial, ...]:
