@@ -185,12 +185,6 @@ class SessionEngine:
         start_dir = _start_dir(cwd, self.config.shell.cwd)
         if start_dir is None:
             raise UsageError(f"open.cwd {cwd!r} is not a directory; give an existing directory or omit cwd")
-        known = self.records.known_ids() | set(self._panes)
-        shell_id = new_shell_id()
-        while shell_id in known:
-            shell_id = new_shell_id()
-        log = self.log_of(shell_id)
-        log.touch(mode=0o600)
         shell = self.config.sessions.shell or "bash"
         if not Path(shell).name.startswith("bash"):
             raise UsageError(
@@ -198,24 +192,46 @@ class SessionEngine:
                 "markers are bash functions): set it to 'bash' or a path to a bash executable"
             )
         command = f"exec {_sh_quote(shell)} --rcfile {_sh_quote(str(self.rcfile))} -i"
-        await self.control.run(
-            "new-session",
-            "-d",
-            "-s",
-            shell_id,
-            "-x",
-            str(cols),
-            "-y",
-            str(rows),
-            "-c",
-            start_dir,
-            "-e",
-            "PROMPT_COMMAND=__tp",
-            "-e",
-            f"TETHER_SHELL={shell_id}",
-            command,
-        )
-        await self.control.run("pipe-pane", "-t", f"={shell_id}:", "-o", f"exec cat >> {_sh_quote(str(log))}")
+        known = self.records.known_ids() | set(self._panes)
+        for attempt in range(5):
+            shell_id = new_shell_id()
+            if shell_id in known:
+                continue
+            log = self.log_of(shell_id)
+            log.touch(mode=0o600)
+            # One write: tmux runs both commands before its event loop reads the new pane, so the
+            # log gets the shell's very first byte.
+            try:
+                await self.control.run_many(
+                    [
+                        (
+                            "new-session",
+                            "-d",
+                            "-s",
+                            shell_id,
+                            "-x",
+                            str(cols),
+                            "-y",
+                            str(rows),
+                            "-c",
+                            start_dir,
+                            "-e",
+                            "PROMPT_COMMAND=__tp",
+                            "-e",
+                            f"TETHER_SHELL={shell_id}",
+                            command,
+                        ),
+                        ("pipe-pane", "-t", f"={shell_id}:", "-o", f"exec cat >> {_sh_quote(str(log))}"),
+                    ]
+                )
+            except SessionError as exc:
+                # Another process took this id in the same instant: draw again.
+                if "duplicate session" in exc.message and attempt < 4:
+                    continue
+                raise
+            break
+        else:
+            raise SessionError("no free shell id after 5 draws (36^6 ids); try again")
         record = ShellRecord(
             id=shell_id,
             owner=owner,
