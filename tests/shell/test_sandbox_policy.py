@@ -12,12 +12,14 @@ import pytest
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
 from tether.shell import sandbox_placeholders as placeholders
-from tether.shell.sandbox import SandboxBashExecutor, sandbox_executor, with_sandbox
+from tether.shell.providers import executor_from_config
+from tether.shell.sandbox import SandboxBashExecutor, SandboxPwshExecutor, sandbox_executor, with_sandbox
 from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
 from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy
 from tether.shell.sandbox_trace import MAX_LINES, TraceReader
 from tether.shell.types import ShellSandboxDenial
+from tether.tools.bash_tools import make_executor
 
 
 def _config(home: Path, table: dict[str, object]) -> Config:
@@ -254,3 +256,17 @@ async def test_the_trace_reader_keeps_relevant_lines_and_a_bounded_number(tmp_pa
     lines = text.splitlines()
     assert len(lines) == MAX_LINES and all("EROFS" in line for line in lines)
     assert reader.finish() == text  # memoized
+
+
+def test_both_shell_tools_are_confined_when_the_sandbox_is_configured(tether_home: Path) -> None:
+    config = with_sandbox(Config(home=tether_home))
+    for shell, cls in (("bash", SandboxBashExecutor), ("pwsh", SandboxPwshExecutor)):
+        executor = make_executor(config, shell)  # type: ignore[arg-type]
+        assert isinstance(executor, cls) and executor.confining
+        assert executor.permission_modes == (
+            "use_default",
+            "allow_network",
+            "allow_host_write",
+            "require_escalated",
+        )
+    assert isinstance(executor_from_config(config), SandboxBashExecutor)
