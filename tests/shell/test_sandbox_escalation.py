@@ -88,13 +88,16 @@ async def test_host_write_widens_writes_but_keeps_protected_paths(box: Box) -> N
     outside = box.base / "outside.txt"
     result = await run(
         executor,
-        f"echo wide > {outside}; echo evil >> ~/.bashrc",
+        f"echo wide > {outside}; echo evil >> ~/.bashrc; touch /sys/tether-test",
         sandbox_permissions="allow_host_write",
         justification="write the build output next to the workspace",
     )
     assert outside.read_text() == "wide\n"
     assert result.sandbox is not None and result.sandbox.permissions == "allow_host_write"
-    assert [(d.kind, d.target) for d in result.sandbox.denials] == [("write", str(box.user / ".bashrc"))]
+    assert [(d.kind, d.target) for d in result.sandbox.denials] == [
+        ("write", str(box.user / ".bashrc")),
+        ("write", "/sys/tether-test"),
+    ]
     assert (box.user / ".bashrc").read_text() == "original\n"
 
 

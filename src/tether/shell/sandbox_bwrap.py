@@ -100,6 +100,9 @@ class SandboxRun:
         """The bubblewrap mount arguments, in the order that makes each one narrow the last."""
         policy = self.policy
         args = ["--bind" if policy.host_write else "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if policy.host_write and os.path.isdir("/sys"):
+            # Kernel state, not files: root-owned sysfs attributes need no capability to write.
+            args += ["--ro-bind", "/sys", "/sys"]
         if not policy.host_write:
             args += ["--tmpfs", "/tmp"]
         args += ["--tmpfs", "/run"]
