@@ -131,9 +131,13 @@ class SessionEngine:
             cls._instances[key] = engine
         return engine
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        return self._loop
+    @classmethod
+    async def close_home(cls, home: Path) -> None:
+        """Close this event loop's engine of ``home`` (if one was started)."""
+        loop = asyncio.get_running_loop()
+        engine = cls._instances.get((str(home.resolve()), id(loop)))
+        if engine is not None and engine._loop is loop:
+            await engine.close()
 
     async def close(self) -> None:
         self._closed = True

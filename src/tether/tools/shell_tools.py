@@ -18,7 +18,6 @@ from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.sessions.engine import SessionEngine
 from tether.sessions.logs import log_size
 from tether.sessions.records import RunRecord
-from tether.sessions.waits import WaitSpec
 from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shell_args import input_schema, parse_open, parse_read, parse_run, parse_send, parse_state
@@ -54,14 +53,7 @@ class ShellTools:
 
     async def aclose(self) -> None:
         await self.subscriptions.close()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        for engine in list(SessionEngine._instances.values()):
-            # An engine belongs to one event loop; only this loop's engine can be closed here.
-            if engine.config.home == self.config.home and engine.loop is loop:
-                await engine.close()
+        await SessionEngine.close_home(self.config.home)
 
     @staticmethod
     def _result(call: Call[Any], outcomes: list[TaskOutcome], structured: bool) -> ToolResult:
@@ -349,4 +341,4 @@ def register_shell_tools(
     return tools
 
 
-__all__ = ["ShellTools", "WaitSpec", "register_shell_tools"]
+__all__ = ["ShellTools", "register_shell_tools"]
