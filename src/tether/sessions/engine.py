@@ -120,7 +120,7 @@ class SessionEngine:
     def get(cls, config: Config) -> SessionEngine:
         """The engine of ``config.home`` on the running loop (created and started on first use)."""
         loop = asyncio.get_running_loop()
-        key = (str(config.home.resolve()), id(loop))
+        key = _cache_key(config.home, loop)
         engine = cls._instances.get(key)
         # id() of a closed loop can be reused by a new one: the loop object itself must match.
         if engine is None or engine._closed or engine._loop is not loop:
@@ -135,7 +135,7 @@ class SessionEngine:
     async def close_home(cls, home: Path) -> None:
         """Close this event loop's engine of ``home`` (if one was started)."""
         loop = asyncio.get_running_loop()
-        engine = cls._instances.get((str(home.resolve()), id(loop)))
+        engine = cls._instances.get(_cache_key(home, loop))
         if engine is not None and engine._loop is loop:
             await engine.close()
 
@@ -371,6 +371,10 @@ class SessionEngine:
 
     async def hub_ready(self) -> None:
         await self.control.run("display-message", "-p", "-t", f"={HUB_SESSION}:", "#{session_name}")
+
+
+def _cache_key(home: Path, loop: asyncio.AbstractEventLoop) -> tuple[str, int]:
+    return (str(home.resolve()), id(loop))
 
 
 def _start_dir(cwd: str | None, configured: str) -> str | None:
