@@ -86,11 +86,10 @@ class SandboxSettings:
 
     @classmethod
     def from_config(cls, config: Config) -> SandboxSettings:
-        return cls.from_table(config.section("sandbox"), raw_present="sandbox" in config.raw)
+        return cls.from_table(config.section("sandbox"))  # absent: the strict defaults
 
     @classmethod
-    def from_table(cls, table: dict[str, Any], *, raw_present: bool = True) -> SandboxSettings:
-        del raw_present  # an absent table means the strict defaults (no escalation, no extra root)
+    def from_table(cls, table: dict[str, Any]) -> SandboxSettings:
         unknown = sorted(set(table) - set(_KEYS))
         if unknown:
             allowed = "; ".join(f"{k} ({v})" for k, v in _KEYS.items())
