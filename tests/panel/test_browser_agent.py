@@ -51,6 +51,25 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         )
         assert ok, text
         shell = structured["tasks"][0]["shell"]
+        ok, text, structured = await _call(
+            client, "shell_open", {"tasks": [{"action": {"kind": "open", "label": "tests"}}]}
+        )
+        assert ok, text
+        other = structured["tasks"][0]["shell"]
+        ok, text, _ = await _call(
+            client,
+            "shell_run",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": other},
+                        "action": {"kind": "run", "command": "sleep 600"},
+                        "wait": {"kind": "none"},
+                    }
+                ]
+            },
+        )
+        assert ok, text
 
         # The page lists the agent's shell by itself (pushed), owned by a conversation.
         row = page.locator(f'#shells tbody tr[data-id="{shell}"]')
@@ -64,8 +83,8 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         await page.keyboard.press("Enter")
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
         ok, text, state = await _call(client, "shell_state", {"scope": "*"})
-        assert ok and "attached" in state["shells"][0]["states"], text
-        assert "user-busy" not in state["shells"][0]["states"], text
+        states = next(r["states"] for r in state["shells"] if r["shell"] == shell)
+        assert ok and "attached" in states and "user-busy" not in states, text
 
         # An agent's output streams into the page's terminal.
         ok, text = await _run(client, shell, "echo agent-says-$((20+1))")
@@ -91,8 +110,35 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         await page.keyboard.press("Control+BracketRight")
         focused = await page.evaluate("document.activeElement.dataset.shell || document.activeElement.id")
         assert focused == shell
+        await page.locator(f'#shells tbody tr[data-id="{other}"] .badge.busy').wait_for(timeout=10_000)
         shot = await screenshot(page, "agent-and-person")
         publish_screenshot(shot)
+
+        # A person opens a shell of their own from the page: owner "panel", opened in the terminal.
+        await page.click("#new-shell-box summary")
+        await page.fill('#new-shell input[name="label"]', "notes")
+        await page.click('#new-shell button[type="submit"]')
+        await page.wait_for_function(
+            "(old) => location.hash.startsWith('#/shells/dsh-') && !location.hash.endsWith(old)", arg=shell
+        )
+        mine = page.url.rsplit("/", 1)[1]
+        own_row = page.locator(f'#shells tbody tr[data-id="{mine}"]')
+        await own_row.locator(".badge.attached").wait_for(timeout=10_000)
+        assert "panel" in await own_row.inner_text() and "notes" in await own_row.inner_text()
+        ok, text, state = await _call(client, "shell_state", {"scope": "*", "owner": "panel"})
+        assert ok and [r["shell"] for r in state["shells"]] == [mine], text
+
+        # Filters: by owner, then by state.
+        await page.select_option("#f-owner", "conversation")
+        assert await page.locator("#shells tbody tr").count() == 2
+        await page.select_option("#f-owner", "panel")
+        assert await page.locator("#shells tbody tr").count() == 1
+        await page.select_option("#f-owner", "")
+        await page.select_option("#f-state", "attached")
+        await own_row.wait_for()
+        assert await page.locator(f'#shells tbody tr[data-id="{shell}"]').count() == 0
+        await page.select_option("#f-state", "")
+
         await page.set_viewport_size({"width": 420, "height": 800})
         await page.locator("#terminal .xterm").wait_for()
         await screenshot(page, "narrow")

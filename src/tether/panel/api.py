@@ -25,7 +25,7 @@ from tether.audit import query as audit_query
 from tether.audit import verify as audit_verify
 from tether.config import Config
 from tether.errors import TetherError, UsageError
-from tether.panel.calls import PanelCalls, PanelError, error_from
+from tether.panel.calls import PanelCalls, PanelError, error_from, task_rows, task_summary
 from tether.panel.shells import ShellFeed
 from tether.panel.tmux_client import check_shell_id
 from tether.store.vault import Vault, VaultListing
@@ -85,7 +85,7 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
             task["target"] = {"sessions": shell}
         result = await calls.tool("shell_manage", {"tasks": [task]})
         feed.poke()
-        return {"message": result.text.strip(), "result": result.structured}
+        return {"message": task_summary(result.structured, result.text), "result": result.structured}
 
     # -- shells --------------------------------------------------------------------------------
 
@@ -101,7 +101,11 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
         result = await calls.tool("shell_open", {"tasks": [{"action": action}]})
         feed.poke()
         ids = opened_ids(result.structured)
-        return {"id": ids[0] if ids else None, "ids": ids, "message": result.text.strip()}
+        return {
+            "id": ids[0] if ids else None,
+            "ids": ids,
+            "message": task_summary(result.structured, result.text),
+        }
 
     async def rename(request: Request) -> Any:
         name = _text(await _body(request), "name")
@@ -246,18 +250,10 @@ def vault_json(listing: VaultListing) -> dict[str, Any]:
 
 
 def opened_ids(structured: Mapping[str, Any]) -> list[str]:
-    """Shell ids a ``shell_open`` result reports (per task ``shells`` / ``shell``)."""
-    ids: list[str] = []
-    for task in structured.get("tasks", []) if isinstance(structured.get("tasks"), list) else []:
-        if not isinstance(task, Mapping):
-            continue
-        for key in ("shells", "shell", "shellId", "id"):
-            value = task.get(key)
-            if isinstance(value, str) and value.startswith("dsh-"):
-                ids.append(value)
-            elif isinstance(value, list):
-                ids.extend(v for v in value if isinstance(v, str) and v.startswith("dsh-"))
-    return ids
+    """Shell ids a ``shell_open`` result reports (one task entry per opened shell)."""
+    return [
+        t["shell"] for t in task_rows(structured) if isinstance(t.get("shell"), str) and t.get("ok", True)
+    ]
 
 
 def workspace_names(structured: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -84,12 +84,12 @@ class PanelCalls:
         except TetherError as exc:
             raise error_from(exc) from exc
         if result.is_error:
-            code, _, rest = result.text.partition(":")
-            known = code.isupper() and " " not in code
+            errors = [e for e in (t.get("error") for t in task_rows(result.structured)) if isinstance(e, str)]
+            refused = "REFUSED" in result.text
             raise PanelError(
-                code=code if known else "TOOL_ERROR",
-                message=(rest.strip() if known else result.text) or result.text,
-                status=403 if code == "REFUSED" else 400,
+                code="REFUSED" if refused else "TOOL_ERROR",
+                message="; ".join(errors) or result.text,
+                status=403 if refused else 400,
             )
         return result
 
@@ -167,3 +167,15 @@ class PanelCalls:
                 await self.audit(
                     tool=tool, action=action, targets=targets, outcome=outcome, detail=detail, reason=reason
                 )
+
+
+def task_rows(structured: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The per-task entries of a ``{ tasks: [...] }`` tool's structured result."""
+    tasks = structured.get("tasks")
+    return [t for t in tasks if isinstance(t, Mapping)] if isinstance(tasks, list) else []
+
+
+def task_summary(structured: Mapping[str, Any], fallback: str) -> str:
+    """What the page shows after a successful tool call: the tasks' own lines, not the whole render."""
+    lines = [str(line) for t in task_rows(structured) for line in (t.get("lines") or [])]
+    return "\n".join(lines) or fallback.strip()

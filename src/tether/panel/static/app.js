@@ -306,7 +306,7 @@ function bindActions() {
     ev.preventDefault();
     const f = new FormData(ev.target);
     const out = await act("Open shell", () => api("POST", "shells", { label: f.get("label"), cwd: f.get("cwd") }));
-    if (out && out.id) { ev.target.reset(); location.hash = `#/shells/${out.id}`; }
+    if (out && out.id) { ev.target.reset(); $("#new-shell-box").open = false; location.hash = `#/shells/${out.id}`; }
   };
   $("#restore-ws").onsubmit = (ev) => {
     ev.preventDefault();
