@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -184,8 +185,17 @@ class SessionEngine:
     # ---- open -----------------------------------------------------------------------------
 
     async def open_shell(
-        self, *, owner: str, label: str, cwd: str | None, cols: int, rows: int, idle_minutes: int | None
+        self,
+        *,
+        owner: str,
+        label: str,
+        cwd: str | None,
+        cols: int,
+        rows: int,
+        idle_minutes: int | None,
+        preamble: Callable[[str], bytes] | None = None,
     ) -> ShellRecord:
+        """Open a shell; ``preamble(new_id)`` (a revived shell's old scrollback) starts its log."""
         start_dir = _start_dir(cwd, self.config.shell.cwd)
         if start_dir is None:
             raise UsageError(f"open.cwd {cwd!r} is not a directory; give an existing directory or omit cwd")
@@ -203,6 +213,9 @@ class SessionEngine:
                 continue
             log = self.log_of(shell_id)
             log.touch(mode=0o600)
+            head = b"" if preamble is None else preamble(shell_id)
+            if head:
+                log.write_bytes(head)
             # One write: tmux runs both commands before its event loop reads the new pane, so the
             # log gets the shell's very first byte.
             try:
@@ -247,7 +260,7 @@ class SessionEngine:
         )
         self.records.add_shell(record)
         pane = await self.pane(shell_id)
-        await self.waits.wait(self.ref(pane), WaitSpec(kind="idle", timeout_ms=10_000), 0)
+        await self.waits.wait(self.ref(pane), WaitSpec(kind="idle", timeout_ms=10_000), len(head))
         return record
 
     # ---- typing ---------------------------------------------------------------------------

@@ -4,19 +4,18 @@ Invariant: a shell is closed only when it is idle in the spec's sense — no inp
 (runs, sends, steps and a person's keystrokes through the panel count; reading does not) and the
 shell itself in front (no foreground command) — and its limit is positive: ``idleMinutes`` when
 given at open, else ``idle_close_minutes`` when the ``idle_close`` master switch is on, else never.
-Closing kills the tmux session and marks the record closed. Every tether process may run the
+Closing snapshots the shell (``manage_ops.close``), kills the tmux session and marks the record
+closed. Every tether process may run the
 sweep; closing an already-closed shell is a no-op.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from tether.sessions import procinfo
-from tether.sessions.control import SessionError
+from tether.sessions import manage_ops, procinfo
 from tether.sessions.records import now_ms
 
 if TYPE_CHECKING:
@@ -48,9 +47,8 @@ async def close_idle(engine: SessionEngine, now: int) -> list[str]:
         last_input = max(rec.last_activity_ms, pane.user_input_ms)
         if now - last_input < limit or not procinfo.foreground(pane.pid).shell_in_front:
             continue
-        with contextlib.suppress(SessionError):
-            await engine.control.run("kill-session", "-t", f"={shell_id}")
-        engine.records.mark_closed(shell_id, now)
+        # A snapshot first (manage_ops.close), so shell_open from can revive it.
+        await manage_ops.close(engine, shell_id, actor="idle-sweep", reason="idle", at_ms=now)
         closed.append(shell_id)
         logger.info("closed %s: idle for %d minutes", shell_id, (now - last_input) // 60_000)
     return closed

@@ -18,6 +18,7 @@ from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin, make_exec
 from tether.tools.job_tools import register_job_tools
 from tether.tools.registry import ToolRegistry
 from tether.tools.shell_audit import register_shell_audit
+from tether.tools.shell_manage import register_shell_manage
 from tether.tools.shell_tools import ShellTools, register_shell_tools
 
 logger = logging.getLogger(__name__)
@@ -102,8 +103,8 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
         register_job_tools(registry, jobs)
 
     # Persistent shells (spec 003).
-    catalog.shell_tools = register_shell_tools(
-        registry, config=config, hints=catalog.hints, closers=catalog.closers
-    )
+    shell_tools = register_shell_tools(registry, config=config, hints=catalog.hints, closers=catalog.closers)
+    catalog.shell_tools = shell_tools
     register_shell_audit(registry, home=config.home)
+    register_shell_manage(registry, config=config, engine=shell_tools.engine)
     return catalog

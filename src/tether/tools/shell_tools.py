@@ -23,6 +23,7 @@ from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shell_args import input_schema, parse_open, parse_read, parse_run, parse_send, parse_state
 from tether.tools.shell_args_model import Call, OpenAction, ReadAction, SubscribeAction, Task
 from tether.tools.shell_exec import Unit, run_plain, run_units
+from tether.tools.shell_manage_kinds import revive
 from tether.tools.shell_render import TaskOutcome
 from tether.tools.shell_state_tool import STATE_SCHEMA, shell_state
 from tether.tools.shell_subscriptions import ShellResources, Subscriptions, shell_uri
@@ -84,11 +85,9 @@ class ShellTools:
         async def one(task: Task[OpenAction]) -> list[TaskOutcome]:
             a = task.action
             if a.from_id is not None:
-                raise NotFoundError(
-                    f"tasks[{task.index}].action.from: no snapshot of {a.from_id} exists; shells are revived "
-                    "from "
-                    "snapshots that shell_manage takes, and none was taken for that id"
-                )
+                async with gate:
+                    shell_id, lines = await revive(engine, a, ctx.actor, f"tasks[{task.index}].action")
+                return [TaskOutcome(index=task.index, shell=shell_id, label=task.label, lines=tuple(lines))]
 
             async def make(n: int) -> TaskOutcome:
                 async with gate:
@@ -281,7 +280,7 @@ def register_shell_tools(
             "shell_open",
             "Open persistent shells",
             "Open persistent tmux shells (action.kind=open: "
-            "count, cwd, label, cols, rows, idleMinutes, watch).",
+            "count, cwd, label, cols, rows, idleMinutes, watch, from).",
             tools.open,
             read_only=False,
             output_schema=result,

@@ -1,0 +1,150 @@
+"""``shell_manage`` kind ``doctor``: check what persistent shells depend on, each with a fix.
+
+Invariant: every check runs (one failing never hides the others) and reports ok or FAIL with what
+it saw and, when it failed, how to repair it; the checks only read. The caller's ``note`` goes
+into the audit log as its own ``doctor-note`` record (the tool call itself is audited by the
+dispatcher).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tether.audit import AuditLog, verify
+from tether.config import load_config
+from tether.errors import TetherError
+from tether.sessions.engine import SessionEngine
+from tether.sessions.guard_config import parse_section
+from tether.shell.sandbox_policy import SandboxSettings
+from tether.store.vault_rules import vault_settings
+from tether.tools.shell_manage_kinds import Done
+
+MIN_FREE_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+async def _tmux(engine: SessionEngine) -> Check:
+    out = await engine.control.run("display-message", "-p", "#{pid} #{version}")
+    pid, _, version = (out[0] if out else "").partition(" ")
+    return Check(name="tmux server", ok=True, detail=f"pid {pid}, tmux {version}, socket {engine.socket}")
+
+
+async def _control(engine: SessionEngine) -> Check:
+    await engine.hub_ready()
+    return Check(
+        name="control-mode client", ok=True, detail="attached to the tether-hub session and answering"
+    )
+
+
+async def _store(engine: SessionEngine) -> Check:
+    rows = engine.store.query("PRAGMA quick_check")
+    result = "; ".join(str(r[0]) for r in rows)
+    if result != "ok":
+        return Check(
+            name="store",
+            ok=False,
+            detail=f"{engine.store.path}: {result}",
+            fix="stop every tether process, then restore tether.db from a backup or move it aside",
+        )
+    shells = len(engine.records.shells())
+    return Check(
+        name="store", ok=True, detail=f"{engine.store.path}: integrity ok, {shells} open shell records"
+    )
+
+
+async def _audit(engine: SessionEngine) -> Check:
+    report = verify(engine.home)
+    if report.ok:
+        return Check(name="audit chain", ok=True, detail=report.summary())
+    return Check(
+        name="audit chain",
+        ok=False,
+        detail=report.summary().replace("\n", " "),
+        fix="keep the file as evidence (someone or something altered it); `tether audit verify` shows "
+        "the same break; move the damaged day file aside to start a new chain",
+    )
+
+
+async def _disk(engine: SessionEngine) -> Check:
+    usage = shutil.disk_usage(engine.home)
+    free_mib = usage.free // (1024 * 1024)
+    if usage.free < MIN_FREE_BYTES:
+        return Check(
+            name="disk space",
+            ok=False,
+            detail=f"{free_mib} MiB free under {engine.home}",
+            fix=f"free at least {MIN_FREE_BYTES // (1024 * 1024)} MiB there (logs live in {engine.logs_dir})",
+        )
+    return Check(name="disk space", ok=True, detail=f"{free_mib} MiB free under {engine.home}")
+
+
+async def _config(engine: SessionEngine) -> Check:
+    config = load_config(engine.home)
+    parse_section(config.section("guard"))
+    vault_settings(config)
+    SandboxSettings.from_config(config)
+    return Check(
+        name="configuration",
+        ok=True,
+        detail=f"{config.home / 'config.toml'} valid (guard, vault and sandbox sections included)",
+    )
+
+
+_FIXES = {
+    "tmux server": "install tmux ≥ 3.2; if it is installed, remove a stale $TETHER_HOME/tmux.sock",
+    "control-mode client": "restart the tether process (its tmux control client reconnects on start)",
+    "store": "check that $TETHER_HOME/tether.db is readable and writable",
+    "audit chain": "check that $TETHER_HOME/audit is readable",
+    "disk space": "check that $TETHER_HOME exists",
+    "configuration": "correct config.toml as the message says, then restart tether",
+}
+CHECKS: tuple[tuple[str, Callable[[SessionEngine], Awaitable[Check]]], ...] = (
+    ("tmux server", _tmux),
+    ("control-mode client", _control),
+    ("store", _store),
+    ("audit chain", _audit),
+    ("disk space", _disk),
+    ("configuration", _config),
+)
+
+
+async def doctor(engine: SessionEngine, note: str | None, actor: str) -> Done:
+    checks: list[Check] = []
+    for name, run in CHECKS:
+        try:
+            checks.append(await run(engine))
+        except (TetherError, OSError) as exc:
+            message = exc.message if isinstance(exc, TetherError) else str(exc)
+            checks.append(Check(name=name, ok=False, detail=message, fix=_FIXES[name]))
+    failed = [c for c in checks if not c.ok]
+    head = f"doctor: {len(checks) - len(failed)} ok, {len(failed)} FAILED" if failed else "doctor: all ok"
+    lines = [head]
+    for c in checks:
+        lines.append(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        if not c.ok:
+            lines.append(f"     fix: {c.fix}")
+    noted = None
+    if note is not None:
+        try:
+            rec = AuditLog(engine.home).append(
+                actor=actor, source="tool", tool="shell_manage", action="doctor-note", detail=note
+            )
+            noted = rec.seq
+            lines.append(f"note written to the audit log (record {rec.seq})")
+        except TetherError as exc:
+            lines.append(f"note NOT written to the audit log: {exc.message}")
+    data = {
+        "ok": not failed,
+        "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail, "fix": c.fix or None} for c in checks],
+        "noteRecord": noted,
+    }
+    return Done(lines=tuple(lines), data=data)

@@ -1,0 +1,178 @@
+"""The per-shell ``shell_manage`` kinds (rename, resize, respawn, close, idle, snapshot), the
+``snapshot-list`` listing and ``shell_open from`` (reviving a snapshot).
+
+Invariant: a kind that changes a shell first checks for a person's manual lock (``REFUSED`` at
+once); ``close`` under ``dryrun`` reads only. Each function returns one ``Done``: the task's text
+lines plus the same facts as JSON ``data`` for ``structuredContent``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.errors import NotFoundError
+from tether.sessions import manage_ops
+from tether.sessions.engine import SessionEngine
+from tether.store.manual_locks import ManualLocks, utc_text
+from tether.store.snapshots import Snapshot
+from tether.tools.shell_args_model import (
+    CloseAction,
+    IdleAction,
+    ManageAction,
+    OpenAction,
+    RenameAction,
+    ResizeAction,
+    Target,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Done:
+    lines: tuple[str, ...]
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def snapshot_json(snap: Snapshot) -> dict[str, Any]:
+    return {
+        "shell": snap.shell_id,
+        "takenMs": snap.taken_ms,
+        "taken": utc_text(snap.taken_ms),
+        "reason": snap.reason,
+        "label": snap.label,
+        "cwd": snap.cwd,
+        "cols": snap.cols,
+        "rows": snap.rows,
+        "bytes": snap.size,
+        "droppedBytes": snap.dropped_bytes,
+    }
+
+
+def snapshot_line(snap: Snapshot) -> str:
+    return (
+        f"snapshot {snap.shell_id} at {snap.taken_ms} ({utc_text(snap.taken_ms)}) reason={snap.reason} "
+        f"label={snap.label} cwd={snap.cwd} {snap.cols}x{snap.rows} scrollback={snap.size} bytes"
+    )
+
+
+async def shell_kind(
+    engine: SessionEngine, shell_id: str, action: ManageAction, actor: str, dryrun: bool
+) -> Done:
+    """One per-shell kind on one live shell."""
+    if not (isinstance(action, CloseAction) and dryrun):
+        ManualLocks(engine.store).check(shell_id)
+    pane = await engine.pane(shell_id)
+    if isinstance(action, RenameAction):
+        rec = manage_ops.record(engine, shell_id)
+        label = manage_ops.check_label(action.new_name, "action.newName")
+        manage_ops.set_label(engine, shell_id, label)
+        snap = manage_ops.take_snapshot(engine, shell_id, reason="rename", actor=actor, pane=pane)
+        return Done(
+            lines=(f"renamed {rec.label} → {label}", snapshot_line(snap)),
+            data={"label": label, "previousLabel": rec.label, "snapshot": snapshot_json(snap)},
+        )
+    if isinstance(action, ResizeAction):
+        cols = action.cols if action.cols is not None else pane.cols
+        rows = action.rows if action.rows is not None else pane.rows
+        fresh = await manage_ops.resize(engine, pane, cols, rows)
+        snap = manage_ops.take_snapshot(engine, shell_id, reason="resize", actor=actor, pane=fresh)
+        return Done(
+            lines=(f"resized {pane.cols}x{pane.rows} → {fresh.cols}x{fresh.rows}", snapshot_line(snap)),
+            data={
+                "cols": fresh.cols,
+                "rows": fresh.rows,
+                "previous": {"cols": pane.cols, "rows": pane.rows},
+                "snapshot": snapshot_json(snap),
+            },
+        )
+    if isinstance(action, CloseAction):
+        if dryrun:
+            return Done(
+                lines=(
+                    f"dryrun: would snapshot (label, cwd {pane.cwd}, {pane.cols}x{pane.rows}, scrollback) "
+                    f"and close {shell_id}; nothing was done",
+                ),
+                data={"dryrun": True, "wouldClose": [shell_id]},
+            )
+        snap = await manage_ops.close(engine, shell_id, actor=actor)
+        return Done(
+            lines=(f"closed {shell_id}", snapshot_line(snap), f"revive it with shell_open from={shell_id}"),
+            data={"closed": [shell_id], "snapshot": snapshot_json(snap)},
+        )
+    if isinstance(action, IdleAction):
+        manage_ops.record(engine, shell_id)
+        manage_ops.set_idle_minutes(engine, shell_id, action.idle_minutes)
+        n = action.idle_minutes
+        text = "never closed for idleness" if n == 0 else f"closed after {n} idle minutes (snapshot first)"
+        return Done(lines=(f"idleMinutes={n}: {shell_id} is {text}",), data={"idleMinutes": n})
+    if action.kind == "snapshot":
+        snap = manage_ops.take_snapshot(engine, shell_id, reason="manual", actor=actor, pane=pane)
+        return Done(lines=(snapshot_line(snap),), data={"snapshot": snapshot_json(snap)})
+    known = engine.records.shells().get(shell_id)
+    fresh = await manage_ops.respawn(engine, pane, pane.cwd or (known.cwd if known is not None else None))
+    return Done(
+        lines=(f"respawned {shell_id}: new shell process {fresh.pid} in {fresh.cwd}",),
+        data={"pid": fresh.pid, "cwd": fresh.cwd},
+    )
+
+
+def snapshot_list(engine: SessionEngine, target: Target, actor: str) -> Done:
+    """Snapshots of named shells (alive or closed), of every shell this conversation opened
+    (``mine``), or of every shell (``*``); newest first per shell."""
+    if target.mode == "ids":
+        ids = list(target.ids)
+    elif target.mode == "mine":
+        ids = [
+            r["id"] for r in engine.store.query("SELECT id FROM shells WHERE owner = ? ORDER BY id", (actor,))
+        ]
+    else:
+        ids = [
+            r["shell_id"] for r in engine.store.query("SELECT DISTINCT shell_id FROM snapshots ORDER BY 1")
+        ]
+    store = manage_ops.snapshots(engine)
+    snaps = [s for shell_id in ids for s in store.list(shell_id)]
+    lines = [snapshot_line(s) for s in snaps] or [
+        "no snapshots; close, idle reclaim, resize and rename take one, or shell_manage kind=snapshot"
+    ]
+    return Done(lines=tuple(lines), data={"snapshots": [snapshot_json(s) for s in snaps]})
+
+
+async def revive(engine: SessionEngine, action: OpenAction, actor: str, path: str) -> tuple[str, list[str]]:
+    """``shell_open from``: a new shell from the latest snapshot of ``action.from_id``."""
+    old = action.from_id
+    assert old is not None
+    store = manage_ops.snapshots(engine)
+    snap = store.latest(old)
+    if snap is None:
+        raise NotFoundError(
+            f"{path}.from: no snapshot of {old} exists; close, idle reclaim, resize, rename and "
+            "shell_manage kind=snapshot take one (list them with shell_manage kind=snapshot-list)"
+        )
+    text = store.read_text(snap)
+    notes: list[str] = []
+    cwd = action.cwd or snap.cwd
+    if not action.cwd and not _is_dir(cwd):
+        notes.append(f"[the snapshot's cwd {cwd} no longer exists; the new shell starts in the default]")
+        cwd = ""
+    rec = await engine.open_shell(
+        owner=actor,
+        label=action.label or snap.label,
+        cwd=cwd or None,
+        cols=snap.cols,
+        rows=snap.rows,
+        idle_minutes=action.idle_minutes,
+        preamble=lambda new_id: manage_ops.preamble(snap, text, new_id),
+    )
+    lines = [
+        f"opened {rec.id} label={rec.label} cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
+        f"(snapshot '{snap.reason}' of {utc_text(snap.taken_ms)})",
+        f"the old scrollback ({snap.size} bytes) is at the start of {rec.id}'s history: "
+        "shell_read mode=history, mode=since or search",
+        *notes,
+    ]
+    return rec.id, lines
+
+
+def _is_dir(path: str) -> bool:
+    return bool(path) and Path(path).is_dir()
