@@ -128,15 +128,16 @@ async def respawn(engine: SessionEngine, pane: PaneInfo, cwd: str | None) -> Pan
     if start is not None:
         args += ["-c", start]
     offset = log_size(engine.log_of(pane.shell_id))
-    # -o: only open a pipe when none is open, so the log keeps exactly one writer either way.
-    pipe = (
-        "pipe-pane",
-        "-t",
-        pane.pane_id,
-        "-o",
-        f"exec cat >> {_sh_quote(str(engine.log_of(pane.shell_id)))}",
+    log = _sh_quote(str(engine.log_of(pane.shell_id)))
+    # The old pipe ends with the old process, but only later: close it first and open a fresh one
+    # in the same batch, so tmux pipes the new shell's first byte into the log.
+    await engine.control.run_many(
+        [
+            ("pipe-pane", "-t", pane.pane_id),
+            (*args, command),
+            ("pipe-pane", "-t", pane.pane_id, f"exec cat >> {log}"),
+        ]
     )
-    await engine.control.run_many([(*args, command), pipe])
     fresh = (await engine.live()).get(pane.shell_id)
     if fresh is None:
         raise SessionError(f"shell {pane.shell_id} did not come back after respawn-pane")
