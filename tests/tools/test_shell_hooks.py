@@ -34,7 +34,9 @@ async def test_hooks_see_every_write_and_can_expand_or_refuse(tether_home: Path)
         opened = await tools.open({"tasks": [{"action": {"kind": "open"}}]}, ctx)
         shell = opened.structured["tasks"][0]["shell"]
         engine = tools.engine()
-        engine.hooks = SessionHooks(before_write=before, after_write=after, is_locked=lambda s: s == shell)
+        engine.hooks = SessionHooks(
+            before_write=before, after_write=after, is_locked=lambda s, _actor: s == shell
+        )
         tgt = {"sessions": shell}
         # an expanded macro cannot carry exit markers: refused before sending when waiting for exit
         res = await tools.run(

@@ -2,8 +2,9 @@
 
 Invariants this module owns:
 
-- It holds no tool logic. ``tools/list`` is the registry at this moment; ``tools/call`` runs the
-  registry's handler with a ``CallContext`` naming the conversation (one per MCP connection).
+- It holds no tool logic. ``tools/list`` is the registry at this moment; ``tools/call`` runs
+  ``ToolRegistry.call`` (handler plus audit and masking middleware) with a ``CallContext`` naming
+  the conversation (one per MCP connection).
 - A ``TetherError`` becomes a tool error result (``isError``) whose text starts with its stable
   code; any other exception is logged with its traceback and answered with a generic tool error.
   Neither stops the server. Cancellation (``notifications/cancelled``) is not an error: it
@@ -180,7 +181,8 @@ class McpFrontDoor:
             return _error_result("NOT_FOUND", f"unknown tool {params.name!r}; available tools: {names}")
         call = self.call_context(connection_of(ctx))
         try:
-            result = await tool.handler(params.arguments or {}, call)
+            # Through the registry's door: the audit record and secret masking happen there.
+            result = await self.registry.call(tool.name, params.arguments or {}, call)
         except ToolAborted as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

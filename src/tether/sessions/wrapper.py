@@ -15,7 +15,9 @@ it is first in ``PROMPT_COMMAND``, re-added by ``__tb`` if a user replaced the v
 exported while the variable is a string. After
 ``exec bash`` the new shell has the same pid, imports the exported functions and the exported
 ``PROMPT_COMMAND=__tp``, and reports through ``__tp`` with the nonce ``*`` (the nonce itself lives
-in an unexported variable, so ``env`` never prints it).
+in an unexported variable, so ``env`` never prints it). ``__tp`` also forgets every vault variable
+(``__TETHER_V_*``, see ``vault_refs.FORGET_ALL``), so a Ctrl-C that drops a run's epilogue still
+leaves no value behind at the next prompt.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __tp() {
   elif [[ ${__tether_p-} == "$$" ]]; then
     printf '\033]6973;*;e;%d\033\\' "$s"; unset __tether_p
   fi
+  unset -v "${!__TETHER_V_@}"
   return $s
 }
 export -f __tb __te __tp __tether_hook

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from tether.config import Config
 from tether.jobs.registry import JobRegistry
+from tether.sessions.safety import SafetyPolicy
+from tether.tools.audited import AuditMiddleware, MaskedResources
 from tether.tools.bash_schema import ShellName
 from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
 from tether.tools.job_tools import register_job_tools
@@ -103,8 +105,15 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
         register_job_tools(registry, jobs)
 
     # Persistent shells (spec 003).
-    shell_tools = register_shell_tools(registry, config=config, hints=catalog.hints, closers=catalog.closers)
+    # Safety (spec 003 §4): every write passes the policy's hooks; every call is audited once and
+    # masked by the middleware (so shell_audit does not log itself).
+    policy = SafetyPolicy.from_config(config)
+    registry.middleware.append(AuditMiddleware(config.home, policy.redactor))
+    shell_tools = register_shell_tools(
+        registry, config=config, hints=catalog.hints, closers=catalog.closers, hooks_for=policy.hooks_for
+    )
     catalog.shell_tools = shell_tools
-    register_shell_audit(registry, home=config.home)
+    registry.resources[:] = [MaskedResources(r, policy.redactor) for r in registry.resources]
+    register_shell_audit(registry, home=config.home, audit_calls=False)
     register_shell_manage(registry, config=config, engine=shell_tools.engine)
     return catalog

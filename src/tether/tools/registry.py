@@ -1,9 +1,10 @@
 """The live set of model-visible tools, shared by every front door.
 
 Invariant: a tool exists once, here, as a ``ToolDef``; the MCP server, the panel and the CLI call
-the same handler. Definitions can be added, replaced and removed at run time (spec 000 "schema
-hot-switch"); every change is announced to listeners so a front door can send
-``notifications/tools/list_changed``.
+the same handler, through ``ToolRegistry.call`` so that every call passes the same middleware
+(audit record, secret masking) whichever door it came in by. Definitions can be added, replaced
+and removed at run time (spec 000 "schema hot-switch"); every
+change is announced to listeners so a front door can send ``notifications/tools/list_changed``.
 
 A handler receives the raw argument object and validates it itself (pydantic at this boundary);
 bad input raises ``UsageError`` naming the field and the allowed values. A command's own failure
@@ -15,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from tether.errors import NotFoundError
 
 Source = Literal["tool", "panel", "host", "cli"]
 
@@ -46,6 +49,9 @@ class ToolResult:
 
 
 Handler = Callable[[Mapping[str, Any], CallContext], Awaitable[ToolResult]]
+# Runs around every ``ToolRegistry.call``: (tool, arguments, context, next) -> result. The audit
+# log and secret masking are one (``tools.audited``).
+Middleware = Callable[["ToolDef", Mapping[str, Any], CallContext, Handler], Awaitable[ToolResult]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +96,7 @@ class ToolRegistry:
         self._tools: dict[str, ToolDef] = {}
         self._listeners: list[Listener] = []
         self.resources: list[ResourceSource] = []
+        self.middleware: list[Middleware] = []
 
     def add(self, tool: ToolDef) -> None:
         """Add or replace ``tool`` (by name); listeners hear about it only if it changed."""
@@ -110,6 +117,24 @@ class ToolRegistry:
     def list(self) -> list[ToolDef]:
         return list(self._tools.values())
 
+    async def call(
+        self, name: str, arguments: Mapping[str, Any], ctx: CallContext, *, audited: bool = True
+    ) -> ToolResult:
+        """Run tool ``name`` through the middleware: the one door every front door uses.
+
+        ``audited=False`` skips the middleware (only for a front door's own background refresh,
+        e.g. the panel polling ``shell_state``; never for an action someone asked for).
+        """
+        tool = self._tools.get(name)
+        if tool is None:
+            names = ", ".join(sorted(self._tools)) or "(none)"
+            raise NotFoundError(f"unknown tool {name!r}; available tools: {names}")
+        handler: Handler = tool.handler
+        if audited:
+            for layer in reversed(self.middleware):
+                handler = _bind(layer, tool, handler)
+        return await handler(arguments, ctx)
+
     def add_resource_source(self, source: ResourceSource) -> None:
         self.resources.append(source)
 
@@ -126,3 +151,10 @@ class ToolRegistry:
     def _changed(self) -> None:
         for listener in list(self._listeners):
             listener()
+
+
+def _bind(layer: Middleware, tool: ToolDef, inner: Handler) -> Handler:
+    async def handler(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+        return await layer(tool, arguments, ctx, inner)
+
+    return handler

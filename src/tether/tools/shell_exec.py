@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tether.errors import NotFoundError, TetherError, UsageError
+from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
 from tether.sessions.engine import SessionEngine
 from tether.tools.shell_args_model import Call, Target, Task
 from tether.tools.shell_render import TaskOutcome
@@ -113,8 +113,10 @@ async def run_units(
             try:
                 return await work(unit)
             except TetherError as exc:
+                # A policy's no (lock, person typing, guard) says so first: "REFUSED: …", "BLOCKED: …".
+                error = f"{exc.code}: {exc.message}" if isinstance(exc, RefusedError) else exc.message
                 return TaskOutcome(
-                    index=unit.task.index, shell=unit.shell_id, label=unit.task.label, error=exc.message
+                    index=unit.task.index, shell=unit.shell_id, label=unit.task.label, error=error
                 )
             finally:
                 busy.discard(actor)

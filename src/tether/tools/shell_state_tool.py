@@ -2,10 +2,10 @@
 
 Invariant: states are read, never guessed from memory: ``idle``/``busy`` from the terminal's
 foreground process group and the log's last write; ``attached`` from tmux's client count;
-``user-busy`` from the panel's ``@tether_user_input_at`` stamp or an attached client's last
-keystroke within ``[sessions] user_busy_seconds``; ``ai-busy`` from calls this process is running
-on the shell; ``locked``/``unlocked`` from ``SessionHooks.is_locked``. Filters combine with AND;
-several ``state`` values are a union.
+``user-busy`` from ``sessions.user_busy`` (the same test that refuses agent writes);
+``ai-busy`` from calls this process is running on the shell; ``locked``/``unlocked`` from
+``SessionHooks.is_locked`` (a manual lock, or another conversation's write holding the shell's
+lock now). Filters combine with AND; several ``state`` values are a union.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from tether.sessions.engine import PaneInfo, SessionEngine
 from tether.sessions.idle import SWEEP_S
 from tether.sessions.reading import file_mtime
 from tether.sessions.records import ShellRecord
+from tether.sessions.user_busy import client_activity, is_user_busy
 from tether.tools.registry import ToolResult
 from tether.tools.shell_args_model import StateQuery
 
@@ -63,39 +64,18 @@ def owner_of(rec: ShellRecord | None, actor: str) -> str:
     return "panel" if rec.owner == "panel" else "others"
 
 
-async def _client_activity(engine: SessionEngine) -> dict[str, float]:
-    """Latest keystroke time (epoch s) per session among attached non-control clients."""
-    try:
-        lines = await engine.control.run(
-            "list-clients",
-            "-F",
-            "#{client_session}\t#{client_activity}\t#{client_control_mode}\t#{client_created}",
-        )
-    except Exception:
-        return {}
-    latest: dict[str, float] = {}
-    for line in lines:
-        parts = line.split("\t")
-        if len(parts) != 4 or parts[2] == "1" or not (parts[1].isdigit() and parts[3].isdigit()):
-            continue
-        # tmux sets a client's activity when it attaches, and its terminal's automatic answers to
-        # tmux's queries arrive within the first second (whole seconds here): not a person typing.
-        if int(parts[1]) > int(parts[3]) + 1:
-            latest[parts[0]] = max(latest.get(parts[0], 0.0), float(parts[1]))
-    return latest
-
-
-def states_of(engine: SessionEngine, pane: PaneInfo, activity: float, now: float) -> tuple[list[str], str]:
+def states_of(
+    engine: SessionEngine, pane: PaneInfo, activity: float, now: float, actor: str
+) -> tuple[list[str], str]:
     fg = procinfo.foreground(pane.pid)
     quiet = now - file_mtime(engine.log_of(pane.shell_id)) >= _QUIET_S
     at_prompt = fg.shell_in_front and procinfo.terminal_canonical(pane.tty) is False
     states = ["idle" if at_prompt and quiet else "busy"]
-    window = engine.config.sessions.user_busy_seconds
-    if now - pane.user_input_ms / 1000 < window or now - activity < window:
+    if is_user_busy(engine, pane, activity, now):
         states.append("user-busy")
     if engine.ai_busy.get(pane.shell_id):
         states.append("ai-busy")
-    states.append("locked" if engine.hooks.is_locked(pane.shell_id) else "unlocked")
+    states.append("locked" if engine.hooks.is_locked(pane.shell_id, actor) else "unlocked")
     if pane.attached > 0:
         states.append("attached")
     return states, fg.command
@@ -147,7 +127,7 @@ async def _diagnostics(engine: SessionEngine, live: int, records: int) -> dict[s
 async def shell_state(engine: SessionEngine, q: StateQuery, actor: str) -> ToolResult:
     live = await engine.live()
     records = engine.records.shells()
-    activity = await _client_activity(engine)
+    activity = await client_activity(engine)
     now = time.time()
     rows: list[dict[str, Any]] = []
     for shell_id in sorted(live):
@@ -165,7 +145,7 @@ async def shell_state(engine: SessionEngine, q: StateQuery, actor: str) -> ToolR
             continue
         if q.cwd is not None and q.cwd not in pane.cwd:
             continue
-        states, fg = states_of(engine, pane, activity.get(shell_id, 0.0), now)
+        states, fg = states_of(engine, pane, activity.get(shell_id, 0.0), now, actor)
         if q.fg is not None and q.fg not in fg:
             continue
         if q.states and not set(q.states) & set(states):

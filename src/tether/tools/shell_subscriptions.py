@@ -3,8 +3,10 @@
 Invariant: at most one forwarding task per (conversation, shell) in a process; it wakes on the
 shell's log growing (inotify, no polling), coalesces bursts for ``BATCH_S``, and sends
 ``notifications/resources/updated`` for ``tether://shell/<id>`` plus a log message carrying the new
-lines (rendered, markers removed, at most ``MAX_LINES`` per message). It ends on ``unsubscribe``,
-when the shell ends, when the notifier fails (the conversation went away), or on ``close``.
+lines (rendered, markers removed, at most ``MAX_LINES`` per message); a partial last line waits
+for its end or ``HOLD_S`` of quiet, so the masker (``tools.audited.MaskingNotifier``) sees it
+whole. It ends on ``unsubscribe``, when the shell ends, when the notifier fails (the
+conversation went away), or on ``close``.
 
 ``ShellResources`` publishes one readable resource per live shell: its current screen.
 """
@@ -26,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 URI_PREFIX = "tether://shell/"
 BATCH_S = 0.05
+HOLD_S = 1.0
 MAX_LINES = 200
 
 
@@ -80,10 +83,14 @@ class Subscriptions:
         path = engine.log_of(shell_id)
         try:
             pane = await engine.pane(shell_id)
+            held = False
             while True:
                 waker.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waker.wait(), timeout=5.0)
+                quiet = False
+                try:
+                    await asyncio.wait_for(waker.wait(), timeout=HOLD_S if held else 5.0)
+                except TimeoutError:
+                    quiet = True
                 if not procinfo.alive(pane.pid):
                     await notifier.log("info", "tether.shell", {"shell": shell_id, "event": "ended"})
                     return
@@ -91,8 +98,15 @@ class Subscriptions:
                 end = log_size(path)
                 if end <= pos:
                     continue
-                lines = render(read_range(path, pos, end))
-                pos = end
+                raw = read_range(path, pos, end)
+                # A line still being written is held back (until it ends, or HOLD_S of quiet): a
+                # secret printed in two writes then reaches the masker whole, never in two halves.
+                cut = len(raw) if quiet else raw.rfind(b"\n") + 1
+                held = cut < len(raw)
+                if cut == 0:
+                    continue
+                lines = render(raw[:cut])
+                pos += cut
                 if not lines:
                     continue
                 await notifier.resource_updated(shell_uri(shell_id))

@@ -16,6 +16,7 @@ from typing import Any
 from tether.config import Config
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.sessions.engine import SessionEngine
+from tether.sessions.hooks import SessionHooks
 from tether.sessions.logs import log_size
 from tether.sessions.records import RunRecord
 from tether.tools import shell_render
@@ -41,12 +42,21 @@ other conversations created unless the user asks. `exit` in shell_run ends the s
 class ShellTools:
     """The tool handlers plus the per-process state they share (engine, subscriptions)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(
+        self, config: Config, *, hooks_for: Callable[[SessionEngine], SessionHooks] | None = None
+    ) -> None:
         self.config = config
         self.subscriptions = Subscriptions()
+        self._hooks_for = hooks_for
+        self._hooked: SessionEngine | None = None
 
     def engine(self) -> SessionEngine:
-        return SessionEngine.get(self.config)
+        engine = SessionEngine.get(self.config)
+        # The safety hooks (locks, guard, macros, vault) go on each engine before its first write.
+        if self._hooks_for is not None and engine is not self._hooked:
+            engine.hooks = self._hooks_for(engine)
+            self._hooked = engine
+        return engine
 
     async def end_conversation(self, actor: str) -> None:
         """The conversation's MCP session closed: its subscriptions stop (its shells stay)."""
@@ -271,9 +281,11 @@ def register_shell_tools(
     config: Config,
     hints: dict[str, str] | None = None,
     closers: list[Callable[[], Awaitable[None]]] | None = None,
+    hooks_for: Callable[[SessionEngine], SessionHooks] | None = None,
 ) -> ShellTools:
-    """Add the five tools and the per-shell resources to ``registry``."""
-    tools = ShellTools(config)
+    """Add the five tools and the per-shell resources to ``registry``; ``hooks_for`` builds the
+    ``SessionHooks`` (the safety path) installed on every engine the tools use."""
+    tools = ShellTools(config, hooks_for=hooks_for)
     result = shell_render.RESULT_SCHEMA
     registry.add(
         _tool(

@@ -9,9 +9,12 @@ anything is sent. ``timeoutMs`` only reports; nothing here kills a process.
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from tether.errors import NotFoundError, RefusedError
@@ -37,6 +40,7 @@ from tether.tools.shell_render import TaskOutcome
 from tether.tools.shell_views import diff_lines, run_output, screen_lines, tail_lines, with_dropped
 
 _PROMPT_GRACE_S = 1.0
+_ENV_FILE_SWEEP_S = 60.0
 
 
 def wait_spec(wait: Wait | None, *, nonce: str | None = None) -> WaitSpec:
@@ -95,11 +99,16 @@ def _outcome(
 
 @asynccontextmanager
 async def guarded(
-    engine: SessionEngine, unit: Unit, actor: str, kind: WriteKind, text: str
+    engine: SessionEngine, unit: Unit, actor: str, kind: WriteKind, text: str, *, submit: bool = True
 ) -> AsyncIterator[WriteDecision]:
     """``before_write`` … ``after_write`` around one write, with the same intent; the release runs
-    whatever happens after a successful ``before_write`` (a refusal, a timeout, a cancellation)."""
+    whatever happens after a successful ``before_write`` (a refusal, a timeout, a cancellation).
+
+    A vault env file the typed line would have sourced and deleted is removed here when the write
+    failed (the line may never have been typed); after a success the shell deleted it, and a
+    late sweep removes it should the line never have run (a Ctrl-C before it)."""
     s = unit.task.safety
+    wait = unit.task.wait
     intent = WriteIntent(
         shell_id=unit.shell_id,
         actor=actor,
@@ -109,20 +118,38 @@ async def guarded(
         bypass_guard=s.bypass_guard,
         reason=s.reason,
         dryrun=s.dryrun,
+        force=s.force,
+        wait_kind=wait.kind if wait is not None else None,
+        submit=submit,
     )
     decision = await engine.hooks.before_write(intent)
+    env_file = decision.env_file
     try:
         yield decision
+    except BaseException:
+        if env_file is not None:
+            env_file.unlink(missing_ok=True)
+            env_file = None
+        raise
     finally:
         await engine.hooks.after_write(intent)
+        if env_file is not None:
+            asyncio.get_running_loop().call_later(_ENV_FILE_SWEEP_S, _unlink, env_file)
+
+
+def _unlink(path: Path) -> None:
+    path.unlink(missing_ok=True)
 
 
 async def run_command(engine: SessionEngine, unit: Unit, actor: str, command: str) -> TaskOutcome:
     async with guarded(engine, unit, actor, "run", command) as decision:
-        return await _run_decided(engine, unit, actor, decision)
+        outcome = await _run_decided(engine, unit, actor, decision, command)
+    return replace(outcome, lines=(*outcome.lines, *decision.notes)) if decision.notes else outcome
 
 
-async def _run_decided(engine: SessionEngine, unit: Unit, actor: str, decision: WriteDecision) -> TaskOutcome:
+async def _run_decided(
+    engine: SessionEngine, unit: Unit, actor: str, decision: WriteDecision, written: str
+) -> TaskOutcome:
     task = unit.task
     wait = task.wait
     text = decision.text
@@ -133,7 +160,10 @@ async def _run_decided(engine: SessionEngine, unit: Unit, actor: str, decision: 
     pane = await engine.pane(unit.shell_id)
     if task.safety.dryrun:
         return TaskOutcome(
-            index=task.index, shell=unit.shell_id, label=task.label, lines=(f"[dryrun] would run: {text}",)
+            index=task.index,
+            shell=unit.shell_id,
+            label=task.label,
+            lines=(f"[dryrun] would run: {decision.shown or text}", "[dryrun] nothing was sent"),
         )
     at_prompt = reason is None and await engine.await_prompt(pane, _PROMPT_GRACE_S)
     if not at_prompt and wait is not None and wait.kind == "exit":
@@ -143,6 +173,10 @@ async def _run_decided(engine: SessionEngine, unit: Unit, actor: str, decision: 
             "or use shell_send"
         )
     run, offset = await engine.start_run(pane, text, actor, wrap=at_prompt)
+    # The record keeps the command as written (macro and vault references unexpanded): what a
+    # retry expands again, and never a value or an env file's path.
+    run = replace(run, command=written)
+    engine.pending_runs[run.run_id] = run
     out: WaitOutcome | None = None
     try:
         spec = wait_spec(wait, nonce=run.nonce if at_prompt else None)
@@ -245,24 +279,54 @@ async def shell_run_unit(engine: SessionEngine, unit: Unit, actor: str) -> TaskO
 async def shell_send_unit(engine: SessionEngine, unit: Unit, actor: str) -> TaskOutcome:
     action = unit.task.action
     assert isinstance(action, SendAction)
-    async with guarded(engine, unit, actor, "send", action.text) as decision:
-        return await _send(engine, unit, actor, action, decision.text)
+    submit = "Enter" in action.keys or "C-m" in action.keys
+    async with guarded(engine, unit, actor, "send", action.text, submit=submit) as decision:
+        outcome = await _send(engine, unit, actor, action, decision)
+    return replace(outcome, lines=(*outcome.lines, *decision.notes)) if decision.notes else outcome
 
 
-async def _send(engine: SessionEngine, unit: Unit, actor: str, action: SendAction, text: str) -> TaskOutcome:
+async def _type_secret(engine: SessionEngine, pane: PaneInfo, text: str) -> None:
+    """Type text holding a vault value into a program's own prompt through a tmux paste buffer set
+    over the control connection: never a file, never ``send-keys`` (whose arguments tmux may log
+    in verbose mode), and the buffer is deleted by the paste itself."""
+    name = "tether-v-" + secrets.token_hex(6)
+    commands: list[tuple[str, ...]] = []
+    for n, line in enumerate(text.split("\n")):
+        if n:
+            commands.append(("send-keys", "-t", pane.pane_id, "Enter"))
+        if line:
+            commands.append(("set-buffer", "-b", name, "--", line))
+            commands.append(("paste-buffer", "-d", "-b", name, "-t", pane.pane_id))
+    await engine.control.run_many(commands)
+
+
+async def _send(
+    engine: SessionEngine, unit: Unit, actor: str, action: SendAction, decision: WriteDecision
+) -> TaskOutcome:
     task = unit.task
+    text = decision.text
     pane = await engine.pane(unit.shell_id)
     if task.safety.dryrun:
-        what = " ".join([*action.pre_keys, repr(text), *action.keys])
+        what = " ".join([*action.pre_keys, repr(decision.shown or text), *action.keys])
         return TaskOutcome(
-            index=task.index, shell=unit.shell_id, label=task.label, lines=(f"[dryrun] would send: {what}",)
+            index=task.index,
+            shell=unit.shell_id,
+            label=task.label,
+            lines=(f"[dryrun] would send: {what}", "[dryrun] nothing was sent"),
         )
     offset = log_size(engine.log_of(unit.shell_id))
     engine.records.touch(unit.shell_id)
     await engine.send_keys(pane, action.pre_keys)
-    if text:
+    if decision.typed_secret:
+        await _type_secret(engine, pane, text)
+    elif decision.env_file is not None:
+        await engine.type_lines(pane, text.split("\n"), submit=False)
+    elif text:
         await engine.type_lines(pane, [text], submit=False)
-    await engine.send_keys(pane, action.keys)
+    keys = action.keys
+    if decision.expanded and decision.submit and not keys:
+        keys = ("Enter",)  # a macro set with submit presses Enter itself
+    await engine.send_keys(pane, keys)
     poll = task.wait.poll_ms if task.wait is not None else 150
     settle = WaitSpec(kind="settle", poll_ms=poll, timeout_ms=max(3000, 4 * poll))
     out = await engine.waits.wait(engine.ref(pane), settle, offset)

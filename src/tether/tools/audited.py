@@ -1,0 +1,294 @@
+"""The tool-call middleware: one audit record per call, and no secret in anything a caller sees.
+
+Invariants:
+
+- Every ``ToolRegistry.call`` (MCP, panel, any other door) appends exactly one audit record, after
+  the call ends — also when it raised or was cancelled (the write is shielded): actor, source,
+  tool, action kind(s), target shells, the command(s) as written (``{{vault.NAME}}`` unexpanded),
+  outcome (``ok`` / ``error`` / ``refused`` / ``blocked`` / ``dry-run`` / ``cancelled``), detail,
+  ``reason`` and flags (``bypass-guard``, ``dryrun``, ``force``). The vault's masker is the
+  log's ``redact``, so a value written literally is stored masked.
+- The result's text and structured content, a ``TetherError``'s message, and every notification
+  the call's notifier sends (also long after, for a subscription) pass through the masker of the
+  vault's readable values plus the values delivered to shells (``SecretRedactor``). Resources read
+  through ``MaskedResources`` likewise. Exit markers are detected on raw output below this layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from tether.audit.log import AuditLog
+from tether.audit.record import Outcome
+from tether.errors import RefusedError, TetherError
+from tether.sessions.call_notes import CallNotes, collecting
+from tether.sessions.redaction import SecretRedactor
+from tether.sessions.safety import GuardBlockedError
+from tether.sessions.secret_mask import SecretMasker
+from tether.tools.registry import (
+    CallContext,
+    Handler,
+    Notifier,
+    ResourceInfo,
+    ResourceSource,
+    ToolDef,
+    ToolResult,
+)
+
+logger = logging.getLogger(__name__)
+
+_ONE_SHOT = frozenset({"bash", "pwsh"})
+
+
+def mask_value(value: Any, masker: SecretMasker) -> Any:
+    """Every string inside a JSON-like value, masked (keys too)."""
+    if not masker:
+        return value
+    if isinstance(value, str):
+        return masker.mask(value)
+    if isinstance(value, Mapping):
+        return {mask_value(k, masker): mask_value(v, masker) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_value(v, masker) for v in value]
+    return value
+
+
+class MaskingNotifier:
+    """A notifier whose log messages are masked with the masker current when each is sent."""
+
+    def __init__(self, inner: Notifier, redactor: SecretRedactor) -> None:
+        self._inner = inner
+        self._redactor = redactor
+
+    async def resource_updated(self, uri: str) -> None:
+        await self._inner.resource_updated(uri)
+
+    async def log(self, level: str, logger: str, data: Any) -> None:
+        await self._inner.log(level, logger, mask_value(data, self._redactor.masker()))
+
+
+class MaskedResources:
+    """A ``ResourceSource`` whose read text is masked."""
+
+    def __init__(self, inner: ResourceSource, redactor: SecretRedactor) -> None:
+        self._inner = inner
+        self._redactor = redactor
+
+    def handles(self, uri: str) -> bool:
+        return self._inner.handles(uri)
+
+    async def list(self, ctx: CallContext) -> list[ResourceInfo]:
+        return await self._inner.list(ctx)
+
+    async def read(self, uri: str, ctx: CallContext) -> str:
+        try:
+            text = await self._inner.read(uri, ctx)
+        except TetherError as exc:
+            _mask_error(exc, self._redactor.masker())
+            raise
+        return self._redactor.masker().mask(text)
+
+
+class AuditMiddleware:
+    """``ToolRegistry.middleware`` entry: audit + masking (see the module docstring)."""
+
+    def __init__(self, home: Path, redactor: SecretRedactor) -> None:
+        self.home = home
+        self.redactor = redactor
+
+    async def __call__(
+        self, tool: ToolDef, arguments: Mapping[str, Any], ctx: CallContext, inner: Handler
+    ) -> ToolResult:
+        if ctx.notifier is not None and not isinstance(ctx.notifier, MaskingNotifier):
+            ctx = replace(ctx, notifier=MaskingNotifier(ctx.notifier, self.redactor))
+        outcome: Outcome = "error"
+        detail = ""
+        result: ToolResult | None = None
+        with collecting() as notes:
+            try:
+                result = await inner(arguments, ctx)
+                result = self._masked(result)
+                outcome, detail = _outcome_of(result, notes, arguments)
+                return result
+            except asyncio.CancelledError:
+                outcome, detail = "cancelled", "the caller cancelled the call"
+                raise
+            except GuardBlockedError as exc:
+                outcome, detail = "blocked", self._mask_error(exc)
+                raise
+            except RefusedError as exc:
+                outcome, detail = "refused", self._mask_error(exc)
+                raise
+            except TetherError as exc:
+                outcome, detail = "error", self._mask_error(exc)
+                raise
+            except Exception as exc:
+                outcome, detail = "error", f"unexpected failure ({type(exc).__name__})"
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._append(tool, arguments, ctx, notes, result, outcome, detail)
+
+    def _masked(self, result: ToolResult) -> ToolResult:
+        masker = self.redactor.masker()
+        if not masker:
+            return result
+        return replace(
+            result, text=masker.mask(result.text), structured=mask_value(result.structured, masker)
+        )
+
+    def _mask_error(self, exc: TetherError) -> str:
+        return _mask_error(exc, self.redactor.masker())
+
+    async def _append(
+        self,
+        tool: ToolDef,
+        arguments: Mapping[str, Any],
+        ctx: CallContext,
+        notes: CallNotes,
+        result: ToolResult | None,
+        outcome: Outcome,
+        detail: str,
+    ) -> None:
+        tasks = _tasks(arguments)
+        safety = [t.get("safety") for t in tasks if isinstance(t.get("safety"), Mapping)]
+        flags = set(notes.flags)
+        for s in safety:
+            assert isinstance(s, Mapping)
+            if s.get("bypassGuard") is True:
+                flags.add("bypass-guard")
+            if s.get("dryrun") is True:
+                flags.add("dryrun")
+            if s.get("force") is True:
+                flags.add("force")
+        reasons = _distinct(str(s["reason"]) for s in safety if isinstance(s, Mapping) and s.get("reason"))
+        commands = _commands(tool.name, arguments, tasks)
+        extra: dict[str, Any] = {}
+        if notes.commands:
+            extra["shown"] = notes.commands  # macro-expanded, each value as [vault:NAME]
+        if result is not None and isinstance(result.structured.get("tasks"), list):
+            extra["tasks"] = [
+                {"shell": t.get("shell"), "ok": t.get("ok"), "error": t.get("error")}
+                for t in result.structured["tasks"]
+                if isinstance(t, Mapping)
+            ][:32]
+        log = AuditLog(self.home, redact=self.redactor.masker().mask)
+        write = partial(
+            log.append,
+            actor=ctx.actor,
+            source=ctx.source,
+            tool=tool.name,
+            action=_action(tool.name, arguments, tasks),
+            targets=_targets(tasks, result),
+            command="\n".join(commands) if commands else None,
+            outcome=outcome,
+            detail=detail,
+            reason="; ".join(reasons) or None,
+            flags=sorted(flags),
+            extra=extra or None,
+        )
+        try:
+            await anyio.to_thread.run_sync(write)
+        except TetherError:
+            logger.exception("could not audit a %s call by %s", tool.name, ctx.actor)
+            raise
+
+
+def _mask_error(exc: TetherError, masker: SecretMasker) -> str:
+    if masker:
+        exc.message = masker.mask(exc.message)
+        exc.args = (exc.message,)
+    return exc.message
+
+
+def _distinct(items: Any) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _tasks(arguments: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    tasks = arguments.get("tasks")
+    if not isinstance(tasks, list):
+        return []
+    return [t for t in tasks if isinstance(t, Mapping)]
+
+
+def _action_of(task: Mapping[str, Any]) -> Mapping[str, Any]:
+    action = task.get("action")
+    return action if isinstance(action, Mapping) else {}
+
+
+def _action(name: str, arguments: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]]) -> str:
+    kinds = _distinct(str(_action_of(t).get("kind")) for t in tasks if _action_of(t).get("kind"))
+    if kinds:
+        return ",".join(kinds)
+    if name in _ONE_SHOT:
+        return "run-background" if arguments.get("run_in_background") is True else "run"
+    return name.split("_", 1)[1] if "_" in name else "call"
+
+
+def _commands(name: str, arguments: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]]) -> list[str]:
+    if name in _ONE_SHOT:
+        command = arguments.get("command")
+        return [command] if isinstance(command, str) else []
+    found: list[str] = []
+    for task in tasks:
+        action = _action_of(task)
+        for key in ("command", "text"):
+            if isinstance(action.get(key), str):
+                found.append(action[key])
+        steps = action.get("steps")
+        if isinstance(steps, list):
+            sends = [s["send"] for s in steps if isinstance(s, Mapping) and isinstance(s.get("send"), str)]
+            if sends:
+                found.append("\n".join(sends))
+    return _distinct(found)
+
+
+def _targets(tasks: Sequence[Mapping[str, Any]], result: ToolResult | None) -> list[str]:
+    shells: list[str] = []
+    if result is not None and isinstance(result.structured.get("tasks"), list):
+        shells.extend(
+            t["shell"]
+            for t in result.structured["tasks"]
+            if isinstance(t, Mapping) and isinstance(t.get("shell"), str)
+        )
+    for task in tasks:
+        target = task.get("target")
+        sessions = target.get("sessions") if isinstance(target, Mapping) else None
+        if isinstance(sessions, str) and sessions not in ("mine", "*"):
+            shells.extend(s.strip() for s in sessions.split(",") if s.strip())
+    return sorted(set(shells))
+
+
+def _outcome_of(result: ToolResult, notes: CallNotes, arguments: Mapping[str, Any]) -> tuple[Outcome, str]:
+    decided = [o for _shell, o, _d in notes.outcomes]
+    details = [f"{shell}: {d}" for shell, _o, d in notes.outcomes if d]
+    task_errors = []
+    if isinstance(result.structured.get("tasks"), list):
+        task_errors = [
+            f"{t.get('shell') or 'tasks[' + str(t.get('index')) + ']'}: {t['error']}"
+            for t in result.structured["tasks"]
+            if isinstance(t, Mapping) and isinstance(t.get("error"), str)
+        ]
+    detail = "; ".join(_distinct([*details, *task_errors]))
+    if "blocked" in decided:
+        return "blocked", detail
+    if "refused" in decided:
+        return "refused", detail
+    if decided and all(o == "dry-run" for o in decided) and not task_errors:
+        return "dry-run", detail
+    if result.is_error or task_errors:
+        return "error", detail or _first_line(result.text)
+    return "ok", detail
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0][:500]
