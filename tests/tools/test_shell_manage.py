@@ -30,6 +30,12 @@ def live_ids(home: Path) -> set[str]:
     return {line for line in out.split() if line.startswith("dsh-")}
 
 
+def tmux(home: Path, *args: str) -> str:
+    return subprocess.run(
+        ["tmux", "-S", str(home / "tmux.sock"), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def db(home: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(home / "tether.db")
     conn.row_factory = sqlite3.Row
@@ -55,21 +61,7 @@ async def test_per_shell_kinds_and_their_snapshots(tether_home: Path, tmp_path: 
         resized = one(data)["data"]
         assert (resized["cols"], resized["rows"]) == (100, 30)  # rows kept
         assert resized["snapshot"]["reason"] == "resize" and resized["snapshot"]["cols"] == 100
-        size = subprocess.run(
-            [
-                "tmux",
-                "-S",
-                str(tether_home / "tmux.sock"),
-                "display",
-                "-p",
-                "-t",
-                f"={shell}:",
-                "#{window_width}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        size = tmux(tether_home, "display", "-p", "-t", f"={shell}:", "#{window_width}")
         assert size == "100"
 
         _, data = await manage(
@@ -142,21 +134,7 @@ async def test_close_dryrun_close_and_revive_from_snapshot(tether_home: Path, tm
             },
         )
         assert one(found)["lines"][0].startswith("2 matches")  # the typed command and its output
-        size = subprocess.run(
-            [
-                "tmux",
-                "-S",
-                str(tether_home / "tmux.sock"),
-                "display",
-                "-p",
-                "-t",
-                f"={new}:",
-                "#{window_width}x#{window_height}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        size = tmux(tether_home, "display", "-p", "-t", f"={new}:", "#{window_width}x#{window_height}")
         assert size == "110x28"
         out = await run(c, new, "echo fresh")
         assert out["exitCode"] == 0 and out["lines"] == ["fresh"]
@@ -173,9 +151,7 @@ async def test_reap_takes_only_lost_shells_idle_ten_minutes(tether_home: Path) -
         new_lost = await open_shell(c, label="new")
         alive = await open_shell(c, label="alive")
         for shell in (old_lost, new_lost):
-            subprocess.run(
-                ["tmux", "-S", str(tether_home / "tmux.sock"), "kill-session", "-t", f"={shell}"], check=True
-            )
+            tmux(tether_home, "kill-session", "-t", f"={shell}")
         conn = db(tether_home)
         with conn:
             # Eleven minutes without input for one lost shell and the live one; nine for the other.
