@@ -157,6 +157,8 @@ class _WritePath:
             self.macros.check_exit_wait(text, view, intent.wait_kind)
             expansion = self.macros.expand(text, view)
             text, expanded, submit = expansion.text, expansion.expanded, expansion.submit
+            if expanded:
+                note_command(text)  # the audit shows what the macro became (references as written)
         notes: list[str] = []
         if shell_in_front:
             notes.extend(self._judge(intent, text))
@@ -171,8 +173,6 @@ class _WritePath:
         shown = _shown(text, x)
         if x is not None and x.notice:
             notes.append(f"[vault] {x.notice}")
-        if expanded or x is not None:
-            note_command(shown)
         if intent.dryrun:
             note_outcome(shell_id, "dry-run")
             return WriteDecision(
