@@ -4,7 +4,8 @@ Invariant: every write a tool makes to a shell (``run``, ``send``, ``steps``, ``
 through ``SessionHooks.before_write`` before a byte is typed, with the lock mode the caller asked
 for; the hook may refuse (raise ``RefusedError``), rewrite the command (macro or vault expansion,
 reported through ``WriteDecision``), or let it through. ``is_locked`` feeds the ``locked`` /
-``unlocked`` states of ``shell_state``. The defaults allow everything and lock nothing.
+``unlocked`` states of ``shell_state``; ``mask`` hides vault values in screen text before it is
+stored or shown. The defaults allow everything, lock nothing and mask nothing.
 """
 
 from __future__ import annotations
@@ -65,9 +66,15 @@ def _never_locked(shell_id: str, actor: str) -> bool:
     return False
 
 
+def _unmasked(text: str) -> str:
+    return text
+
+
 @dataclass(slots=True, kw_only=True)
 class SessionHooks:
     before_write: Callable[[WriteIntent], Awaitable[WriteDecision]] = field(default=_allow)
     after_write: Callable[[WriteIntent], Awaitable[None]] = field(default=_release)
     # (shell_id, actor) -> locked for that actor: a manual lock, or another actor's write right now.
     is_locked: Callable[[str, str], bool] = field(default=_never_locked)
+    # Masks vault values in text that is kept (a screen stored for ``diff``) or shown.
+    mask: Callable[[str], str] = field(default=_unmasked)

@@ -98,7 +98,10 @@ class SafetyPolicy:
     def hooks_for(self, engine: SessionEngine) -> SessionHooks:
         path = _WritePath(policy=self, engine=engine, vault=self.vault_for(engine))
         return SessionHooks(
-            before_write=path.before_write, after_write=path.after_write, is_locked=path.is_locked
+            before_write=path.before_write,
+            after_write=path.after_write,
+            is_locked=path.is_locked,
+            mask=self.redactor.mask,
         )
 
 

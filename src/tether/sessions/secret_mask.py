@@ -13,7 +13,8 @@ Masked forms of a value ``v`` (its UTF-8 bytes ``b``):
   of the encoding that depends only on ``b`` when ``b`` sits at byte offset 0, 1 or 2 of a longer
   encoded stream (the three alignments), so ``base64 <<< "x$SECRET"`` is caught too;
 - URL-encoding (``quote`` with and without ``/`` kept, ``quote_plus``; upper- and lower-case
-  ``%xx``), JSON string escaping (ASCII-only and not), and hex of ``b`` in lower and upper case.
+  ``%xx``), JSON string escaping (ASCII-only and not), Python ``repr`` escaping, and hex of
+  ``b`` in lower and upper case.
 
 Not covered (docs/readme/vault.md says so): base64 wrapped across lines, other encodings
 (gzip, rot13, a reversed string), and a value printed one piece at a time by its owner.
@@ -66,6 +67,7 @@ def secret_forms(value: str) -> list[str]:
     forms.extend(_url_forms(value))
     forms.append(json.dumps(value)[1:-1])
     forms.append(json.dumps(value, ensure_ascii=False)[1:-1])
+    forms.append(repr(value)[1:-1])  # Python's escaping: error messages quote values with !r
     forms.append(raw.hex())
     forms.append(raw.hex().upper())
     seen: set[str] = set()

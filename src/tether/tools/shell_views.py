@@ -22,7 +22,8 @@ def with_dropped(lines: Lines) -> list[str]:
 
 
 async def screen_lines(engine: SessionEngine, pane: PaneInfo) -> list[str]:
-    return filter_screen(await engine.capture(pane))
+    """The visible screen, vault values masked: it is also what ``diff`` stores in the database."""
+    return engine.hooks.mask("\n".join(filter_screen(await engine.capture(pane)))).split("\n")
 
 
 async def tail_lines(engine: SessionEngine, pane: PaneInfo, n: int) -> list[str]:
