@@ -144,7 +144,10 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
     # -- workspaces ----------------------------------------------------------------------------
 
     async def list_workspaces(request: Request) -> Any:
-        result = await calls.tool("shell_manage", {"tasks": [{"action": {"kind": "workspace-list"}}]})
+        # Filling the page's picker is not an action someone took: not an audit record.
+        result = await calls.tool(
+            "shell_manage", {"tasks": [{"action": {"kind": "workspace-list"}}]}, audited=False
+        )
         return {"workspaces": workspace_names(result.structured)}
 
     async def restore_workspace(request: Request) -> Any:
@@ -257,10 +260,13 @@ def opened_ids(structured: Mapping[str, Any]) -> list[str]:
 
 
 def workspace_names(structured: Mapping[str, Any]) -> list[dict[str, Any]]:
-    names: list[dict[str, Any]] = []
-    for task in structured.get("tasks", []) if isinstance(structured.get("tasks"), list) else []:
-        if isinstance(task, Mapping) and isinstance(task.get("workspaces"), list):
-            names.extend(
-                {"name": w["name"]} for w in task["workspaces"] if isinstance(w, Mapping) and "name" in w
-            )
-    return names
+    """Saved workspaces from a ``shell_manage workspace-list`` result (its ``data.workspaces``)."""
+    found: list[dict[str, Any]] = []
+    for task in task_rows(structured):
+        data = task.get("data")
+        spaces = data.get("workspaces") if isinstance(data, Mapping) else None
+        for w in spaces if isinstance(spaces, list) else []:
+            if isinstance(w, Mapping) and isinstance(w.get("name"), str):
+                shells = w.get("shells")
+                found.append({"name": w["name"], "shells": len(shells) if isinstance(shells, list) else 0})
+    return found

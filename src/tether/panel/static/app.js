@@ -324,7 +324,8 @@ async function loadWorkspaces() {
   const sel = $("#ws-select");
   try {
     const out = await api("GET", "workspaces");
-    sel.replaceChildren(...(out.workspaces.length ? out.workspaces.map((w) => el("option", { value: w.name }, w.name))
+    sel.replaceChildren(...(out.workspaces.length
+      ? out.workspaces.map((w) => el("option", { value: w.name }, `${w.name} (${w.shells} shell${w.shells === 1 ? "" : "s"})`))
       : [el("option", { value: "" }, "(no saved workspaces)")]));
   } catch (e) {
     sel.replaceChildren(el("option", { value: "" }, `(${e.message})`));
