@@ -10,6 +10,9 @@ from typing import Any
 from mcp import Client
 from shell_harness import call, open_shell, run, shell_client
 
+from tether.store.db import Store
+from tether.store.manual_locks import ManualLocks
+
 
 async def manage(client: Client, *tasks: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return await call(client, "shell_manage", {"tasks": list(tasks)})
@@ -237,6 +240,13 @@ async def test_bad_inputs_are_clear_errors(tether_home: Path) -> None:
             c, {"action": {"kind": "macro-set", "name": "m", "text": "ls", "scope": "shell"}}
         )
         assert "give target.sessions=<id>" in one(data)["error"]
+        ManualLocks(Store.open(tether_home)).lock(a, who="alice", why="demo")
+        _, data = await manage(c, {"target": {"sessions": a}, "action": {"kind": "resize", "cols": 90}})
+        assert "alice" in one(data)["error"] and not one(data)["ok"]
+        _, data = await manage(
+            c, {"target": {"sessions": a}, "action": {"kind": "close"}, "safety": {"dryrun": True}}
+        )
+        assert one(data)["ok"]  # a dry run only reads
         _, data = await manage(c, {"target": {"sessions": "dsh-zzzzzz"}, "action": {"kind": "close"}})
         assert "no live shell dsh-zzzzzz" in one(data)["error"]
         _, data = await manage(c, {"action": {"kind": "workspace-restore", "name": "nope"}})
