@@ -132,3 +132,51 @@ async def test_audit_view_filters_and_verifies(tether_home: Path) -> None:
         day_file.write_bytes(bytes(raw))
         broken = (await page.post("/panel/api/audit/verify", json={})).json()
         assert broken["ok"] is False and "BROKEN" in broken["summary"]
+
+
+async def test_rename_snapshot_close_and_workspace_restore(tether_home: Path) -> None:
+    async with serving_tools(tether_home) as served, browserless(served) as page, agent(served) as client:
+        opened = await client.call_tool(
+            "shell_open", {"tasks": [{"action": {"kind": "open", "label": "web"}}]}
+        )
+        shell = (opened.structured_content or {})["tasks"][0]["shell"]
+        saved = await client.call_tool(
+            "shell_manage", {"tasks": [{"action": {"kind": "workspace-save", "name": "dev"}}]}
+        )
+        assert not saved.is_error, text_of(saved)
+
+        renamed = await page.post(f"/panel/api/shells/{shell}/rename", json={"name": "frontend"})
+        assert renamed.status_code == 200, renamed.text
+        rows = (await page.get("/panel/api/shells")).json()["shells"]
+        assert next(r for r in rows if r["id"] == shell)["label"] == "frontend"
+        too_long = await page.post(f"/panel/api/shells/{shell}/rename", json={"name": "n" * 40})
+        assert too_long.status_code == 400 and "newName" in too_long.json()["message"]
+
+        snap = await page.post(f"/panel/api/shells/{shell}/snapshot", json={})
+        assert snap.status_code == 200 and f"snapshot {shell}" in snap.json()["message"]
+
+        spaces = (await page.get("/panel/api/workspaces")).json()["workspaces"]
+        assert spaces == [{"name": "dev", "shells": 1}]
+        restored = await page.post("/panel/api/workspaces/dev/restore", json={})
+        assert restored.status_code == 200 and "restored workspace 'dev'" in restored.json()["message"]
+        missing = await page.post("/panel/api/workspaces/nope/restore", json={})
+        assert missing.status_code in (400, 404) and "nope" in missing.json()["message"]
+
+        closed = await page.post(f"/panel/api/shells/{shell}/close", json={})
+        assert closed.status_code == 200, closed.text
+        rows = (await page.get("/panel/api/shells")).json()["shells"]
+        assert shell not in [r["id"] for r in rows]
+        assert [r["owner"] for r in rows] == ["panel"]  # the restored shell is the panel's
+        gone = await page.post(f"/panel/api/shells/{shell}/close", json={})
+        assert gone.status_code in (400, 404), gone.text
+
+    panel_tools = [
+        (r.tool, r.action, r.outcome)
+        for r in audit_query(tether_home, source="panel", limit=50)
+        if r.tool == "shell_manage"
+    ]
+    assert ("shell_manage", "rename", "ok") in panel_tools
+    assert ("shell_manage", "snapshot", "ok") in panel_tools
+    assert ("shell_manage", "workspace-restore", "ok") in panel_tools
+    assert ("shell_manage", "close", "ok") in panel_tools
+    assert all(r.actor == "panel" for r in audit_query(tether_home, source="panel", limit=50))
