@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -37,6 +38,14 @@ def tmux(home: Path, *args: str) -> str:
     return subprocess.run(
         ["tmux", "-S", str(home / "tmux.sock"), *args], capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+def audit_records(home: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for path in sorted((home / "audit").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
 
 
 def db(home: Path) -> sqlite3.Connection:
@@ -102,6 +111,12 @@ async def test_close_dryrun_close_and_revive_from_snapshot(tether_home: Path, tm
         assert one(data)["data"]["wouldClose"] == [shell] and "nothing was done" in text
         assert shell in live_ids(tether_home)
         assert db(tether_home).execute("SELECT COUNT(*) FROM snapshots").fetchone()[0] == 0
+        logged = audit_records(tether_home)[-1]
+        assert (
+            logged["tool"] == "shell_manage"
+            and logged["outcome"] == "dry-run"
+            and "dryrun" in logged["flags"]
+        )
 
         _, data = await manage(c, {"target": {"sessions": shell}, "action": {"kind": "close"}})
         closed = one(data)["data"]

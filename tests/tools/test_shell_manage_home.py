@@ -57,6 +57,10 @@ async def test_macro_set_list_history_restore_rm(tether_home: Path) -> None:
         history = one(data)["data"]["history"]
         assert [h["text"] for h in history] == ["make test", "make check"]
         assert history[0]["note"] == "v1"
+        audit = "".join(
+            p.read_text(encoding="utf-8") for p in sorted((tether_home / "audit").glob("*.jsonl"))
+        )
+        assert '"action":"macro-note"' in audit and "/t: v1" in audit
         _, data = await manage(c, {"action": {"kind": "macro-restore", "name": "t", "at": history[0]["at"]}})
         assert one(data)["data"]["macro"]["text"] == "make test"
         _, data = await manage(c, {"action": {"kind": "macro-history", "name": "t"}})

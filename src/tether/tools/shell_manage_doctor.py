@@ -12,14 +12,14 @@ import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from tether.audit import AuditLog, verify
+from tether.audit import verify
 from tether.config import load_config
 from tether.errors import TetherError
 from tether.sessions.engine import SessionEngine
 from tether.sessions.guard_config import parse_section
 from tether.shell.sandbox_policy import SandboxSettings
 from tether.store.vault_rules import vault_settings
-from tether.tools.shell_manage_kinds import Done
+from tether.tools.shell_manage_kinds import Done, audit_note
 
 MIN_FREE_BYTES = 256 * 1024 * 1024
 
@@ -135,11 +135,8 @@ async def doctor(engine: SessionEngine, note: str | None, actor: str) -> Done:
     noted = None
     if note is not None:
         try:
-            rec = AuditLog(engine.home).append(
-                actor=actor, source="tool", tool="shell_manage", action="doctor-note", detail=note
-            )
-            noted = rec.seq
-            lines.append(f"note written to the audit log (record {rec.seq})")
+            noted = audit_note(engine, actor=actor, action="doctor-note", note=note)
+            lines.append(f"note written to the audit log (record {noted})")
         except TetherError as exc:
             lines.append(f"note NOT written to the audit log: {exc.message}")
     data = {

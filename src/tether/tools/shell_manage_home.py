@@ -13,6 +13,7 @@ from pathlib import Path
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
 from tether.sessions import manage_ops
+from tether.sessions.call_notes import note_outcome
 from tether.sessions.engine import SessionEngine
 from tether.sessions.records import now_ms
 from tether.store.macros import Macro, MacroEvent, MacroStore, MacroView
@@ -29,7 +30,7 @@ from tether.tools.shell_args_model import (
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
 )
-from tether.tools.shell_manage_kinds import Done, snapshot_json
+from tether.tools.shell_manage_kinds import Done, audit_note, snapshot_json
 
 
 async def reap(engine: SessionEngine, actor: str, dryrun: bool) -> Done:
@@ -46,6 +47,7 @@ async def reap(engine: SessionEngine, actor: str, dryrun: bool) -> Done:
             data={"reaped": [], "dryrun": dryrun},
         )
     if dryrun:
+        note_outcome("reap", "dry-run")
         return Done(
             lines=(f"dryrun: would reap {len(lost)} lost shells; nothing was done", *rows),
             data={"wouldReap": listed, "dryrun": True},
@@ -99,13 +101,18 @@ def macro_kind(
             submit=action.submit,
             note=action.note,
         )
-        return Done(lines=(f"set {_macro_line(m)}",), data={"macro": _macro_json(m)})
+        lines = [f"set {_macro_line(m)}"]
+        if action.note:
+            seq = audit_note(engine, actor=actor, action="macro-note", note=f"/{m.name}: {action.note}")
+            lines.append(f"note written to the audit log (record {seq})")
+        return Done(lines=tuple(lines), data={"macro": _macro_json(m)})
     if isinstance(action, MacroRmAction):
         if dryrun:
             current = store.get(action.name, view)
             if current is None:
                 store.remove(action.name, view=view, actor=actor)  # raises the store's not-found message
             assert current is not None
+            note_outcome("macro-rm", "dry-run")
             return Done(
                 lines=(f"dryrun: would remove {_macro_line(current)}; nothing was done",),
                 data={"dryrun": True, "wouldRemove": _macro_json(current)},
@@ -244,6 +251,7 @@ def workspace_delete(engine: SessionEngine, action: WorkspaceDeleteAction, dryru
     store = WorkspaceStore(engine.store)
     if dryrun:
         ws = store.get(action.name)
+        note_outcome("workspace-delete", "dry-run")
         return Done(
             lines=(
                 f"dryrun: would delete workspace {ws.name!r} ({len(ws.shells)} shells); nothing was done",

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.errors import NotFoundError
+from tether.audit import AuditLog
+from tether.errors import NotFoundError, RefusedError
 from tether.sessions import manage_ops
+from tether.sessions.call_notes import note_outcome
 from tether.sessions.engine import SessionEngine
 from tether.store.manual_locks import ManualLocks, utc_text
 from tether.store.snapshots import Snapshot
@@ -32,6 +34,17 @@ from tether.tools.shell_args_model import (
 class Done:
     lines: tuple[str, ...]
     data: dict[str, Any] = field(default_factory=dict)
+
+
+def audit_note(
+    engine: SessionEngine, *, actor: str, action: str, note: str, targets: tuple[str, ...] = ()
+) -> int:
+    """Write a caller's ``note`` (doctor, macro-set) into the audit log as its own record, masked
+    like every record; returns its ``seq``. The call itself is audited by the tool middleware."""
+    log = AuditLog(engine.home, redact=manage_ops.redactor(engine))
+    return log.append(
+        actor=actor, source="tool", tool="shell_manage", action=action, targets=targets, detail=note
+    ).seq
 
 
 def snapshot_json(snap: Snapshot) -> dict[str, Any]:
@@ -61,7 +74,11 @@ async def shell_kind(
 ) -> Done:
     """One per-shell kind on one live shell."""
     if not (isinstance(action, CloseAction) and dryrun):
-        ManualLocks(engine.store).check(shell_id)
+        try:
+            ManualLocks(engine.store).check(shell_id)
+        except RefusedError as exc:
+            note_outcome(shell_id, "refused", exc.message)
+            raise
     pane = await engine.pane(shell_id)
     if isinstance(action, RenameAction):
         rec = manage_ops.record(engine, shell_id)
@@ -88,6 +105,7 @@ async def shell_kind(
         )
     if isinstance(action, CloseAction):
         if dryrun:
+            note_outcome(shell_id, "dry-run")
             return Done(
                 lines=(
                     f"dryrun: would snapshot (label, cwd {pane.cwd}, {pane.cols}x{pane.rows}, scrollback) "
