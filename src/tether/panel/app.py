@@ -150,7 +150,8 @@ def _login_page(message: str, status: int) -> HTMLResponse:
     body = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>tether panel — sign in</title><link rel="stylesheet" href="static/app.css"></head>
+<title>tether panel — sign in</title><link rel="icon" href="data:,">
+<link rel="stylesheet" href="static/app.css"></head>
 <body><main class="login">
 <h1>tether panel</h1>
 <p>Open the link <code>tether serve</code> printed,
