@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -55,9 +56,14 @@ async def screenshot(page: Page, name: str) -> Path:
 
 
 def publish_screenshot(path: Path) -> None:
-    """Copy a good screenshot to docs/panel.png (committed; shown in the README)."""
-    DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, DOCS_SCREENSHOT)
+    """Copy a good screenshot to docs/panel.png (committed; shown in the README).
+
+    Only when ``TETHER_PUBLISH_SCREENSHOT=1``, so an ordinary test run leaves the tree clean:
+    ``TETHER_PUBLISH_SCREENSHOT=1 .venv/bin/pytest tests/panel/test_browser_agent.py`` refreshes it.
+    """
+    if os.environ.get("TETHER_PUBLISH_SCREENSHOT") == "1":
+        DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS_SCREENSHOT)
 
 
 async def terminal_text(page: Page) -> str:
