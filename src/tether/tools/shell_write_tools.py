@@ -141,7 +141,15 @@ def _unlink(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
+def _refuse_exit_wait(wait: Wait | None, reason: str | None) -> None:
+    if wait is not None and wait.kind == "exit" and reason is not None:
+        raise RefusedError(f"cannot wait for exit: {reason}; use wait.kind='idle', or wrap it as sh -c '…'")
+
+
 async def run_command(engine: SessionEngine, unit: Unit, actor: str, command: str) -> TaskOutcome:
+    # Before the safety path: a command that can never carry the marker is told so first (the guard
+    # would call an unfinished line such as `echo a \` unparseable, which hides the real problem).
+    _refuse_exit_wait(unit.task.wait, unwrappable_reason(command))
     async with guarded(engine, unit, actor, "run", command) as decision:
         outcome = await _run_decided(engine, unit, actor, decision, command)
     return replace(outcome, lines=(*outcome.lines, *decision.notes)) if decision.notes else outcome
@@ -155,8 +163,7 @@ async def _run_decided(
     text = decision.text
     expanded = "expanded (a macro is typed as-is, without exit markers)"
     reason = expanded if decision.expanded else unwrappable_reason(text)
-    if wait is not None and wait.kind == "exit" and reason is not None:
-        raise RefusedError(f"cannot wait for exit: {reason}; use wait.kind='idle', or wrap it as sh -c '…'")
+    _refuse_exit_wait(wait, reason)
     pane = await engine.pane(unit.shell_id)
     if task.safety.dryrun:
         return TaskOutcome(
