@@ -30,7 +30,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tether.errors import TetherError
 from tether.panel import tmux_client
-from tether.panel.calls import PanelCalls
+from tether.panel.calls import PanelCalls, PanelError
 from tether.panel.terminal import PanelTerminal, clamp_size
 
 logger = logging.getLogger(__name__)
@@ -50,29 +50,32 @@ class TerminalEndpoint:
         cols, rows = clamp_size(
             _int(websocket.query_params.get("cols"), 120), _int(websocket.query_params.get("rows"), 32)
         )
+        await websocket.accept()
         try:
             tmux_client.check_shell_id(shell_id)
             if not await tmux_client.session_exists(self.socket, shell_id):
                 raise TetherError(
                     f"shell {shell_id} is not running (closed, or never opened)", code="NOT_FOUND"
                 )
-        except TetherError as exc:
-            await websocket.accept()
+            history = await tmux_client.capture_history(self.socket, shell_id, HISTORY_LINES)
+            if history:
+                # Enough newlines to scroll every history line off the screen before tmux redraws it.
+                await websocket.send_bytes(history + b"\r\n" * rows)
+            term = await PanelTerminal.open(socket=self.socket, shell_id=shell_id, cols=cols, rows=rows)
+        except (TetherError, PanelError) as exc:
+            # Also the race where the shell ends between the check and the attach.
             await _send_control(websocket, "error", exc.message)
             await websocket.close(code=4404, reason=exc.message[:120])
             return
-        await websocket.accept()
-        history = await tmux_client.capture_history(self.socket, shell_id, HISTORY_LINES)
-        if history:
-            # Enough newlines to scroll every history line off the screen before tmux redraws it.
-            await websocket.send_bytes(history + b"\r\n" * rows)
-        term = await PanelTerminal.open(socket=self.socket, shell_id=shell_id, cols=cols, rows=rows)
-        await self.calls.audit(action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}")
         try:
+            await self.calls.audit(action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._pump_output, websocket, term, tg.cancel_scope)
                 await self._pump_input(websocket, term, shell_id)
                 tg.cancel_scope.cancel()
+        except PanelError as exc:  # the audit log cannot be written: no unaudited terminal
+            await _send_control(websocket, "error", exc.message)
+            await websocket.close(code=1011, reason=exc.message[:120])
         finally:
             with anyio.CancelScope(shield=True):
                 await term.aclose()
@@ -82,8 +85,12 @@ class TerminalEndpoint:
                     logger.exception("could not audit the detach of %s", shell_id)
 
     async def _pump_output(self, websocket: WebSocket, term: PanelTerminal, scope: anyio.CancelScope) -> None:
-        while chunk := await term.read():
-            await websocket.send_bytes(chunk)
+        try:
+            while chunk := await term.read():
+                await websocket.send_bytes(chunk)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            scope.cancel()  # the page went away mid-send; the input side ends the same way
+            return
         alive = await tmux_client.session_exists(self.socket, term.shell_id)
         message = "detached" if alive else f"shell {term.shell_id} ended"
         try:
