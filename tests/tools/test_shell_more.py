@@ -296,7 +296,9 @@ async def test_labels_filters_and_human_states(tether_home: Path, tmp_path: Path
             attach.wait(5)
             os.close(master)
             os.close(slave)
-        # ai-busy while this conversation's call runs on the shell
+        # ai-busy while this conversation's call runs on the shell (the person's stamp on a is
+        # cleared first: while a person types there, agent writes are refused)
+        _tmux(tether_home, "set-option", "-t", a, "@tether_user_input_at", "0")
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, client, a, "sleep 1.5")
             with anyio.fail_after(10):
