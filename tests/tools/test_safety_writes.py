@@ -329,3 +329,32 @@ def _verify(home: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
     )
+
+
+async def test_a_cancelled_write_releases_the_shell_lock_and_is_audited(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    async with shell_client(tether_home, "conv-a") as a, shell_client(tether_home, "conv-b") as b:
+        shell = await open_shell(a)
+        lock_file = tether_home / "locks" / f"{shell}.lock"
+
+        async def long_write() -> None:
+            await run(a, shell, f"touch {started}; sleep 30", wait={"kind": "exit"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_write)
+            with anyio.fail_after(20):
+                while not started.exists():
+                    await asyncio.sleep(0.02)
+            assert _openers(lock_file)  # A's server holds the write lock during the wait
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(20):  # the cancelled call let go of the lock
+            while _openers(lock_file):
+                await asyncio.sleep(0.02)
+        _, out = await task(b, "shell_send", shell, {"kind": "send", "text": "", "keys": ["C-c"]})
+        assert out["ok"], out
+        out = await run(b, shell, "echo after-cancel")
+        assert out["exitCode"] == 0 and out["lines"] == ["after-cancel"]
+    mine = [r for r in audit_records(tether_home) if r["tool"] == "shell_run" and r["actor"] == "conv-a"]
+    assert [r["outcome"] for r in mine] == ["cancelled"]
