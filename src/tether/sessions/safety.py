@@ -12,7 +12,8 @@ of it passes:
 5. ``{{vault.NAME}}`` references resolve (``force`` semantics in ``vault_refs``); a dry run stops
    here and reports the text with each value as ``[vault:NAME]``;
 6. ``safety.lock: require`` waits (no timeout, cancellable) for the cross-process write lock;
-   ``ignore`` does not; the lease is kept until ``after_write``, which runs on every path once
+   ``ignore`` does not; after a wait the person-typing test runs again (a manual lock is
+   re-checked by ``ShellLocks``); the lease is kept until ``after_write``, which runs on every path once
    ``before_write`` returned (``shell_write_tools.guarded``); a failure inside ``before_write``
    after acquiring releases it there;
 7. only then are the values written to a private env file the typed line sources and deletes
@@ -136,15 +137,11 @@ class _WritePath:
         if lease is not None:
             lease.release()
 
-    async def _fresh_pane(self, shell_id: str) -> PaneInfo:
-        # ``engine.pane`` may answer from a cache; the person-typing stamp must be read now.
+    async def _check_person(self, shell_id: str) -> PaneInfo:
+        """The pane, read fresh (``engine.pane`` may answer from a cache, and the person-typing
+        stamp must be read now); ``RefusedError`` while a person types there."""
         live = await self.engine.live()
-        return live[shell_id] if shell_id in live else await self.engine.pane(shell_id)
-
-    async def _decide(self, intent: WriteIntent) -> WriteDecision:
-        shell_id = intent.shell_id
-        pane = await self._fresh_pane(shell_id)
-        self.locks.check_manual(shell_id)
+        pane = live[shell_id] if shell_id in live else await self.engine.pane(shell_id)
         activity = (await client_activity(self.engine)).get(shell_id, 0.0)
         if is_user_busy(self.engine, pane, activity, time.time()):
             window = self.engine.config.sessions.user_busy_seconds
@@ -152,6 +149,12 @@ class _WritePath:
                 f"a person is typing in shell {shell_id} (input within the last {window:g} s); nothing was "
                 "sent. Retry in a few seconds, or ask the user whether you may type there"
             )
+        return pane
+
+    async def _decide(self, intent: WriteIntent) -> WriteDecision:
+        shell_id = intent.shell_id
+        self.locks.check_manual(shell_id)
+        pane = await self._check_person(shell_id)
         fg = procinfo.foreground(pane.pid)
         shell_in_front = fg.shell_in_front or fg.command in SHELL_NAMES
         text, expanded, submit = intent.text, False, True
@@ -184,6 +187,8 @@ class _WritePath:
         lease = await self.locks.acquire(shell_id, actor=intent.actor, mode=intent.lock)
         self._leases[id(intent)] = lease
         try:
+            if lease.waited_ms > 0:
+                await self._check_person(shell_id)  # a person may have started typing while we waited
             return self._deliver(intent, text, x, shown, notes, expanded=expanded, submit=submit)
         except BaseException:
             self._leases.pop(id(intent), None)
