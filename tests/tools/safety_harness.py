@@ -44,7 +44,3 @@ def manual_locks(home: Path) -> ManualLocks:
 
 def macros(home: Path) -> MacroStore:
     return MacroStore(Store.open(home))
-
-
-def screen_of(text: str) -> str:
-    return text
