@@ -7,6 +7,7 @@ checks the tracker instead of trusting it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
 import uuid
@@ -62,8 +63,21 @@ def zombie_children() -> set[int]:
     return {pid for pid in kids if _state(str(pid)) == "Z"}
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def open_fd_set() -> set[tuple[int, str]]:
+    """This process's open descriptors as (number, target) pairs, after a garbage collection.
+
+    Comparing sets rather than counts keeps a leak check honest inside a long suite: descriptors
+    that earlier tests left for the garbage collector may close during the check (the count
+    drops), but a leaked descriptor always shows up as a new pair.
+    """
+    gc.collect()
+    found: set[tuple[int, str]] = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            found.add((int(name), os.readlink(f"/proc/self/fd/{name}")))
+        except OSError:  # closed between listdir and readlink (the listdir fd itself)
+            continue
+    return found
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:

@@ -15,11 +15,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 import uvicorn
+from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from mcp import Client
 from tether.errors import UsageError
 from tether.mcp.http import HttpSettings, build_http_app
 from tether.mcp.server import McpFrontDoor

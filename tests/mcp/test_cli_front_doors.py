@@ -18,9 +18,8 @@ import anyio
 import mcp_types as types
 import psutil
 import pytest
-from mcp_harness import http_client, text_of
-
 from mcp import Client, StdioServerParameters
+from mcp_harness import http_client, text_of
 
 TETHER = str(Path(sys.executable).parent / "tether")
 

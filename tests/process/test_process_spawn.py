@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from proc_probe import alive_with, kill_all, open_fds, unique_sleep_arg, wait_until, zombie_children
+from proc_probe import alive_with, kill_all, open_fd_set, unique_sleep_arg, wait_until, zombie_children
 from tether.config import EnvSection
 from tether.process import tree
 from tether.process.env import build_child_env
@@ -160,11 +160,11 @@ async def test_spill_under_its_cap_holds_the_whole_stream(tmp_path: Path) -> Non
 
 async def test_many_concurrent_spawns_leak_no_fds_or_zombies() -> None:
     await run("true")  # warm-up: first spawn probes cgroups and becomes the subreaper
-    fds, zombies = open_fds(), zombie_children()
+    fds, zombies = open_fd_set(), zombie_children()
     processes = [spawn(_request(f"echo {i}; echo e{i} >&2")) for i in range(200)]
     await asyncio.wait_for(asyncio.gather(*(p.wait() for p in processes)), 60)
     assert [p.stdout.tail_text() for p in processes] == [f"{i}\n" for i in range(200)]
-    assert open_fds() == fds
+    assert open_fd_set() - fds == set()
     assert zombie_children() - zombies == set()
 
 
@@ -214,9 +214,9 @@ async def test_spawn_failure_raises_and_leaks_no_fds(tmp_path: Path) -> None:
     from tether.process.spawn import SpawnError
 
     await run("true")
-    fds = open_fds()
+    fds = open_fd_set()
     with pytest.raises(SpawnError, match="cannot start '/nonexistent/prog'"):
         spawn(SpawnRequest(argv=("/nonexistent/prog",), cwd="/", env={}, stdin=b"x"))
     with pytest.raises(SpawnError, match="working directory '/nonexistent/dir' does not exist"):
         spawn(SpawnRequest(argv=("true",), cwd="/nonexistent/dir", env={}))
-    assert open_fds() == fds
+    assert open_fd_set() - fds == set()

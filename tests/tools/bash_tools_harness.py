@@ -11,9 +11,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.client.session import IncomingMessage
-
 from mcp import Client
+from mcp.client.session import IncomingMessage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 
