@@ -1,5 +1,9 @@
 """Persistent-shell latency and footprint: prints p50/p99 and ratios (no assertions; see DESIGN.md).
 
+The tool figures go through ``build_catalog`` and ``ToolRegistry.call`` exactly like a front door:
+the safety hooks (locks, person-typing test, macros, guard, vault scan, write lease) run on every
+write and the audit middleware appends (and fsyncs) one record per call.
+
 Run: .venv/bin/python bench/sessions.py
 """
 
@@ -18,8 +22,8 @@ import psutil
 from tether.config import load_config
 from tether.sessions.engine import SessionEngine
 from tether.sessions.waits import WaitSpec
+from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
-from tether.tools.shell_tools import ShellTools
 
 
 def pct(values: list[float], p: float) -> float:
@@ -61,10 +65,18 @@ def wait_for_baseline(sock: Path, shell: str, n: int) -> list[float]:
 
 async def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="thb", dir="/tmp"))
-    config = load_config(home)
-    tools = ShellTools(config)
-    engine = tools.engine()
+    (home / "config.toml").write_text("[sessions]\nmax_sessions = 64\n")  # room for the 50-shell figure
+    catalog = build_catalog(load_config(home), with_jobs=False)
+    assert catalog.shell_tools is not None
+    registry = catalog.registry
+    engine = catalog.shell_tools.engine()
     ctx = CallContext(actor="bench")
+
+    async def call(name: str, args: dict[str, object]) -> dict[str, object]:
+        result = await registry.call(name, args, ctx)  # middleware: audit + masking
+        assert not result.is_error, result.text
+        return result.structured
+
     try:
         rec = await engine.open_shell(
             owner="bench", label="b", cwd="/tmp", cols=120, rows=32, idle_minutes=None
@@ -93,7 +105,7 @@ async def main() -> None:
         print(
             f"tmux wait-for baseline:      p50 {base50:.2f} ms  p99 {pct(base, 0.99):.2f} ms  ratio {p50 / base50:.2f}x"  # noqa: E501
         )
-        # through the tool handler (parse + render + store)
+        # through ToolRegistry.call (parse + safety hooks + render + store + audit record)
         args = {
             "tasks": [
                 {
@@ -107,10 +119,10 @@ async def main() -> None:
         for _ in range(100):
             await asyncio.sleep(0.01)
             t = time.perf_counter()
-            await tools.run(args, ctx)
+            await call("shell_run", args)
             tool.append((time.perf_counter() - t) * 1000)
         print(
-            f"echo hi via shell_run handler: p50 {statistics.median(tool):.2f} ms  p99 {pct(tool, 0.99):.2f} ms"  # noqa: E501
+            f"echo hi via shell_run (registry): p50 {statistics.median(tool):.2f} ms  p99 {pct(tool, 0.99):.2f} ms"  # noqa: E501
         )
         lat = []
         for _ in range(20):
@@ -125,17 +137,16 @@ async def main() -> None:
                     }
                 ]
             }
-            await tools.run(a, ctx)
+            await call("shell_run", a)
             lat.append((time.perf_counter() - t) * 1000)
         print(f"sleep 0.05 result latency: p50 {statistics.median(lat):.2f} ms (budget ≤ 55 ms)")
-        # 16 shells × echo in one call (maxSessions raised for the bench)
-        (home / "config.toml").write_text("[sessions]\nmax_sessions = 64\n")
-        config16 = load_config(home)
-        tools16 = ShellTools(config16)
-        opened = await tools16.open(
-            {"tasks": [{"action": {"kind": "open", "count": 14}}], "concurrency": 8}, ctx
+        # 16 shells × echo in one call
+        opened = await call(
+            "shell_open", {"tasks": [{"action": {"kind": "open", "count": 14}}], "concurrency": 8}
         )
-        shells = [rec.id, base_shell.id] + [t["shell"] for t in opened.structured["tasks"]]
+        tasks = opened["tasks"]
+        assert isinstance(tasks, list)
+        shells = [rec.id, base_shell.id] + [t["shell"] for t in tasks]
         many = {
             "tasks": [
                 {
@@ -151,12 +162,12 @@ async def main() -> None:
         for _ in range(30):
             await asyncio.sleep(0.01)
             t = time.perf_counter()
-            await tools16.run(many, ctx)
+            await call("shell_run", many)
             fan.append((time.perf_counter() - t) * 1000)
         print(
             f"16 shells x echo in one call: p50 {statistics.median(fan):.2f} ms  p99 {pct(fan, 0.99):.2f} ms (budget p50 ≤ 20 ms)"  # noqa: E501
         )
-        await tools16.open({"tasks": [{"action": {"kind": "open", "count": 34}}], "concurrency": 8}, ctx)
+        await call("shell_open", {"tasks": [{"action": {"kind": "open", "count": 34}}], "concurrency": 8})
         me = psutil.Process(os.getpid())
         me.cpu_percent(None)
         await asyncio.sleep(5)
@@ -166,7 +177,7 @@ async def main() -> None:
             f"idle process holding {live} shells: RSS {me.memory_info().rss / 2**20:.1f} MiB, CPU {cpu:.1f}% over 5 s"  # noqa: E501
         )
     finally:
-        await tools.aclose()
+        await catalog.aclose()
         subprocess.run(["tmux", "-S", str(home / "tmux.sock"), "kill-server"], check=False)  # noqa: ASYNC221
 
 
