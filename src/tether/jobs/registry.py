@@ -31,7 +31,7 @@ import anyio
 
 from tether.errors import NotFoundError, RefusedError
 from tether.process.reads import StreamRead
-from tether.shell.types import ShellExecution, ShellProcessStatus
+from tether.shell.types import ShellExecution, ShellProcessStatus, join_streams
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +72,7 @@ class JobRead:
 
     @property
     def text(self) -> str:
-        if self.stdout and self.stderr and not self.stdout.endswith("\n"):
-            return f"{self.stdout}\n{self.stderr}"
-        return self.stdout + self.stderr
+        return join_streams(self.stdout, self.stderr)
 
 
 async def _settled(execution: ShellExecution) -> None:

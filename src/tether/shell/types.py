@@ -234,9 +234,14 @@ class ShellProcessRead:
     @property
     def text(self) -> str:
         """Both streams as one text (stdout, then stderr)."""
-        if self.stdout and self.stderr and not self.stdout.endswith("\n"):
-            return f"{self.stdout}\n{self.stderr}"
-        return self.stdout + self.stderr
+        return join_streams(self.stdout, self.stderr)
+
+
+def join_streams(stdout: str, stderr: str) -> str:
+    """stdout then stderr as one text, never gluing stderr onto an unfinished stdout line."""
+    if stdout and stderr and not stdout.endswith("\n"):
+        return f"{stdout}\n{stderr}"
+    return stdout + stderr
 
 
 class DoneSignal:
