@@ -4,7 +4,8 @@ Invariant: ``SafetyPolicy.hooks_for(engine)`` is the ``SessionHooks`` of every e
 process runs tools on. Its ``before_write`` decides, in this order, and nothing is typed unless all
 of it passes:
 
-1. a manual lock (panel / ``tether shell lock``) refuses at once, whatever ``safety.lock`` says;
+1. a manual lock (panel / ``tether shell lock``) refuses an agent at once, whatever ``safety.lock``
+   says (the people's own actors, ``panel`` and ``cli``, are not refused by it);
 2. a person typing (``sessions.user_busy``, the same test ``shell_state`` shows) refuses;
 3. a ``/NAME args`` macro expands (``wait.kind=exit`` on one is refused with the spec's message);
 4. the dangerous-command guard judges the text after macro expansion and before vault expansion,
@@ -153,7 +154,7 @@ class _WritePath:
 
     async def _decide(self, intent: WriteIntent) -> WriteDecision:
         shell_id = intent.shell_id
-        self.locks.check_manual(shell_id)
+        self.locks.check_manual(shell_id, actor=intent.actor)
         pane = await self._check_person(shell_id)
         fg = procinfo.foreground(pane.pid)
         shell_in_front = fg.shell_in_front or fg.command in SHELL_NAMES

@@ -3,8 +3,9 @@
 Invariant: a manual lock is one row of ``manual_locks`` keyed by shell id, written in one
 ``IMMEDIATE`` transaction, so every tether process sharing the home sees it on its next write.
 While the row exists, every agent write to that shell is refused at once (``check``) — whatever
-``safety.lock`` says; it never waits. Only ``unlock`` (a person, in the panel or the CLI) removes
-it; locks do not expire and survive restarts.
+``safety.lock`` says; it never waits. The people's own front doors (``PERSON_ACTORS``: the panel
+and the CLI) are never refused by it: the lock is theirs. Only ``unlock`` (a person, in the panel or
+the CLI) removes it; locks do not expire and survive restarts.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from tether.store.db import Store, register_schema
 SHELL_ID_RE = re.compile(r"^dsh-[0-9a-z]{6}$")
 MAX_WHO_CHARS = 128
 MAX_WHY_CHARS = 1024
+# The actors a person acts through; everything else (an MCP conversation) is an agent.
+PERSON_ACTORS = frozenset({"panel", "cli"})
 
 register_schema(
     "manual_locks",
@@ -117,8 +120,11 @@ class ManualLocks:
         rows = self.store.query("SELECT * FROM manual_locks ORDER BY shell_id")
         return {r["shell_id"]: _lock(r) for r in rows}
 
-    def check(self, shell_id: str) -> None:
-        """Raise ``RefusedError`` at once when a person locked ``shell_id``."""
+    def check(self, shell_id: str, *, actor: str | None = None) -> None:
+        """Raise ``RefusedError`` at once when a person locked ``shell_id`` and ``actor`` is an agent
+        (``None`` counts as an agent); a person (``PERSON_ACTORS``) is never refused."""
+        if actor in PERSON_ACTORS:
+            return
         lock = self.get(shell_id)
         if lock is not None:
             raise RefusedError(lock.refusal())

@@ -2,7 +2,8 @@
 ``snapshot-list`` listing and ``shell_open from`` (reviving a snapshot).
 
 Invariant: a kind that changes a shell first checks for a person's manual lock (``REFUSED`` at
-once); ``close`` under ``dryrun`` reads only. Each function returns one ``Done``: the task's text
+once for an agent; the panel and the CLI act on shells their person locked); ``close`` under
+``dryrun`` reads only. Each function returns one ``Done``: the task's text
 lines plus the same facts as JSON ``data`` for ``structuredContent``.
 """
 
@@ -75,7 +76,7 @@ async def shell_kind(
     """One per-shell kind on one live shell."""
     if not (isinstance(action, CloseAction) and dryrun):
         try:
-            ManualLocks(engine.store).check(shell_id)
+            ManualLocks(engine.store).check(shell_id, actor=actor)
         except RefusedError as exc:
             note_outcome(shell_id, "refused", exc.message)
             raise
