@@ -3,13 +3,18 @@
 Invariant: every function here is a cheap, side-effect-free read (microseconds), so the wait engine
 may call it on each output event. A shell is *at its prompt* when the terminal's foreground process
 group is the shell's own and the terminal is in non-canonical mode (readline reading a command
-line); a builtin ``read`` keeps the shell in the foreground but the terminal canonical.
+line); a builtin ``read`` keeps the shell in the foreground but the terminal canonical. It is
+*waiting at its prompt* (``waiting_at_prompt``) when, besides, no typed input is queued on the
+terminal for it: a line just typed sits there until readline takes it and hands the terminal back
+(canonical) to run it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import struct
 import termios
 from dataclasses import dataclass
 
@@ -67,9 +72,29 @@ def terminal_canonical(tty: str) -> bool | None:
         os.close(fd)
 
 
+def terminal_input_queued(tty: str) -> int | None:
+    """Bytes typed into the pane's terminal that nobody has read yet; ``None`` if unreadable."""
+    try:
+        fd = os.open(tty, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        queued: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        return queued
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def at_prompt(shell_pid: int, tty: str) -> bool:
     fg = foreground(shell_pid)
     return fg.shell_in_front and terminal_canonical(tty) is False
+
+
+def waiting_at_prompt(fg: Foreground, tty: str) -> bool:
+    """The shell reads a command line and has nothing typed pending: it sits idle at its prompt."""
+    return fg.shell_in_front and terminal_canonical(tty) is False and terminal_input_queued(tty) == 0
 
 
 def tree_names(shell_pid: int) -> list[str]:

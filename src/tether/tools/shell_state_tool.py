@@ -1,7 +1,8 @@
 """``shell_state``: one row per shell with its states, owner, label, foreground command and cwd.
 
-Invariant: states are read, never guessed from memory: ``idle``/``busy`` from the terminal's
-foreground process group and the log's last write; ``attached`` from tmux's client count;
+Invariant: states are read, never guessed from memory: ``idle``/``busy`` from the terminal alone
+(``procinfo.waiting_at_prompt``: the shell in front, reading a line, nothing typed pending) — not
+from recent output, since drawing the prompt itself is output; ``attached`` from tmux's client count;
 ``user-busy`` from ``sessions.user_busy`` (the same test that refuses agent writes);
 ``ai-busy`` from calls this process is running on the shell; ``locked``/``unlocked`` from
 ``SessionHooks.is_locked`` (a manual lock, or another conversation's write holding the shell's
@@ -19,13 +20,10 @@ from typing import Any
 from tether.sessions import procinfo
 from tether.sessions.engine import PaneInfo, SessionEngine
 from tether.sessions.idle import SWEEP_S
-from tether.sessions.reading import file_mtime
 from tether.sessions.records import ShellRecord
 from tether.sessions.user_busy import client_activity, is_user_busy
 from tether.tools.registry import ToolResult
 from tether.tools.shell_args_model import StateQuery
-
-_QUIET_S = 0.5
 
 STATE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -68,9 +66,7 @@ def states_of(
     engine: SessionEngine, pane: PaneInfo, activity: float, now: float, actor: str
 ) -> tuple[list[str], str]:
     fg = procinfo.foreground(pane.pid)
-    quiet = now - file_mtime(engine.log_of(pane.shell_id)) >= _QUIET_S
-    at_prompt = fg.shell_in_front and procinfo.terminal_canonical(pane.tty) is False
-    states = ["idle" if at_prompt and quiet else "busy"]
+    states = ["idle" if procinfo.waiting_at_prompt(fg, pane.tty) else "busy"]
     if is_user_busy(engine, pane, activity, now):
         states.append("user-busy")
     if engine.ai_busy.get(pane.shell_id):

@@ -190,6 +190,10 @@ async def _run_decided(
         if not at_prompt and spec.kind == "idle":
             spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, 150))
         out = await engine.waits.wait(engine.ref(pane), spec, offset)
+        if at_prompt and out.exit_code is not None:
+            # The end marker is printed before bash reads its next line: a run that ended hands
+            # back a shell at its prompt (``shell_state`` idle), not one still in between.
+            await engine.await_prompt(pane, _PROMPT_GRACE_S)
     finally:
         # One transaction: the run, its outcome so far, and this reader's position after it.
         engine.records.save_run(
