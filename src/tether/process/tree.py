@@ -212,6 +212,22 @@ def _stat_fields(pid: int) -> tuple[str, int, int] | None:
     return rest[0].decode(), int(rest[1]), int(rest[2])
 
 
+def reap_adopted(pid: int) -> bool:
+    """Collect ``pid`` if it is already a zombie child of ours — a daemon that double-forked away
+    from a child we spawned (the tmux server) was handed to us, the subreaper — and report whether
+    it was collected. Never blocks, and never waits for a pid that is not ours or still running
+    (its owner may be waiting for it)."""
+    if pid <= 0:
+        return False
+    info = _stat_fields(pid)
+    if info is None or info[0] != "Z" or info[1] != os.getpid():
+        return False
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:
+        return False
+
+
 def _has_marker(pid: int, marker: bytes) -> bool:
     # A process in the middle of execve() shows an empty environ until the new image is set up;
     # retry briefly rather than miss an escapee caught mid-exec (a zombie's stays empty).

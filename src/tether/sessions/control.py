@@ -12,6 +12,11 @@ credential-scrubbed environment, so shells never inherit the server process's se
 The client attaches to a hidden hub session holding one idle pane, so it receives no ``%output``
 for any shell; pane output reaches tether through ``pipe-pane`` logs (see ``logs``). If tmux or the
 client dies, pending commands fail with ``SessionError`` and the next command starts a new client.
+
+The tmux server daemonizes away from the client that started it; when tether is the subreaper
+(``process.tree``) the orphan is handed to us, so its end leaves a zombie of ours. The client learns
+the server's pid with its first command and collects that zombie (``reap_adopted``) where the end
+is observed: when its reader ends, before it starts a new client, and on ``close``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections import deque
 from pathlib import Path
 
 from tether.errors import TetherError
+from tether.process.tree import reap_adopted
 from tether.sessions.ids import HUB_SESSION
 
 logger = logging.getLogger(__name__)
@@ -56,6 +62,7 @@ class ControlClient:
         self._reader: asyncio.Task[None] | None = None
         self._pending: deque[asyncio.Future[list[str]]] = deque()
         self._start_lock = asyncio.Lock()
+        self._server_pid = 0  # the tmux server this client talks to (0 = not known yet)
 
     async def _ensure(self) -> asyncio.subprocess.Process:
         proc = self._proc
@@ -80,6 +87,7 @@ class ControlClient:
                 with contextlib.suppress(ProcessLookupError):
                     stale.kill()
                 await stale.wait()
+            self._reap_server()
             try:
                 proc = await self._spawn()
             except FileNotFoundError as exc:
@@ -88,7 +96,24 @@ class ControlClient:
                 ) from exc
             self._proc = proc
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
+            # Written before the caller's first command, in order: its reply is matched first.
+            assert proc.stdin is not None
+            fut: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+            self._pending.append(fut)
+            proc.stdin.write(command_line(("display-message", "-p", "#{pid}")).encode("utf-8") + b"\n")
+            fut.add_done_callback(self._got_server_pid)
             return proc
+
+    def _got_server_pid(self, fut: asyncio.Future[list[str]]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        with contextlib.suppress(ValueError, IndexError):
+            self._server_pid = int(fut.result()[0])
+
+    def _reap_server(self) -> None:
+        """Collect the tmux server if it has ended as a zombie of ours (never waits)."""
+        if self._server_pid and reap_adopted(self._server_pid):
+            self._server_pid = 0
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
@@ -148,6 +173,7 @@ class ControlClient:
                     fut.set_exception(
                         SessionError("the tmux control client ended (is the tmux server gone?)")
                     )
+            self._reap_server()
 
     async def run(self, *args: str) -> list[str]:
         """Run one tmux command; its output lines, or ``SessionError`` with tmux's message."""
@@ -188,3 +214,4 @@ class ControlClient:
         if self._reader is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await self._reader
+        self._reap_server()
