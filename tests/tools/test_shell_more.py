@@ -249,7 +249,7 @@ async def test_labels_filters_and_human_states(tether_home: Path, tmp_path: Path
         a, b = (t["shell"] for t in data["tasks"])
         _, data = await call(client, "shell_state", {"label": "web-2"})
         assert [r["shell"] for r in data["shells"]] == [b]
-        with anyio.fail_after(10):  # idle = at the prompt and quiet for 0.5 s
+        with anyio.fail_after(10):  # idle = the shell reads its next line, nothing typed pending
             while True:
                 _, data = await call(client, "shell_state", {"cwd": tmp_path.name, "state": "idle"})
                 if len(data["shells"]) == 2:
@@ -304,7 +304,8 @@ async def test_labels_filters_and_human_states(tether_home: Path, tmp_path: Path
             with anyio.fail_after(10):
                 while True:
                     _, data = await call(client, "shell_state", {"state": "ai-busy"})
-                    if data["shells"]:
+                    # ai-busy starts with the call (before its safety checks); busy once it typed
+                    if data["shells"] and "busy" in data["shells"][0]["states"]:
                         break
                     await anyio.sleep(0.05)
             assert data["shells"][0]["shell"] == a and "busy" in data["shells"][0]["states"]

@@ -1,8 +1,9 @@
 """``shell_state``: one row per shell with its states, owner, label, foreground command and cwd.
 
-Invariant: states are read, never guessed from memory: ``idle``/``busy`` from the terminal alone
-(``procinfo.waiting_at_prompt``: the shell in front, reading a line, nothing typed pending) — not
-from recent output, since drawing the prompt itself is output; ``attached`` from tmux's client count;
+Invariant: states are read, never guessed from memory: ``idle``/``busy`` from the terminal
+(``procinfo.waiting_at_prompt``: the shell in front, reading a line, nothing typed pending) and
+this process's runs still being waited for — not from recent output, since drawing the prompt
+itself is output; ``attached`` from tmux's client count;
 ``user-busy`` from ``sessions.user_busy`` (the same test that refuses agent writes);
 ``ai-busy`` from calls this process is running on the shell; ``locked``/``unlocked`` from
 ``SessionHooks.is_locked`` (a manual lock, or another conversation's write holding the shell's
@@ -66,7 +67,10 @@ def states_of(
     engine: SessionEngine, pane: PaneInfo, activity: float, now: float, actor: str
 ) -> tuple[list[str], str]:
     fg = procinfo.foreground(pane.pid)
-    states = ["idle" if procinfo.waiting_at_prompt(fg, pane.tty) else "busy"]
+    # A run this process typed is busy until its wait is over, even in the instant before the
+    # shell took the line (a finished run's wait ends once the shell reads its next line).
+    running = any(r.shell_id == pane.shell_id for r in engine.pending_runs.values())
+    states = ["idle" if not running and procinfo.waiting_at_prompt(fg, pane.tty) else "busy"]
     if is_user_busy(engine, pane, activity, now):
         states.append("user-busy")
     if engine.ai_busy.get(pane.shell_id):
