@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +25,73 @@ def tether_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     yield home
     socket = home / "tmux.sock"
     if socket.exists():
+        doomed = _server_and_its_processes(socket)
         subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
+        _reap_ours(doomed)
+
+
+def _server_and_its_processes(socket: Path) -> set[int]:
+    """The tmux server, every process under it (shells, their commands, pipe-pane writers) and
+    its clients (a killed ``tether mcp`` leaves its control client behind)."""
+    tmux = ["tmux", "-S", str(socket)]
+    out = subprocess.run(
+        [*tmux, "display-message", "-p", "#{pid}", ";", "list-clients", "-F", "#{client_pid}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    pids = {int(p) for p in out if p.isdigit()}
+    todo = list(pids)
+    while todo:
+        pid = todo.pop()
+        for task in _listdir(f"/proc/{pid}/task"):
+            try:
+                children = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in pids:
+                    pids.add(child)
+                    todo.append(child)
+    return pids
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(raw[raw.rfind(b")") + 2 :].split()[1])
+
+
+def _reap_ours(pids: set[int], deadline_s: float = 3.0) -> None:
+    """Once pytest is a subreaper (the process layer makes it one), the daemonized tmux server and,
+    when it dies, every process it leaves behind are handed to us: collect them, or each test
+    leaves zombies of pytest. Only these pids are waited for (never a child other code awaits),
+    and never past the deadline. A pid adopted by another subreaper (a ``tether mcp`` child still
+    running) is its business."""
+    me = os.getpid()
+    deadline = time.monotonic() + deadline_s
+    waiting = set(pids)
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            parent = _ppid(pid)
+            if parent is None or (parent != me and parent not in waiting):
+                waiting.discard(pid)  # gone, or someone else's to collect
+            elif parent == me:
+                with contextlib.suppress(ChildProcessError):
+                    if os.waitpid(pid, os.WNOHANG)[0] != pid:
+                        continue
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.005)  # polling kernel state with a deadline: waitpid has no timeout
 
 
 @pytest.fixture(autouse=True)

@@ -426,21 +426,32 @@ async def test_killed_server_leaves_no_client_and_a_new_one_finds_mine(tether_ho
     import anyio
     import psutil
 
+    from tether.process.tree import reap_adopted
+
+    def cmdline(proc: psutil.Process) -> list[str]:
+        # Other tests' ended processes (zombies, or gone since the scan) have no command line.
+        try:
+            return proc.cmdline()
+        except psutil.NoSuchProcess:  # ZombieProcess is one
+            return []
+
     me = psutil.Process()
     reached = False
     with contextlib.suppress(Exception):
         async with shell_client(tether_home, "conv-killed") as client:
             shell = await open_shell(client, label="survivor")
             await run(client, shell, "Z=still-here")
-            servers = [p for p in me.children(recursive=True) if "mcp" in p.cmdline()]
+            servers = [p for p in me.children(recursive=True) if "mcp" in cmdline(p)]
             assert servers, "the stdio server process was not found"
-            controls = [c for s in servers for c in s.children(recursive=True) if "-C" in c.cmdline()]
+            controls = [c for s in servers for c in s.children(recursive=True) if "-C" in cmdline(c)]
             assert controls, "the tmux control client was not found"
             for proc in servers:
                 os.kill(proc.pid, signal.SIGKILL)
             with anyio.fail_after(10):  # the control client sees EOF on its stdin and exits
                 while any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in controls):
                     await anyio.sleep(0.02)
+            for c in controls:  # orphaned by the kill, it was handed to us (the subreaper): collect it
+                reap_adopted(c.pid)
             reached = True
     # The client's own exit fails (its server was killed); everything above must still have run.
     assert reached
