@@ -20,6 +20,10 @@ from proc_probe import alive_with, unique_sleep_arg, wait_until
 from tether.shell import ShellExecRequest, ShellRunResult
 from tether.shell.render import render_shell_result
 
+# The interpreter's own file, not the venv's ``bin/python`` symlink: a checkout under /tmp (a fresh
+# clone there) has its venv in the host's /tmp, which the sandbox replaces with a private tmpfs.
+SANDBOX_PYTHON = os.path.realpath(sys.executable)
+
 
 @pytest.fixture
 def box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Box:
@@ -115,7 +119,8 @@ async def test_tether_home_is_hidden_and_read_only(box: Box) -> None:
 async def test_bash_dev_tcp_to_a_host_listener_is_denied(box: Box) -> None:
     with loopback_listener() as listener:
         port = listener.getsockname()[1]
-        result = await _attempt(box, f"echo hi > /dev/tcp/127.0.0.1/{port}")
+        result = await _attempt(box, f'echo hi > /dev/tcp/127.0.0.1/{port}; echo "connect exited $?"')
+        assert result.stdout.text == "connect exited 1\n", render_shell_result(result)
         assert ("network", f"127.0.0.1:{port}") in _kinds(result)
         assert not pending_connection(listener)
     assert 'sandbox_permissions="allow_network"' in render_shell_result(result)
@@ -124,8 +129,17 @@ async def test_bash_dev_tcp_to_a_host_listener_is_denied(box: Box) -> None:
 async def test_python_socket_connect_is_denied_even_when_it_prints_nothing(box: Box) -> None:
     with loopback_listener() as listener:
         port = listener.getsockname()[1]
-        script = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
-        result = await _attempt(box, f'{sys.executable} -c "{script}" 2>/dev/null')
+        script = (
+            f"import socket; print('connecting', flush=True); "
+            f"socket.create_connection(('127.0.0.1', {port}), timeout=5)"
+        )
+        result = await _attempt(box, f'{SANDBOX_PYTHON} -c "{script}" 2>/dev/null; echo "python exited $?"')
+        # Proof that the interpreter ran and its connect failed: a command that could not start
+        # (also silenced by 2>/dev/null) would otherwise look exactly like "no denial".
+        assert result.stdout.text == "connecting\npython exited 1\n", (
+            f"{SANDBOX_PYTHON} must be visible inside the sandbox (its /tmp is private)\n"
+            + render_shell_result(result)
+        )
         assert ("network", f"127.0.0.1:{port}") in _kinds(result)
         assert result.stderr.text == ""  # the denial came from the process, not from its messages
         assert not pending_connection(listener)
