@@ -13,6 +13,13 @@ The client attaches to a hidden hub session holding one idle pane, so it receive
 for any shell; pane output reaches tether through ``pipe-pane`` logs (see ``logs``). If tmux or the
 client dies, pending commands fail with ``SessionError`` and the next command starts a new client.
 
+Commands issued during one event-loop iteration leave in one pipe write, on the next iteration
+(``_flush``): every write to tmux's stdin wakes the server, and on a busy machine the writer pays
+for that switch, so sixteen tasks of one call typing at once cost one wake-up, not sixteen. The
+order of ``_pending`` is the order of the bytes written, so replies still match. ``run_shared``
+lets identical read-only queries of one iteration share one command: the query is written after
+every sharer asked, so each of them still gets an answer read after its own request.
+
 The tmux server daemonizes away from the client that started it; when tether is the subreaper
 (``process.tree``) the orphan is handed to us, so its end leaves a zombie of ours. The client learns
 the server's pid with its first command and collects that zombie (``reap_adopted``) where the end
@@ -62,6 +69,10 @@ class ControlClient:
         self._reader: asyncio.Task[None] | None = None
         self._pending: deque[asyncio.Future[list[str]]] = deque()
         self._start_lock = asyncio.Lock()
+        # Bytes queued for the next flush, the child they are for, and this iteration's shared queries.
+        self._out: list[bytes] = []
+        self._out_proc: asyncio.subprocess.Process | None = None
+        self._shared: dict[str, asyncio.Future[list[str]]] = {}
         self._server_pid = 0  # the tmux server this client talks to (0 = not known yet)
 
     async def _ensure(self) -> asyncio.subprocess.Process:
@@ -96,11 +107,8 @@ class ControlClient:
                 ) from exc
             self._proc = proc
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
-            # Written before the caller's first command, in order: its reply is matched first.
-            assert proc.stdin is not None
-            fut: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
-            self._pending.append(fut)
-            proc.stdin.write(command_line(("display-message", "-p", "#{pid}")).encode("utf-8") + b"\n")
+            # Written in the same flush as the caller's first command: no extra round trip.
+            (fut,) = self._queue(proc, command_line(("display-message", "-p", "#{pid}")).encode() + b"\n", 1)
             fut.add_done_callback(self._got_server_pid)
             return proc
 
@@ -175,23 +183,52 @@ class ControlClient:
                     )
             self._reap_server()
 
+    def _queue(
+        self, proc: asyncio.subprocess.Process, data: bytes, count: int
+    ) -> list[asyncio.Future[list[str]]]:
+        """Queue ``count`` commands' bytes for the next flush; their reply futures, in order."""
+        loop = asyncio.get_running_loop()
+        if self._out_proc is not proc:
+            self._flush()  # bytes for a replaced child go to it (its reader fails their futures)
+        if not self._out:
+            self._out_proc = proc
+            loop.call_soon(self._flush)
+        futs: list[asyncio.Future[list[str]]] = [loop.create_future() for _ in range(count)]
+        self._pending.extend(futs)
+        self._out.append(data)
+        return futs
+
+    def _flush(self) -> None:
+        data, proc = b"".join(self._out), self._out_proc
+        self._out, self._out_proc = [], None
+        self._shared.clear()
+        if data and proc is not None and proc.stdin is not None:
+            with contextlib.suppress(ConnectionError):  # tmux gone: its reader fails the futures
+                proc.stdin.write(data)
+
     async def run(self, *args: str) -> list[str]:
         """Run one tmux command; its output lines, or ``SessionError`` with tmux's message."""
         proc = await self._ensure()
-        assert proc.stdin is not None
-        fut: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
-        self._pending.append(fut)
-        proc.stdin.write(command_line(args).encode("utf-8") + b"\n")
+        (fut,) = self._queue(proc, command_line(args).encode("utf-8") + b"\n", 1)
         return await fut
+
+    async def run_shared(self, *args: str) -> list[str]:
+        """``run`` for a read-only query: callers of one loop iteration share one command, written
+        after all of them asked (so the answer is as fresh as a command of one's own)."""
+        proc = await self._ensure()
+        line = command_line(args)
+        fut = self._shared.get(line)
+        if fut is None or self._out_proc is not proc:
+            (fut,) = self._queue(proc, line.encode("utf-8") + b"\n", 1)
+            self._shared[line] = fut
+        # Shielded: one sharer's cancellation must not cancel the answer the others wait for.
+        return await asyncio.shield(fut)
 
     async def run_many(self, commands: list[tuple[str, ...]]) -> list[list[str]]:
         """Write several commands at once (one write, one round trip) and await every reply."""
         proc = await self._ensure()
-        assert proc.stdin is not None
-        loop = asyncio.get_running_loop()
-        futs = [loop.create_future() for _ in commands]
-        self._pending.extend(futs)
-        proc.stdin.write(b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands))
+        data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
+        futs = self._queue(proc, data, len(commands))
         results = await asyncio.gather(*futs, return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
@@ -199,6 +236,7 @@ class ControlClient:
         return [r for r in results if not isinstance(r, BaseException)]
 
     async def close(self) -> None:
+        self._flush()
         proc, self._proc = self._proc, None
         if proc is None:
             return

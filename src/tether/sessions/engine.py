@@ -155,9 +155,10 @@ class SessionEngine:
     # ---- discovery ------------------------------------------------------------------------
 
     async def live(self) -> dict[str, PaneInfo]:
-        """Every live ``dsh-`` shell (one pane each), fresh from tmux."""
+        """Every live ``dsh-`` shell (one pane each), fresh from tmux (asked after this call began;
+        the concurrent callers of one loop iteration share the query)."""
         try:
-            lines = await self.control.run("list-panes", "-a", "-F", "\t".join(_FIELDS))
+            lines = await self.control.run_shared("list-panes", "-a", "-F", "\t".join(_FIELDS))
         except SessionError:
             return {}
         panes = {p.shell_id: p for p in map(_parse_pane, lines) if p is not None}
@@ -175,6 +176,25 @@ class SessionEngine:
                 "list live shells with shell_state scope='*'"
             )
         return live[shell_id]
+
+    async def pane_now(self, shell_id: str) -> PaneInfo:
+        """One shell's pane read from tmux now (never the cache): what a decision about a person's
+        latest keystroke needs. One pane's formats, not every shell's (``live``), so its cost does
+        not grow with the number of shells."""
+        try:
+            lines = await self.control.run_shared(
+                "display-message", "-p", "-t", f"={shell_id}:", "\t".join(_FIELDS)
+            )
+        except SessionError:
+            lines = []
+        pane = _parse_pane(lines[0]) if lines else None
+        if pane is None or pane.shell_id != shell_id:
+            raise NotFoundError(
+                f"shell {shell_id} does not exist (it was closed or its process ended); "
+                "list live shells with shell_state scope='*'"
+            )
+        self._panes[shell_id] = pane
+        return pane
 
     def ref(self, pane: PaneInfo) -> PaneRef:
         return pane.ref(self.logs_dir)

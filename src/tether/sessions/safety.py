@@ -25,6 +25,7 @@ Every refusal is noted for the call's audit record (``call_notes``) before it pr
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -141,9 +142,9 @@ class _WritePath:
     async def _check_person(self, shell_id: str) -> PaneInfo:
         """The pane, read fresh (``engine.pane`` may answer from a cache, and the person-typing
         stamp must be read now); ``RefusedError`` while a person types there."""
-        live = await self.engine.live()
-        pane = live[shell_id] if shell_id in live else await self.engine.pane(shell_id)
-        activity = (await client_activity(self.engine)).get(shell_id, 0.0)
+        # Both queries leave in one write to tmux (``ControlClient`` batches one loop iteration).
+        pane, clients = await asyncio.gather(self.engine.pane_now(shell_id), client_activity(self.engine))
+        activity = clients.get(shell_id, 0.0)
         if is_user_busy(self.engine, pane, activity, time.time()):
             window = self.engine.config.sessions.user_busy_seconds
             raise RefusedError(

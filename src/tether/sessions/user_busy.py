@@ -14,7 +14,7 @@ from tether.sessions.engine import PaneInfo, SessionEngine
 async def client_activity(engine: SessionEngine) -> dict[str, float]:
     """Latest keystroke time (epoch s) per session among attached non-control clients."""
     try:
-        lines = await engine.control.run(
+        lines = await engine.control.run_shared(
             "list-clients",
             "-F",
             "#{client_session}\t#{client_activity}\t#{client_control_mode}\t#{client_created}",
