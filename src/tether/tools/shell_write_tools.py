@@ -189,7 +189,17 @@ async def _run_decided(
         spec = wait_spec(wait, nonce=run.nonce if at_prompt else None)
         if not at_prompt and spec.kind == "idle":
             spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, 150))
-        out = await engine.waits.wait(engine.ref(pane), spec, offset)
+        if spec.kind == "none":
+            # Nothing is awaited, so nothing is read: whatever output already raced into the log
+            # (how much depends on scheduling) stays for the next read, and the reader keeps its place.
+            out = WaitOutcome(
+                kind="none",
+                met=True,
+                detail="returned at once (the command keeps running)",
+                end_offset=offset,
+            )
+        else:
+            out = await engine.waits.wait(engine.ref(pane), spec, offset)
         if at_prompt and out.exit_code is not None:
             # The end marker is printed before bash reads its next line: a run that ended hands
             # back a shell at its prompt (``shell_state`` idle), not one still in between.
