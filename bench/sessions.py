@@ -15,7 +15,9 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -72,7 +74,7 @@ async def main() -> None:
     engine = catalog.shell_tools.engine()
     ctx = CallContext(actor="bench")
 
-    async def call(name: str, args: dict[str, object]) -> dict[str, object]:
+    async def call(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
         result = await registry.call(name, args, ctx)  # middleware: audit + masking
         assert not result.is_error, result.text
         return result.structured
@@ -124,7 +126,17 @@ async def main() -> None:
         print(
             f"echo hi via shell_run (registry): p50 {statistics.median(tool):.2f} ms  p99 {pct(tool, 0.99):.2f} ms"  # noqa: E501
         )
-        lat = []
+        # The budget counts from the send: note when start_run has typed the keys (tmux replied).
+        sent: list[float] = []
+        start_run = engine.start_run
+
+        async def timed_start_run(*a: Any, **k: Any) -> Any:
+            result = await start_run(*a, **k)
+            sent.append(time.perf_counter())
+            return result
+
+        engine.start_run = timed_start_run  # type: ignore[method-assign]
+        lat, after_send = [], []
         for _ in range(20):
             await asyncio.sleep(0.01)
             t = time.perf_counter()
@@ -138,8 +150,14 @@ async def main() -> None:
                 ]
             }
             await call("shell_run", a)
-            lat.append((time.perf_counter() - t) * 1000)
-        print(f"sleep 0.05 result latency: p50 {statistics.median(lat):.2f} ms (budget ≤ 55 ms)")
+            done = time.perf_counter()
+            lat.append((done - t) * 1000)
+            after_send.append((done - sent[-1]) * 1000)
+        engine.start_run = start_run  # type: ignore[method-assign]
+        print(
+            f"sleep 0.05 via shell_run: whole call p50 {statistics.median(lat):.2f} ms; from keys sent to "
+            f"result p50 {statistics.median(after_send):.2f} ms (budget ≤ 55 ms after send)"
+        )
         # 16 shells × echo in one call
         opened = await call(
             "shell_open", {"tasks": [{"action": {"kind": "open", "count": 14}}], "concurrency": 8}
