@@ -14,7 +14,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 TETHER = str(Path(sys.executable).parent / "tether")
-MARKER_TRACES = re.compile(r"__tb|__te\b|__tp\b|6973|\x1b")
+MARKER_TRACES = re.compile(r"__tb|__te\b|__tp\b|\]6973;|\x1b")  # not bare 6973: a random run id may hold it
 
 
 def params(home: Path, conversation: str, extra_env: dict[str, str] | None = None) -> StdioServerParameters:
