@@ -517,6 +517,20 @@ def test_shared_guard_is_safe_across_threads(guard: Guard) -> None:
     assert failures == []
 
 
+def test_repeated_checks_give_the_first_verdict_and_the_cache_stays_bounded() -> None:
+    guard = Guard()
+    for command, rule in DANGEROUS[:40]:
+        first = guard.check(command)
+        assert first.rule == rule
+        assert guard.check(command) == first == Guard().check(command)
+    for c in BENIGN[:20]:
+        assert guard.check(c).allowed and guard.check(c).allowed
+    for n in range(2_000):
+        assert guard.check(f"echo {n}").allowed
+    assert len(guard._verdicts) <= 512
+    assert guard.check("sudo rm -rf /").rule == Guard().check("sudo rm -rf /").rule != ""
+
+
 # --- configuration --------------------------------------------------------------------------
 
 

@@ -35,6 +35,11 @@ _MAX_SHOWN = 300
 # Events one check may judge before it gives up and refuses: bounds the work of adversarial
 # text (code nested in code with many `find -exec` roots) at a few tens of milliseconds.
 MAX_EVENTS = 5_000
+# Verdicts kept per guard: a verdict is a pure function of the text and the guard's fixed rules, and
+# an agent repeats its commands (fan-out calls type one line into many shells), so parsing it again
+# is wasted work. Only texts up to _MAX_CACHED_CHARS are kept, bounding the memory at a few MiB.
+_CACHE_SIZE = 512
+_MAX_CACHED_CHARS = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,11 +70,12 @@ ALLOWED = Verdict(allowed=True)
 class Guard:
     """Judges command lines against a fixed rule list; cheap to build, safe to share."""
 
-    __slots__ = ("_env", "_rules")
+    __slots__ = ("_env", "_rules", "_verdicts")
 
     def __init__(self, rules: Iterable[Rule] = DEFAULT_RULES, *, protect: Iterable[str] = ()) -> None:
         self._rules = tuple(rules)
         self._env = RuleEnv(protect=tuple(protect))
+        self._verdicts: dict[str, Verdict] = {}
 
     @classmethod
     def default(cls) -> Guard:
@@ -97,6 +103,18 @@ class Guard:
         """Judge one command line (``shell_run`` command, or ``shell_send`` text to a shell)."""
         if not command.strip():
             return ALLOWED
+        if len(command) > _MAX_CACHED_CHARS:
+            return self._judge(command)
+        verdict = self._verdicts.get(command)
+        if verdict is None:
+            verdict = self._judge(command)
+            if len(self._verdicts) >= _CACHE_SIZE:
+                # Oldest first (insertion order); another thread sharing the guard may have evicted it.
+                self._verdicts.pop(next(iter(self._verdicts), ""), None)
+            self._verdicts[command] = verdict
+        return verdict
+
+    def _judge(self, command: str) -> Verdict:
         try:
             for count, event in enumerate(events(command)):
                 if count >= MAX_EVENTS:
