@@ -40,6 +40,7 @@ from tether.tools.shell_render import TaskOutcome
 from tether.tools.shell_views import diff_lines, run_output, screen_lines, tail_lines, with_dropped
 
 _PROMPT_GRACE_S = 1.0
+_SCREEN_SHOWINGS = frozenset({"tail", "screen", "diff"})
 _ENV_FILE_SWEEP_S = 60.0
 
 
@@ -185,6 +186,7 @@ async def _run_decided(
     run = replace(run, command=written)
     engine.pending_runs[run.run_id] = run
     out: WaitOutcome | None = None
+    prompt: asyncio.Task[bool] | None = None
     try:
         spec = wait_spec(wait, nonce=run.nonce if at_prompt else None)
         if not at_prompt and spec.kind == "idle":
@@ -202,8 +204,12 @@ async def _run_decided(
             out = await engine.waits.wait(engine.ref(pane), spec, offset)
         if at_prompt and out.exit_code is not None:
             # The end marker is printed before bash reads its next line: a run that ended hands
-            # back a shell at its prompt (``shell_state`` idle), not one still in between.
-            await engine.await_prompt(pane, _PROMPT_GRACE_S)
+            # back a shell at its prompt (``shell_state`` idle), not one still in between. Output
+            # read from the log is saved and shaped meanwhile (a few ms of bash's own work); a
+            # screen-based shape must see the prompt, so it waits first.
+            prompt = asyncio.ensure_future(engine.await_prompt(pane, _PROMPT_GRACE_S))
+            if task.output.showing in _SCREEN_SHOWINGS:
+                await prompt
     finally:
         # One transaction: the run, its outcome so far, and this reader's position after it.
         engine.records.save_run(
@@ -215,7 +221,13 @@ async def _run_decided(
         )
         engine.pending_runs.pop(run.run_id, None)
     start = out.begin_offset if out.begin_offset is not None else offset
-    lines = await _shape(engine, pane, task.output, actor, start, out.end_offset)
+    try:
+        lines = await _shape(engine, pane, task.output, actor, start, out.end_offset)
+        if prompt is not None:
+            await prompt
+    finally:
+        if prompt is not None and not prompt.done():
+            prompt.cancel()
     return _outcome(task, unit.shell_id, run_id=run.run_id, out=out, lines=lines)
 
 
