@@ -4,6 +4,11 @@ The tool figures go through ``build_catalog`` and ``ToolRegistry.call`` exactly 
 the safety hooks (locks, person-typing test, macros, guard, vault scan, write lease) run on every
 write and the audit middleware appends (and fsyncs) one record per call.
 
+The shells start with ``HOME`` set to an empty directory, so bash reads no ``~/.bashrc``: a prompt
+hook there (pyenv-virtualenv's forks ``stat`` at every prompt, ≈2.5 ms on a loaded 2-core machine)
+is the user's cost, and a run waits for the prompt before it returns. ``TETHER_BENCH_USER_RC=1``
+keeps the real ``HOME`` to measure with the user's start-up file.
+
 Run: .venv/bin/python bench/sessions.py
 """
 
@@ -68,6 +73,12 @@ def wait_for_baseline(sock: Path, shell: str, n: int) -> list[float]:
 async def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="thb", dir="/tmp"))
     (home / "config.toml").write_text("[sessions]\nmax_sessions = 64\n")  # room for the 50-shell figure
+    if os.environ.get("TETHER_BENCH_USER_RC") != "1":
+        (home / "bare-home").mkdir()
+        os.environ["HOME"] = str(home / "bare-home")  # the shells inherit it: no ~/.bashrc prompt hooks
+        print("shells start with an empty HOME (no ~/.bashrc); TETHER_BENCH_USER_RC=1 keeps yours")
+    else:
+        print(f"shells read {os.environ.get('HOME', '~')}/.bashrc (its prompt hooks run after every command)")
     catalog = build_catalog(load_config(home), with_jobs=False)
     assert catalog.shell_tools is not None
     registry = catalog.registry
