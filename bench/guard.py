@@ -16,9 +16,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from tether.sessions.guard import Guard
-from tether.sessions.guard_config import parse_section
-from tether.sessions.guard_words import parse
+from tether.shells.guard.config import parse_section
+from tether.shells.guard.guard import Guard
+from tether.shells.guard.words import parse
 
 CORPUS = (
     "ls -la",

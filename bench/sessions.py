@@ -27,8 +27,8 @@ from typing import Any
 import psutil
 
 from tether.config import load_config
-from tether.sessions.engine import SessionEngine
-from tether.sessions.waits import WaitSpec
+from tether.shells.engine import SessionEngine
+from tether.shells.waits import WaitSpec
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
 

@@ -14,7 +14,7 @@ import pytest
 from tether.audit import query, verify
 from tether.cli import main
 from tether.errors import RefusedError
-from tether.sessions.records import Records, ShellRecord
+from tether.shells.records import Records, ShellRecord
 from tether.store.db import Store
 from tether.store.locks import ShellLocks
 

@@ -16,7 +16,7 @@ RANK = {
     "process": 3,
     "shell": 4,
     "jobs": 5,
-    "sessions": 5,
+    "shells": 5,
     "tools": 6,
     "mcp": 7,
     "panel": 7,
@@ -24,7 +24,7 @@ RANK = {
     "__main__": 8,
 }
 # Siblings in one rank that must not import each other.
-FORBIDDEN_SIBLINGS = {("jobs", "sessions"), ("sessions", "jobs"), ("mcp", "panel"), ("store", "audit")}
+FORBIDDEN_SIBLINGS = {("jobs", "shells"), ("shells", "jobs"), ("mcp", "panel"), ("store", "audit")}
 
 
 def _layer(module: str) -> str | None:

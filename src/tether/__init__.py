@@ -4,7 +4,7 @@ Layers import downward only (see DESIGN.md and tests/test_layers.py)::
 
     cli · mcp/ · panel/        front doors, thin
     tools/                     model-visible tools
-    jobs/ · sessions/          background jobs; persistent tmux shells
+    jobs/ · shells/           background jobs; persistent tmux shells
     shell/                     the one-shot executor seam and its providers
     process/                   spawning, bounded capture, tree kill
     store/ · audit/            SQLite store and the append-only audit log

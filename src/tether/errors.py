@@ -9,7 +9,7 @@ allowed, and how to fix it.
     ├── UsageError                  bad input from a caller (tool argument, CLI flag, config value)
     ├── RefusedError                a rule said no (lock held by a person, guard, vault locked)
     ├── NotFoundError               a named thing does not exist (shell id, job id, macro)
-    └── (layer errors)              ShellException (shell/), SessionError (sessions/), …
+    └── (layer errors)              ShellException (shell/), SessionError (shells/), …
 
 Front doors turn a ``TetherError`` into a tool error or an exit status; anything else is a bug and
 is logged with its traceback, but never crosses a front door as one.

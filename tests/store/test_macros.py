@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tether.errors import NotFoundError, UsageError
-from tether.sessions.macros import (
+from tether.shells.macros.expand import (
     EXIT_WAIT_REFUSAL,
     MacroExpander,
     check_exit_wait,

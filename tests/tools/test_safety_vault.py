@@ -15,7 +15,7 @@ import mcp_types as types
 from safety_harness import audit_records, task, vault
 from shell_harness import call, open_shell, shell_client, text_of
 
-from tether.sessions.secret_mask import secret_forms
+from tether.shells.vault.mask import secret_forms
 
 CANARY = 'Cnry/+7"x y\\z&q=ÄÖ-9k2P'
 MULTI = "line-one-AAAA\nline-two-BBBB\nline-three-CCCC"

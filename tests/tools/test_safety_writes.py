@@ -14,7 +14,7 @@ from safety_harness import audit_records, macros, manual_locks, task, vault
 from shell_harness import TETHER, call, open_shell, run, shell_client, text_of
 
 from tether.panel.tmux_client import mark_user_input
-from tether.sessions.macros import EXIT_WAIT_REFUSAL
+from tether.shells.macros.expand import EXIT_WAIT_REFUSAL
 from tether.store.macros import MacroView
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tether.config import load_config
 from tether.errors import RefusedError
-from tether.sessions.hooks import SessionHooks, WriteDecision, WriteIntent
+from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
 from tether.tools.registry import CallContext
 from tether.tools.shell_tools import ShellTools
 

@@ -10,10 +10,10 @@ from mcp import Client
 from shell_harness import call, open_shell, run, shell_client
 
 from tether.config import load_config
-from tether.sessions.engine import SessionEngine
-from tether.sessions.idle import close_idle
-from tether.sessions.records import now_ms
-from tether.sessions.waits import WaitSpec
+from tether.shells.engine import SessionEngine
+from tether.shells.idle import close_idle
+from tether.shells.records import now_ms
+from tether.shells.waits import WaitSpec
 from tether.store.db import Store
 from tether.store.vault import Vault
 

@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--sandbox",
         action="store_true",
-        help="confine the bash/pwsh tools in the bubblewrap sandbox (same as [shell].provider = \"sandbox\")",
+        help='confine the bash/pwsh tools in the bubblewrap sandbox (same as [shell].provider = "sandbox")',
     )
     parser.set_defaults(func=run)
 

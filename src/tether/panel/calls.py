@@ -26,7 +26,7 @@ from tether.audit.log import AuditLog
 from tether.audit.record import Outcome
 from tether.config import Config
 from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
-from tether.sessions.engine import SessionEngine
+from tether.shells.engine import SessionEngine
 from tether.store.manual_locks import ManualLocks
 from tether.tools.registry import CallContext, ToolRegistry, ToolResult
 

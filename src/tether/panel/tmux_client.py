@@ -3,7 +3,7 @@
 Invariant: these are display plumbing for the browser terminal only — capturing scrollback to show,
 counting attached clients, restoring a window's size, stamping the time a person typed. Every
 behaviour an agent can observe (opening, running, reading, locking, closing shells) goes through
-``tools/`` and ``sessions/``, never through here.
+``tools/`` and ``shells/``, never through here.
 
 Each call forks one ``tmux`` process (~3 ms); the panel makes them per attach/detach and at most a
 few per second while a person types, so a control-mode client would buy nothing here.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
-from tether.sessions.engine import SessionEngine
+from tether.shells.engine import SessionEngine
 from tether.tools.shell_args_model import Call, Target, Task
 from tether.tools.shell_render import TaskOutcome
 

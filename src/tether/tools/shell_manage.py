@@ -22,7 +22,7 @@ from typing import Any
 
 from tether.config import Config
 from tether.errors import UsageError
-from tether.sessions.engine import SessionEngine
+from tether.shells.engine import SessionEngine
 from tether.store.macros import MacroView
 from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from tether.audit import verify
 from tether.config import load_config
 from tether.errors import TetherError
-from tether.sessions.engine import SessionEngine
-from tether.sessions.guard_config import parse_section
 from tether.shell.sandbox_policy import SandboxSettings
+from tether.shells.engine import SessionEngine
+from tether.shells.guard.config import parse_section
 from tether.store.vault_rules import vault_settings
 from tether.tools.shell_manage_kinds import Done, audit_note
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
-from tether.sessions import manage_ops
-from tether.sessions.call_notes import note_outcome
-from tether.sessions.engine import SessionEngine
-from tether.sessions.records import now_ms
+from tether.shells import lifecycle as manage_ops
+from tether.shells.engine import SessionEngine
+from tether.shells.records import now_ms
+from tether.shells.safety.call_notes import note_outcome
 from tether.store.macros import Macro, MacroEvent, MacroStore, MacroView
 from tether.store.manual_locks import utc_text
 from tether.store.vault import Vault

@@ -15,9 +15,9 @@ from typing import Any
 
 from tether.audit import AuditLog
 from tether.errors import NotFoundError, RefusedError
-from tether.sessions import manage_ops
-from tether.sessions.call_notes import note_outcome
-from tether.sessions.engine import SessionEngine
+from tether.shells import lifecycle as manage_ops
+from tether.shells.engine import SessionEngine
+from tether.shells.safety.call_notes import note_outcome
 from tether.store.manual_locks import ManualLocks, utc_text
 from tether.store.snapshots import Snapshot
 from tether.tools.shell_args_model import (

@@ -18,11 +18,11 @@ import socket
 import time
 from typing import Any
 
-from tether.sessions import procinfo
-from tether.sessions.engine import PaneInfo, SessionEngine
-from tether.sessions.idle import SWEEP_S
-from tether.sessions.records import ShellRecord
-from tether.sessions.user_busy import client_activity, is_user_busy
+from tether.shells import procinfo
+from tether.shells.engine import PaneInfo, SessionEngine
+from tether.shells.idle import SWEEP_S
+from tether.shells.records import ShellRecord
+from tether.shells.safety.user_busy import client_activity, is_user_busy
 from tether.tools.registry import ToolResult
 from tether.tools.shell_args_model import StateQuery
 

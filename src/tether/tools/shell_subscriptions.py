@@ -18,10 +18,10 @@ import contextlib
 import logging
 
 from tether.errors import NotFoundError
-from tether.sessions import procinfo
-from tether.sessions.engine import SessionEngine
-from tether.sessions.logs import log_size, read_range
-from tether.sessions.termtext import filter_screen, render
+from tether.shells import procinfo
+from tether.shells.engine import SessionEngine
+from tether.shells.logs import log_size, read_range
+from tether.shells.termtext import filter_screen, render
 from tether.tools.registry import CallContext, Notifier, ResourceInfo
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 
 Invariant: handlers hold no logic of their own beyond wiring: arguments come only from
 ``shell_args`` (validated dataclasses), text only from ``shell_render``, shell work only from
-``tether.sessions``. Every task tool returns the summary-plus-blocks text (or plain text) and the
+``tether.shells``. Every task tool returns the summary-plus-blocks text (or plain text) and the
 same facts as ``structuredContent`` matching ``shell_render.RESULT_SCHEMA``.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 
 from tether.config import Config
 from tether.errors import NotFoundError, RefusedError, UsageError
-from tether.sessions.engine import SessionEngine
-from tether.sessions.hooks import SessionHooks
-from tether.sessions.logs import log_size
-from tether.sessions.records import RunRecord
+from tether.shells.engine import SessionEngine
+from tether.shells.logs import log_size
+from tether.shells.records import RunRecord
+from tether.shells.safety.hooks import SessionHooks
 from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shell_args import input_schema, parse_open, parse_read, parse_run, parse_send, parse_state

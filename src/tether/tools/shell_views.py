@@ -1,16 +1,16 @@
 """The output shapes of ``shell_run`` (``output.showing``) and ``shell_read`` (``read.mode``).
 
-Invariant: every line returned here went through ``tether.sessions.termtext`` (markers and the
+Invariant: every line returned here went through ``tether.shells.termtext`` (markers and the
 wrapper's echo removed); each view updates the caller's read position so ``since`` and ``diff``
 mean "since my last look" per conversation, durably (a restarted process continues).
 """
 
 from __future__ import annotations
 
-from tether.sessions.engine import PaneInfo, SessionEngine
-from tether.sessions.logs import log_size
-from tether.sessions.reading import Lines, history_tail, log_lines, search
-from tether.sessions.termtext import filter_screen
+from tether.shells.engine import PaneInfo, SessionEngine
+from tether.shells.logs import log_size
+from tether.shells.reading import Lines, history_tail, log_lines, search
+from tether.shells.termtext import filter_screen
 from tether.tools import shell_render
 from tether.tools.shell_args_model import MAX_OUTPUT_LINES, ReadAction
 from tether.tools.shell_render import SearchHit, SearchPage

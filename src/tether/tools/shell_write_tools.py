@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import NotFoundError, RefusedError
-from tether.sessions.engine import PaneInfo, SessionEngine
-from tether.sessions.hooks import WriteDecision, WriteIntent, WriteKind
-from tether.sessions.logs import log_size
-from tether.sessions.reading import log_lines
-from tether.sessions.waits import WaitOutcome, WaitSpec
-from tether.sessions.wrapper import unwrappable_reason
+from tether.shells.engine import PaneInfo, SessionEngine
+from tether.shells.logs import log_size
+from tether.shells.reading import log_lines
+from tether.shells.safety.hooks import WriteDecision, WriteIntent, WriteKind
+from tether.shells.waits import WaitOutcome, WaitSpec
+from tether.shells.wrapper import unwrappable_reason
 from tether.tools import shell_render
 from tether.tools.shell_args_model import (
     MAX_OUTPUT_LINES,

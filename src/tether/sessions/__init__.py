@@ -1,1 +1,0 @@
-"""tether.sessions"""

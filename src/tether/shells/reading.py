@@ -1,0 +1,194 @@
+"""Read views of a shell: screen and tail from tmux, history/since/search from the full log.
+
+Invariant: views that must be exact beyond tmux's scrollback (``history``, ``since``, ``search``,
+``summary`` counts) come from the log by byte offset, rendered by ``termtext`` (so no marker or
+wrapper text survives); ``screen`` and ``tail`` come from ``capture-pane`` (what a person sees),
+filtered the same way. Big logs are processed in bounded chunks cut at newlines, so reading a
+100 MB history never holds more than one chunk of rendered text plus the kept lines.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import os
+import re
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.shells.logs import data_start, log_size, read_range
+from tether.shells.termtext import render, render_text
+
+CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lines:
+    lines: tuple[str, ...]
+    total: int  # lines before the cap was applied
+    dropped: int  # lines left out (the oldest)
+
+
+def keep_last(lines: list[str], limit: int) -> Lines:
+    kept = lines[-limit:] if limit > 0 else []
+    return Lines(lines=tuple(kept), total=len(lines), dropped=len(lines) - len(kept))
+
+
+def log_lines(path: Path, start: int, end: int | None, limit: int) -> Lines:
+    """Rendered lines of ``[start, end)``, the last ``limit`` kept, the total counted exactly."""
+    end = log_size(path) if end is None else end
+    start = max(start, data_start(path)) if start < end else start
+    if end - start <= CHUNK:
+        return keep_last(render(read_range(path, start, end)), limit)
+    kept: deque[str] = deque(maxlen=max(limit, 0))
+    total = 0
+    for text in _ChunkIter(path, start, end):
+        lines = text.split("\n")
+        total += len(lines)
+        kept.extend(lines)
+    if kept and kept[-1] == "":
+        kept.pop()
+        total -= 1
+    return Lines(lines=tuple(kept), total=total, dropped=total - len(kept))
+
+
+class _ChunkIter:
+    """Rendered text of a log range, one newline-aligned chunk at a time (no trailing ``\\n``)."""
+
+    def __init__(self, path: Path, start: int, end: int) -> None:
+        self.path, self.pos, self.end = path, start, end
+
+    def __iter__(self) -> _ChunkIter:
+        return self
+
+    def __next__(self) -> str:
+        if self.pos >= self.end:
+            raise StopIteration
+        stop = min(self.pos + CHUNK, self.end)
+        data = read_range(self.path, self.pos, stop)
+        if not data:
+            raise StopIteration
+        if stop < self.end:
+            cut = data.rfind(b"\n")
+            if cut > 0:
+                data = data[: cut + 1]
+        self.pos += len(data)
+        text = render_text(data)
+        return text[:-1] if text.endswith("\n") else text
+
+
+def history_tail(path: Path, limit: int) -> Lines:
+    """The last ``limit`` lines of the whole retained log, with the total line count."""
+    size = log_size(path)
+    first = data_start(path)
+    if size - first <= CHUNK:
+        return keep_last(render(read_range(path, first, size)), limit)
+    # Count every line (fast, in C) but render only a tail big enough for ``limit`` lines.
+    newlines = 0
+    with open(path, "rb") as fh:
+        fh.seek(first)
+        while block := fh.read(CHUNK):
+            newlines += block.count(b"\n")
+    back = min(size - first, max(65536, limit * 512))
+    while True:
+        tail = render(read_range(path, size - back, size))
+        if len(tail) > limit or back >= size - first:
+            break
+        back = min(size - first, back * 4)
+    kept = tail[-limit:] if limit > 0 else []
+    total = max(newlines, len(kept))
+    return Lines(lines=tuple(kept), total=total, dropped=total - len(kept))
+
+
+Hit = tuple[int, str, tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchPage:
+    total: int  # matching lines in the whole log
+    offset: int  # matches skipped (matchOffset)
+    # (1-based line number, line, before-context, after-context); context as (number, line)
+    hits: tuple[Hit, ...]
+    next_offset: int | None  # matchOffset of the next page, None when this is the last
+
+
+def search(path: Path, regex: re.Pattern[str], *, context: int, offset: int, page: int) -> SearchPage:
+    """Lines of the log matching ``regex``: exact count, one page of hits with ``context`` lines."""
+    # JS semantics (no m flag): ^ and $ anchor the subject, here one line. Unanchored patterns
+    # run over a whole chunk at C speed; anchored ones line by line.
+    anchored = any(a in regex.pattern for a in ("^", "\\Z", "\\A"))
+    pattern = regex
+    total = 0
+    line_base = 0
+    done: list[Hit] = []
+    open_hits: list[tuple[int, str, list[tuple[int, str]], list[tuple[int, str]]]] = []
+    prev_tail: list[str] = []
+    for text in _ChunkIter(path, data_start(path), log_size(path)):
+        starts = _line_starts(text)
+        lines: list[str] | None = None
+        if open_hits:
+            lines = text.split("\n")
+            for number, line, before, after in open_hits:
+                missing = context - len(after)
+                after.extend((line_base + 1 + j, lines[j]) for j in range(min(missing, len(lines))))
+                done.append((number, line, tuple(before), tuple(after)))
+            open_hits = []
+        last_line = -1
+        if anchored:
+            if lines is None:
+                lines = text.split("\n")
+            found = [i for i, line in enumerate(lines) if pattern.search(line)]
+        else:
+            found = [bisect.bisect_right(starts, m.start()) - 1 for m in pattern.finditer(text)]
+        for idx in found:
+            if idx == last_line:
+                continue
+            last_line = idx
+            total += 1
+            if total <= offset or len(done) + len(open_hits) >= page:
+                continue
+            if lines is None:
+                lines = text.split("\n")
+            number = line_base + idx + 1
+            joined = prev_tail + lines
+            at = len(prev_tail) + idx
+            before = [(number - at + j, joined[j]) for j in range(max(0, at - context), at)]
+            after = [(number + 1 + j, lines[idx + 1 + j]) for j in range(min(context, len(lines) - 1 - idx))]
+            open_hits.append((number, lines[idx], before, after))
+        if context:
+            if lines is None:
+                lines = text.split("\n")
+            prev_tail = lines[-context:]
+        line_base += len(starts)
+    done.extend((n, line, tuple(b), tuple(a)) for n, line, b, a in open_hits)
+    shown = offset + len(done)
+    return SearchPage(
+        total=total, offset=offset, hits=tuple(done), next_offset=shown if shown < total else None
+    )
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    pos = text.find("\n")
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = text.find("\n", pos + 1)
+    return starts
+
+
+def screen_diff(before: list[str], after: list[str]) -> list[str]:
+    """Changed lines between two screens as ``+``/``-`` lines (empty when nothing changed)."""
+    out: list[str] = []
+    for line in difflib.unified_diff(before, after, lineterm="", n=0):
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        out.append(line)
+    return out
+
+
+def file_mtime(path: Path) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0

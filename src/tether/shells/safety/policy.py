@@ -1,0 +1,269 @@
+"""The safety path every agent write to a persistent shell takes (spec 003 §4, ``safety`` block).
+
+Invariant: ``SafetyPolicy.hooks_for(engine)`` is the ``SessionHooks`` of every engine a tether
+process runs tools on. Its ``before_write`` decides, in this order, and nothing is typed unless all
+of it passes:
+
+1. a manual lock (panel / ``tether shell lock``) refuses an agent at once, whatever ``safety.lock``
+   says (the people's own actors, ``panel`` and ``cli``, are not refused by it);
+2. a person typing (``sessions.user_busy``, the same test ``shell_state`` shows) refuses;
+3. a ``/NAME args`` macro expands (``wait.kind=exit`` on one is refused with the spec's message);
+4. the dangerous-command guard judges the text after macro expansion and before vault expansion,
+   when the pane's foreground is a shell; ``bypassGuard`` needs a non-blank ``reason``;
+5. ``{{vault.NAME}}`` references resolve (``force`` semantics in ``vault_refs``); a dry run stops
+   here and reports the text with each value as ``[vault:NAME]``;
+6. ``safety.lock: require`` waits (no timeout, cancellable) for the cross-process write lock;
+   ``ignore`` does not; after a wait the person-typing test runs again (a manual lock is
+   re-checked by ``ShellLocks``); the lease is kept until ``after_write``, which runs on every path once
+   ``before_write`` returned (``shell_write_tools.guarded``); a failure inside ``before_write``
+   after acquiring releases it there;
+7. only then are the values written to a private env file the typed line sources and deletes
+   (a shell in front) or put into the text for the paste buffer (a program's own prompt).
+
+Every refusal is noted for the call's audit record (``call_notes``) before it propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tether.config import Config
+from tether.errors import RefusedError, UsageError
+from tether.shells import procinfo
+from tether.shells.engine import PaneInfo, SessionEngine
+from tether.shells.guard.guard import Guard, Verdict
+from tether.shells.macros.expand import MacroExpander
+from tether.shells.safety.call_notes import note_command, note_flag, note_outcome
+from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
+from tether.shells.safety.user_busy import client_activity, is_user_busy
+from tether.shells.vault.redaction import SecretRedactor
+from tether.shells.vault.refs import (
+    REFERENCE_RE,
+    ExpandedCommand,
+    env_file_dir,
+    expand_references,
+    reference_names,
+    write_env_file,
+)
+from tether.store.locks import ShellLocks, WriteLease
+from tether.store.macros import MacroStore, MacroView
+from tether.store.vault import Vault
+from tether.store.vault_rules import vault_settings
+
+# A nested interactive shell in front (``bash`` typed into the pane) reads commands like the pane's own.
+SHELL_NAMES = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+# Later steps of ``steps`` usually talk to a program the first step started (a REPL), whose input
+# bash could not parse: only these verdicts are about text that is shell code at all.
+_NOT_SHELL_RULES = frozenset({"unparseable", "dynamic-command"})
+
+
+class GuardBlockedError(RefusedError):
+    """The dangerous-command guard blocked the text (``verdict.message`` says rule, why, how)."""
+
+    code = "BLOCKED"
+
+
+@dataclass(slots=True, kw_only=True)
+class SafetyPolicy:
+    """Guard, vault, macros and locks of one ``TETHER_HOME``, shared by its engines' hooks."""
+
+    config: Config
+    guard: Guard
+    redactor: SecretRedactor = field(init=False)
+    _vaults: dict[int, Vault] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Config) -> SafetyPolicy:
+        """Validates ``[guard]`` and ``[vault]`` now (a ``UsageError`` names the bad key)."""
+        vault_settings(config)
+        return cls(config=config, guard=Guard.from_config(config))
+
+    def __post_init__(self) -> None:
+        self.redactor = SecretRedactor(self._any_vault)
+
+    def _any_vault(self) -> Vault:
+        found = next(iter(self._vaults.values()), None)
+        if found is None:  # a call before any shell engine exists (bash, job_*): open our own
+            found = Vault.open(self.config)
+            self._vaults = {0: found}
+        return found
+
+    def vault_for(self, engine: SessionEngine) -> Vault:
+        vault = self._vaults.get(id(engine.store))
+        if vault is None:
+            vault = Vault(engine.store, engine.home, settings=vault_settings(self.config))
+            self._vaults[id(engine.store)] = vault
+        return vault
+
+    def hooks_for(self, engine: SessionEngine) -> SessionHooks:
+        path = _WritePath(policy=self, engine=engine, vault=self.vault_for(engine))
+        return SessionHooks(
+            before_write=path.before_write,
+            after_write=path.after_write,
+            is_locked=path.is_locked,
+            mask=self.redactor.mask,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class _WritePath:
+    policy: SafetyPolicy
+    engine: SessionEngine
+    vault: Vault
+    locks: ShellLocks = field(init=False)
+    macros: MacroExpander = field(init=False)
+    _leases: dict[int, WriteLease] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.locks = ShellLocks(self.engine.home, self.engine.store)
+        self.macros = MacroExpander(MacroStore(self.engine.store))
+
+    def is_locked(self, shell_id: str, actor: str) -> bool:
+        return self.locks.is_locked(shell_id, actor=actor)
+
+    async def before_write(self, intent: WriteIntent) -> WriteDecision:
+        try:
+            return await self._decide(intent)
+        except GuardBlockedError as exc:
+            note_outcome(intent.shell_id, "blocked", exc.message)
+            raise
+        except RefusedError as exc:
+            note_outcome(intent.shell_id, "refused", exc.message)
+            raise
+
+    async def after_write(self, intent: WriteIntent) -> None:
+        lease = self._leases.pop(id(intent), None)
+        if lease is not None:
+            lease.release()
+
+    async def _check_person(self, shell_id: str) -> PaneInfo:
+        """The pane, read fresh (``engine.pane`` may answer from a cache, and the person-typing
+        stamp must be read now); ``RefusedError`` while a person types there."""
+        # Both queries leave in one write to tmux (``ControlClient`` batches one loop iteration).
+        pane, clients = await asyncio.gather(self.engine.pane_now(shell_id), client_activity(self.engine))
+        activity = clients.get(shell_id, 0.0)
+        if is_user_busy(self.engine, pane, activity, time.time()):
+            window = self.engine.config.sessions.user_busy_seconds
+            raise RefusedError(
+                f"a person is typing in shell {shell_id} (input within the last {window:g} s); nothing was "
+                "sent. Retry in a few seconds, or ask the user whether you may type there"
+            )
+        return pane
+
+    async def _decide(self, intent: WriteIntent) -> WriteDecision:
+        shell_id = intent.shell_id
+        self.locks.check_manual(shell_id, actor=intent.actor)
+        pane = await self._check_person(shell_id)
+        fg = procinfo.foreground(pane.pid)
+        shell_in_front = fg.shell_in_front or fg.command in SHELL_NAMES
+        text, expanded, submit = intent.text, False, True
+        if intent.kind != "steps":
+            view = MacroView(conversation=intent.actor, shell=shell_id)
+            self.macros.check_exit_wait(text, view, intent.wait_kind)
+            expansion = self.macros.expand(text, view)
+            text, expanded, submit = expansion.text, expansion.expanded, expansion.submit
+            if expanded:
+                note_command(text)  # the audit shows what the macro became (references as written)
+        notes: list[str] = []
+        if shell_in_front:
+            notes.extend(self._judge(intent, text))
+        refs = reference_names(text)
+        if refs and intent.kind == "steps":
+            raise UsageError(
+                "vault references are not delivered in steps; send the secret with shell_run kind=run or "
+                "shell_send"
+            )
+        delivery: Literal["env", "typed"] = "env" if shell_in_front else "typed"
+        x = expand_references(text, self.vault, force=intent.force, delivery=delivery) if refs else None
+        shown = _shown(text, x)
+        if x is not None and x.notice:
+            notes.append(f"[vault] {x.notice}")
+        if intent.dryrun:
+            note_outcome(shell_id, "dry-run")
+            return WriteDecision(
+                text=shown, expanded=expanded, shown=shown, notes=tuple(notes), submit=submit
+            )
+        lease = await self.locks.acquire(shell_id, actor=intent.actor, mode=intent.lock)
+        self._leases[id(intent)] = lease
+        try:
+            if lease.waited_ms > 0:
+                await self._check_person(shell_id)  # a person may have started typing while we waited
+            return self._deliver(intent, text, x, shown, notes, expanded=expanded, submit=submit)
+        except BaseException:
+            self._leases.pop(id(intent), None)
+            lease.release()
+            raise
+
+    def _judge(self, intent: WriteIntent, text: str) -> list[str]:
+        pieces = text.split("\n") if intent.kind == "steps" else [text]
+        notes: list[str] = []
+        for n, piece in enumerate(pieces):
+            if not piece.strip():
+                continue
+            verdict = self.policy.guard.check(piece)
+            if verdict.allowed or (n > 0 and verdict.rule in _NOT_SHELL_RULES):
+                continue
+            notes.append(self._blocked(intent, verdict))
+        return notes
+
+    def _blocked(self, intent: WriteIntent, verdict: Verdict) -> str:
+        if not intent.bypass_guard:
+            raise GuardBlockedError(verdict.message)
+        if intent.reason is None or not intent.reason.strip():
+            raise RefusedError(
+                "safety.bypassGuard needs a non-empty safety.reason quoting the user's request; "
+                f"the command is blocked by rule {verdict.rule}"
+            )
+        note_flag("bypass-guard")
+        return f"[guard bypassed: rule {verdict.rule} ({verdict.why}); reason: {intent.reason.strip()}]"
+
+    def _deliver(
+        self,
+        intent: WriteIntent,
+        text: str,
+        x: ExpandedCommand | None,
+        shown: str,
+        notes: list[str],
+        *,
+        expanded: bool,
+        submit: bool,
+    ) -> WriteDecision:
+        if x is None or not x.expanded:
+            typed = x.command if x is not None else text
+            return WriteDecision(
+                text=typed, expanded=expanded, shown=shown, notes=tuple(notes), submit=submit
+            )
+        self.policy.redactor.remember(intent.shell_id, {n: self.vault.resolve(n) for n in x.expanded})
+        if not x.variables:  # typed delivery: a program's own prompt reads the value
+            return WriteDecision(
+                text=x.command,
+                expanded=expanded,
+                shown=shown,
+                notes=tuple(notes),
+                typed_secret=True,
+                submit=submit,
+            )
+        if intent.kind == "send" and not intent.submit:
+            raise UsageError(
+                "vault references typed at a shell prompt are delivered when the line runs: end "
+                "shell_send keys with 'Enter' (or use shell_run)"
+            )
+        path = write_env_file(env_file_dir(self.engine.home), x)
+        line = f"{x.prologue(path)};{{ {x.command}\n}}; {x.epilogue()}"
+        return WriteDecision(
+            text=line, expanded=expanded, shown=shown, notes=tuple(notes), env_file=path, submit=submit
+        )
+
+
+def _shown(text: str, x: ExpandedCommand | None) -> str:
+    """``text`` with every delivered reference as ``[vault:NAME]``; unexpanded ones as written."""
+    if x is None:
+        return text
+    done = set(x.expanded)
+    return REFERENCE_RE.sub(lambda m: f"[vault:{m[1]}]" if m[1] in done else m[0], x.written)
+
+
+__all__ = ["SHELL_NAMES", "GuardBlockedError", "SafetyPolicy"]

@@ -1,0 +1,39 @@
+"""Whether a person is typing into a shell right now (the ``user-busy`` state).
+
+Invariant: this is the one definition of ``user-busy``, used by ``shell_state`` to show it and by
+the safety hooks to refuse agent writes: the panel's ``@tether_user_input_at`` stamp on the pane, or
+the last keystroke of an attached (non-control-mode) tmux client, lies within
+``[sessions] user_busy_seconds`` of now.
+"""
+
+from __future__ import annotations
+
+from tether.shells.engine import PaneInfo, SessionEngine
+
+
+async def client_activity(engine: SessionEngine) -> dict[str, float]:
+    """Latest keystroke time (epoch s) per session among attached non-control clients."""
+    try:
+        lines = await engine.control.run_shared(
+            "list-clients",
+            "-F",
+            "#{client_session}\t#{client_activity}\t#{client_control_mode}\t#{client_created}",
+        )
+    except Exception:
+        return {}
+    latest: dict[str, float] = {}
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) != 4 or parts[2] == "1" or not (parts[1].isdigit() and parts[3].isdigit()):
+            continue
+        # tmux sets a client's activity when it attaches, and its terminal's automatic answers to
+        # tmux's queries arrive within the first second (whole seconds here): not a person typing.
+        if int(parts[1]) > int(parts[3]) + 1:
+            latest[parts[0]] = max(latest.get(parts[0], 0.0), float(parts[1]))
+    return latest
+
+
+def is_user_busy(engine: SessionEngine, pane: PaneInfo, activity: float, now: float) -> bool:
+    """``activity``: the shell's entry of ``client_activity``; ``now``: epoch seconds."""
+    window = engine.config.sessions.user_busy_seconds
+    return now - pane.user_input_ms / 1000 < window or now - activity < window

@@ -1,0 +1,1 @@
+"""tether.shells.vault"""
