@@ -26,7 +26,7 @@ from tether.audit.log import AuditLog
 from tether.audit.record import Outcome
 from tether.config import Config
 from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
-from tether.shells.engine import SessionEngine
+from tether.shells import Shells
 from tether.store.manual_locks import ManualLocks
 from tether.tools.registry import CallContext, ToolRegistry, ToolResult
 
@@ -109,8 +109,8 @@ class PanelCalls:
     def manual_locks(self) -> ManualLocks:
         return ManualLocks(self.engine().store)
 
-    def engine(self) -> SessionEngine:
-        return SessionEngine.get(self.config)
+    def engine(self) -> Shells:
+        return Shells.get(self.config)
 
     async def audit(
         self,

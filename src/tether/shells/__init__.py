@@ -1,1 +1,208 @@
-"""tether.shells"""
+"""tether.shells — persistent interactive shells: the shell-host seam and its operations.
+
+The face (everything a layer above may use; nothing reaches past it)::
+
+    Shells                       the shells of one TETHER_HOME in this process (``Shells.get``)
+    ShellHost, LocalHost         the seam: one tmux server and what tether needs of it
+    operations                   open_shell · revive · run · steps · retry · send · read ·
+                                 shell_state_rows · manage_home · shell_kind · resolve_target ·
+                                 check_capacity · follow / position · screen_text
+    values                       requests (Wait, Output, Safety, actions, Target, StateQuery),
+                                 Outcome, ShellRow, Done, Write
+    safety                       SafetyPolicy, SessionHooks, WriteIntent, WriteDecision,
+                                 GuardBlockedError, call notes (collecting), Guard
+    ids                          is_shell_id, check_shell_id
+
+Invariant: tools, the panel and the CLI translate requests into these calls and outcomes into
+results; shell state (``maxSessions``, runs in flight, busy/idle/ai-busy, read positions) is
+decided here only.
+"""
+
+from __future__ import annotations
+
+from tether.shells.domain import Shells
+from tether.shells.guard.guard import Guard
+from tether.shells.host import ShellHost
+from tether.shells.hosts.local import LocalHost
+from tether.shells.ids import check_shell_id, is_shell_id
+from tether.shells.lifecycle import open_shell
+from tether.shells.manage import (
+    NO_TARGET_KINDS,
+    NOT_READY,
+    SHELL_KINDS,
+    Done,
+    manage_home,
+    revive,
+    shell_kind,
+)
+from tether.shells.outcomes import Outcome
+from tether.shells.reads import read
+from tether.shells.requests import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_POLL_MS,
+    DEFAULT_TIMEOUT_MS,
+    MAX_CONCURRENCY,
+    MAX_OUTPUT_LINES,
+    MAX_TASKS,
+    Action,
+    AuditAction,
+    AuditSource,
+    CloseAction,
+    DoctorAction,
+    ExpectKind,
+    IdleAction,
+    LockMode,
+    MacroHistoryAction,
+    MacroListAction,
+    MacroRestoreAction,
+    MacroRmAction,
+    MacroScope,
+    MacroSetAction,
+    ManageAction,
+    OpenAction,
+    Output,
+    Owner,
+    ReadAction,
+    ReadMode,
+    ReadToolAction,
+    ReapAction,
+    RenameAction,
+    ResizeAction,
+    RespawnAction,
+    RetryAction,
+    RetryMode,
+    RunAction,
+    RunToolAction,
+    Safety,
+    SendAction,
+    Showing,
+    SnapshotAction,
+    SnapshotListAction,
+    StateName,
+    StateQuery,
+    Step,
+    StepExpect,
+    StepsAction,
+    SubscribeAction,
+    Target,
+    TargetMode,
+    ToolName,
+    UnsubscribeAction,
+    VaultListAction,
+    Wait,
+    WaitKind,
+    WorkspaceDeleteAction,
+    WorkspaceListAction,
+    WorkspaceRestoreAction,
+    WorkspaceSaveAction,
+)
+from tether.shells.runs import Write, retry, run, send, steps
+from tether.shells.safety.call_notes import collecting
+from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
+from tether.shells.safety.policy import GuardBlockedError, SafetyPolicy
+from tether.shells.state import ShellRow
+from tether.shells.state import state as shell_state_rows
+from tether.shells.targets import check_capacity, resolve_target
+from tether.shells.views import screen_lines
+from tether.shells.watch import follow, position
+
+
+async def screen_text(shells: Shells, shell_id: str) -> str:
+    """The shell's visible screen as text, vault values masked."""
+    host, pane = await shells.pane(shell_id)
+    return "\n".join(await screen_lines(shells, host, pane))
+
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_POLL_MS",
+    "DEFAULT_TIMEOUT_MS",
+    "MAX_CONCURRENCY",
+    "MAX_OUTPUT_LINES",
+    "MAX_TASKS",
+    "NOT_READY",
+    "NO_TARGET_KINDS",
+    "SHELL_KINDS",
+    "Action",
+    "AuditAction",
+    "AuditSource",
+    "CloseAction",
+    "DoctorAction",
+    "Done",
+    "ExpectKind",
+    "Guard",
+    "GuardBlockedError",
+    "IdleAction",
+    "LocalHost",
+    "LockMode",
+    "MacroHistoryAction",
+    "MacroListAction",
+    "MacroRestoreAction",
+    "MacroRmAction",
+    "MacroScope",
+    "MacroSetAction",
+    "ManageAction",
+    "OpenAction",
+    "Outcome",
+    "Output",
+    "Owner",
+    "ReadAction",
+    "ReadMode",
+    "ReadToolAction",
+    "ReapAction",
+    "RenameAction",
+    "ResizeAction",
+    "RespawnAction",
+    "RetryAction",
+    "RetryMode",
+    "RunAction",
+    "RunToolAction",
+    "Safety",
+    "SafetyPolicy",
+    "SendAction",
+    "SessionHooks",
+    "ShellHost",
+    "ShellRow",
+    "Shells",
+    "Showing",
+    "SnapshotAction",
+    "SnapshotListAction",
+    "StateName",
+    "StateQuery",
+    "Step",
+    "StepExpect",
+    "StepsAction",
+    "SubscribeAction",
+    "Target",
+    "TargetMode",
+    "ToolName",
+    "UnsubscribeAction",
+    "VaultListAction",
+    "Wait",
+    "WaitKind",
+    "WorkspaceDeleteAction",
+    "WorkspaceListAction",
+    "WorkspaceRestoreAction",
+    "WorkspaceSaveAction",
+    "Write",
+    "WriteDecision",
+    "WriteIntent",
+    "check_capacity",
+    "check_shell_id",
+    "collecting",
+    "follow",
+    "is_shell_id",
+    "manage_home",
+    "open_shell",
+    "position",
+    "read",
+    "resolve_target",
+    "retry",
+    "revive",
+    "run",
+    "screen_text",
+    "send",
+    "shell_kind",
+    "shell_state_rows",
+    "steps",
+]

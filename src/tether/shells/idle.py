@@ -4,7 +4,7 @@ Invariant: a shell is closed only when it is idle in the spec's sense — no inp
 (runs, sends, steps and a person's keystrokes through the panel count; reading does not) and the
 shell itself in front (no foreground command) — and its limit is positive: ``idleMinutes`` when
 given at open, else ``idle_close_minutes`` when the ``idle_close`` master switch is on, else never.
-Closing snapshots the shell (``manage_ops.close``), kills the tmux session and marks the record
+Closing snapshots the shell (``lifecycle.close``), kills the tmux session and marks the record
 closed. Every tether process may run the
 sweep; closing an already-closed shell is a no-op.
 """
@@ -12,15 +12,15 @@ sweep; closing an already-closed shell is a no-op.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from tether.shells import lifecycle as manage_ops
-from tether.shells import procinfo
 from tether.shells.records import now_ms
+from tether.shells.tmux.control import SessionError
 
 if TYPE_CHECKING:
-    from tether.shells.engine import SessionEngine
+    from tether.shells.domain import Shells
 
 logger = logging.getLogger(__name__)
 
@@ -33,12 +33,14 @@ def idle_limit_ms(idle_minutes: int | None, *, switch: bool, default_minutes: in
     return default_minutes * 60_000 if switch else 0
 
 
-async def close_idle(engine: SessionEngine, now: int) -> list[str]:
+async def close_idle(shells: Shells, now: int) -> list[str]:
     """One sweep at time ``now`` (epoch ms); returns the ids it closed."""
-    cfg = engine.config.sessions
-    records = engine.records.shells()
+    from tether.shells import lifecycle
+
+    cfg = shells.config.sessions
+    records = shells.records.shells()
     closed: list[str] = []
-    for shell_id, pane in (await engine.live()).items():
+    for shell_id, pane in (await shells.live()).items():
         rec = records.get(shell_id)
         if rec is None:
             continue
@@ -46,19 +48,32 @@ async def close_idle(engine: SessionEngine, now: int) -> list[str]:
         if limit <= 0:
             continue
         last_input = max(rec.last_activity_ms, pane.user_input_ms)
-        if now - last_input < limit or not procinfo.foreground(pane.pid).shell_in_front:
+        host = shells.host_of(shell_id)
+        if now - last_input < limit or not (await host.foreground(pane)).shell_in_front:
             continue
-        # A snapshot first (manage_ops.close), so shell_open from can revive it.
-        await manage_ops.close(engine, shell_id, actor="idle-sweep", reason="idle", at_ms=now)
+        # A snapshot first (lifecycle.close), so shell_open from can revive it.
+        await lifecycle.close(shells, shell_id, actor="idle-sweep", reason="idle", at_ms=now)
         closed.append(shell_id)
         logger.info("closed %s: idle for %d minutes", shell_id, (now - last_input) // 60_000)
     return closed
 
 
-async def sweep_forever(engine: SessionEngine) -> None:
+async def remove_ended(shells: Shells, seen: set[str]) -> set[str]:
+    """Kill the sessions of shells that ended at least one sweep ago (tmux kept their panes so
+    that waits could read the exit status); returns the ended ones seen now."""
+    ended = set(await shells.ended())
+    for shell_id in ended & seen:
+        with contextlib.suppress(SessionError, Exception):
+            await shells.host_of(shell_id).kill(shell_id)
+    return ended - seen
+
+
+async def sweep_forever(shells: Shells) -> None:
+    seen: set[str] = set()
     while True:
         await asyncio.sleep(SWEEP_S)
         try:
-            await close_idle(engine, now_ms())
+            await close_idle(shells, now_ms())
+            seen = await remove_ended(shells, seen)
         except Exception:
             logger.exception("idle sweep failed")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import secrets
 
+from tether.errors import UsageError
+
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 SHELL_ID_RE = re.compile(r"^dsh-[0-9a-z]{6}$")
 HUB_SESSION = "tether-hub"
@@ -37,3 +39,10 @@ def new_nonce() -> str:
 
 def is_shell_id(value: str) -> bool:
     return SHELL_ID_RE.match(value) is not None
+
+
+def check_shell_id(value: str) -> str:
+    """``value`` if it is a shell id, else ``UsageError`` (safe to embed in a tmux target then)."""
+    if not is_shell_id(value):
+        raise UsageError(f"shell id {value!r} is not valid; shell ids look like dsh-ab12cd")
+    return value

@@ -1,6 +1,8 @@
-"""What ``shell_manage`` does to shells: snapshot, rename, resize, respawn, close, reap, idle limit.
+"""A shell's life: open, snapshot, rename, resize, respawn, close, reap, idle limit.
 
-Invariant: a shell is never closed without a snapshot of it first (label, cwd, size and its
+Invariant: a shell is open once its bash reads its first line (its first prompt event), not while
+its start-up files still run; each shell has its own integration nonce, kept in its record. A
+shell is never closed without a snapshot of it first (label, cwd, size and its
 scrollback from the full output log), so ``shell_open from`` can revive anything closed by
 ``close``, idle reclaim or ``reap``; a snapshot is also left by ``rename`` and ``resize``. The record
 changes (label, idle limit, closed) are single statements, so processes sharing a home never see a
@@ -11,23 +13,28 @@ records idle for at least ``REAP_MIN_IDLE_MS``.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tether.errors import NotFoundError, UsageError
+from tether.shells import ids
+from tether.shells.domain import Shells
+from tether.shells.host import ShellHost, ShellStart
+from tether.shells.integration.script import integration_script
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
 from tether.shells.records import ShellRecord, now_ms
+from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import SessionError
 from tether.shells.vault.mask import SecretMasker
+from tether.shells.waits import WaitSpec
 from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore
 from tether.store.vault import Vault
 from tether.store.vault_crypto import VaultKeyError
 
-if TYPE_CHECKING:
-    from tether.shells.engine import PaneInfo, SessionEngine
+_FIRST_PROMPT_MS = 10_000
 
 REAP_MIN_IDLE_MS = 10 * 60_000
 # Lines of scrollback a snapshot keeps (the store then caps it at 1 MiB of text).
@@ -42,9 +49,9 @@ class LostShell:
     idle_ms: int
 
 
-def redactor(engine: SessionEngine) -> Callable[[str], str] | None:
+def redactor(shells: Shells) -> Callable[[str], str] | None:
     """The vault's masker over every value readable now (``None`` when the vault is empty)."""
-    vault = Vault(engine.store, engine.home)
+    vault = Vault(shells.store, shells.home)
     try:
         values = vault.readable_values()
     except VaultKeyError:  # no readable key means no value could have reached a shell either
@@ -53,20 +60,20 @@ def redactor(engine: SessionEngine) -> Callable[[str], str] | None:
     return masker.mask if masker else None
 
 
-def snapshots(engine: SessionEngine) -> SnapshotStore:
-    return SnapshotStore(engine.store, engine.home, redact=redactor(engine))
+def snapshots(shells: Shells) -> SnapshotStore:
+    return SnapshotStore(shells.store, shells.home, redact=redactor(shells))
 
 
-def scrollback(engine: SessionEngine, shell_id: str) -> str:
+def scrollback(shells: Shells, shell_id: str) -> str:
     """The shell's output as read by ``shell_read`` history (markers removed), newest lines kept."""
-    path = engine.log_of(shell_id)
+    path = shells.log_of(shell_id)
     if not path.exists():
         return ""
     return "\n".join(history_tail(path, SNAPSHOT_LINES).lines)
 
 
-def record(engine: SessionEngine, shell_id: str) -> ShellRecord:
-    rec = engine.records.shells().get(shell_id)
+def record(shells: Shells, shell_id: str) -> ShellRecord:
+    rec = shells.records.shells().get(shell_id)
     if rec is None:
         raise NotFoundError(
             f"shell {shell_id} has no tether record (it was not opened by tether, or it is closed); "
@@ -76,7 +83,7 @@ def record(engine: SessionEngine, shell_id: str) -> ShellRecord:
 
 
 def take_snapshot(
-    engine: SessionEngine,
+    shells: Shells,
     shell_id: str,
     *,
     reason: SnapshotReason,
@@ -85,71 +92,136 @@ def take_snapshot(
     rec: ShellRecord | None = None,
 ) -> Snapshot:
     """Snapshot a shell: size and cwd from the live pane when there is one, else from the record."""
-    rec = rec if rec is not None else engine.records.shells().get(shell_id)
+    rec = rec if rec is not None else shells.records.shells().get(shell_id)
     label = rec.label if rec is not None else shell_id
     cwd = pane.cwd if pane is not None and pane.cwd else (rec.cwd if rec is not None else "")
-    cols = pane.cols if pane is not None and pane.cols > 0 else engine.config.sessions.default_cols
-    rows = pane.rows if pane is not None and pane.rows > 0 else engine.config.sessions.default_rows
-    return snapshots(engine).take(
+    cols = pane.cols if pane is not None and pane.cols > 0 else shells.config.sessions.default_cols
+    rows = pane.rows if pane is not None and pane.rows > 0 else shells.config.sessions.default_rows
+    return snapshots(shells).take(
         shell_id=shell_id,
         label=label,
         cwd=cwd,
         cols=cols,
         rows=rows,
         reason=reason,
-        text=scrollback(engine, shell_id),
+        text=scrollback(shells, shell_id),
         actor=actor,
     )
 
 
-def set_label(engine: SessionEngine, shell_id: str, label: str) -> None:
-    engine.store.execute("UPDATE shells SET label = ? WHERE id = ? AND closed_ms IS NULL", (label, shell_id))
+def set_label(shells: Shells, shell_id: str, label: str) -> None:
+    shells.store.execute("UPDATE shells SET label = ? WHERE id = ? AND closed_ms IS NULL", (label, shell_id))
 
 
-def set_idle_minutes(engine: SessionEngine, shell_id: str, minutes: int) -> None:
-    engine.store.execute(
+def set_idle_minutes(shells: Shells, shell_id: str, minutes: int) -> None:
+    shells.store.execute(
         "UPDATE shells SET idle_minutes = ? WHERE id = ? AND closed_ms IS NULL", (minutes, shell_id)
     )
 
 
-async def resize(engine: SessionEngine, pane: PaneInfo, cols: int, rows: int) -> PaneInfo:
-    """Resize the shell's window; ``resize-window`` also pins ``window-size manual``, so an attached
-    client of another size does not undo it."""
-    await engine.control.run("resize-window", "-t", f"={pane.shell_id}:", "-x", str(cols), "-y", str(rows))
-    return (await engine.live())[pane.shell_id]
+async def resize(shells: Shells, shell_id: str, cols: int, rows: int) -> PaneInfo:
+    """Resize the shell's window; returns once its terminal has the new size. ``resize-window``
+    also pins ``window-size manual``, so an attached client of another size does not undo it."""
+    host, pane = await shells.pane(shell_id)
+    await host.resize(pane, cols, rows)
+    return await host.pane_now(shell_id)
 
 
-async def respawn(engine: SessionEngine, pane: PaneInfo, cwd: str | None) -> PaneInfo:
+def start_of(shell_id: str, nonce: str) -> ShellStart:
+    return ShellStart(rc_text=integration_script(nonce), env=(("TETHER_SHELL", shell_id),))
+
+
+async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
     """Restart the shell process in the same pane (same id, session environment and log)."""
+    host, pane = await shells.pane(shell_id)
     start = cwd if cwd and _is_dir(cwd) else None
-    shell = engine.config.sessions.shell or "bash"
-    command = f"exec {_sh_quote(shell)} --rcfile {_sh_quote(str(engine.rcfile))} -i"
-    args: list[str] = ["respawn-pane", "-k", "-t", pane.pane_id]
-    if start is not None:
-        args += ["-c", start]
-    offset = log_size(engine.log_of(pane.shell_id))
-    log = _sh_quote(str(engine.log_of(pane.shell_id)))
-    # The old pipe ends with the old process, but only later: close it first and open a fresh one
-    # in the same batch, so tmux pipes the new shell's first byte into the log.
-    await engine.control.run_many(
-        [
-            ("pipe-pane", "-t", pane.pane_id),
-            (*args, command),
-            ("pipe-pane", "-t", pane.pane_id, f"exec cat >> {log}"),
-        ]
-    )
-    fresh = (await engine.live()).get(pane.shell_id)
-    if fresh is None:
-        raise SessionError(f"shell {pane.shell_id} did not come back after respawn-pane")
-    from tether.shells.waits import WaitSpec
-
-    await engine.waits.wait(engine.ref(fresh), WaitSpec(kind="idle", timeout_ms=10_000), offset)
-    engine.records.touch(pane.shell_id)
+    nonce = ids.new_nonce()
+    offset = log_size(host.log_of(shell_id))
+    shells.records.set_nonce(shell_id, nonce)
+    await host.respawn(pane, cwd=start, start=start_of(shell_id, nonce))
+    fresh = await host.pane_now(shell_id)
+    await first_prompt(shells, host, fresh, offset, nonce)
+    shells.records.touch(shell_id)
     return fresh
 
 
+async def first_prompt(shells: Shells, host: ShellHost, pane: PaneInfo, offset: int, nonce: str) -> bool:
+    """Wait until a new shell reads its first line (its start-up files have run)."""
+    spec = WaitSpec(kind="prompt", timeout_ms=_FIRST_PROMPT_MS)
+    out = await shells.waits(host).wait(pane, spec, offset, nonce=nonce)
+    return out.met
+
+
+async def open_shell(
+    shells: Shells,
+    *,
+    owner: str,
+    label: str,
+    cwd: str | None,
+    cols: int,
+    rows: int,
+    idle_minutes: int | None,
+    preamble: Callable[[str], bytes] | None = None,
+    host_name: str = "local",
+) -> tuple[ShellRecord, bool]:
+    """Open a shell; ``preamble(new_id)`` (a revived shell's old scrollback) starts its log. Returns
+    the record and whether the shell reached its first prompt in time."""
+    host = shells.hosts[host_name]
+    start_dir = _start_dir(cwd, shells.config.shell.cwd)
+    if start_dir is None:
+        raise UsageError(f"open.cwd {cwd!r} is not a directory; give an existing directory or omit cwd")
+    shell = shells.config.sessions.shell or "bash"
+    if not Path(shell).name.startswith("bash"):
+        raise UsageError(
+            f"config.toml: [sessions] shell = {shell!r}; persistent shells run bash (their shell "
+            "integration is bash's PS0/PS1/PROMPT_COMMAND): set it to 'bash' or a path to a bash executable"
+        )
+    known = shells.records.known_ids() | set(await host.panes())
+    for attempt in range(5):
+        shell_id = ids.new_shell_id()
+        if shell_id in known:
+            continue
+        log = host.log_of(shell_id)
+        log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        head = b"" if preamble is None else preamble(shell_id)
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(head)
+        nonce = ids.new_nonce()
+        record = ShellRecord(
+            id=shell_id,
+            owner=owner,
+            label=label or shell_id,
+            created_ms=now_ms(),
+            cwd=start_dir,
+            last_activity_ms=now_ms(),
+            idle_minutes=idle_minutes,
+            host=host.name,
+            nonce=nonce,
+        )
+        try:
+            await host.create(shell_id, cwd=start_dir, cols=cols, rows=rows, start=start_of(shell_id, nonce))
+        except SessionError as exc:
+            # Another process took this id in the same instant: draw again.
+            if "duplicate session" in exc.message and attempt < 4:
+                continue
+            raise
+        break
+    else:
+        raise SessionError("no free shell id after 5 draws (36^6 ids); try again")
+    shells.records.add_shell(record)
+    pane = await host.pane_now(shell_id)
+    reached = await first_prompt(shells, host, pane, len(head), nonce)
+    return record, reached
+
+
+def _start_dir(cwd: str | None, configured: str) -> str | None:
+    path = Path(cwd).expanduser() if cwd else Path(configured or os.getcwd())
+    return str(path) if path.is_dir() else None
+
+
 async def close(
-    engine: SessionEngine,
+    shells: Shells,
     shell_id: str,
     *,
     actor: str,
@@ -157,36 +229,35 @@ async def close(
     at_ms: int | None = None,
 ) -> Snapshot:
     """Snapshot (with scrollback), kill the tmux session, mark the record closed."""
-    pane = (await engine.live()).get(shell_id)
-    snap = take_snapshot(engine, shell_id, reason=reason, actor=actor, pane=pane)
+    host = shells.host_of(shell_id)
+    pane = (await host.panes()).get(shell_id)
+    snap = take_snapshot(shells, shell_id, reason=reason, actor=actor, pane=pane)
     if pane is not None:
         with contextlib.suppress(SessionError):  # already gone: closing is idempotent
-            await engine.control.run("kill-session", "-t", f"={shell_id}")
-    engine.records.mark_closed(shell_id, at_ms if at_ms is not None else now_ms())
+            await host.kill(shell_id)
+    shells.records.mark_closed(shell_id, at_ms if at_ms is not None else now_ms())
     return snap
 
 
-async def lost_shells(
-    engine: SessionEngine, now: int, min_idle_ms: int = REAP_MIN_IDLE_MS
-) -> list[LostShell]:
+async def lost_shells(shells: Shells, now: int, min_idle_ms: int = REAP_MIN_IDLE_MS) -> list[LostShell]:
     """Records whose tmux session is gone and that saw no input for ``min_idle_ms``."""
-    live = await engine.live()
+    live = await shells.live()
     lost = []
-    for rec in engine.records.shells().values():
+    for rec in shells.records.shells().values():
         idle = now - rec.last_activity_ms
         if rec.id not in live and idle >= min_idle_ms:
             lost.append(LostShell(record=rec, idle_ms=idle))
     return sorted(lost, key=lambda s: s.record.id)
 
 
-def reap(engine: SessionEngine, lost: list[LostShell], *, actor: str, now: int) -> list[Snapshot]:
+def reap(shells: Shells, lost: list[LostShell], *, actor: str, now: int) -> list[Snapshot]:
     """Close lost records (snapshotting what their logs still hold)."""
     taken = []
     for shell in lost:
         taken.append(
-            take_snapshot(engine, shell.record.id, reason="close", actor=actor, pane=None, rec=shell.record)
+            take_snapshot(shells, shell.record.id, reason="close", actor=actor, pane=None, rec=shell.record)
         )
-        engine.records.mark_closed(shell.record.id, now)
+        shells.records.mark_closed(shell.record.id, now)
     return taken
 
 
@@ -218,7 +289,3 @@ def check_label(label: str, path: str) -> str:
 
 def _is_dir(path: str) -> bool:
     return Path(path).is_dir()
-
-
-def _sh_quote(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"

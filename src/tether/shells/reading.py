@@ -53,6 +53,25 @@ def log_lines(path: Path, start: int, end: int | None, limit: int) -> Lines:
     return Lines(lines=tuple(kept), total=total, dropped=total - len(kept))
 
 
+_OSC_OPEN = b"\x1b]"
+
+
+def _open_osc(data: bytes) -> int:
+    """Where an OSC string still unterminated at the end of ``data`` begins (-1: none)."""
+    at = data.rfind(_OSC_OPEN)
+    if at < 0 or b"\x07" in data[at:] or b"\x1b\\" in data[at:]:
+        return -1
+    return at
+
+
+def safe_end(path: Path, end: int) -> int:
+    """``end``, moved back to the start of an event the shell is still printing there (an event is
+    several writes), so no view begins or ends inside one."""
+    start = max(0, end - 65536)
+    at = _open_osc(read_range(path, start, end))
+    return end if at < 0 else start + at
+
+
 class _ChunkIter:
     """Rendered text of a log range, one newline-aligned chunk at a time (no trailing ``\\n``)."""
 
@@ -73,6 +92,10 @@ class _ChunkIter:
             cut = data.rfind(b"\n")
             if cut > 0:
                 data = data[: cut + 1]
+            # Never cut inside an OSC string (an event with a multi-line command in it).
+            at = _open_osc(data)
+            if at > 0:
+                data = data[:at]
         self.pos += len(data)
         text = render_text(data)
         return text[:-1] if text.endswith("\n") else text

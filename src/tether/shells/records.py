@@ -25,7 +25,9 @@ register_schema(
         cwd TEXT NOT NULL DEFAULT '',
         last_activity_ms INTEGER NOT NULL,
         idle_minutes INTEGER,
-        closed_ms INTEGER
+        closed_ms INTEGER,
+        host TEXT NOT NULL DEFAULT 'local',
+        nonce TEXT NOT NULL DEFAULT ''
     );
     CREATE TABLE IF NOT EXISTS shell_runs (
         run_id TEXT PRIMARY KEY,
@@ -37,7 +39,10 @@ register_schema(
         log_offset INTEGER NOT NULL,
         exit_code INTEGER,
         end_offset INTEGER,
-        wrapped INTEGER NOT NULL DEFAULT 1
+        wrapped INTEGER NOT NULL DEFAULT 1,
+        token INTEGER NOT NULL DEFAULT 0,
+        typed_as_input TEXT,
+        prompt_before INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX IF NOT EXISTS shell_runs_by_shell ON shell_runs (shell_id, started_ms);
     CREATE TABLE IF NOT EXISTS shell_reads (
@@ -48,6 +53,13 @@ register_schema(
         PRIMARY KEY (shell_id, actor)
     )
     """,
+    added=(
+        ("shells", "host", "TEXT NOT NULL DEFAULT 'local'"),
+        ("shells", "nonce", "TEXT NOT NULL DEFAULT ''"),
+        ("shell_runs", "token", "INTEGER NOT NULL DEFAULT 0"),
+        ("shell_runs", "typed_as_input", "TEXT"),
+        ("shell_runs", "prompt_before", "INTEGER NOT NULL DEFAULT 0"),
+    ),
 )
 
 
@@ -64,20 +76,41 @@ class ShellRecord:
     cwd: str
     last_activity_ms: int
     idle_minutes: int | None
+    host: str = "local"
+    nonce: str = ""  # the shell's integration nonce ("" for a shell opened before integration)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunRecord:
+    """One ``shell_run``. ``token`` is what the shell's own events report for it;
+    ``typed_as_input`` names the program the text went to when the shell was not at its prompt
+    (such a run has no exit status)."""
+
     run_id: str
     shell_id: str
-    nonce: str
+    token: int
     command: str
     actor: str
     started_ms: int
     log_offset: int
     exit_code: int | None
     end_offset: int | None
-    wrapped: bool = True  # typed with exit markers (False: plain input to a program in front)
+    typed_as_input: str | None = None
+    prompt_before: int = 0  # the prompt shown when its keys were sent (a redraw repeats it)
+
+
+def _shell(r: sqlite3.Row) -> ShellRecord:
+    return ShellRecord(
+        id=r["id"],
+        owner=r["owner"],
+        label=r["label"],
+        created_ms=r["created_ms"],
+        cwd=r["cwd"],
+        last_activity_ms=r["last_activity_ms"],
+        idle_minutes=r["idle_minutes"],
+        host=r["host"],
+        nonce=r["nonce"],
+    )
 
 
 class Records:
@@ -88,25 +121,31 @@ class Records:
 
     def add_shell(self, rec: ShellRecord) -> None:
         self.store.execute(
-            "INSERT INTO shells (id, owner, label, created_ms, cwd, last_activity_ms, idle_minutes) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (rec.id, rec.owner, rec.label, rec.created_ms, rec.cwd, rec.last_activity_ms, rec.idle_minutes),
+            "INSERT INTO shells (id, owner, label, created_ms, cwd, last_activity_ms, idle_minutes, "
+            "host, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                rec.id,
+                rec.owner,
+                rec.label,
+                rec.created_ms,
+                rec.cwd,
+                rec.last_activity_ms,
+                rec.idle_minutes,
+                rec.host,
+                rec.nonce,
+            ),
         )
 
     def shells(self) -> dict[str, ShellRecord]:
         rows = self.store.query("SELECT * FROM shells WHERE closed_ms IS NULL")
-        return {
-            r["id"]: ShellRecord(
-                id=r["id"],
-                owner=r["owner"],
-                label=r["label"],
-                created_ms=r["created_ms"],
-                cwd=r["cwd"],
-                last_activity_ms=r["last_activity_ms"],
-                idle_minutes=r["idle_minutes"],
-            )
-            for r in rows
-        }
+        return {r["id"]: _shell(r) for r in rows}
+
+    def shell(self, shell_id: str) -> ShellRecord | None:
+        rows = self.store.query("SELECT * FROM shells WHERE id = ? AND closed_ms IS NULL", (shell_id,))
+        return _shell(rows[0]) if rows else None
+
+    def set_nonce(self, shell_id: str, nonce: str) -> None:
+        self.store.execute("UPDATE shells SET nonce = ? WHERE id = ?", (nonce, shell_id))
 
     def known_ids(self) -> set[str]:
         return {r["id"] for r in self.store.query("SELECT id FROM shells")}
@@ -133,19 +172,22 @@ class Records:
         self.store.ensure_schemas()
         with self.store.transaction() as conn:
             conn.execute(
-                "INSERT INTO shell_runs (run_id, shell_id, nonce, command, actor, started_ms, log_offset, "
-                "wrapped, exit_code, end_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "INSERT INTO shell_runs (run_id, shell_id, nonce, token, command, actor, started_ms, "
+                "log_offset, wrapped, typed_as_input, prompt_before, exit_code, end_offset) "
+                "VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET exit_code = COALESCE(shell_runs.exit_code, "
                 "excluded.exit_code), end_offset = COALESCE(shell_runs.end_offset, excluded.end_offset)",
                 (
                     run.run_id,
                     run.shell_id,
-                    run.nonce,
+                    run.token,
                     run.command,
                     run.actor,
                     run.started_ms,
                     run.log_offset,
-                    int(run.wrapped),
+                    int(run.typed_as_input is None),
+                    run.typed_as_input,
+                    run.prompt_before,
                     exit_code,
                     end_offset,
                 ),
@@ -168,6 +210,13 @@ class Records:
 
     def run(self, run_id: str) -> RunRecord | None:
         rows = self.store.query("SELECT * FROM shell_runs WHERE run_id = ?", (run_id,))
+        return _run(rows[0]) if rows else None
+
+    def run_by_token(self, shell_id: str, token: int) -> RunRecord | None:
+        rows = self.store.query(
+            "SELECT * FROM shell_runs WHERE shell_id = ? AND token = ? ORDER BY rowid DESC LIMIT 1",
+            (shell_id, token),
+        )
         return _run(rows[0]) if rows else None
 
     def last_run(self, shell_id: str) -> RunRecord | None:
@@ -203,12 +252,13 @@ def _run(row: sqlite3.Row) -> RunRecord:
     return RunRecord(
         run_id=row["run_id"],
         shell_id=row["shell_id"],
-        nonce=row["nonce"],
+        token=row["token"],
         command=row["command"],
         actor=row["actor"],
         started_ms=row["started_ms"],
         log_offset=row["log_offset"],
         exit_code=row["exit_code"],
         end_offset=row["end_offset"],
-        wrapped=bool(row["wrapped"]),
+        typed_as_input=row["typed_as_input"] or (None if row["wrapped"] else "a program in front"),
+        prompt_before=row["prompt_before"],
     )

@@ -1,9 +1,9 @@
-"""Terminal bytes → the text a model reads, with every trace of tether's wrapper removed.
+"""Terminal bytes → the text a model reads, with every shell-integration event removed.
 
-Invariant: no text produced here contains a run marker, a nonce or the wrapper's own words.
-Markers are OSC 6973 sequences (invisible on a terminal, kept in the raw log); the echoed wrapper
-(`` __tb NONCE;{ `` before the command, ``};__te`` on the continuation line) is cut out of echoed
-command lines, and a final scrub removes any fragment that slipped through a redraw.
+Invariant: no text produced here contains an integration event or its nonce: events are OSC 6973
+sequences (invisible on a terminal, kept in the raw log), and every OSC string is dropped, as is
+every other escape sequence. What a person typed or tether loaded appears exactly as the shell
+echoed it: there is no wrapper to hide.
 
 Rendering is a line model, not a terminal emulator: escape sequences are dropped, ``\\r`` returns
 to column 0 and overwrites (progress bars keep their last state), ``\\b`` steps back. Screen-exact
@@ -14,17 +14,9 @@ from __future__ import annotations
 
 import re
 
-MARKER_RE = re.compile(rb"\x1b\]6973;([0-9a-z*]+);(b|e;(\d+))(?:\x1b\\|\x07)")
 _OSC_RE = re.compile(rb"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _ESC_RE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|[PX^_][^\x1b]*\x1b\\|[()*+][0-~]|[@-Z\\-_=>78])")
 _CTRL_RE = re.compile(r"[\x00-\x07\x0b-\x1f\x7f]")
-_ECHO_HEAD_RE = re.compile(r" ?__tb [0-9a-z]{4,16};\{ ?")
-_ECHO_TAIL_RE = re.compile(r"\};__te\s*$")
-_SCRUB_RE = re.compile(r"__tb [0-9a-z]*;?\{?|\};__te|__t[bep]\b|\x1b\]6973[^\n]*")
-
-
-def strip_markers(raw: bytes) -> bytes:
-    return MARKER_RE.sub(b"", raw)
 
 
 def plain_bytes(raw: bytes) -> bytes:
@@ -58,32 +50,19 @@ def _overlay(line: str) -> str:
 
 
 def clean_line(line: str) -> str:
-    """Filter one already-rendered line: wrapper echo out, control characters out."""
-    if "__t" in line or "\x1b" in line:
-        line = _ECHO_HEAD_RE.sub("", line, count=1)
-        line = _SCRUB_RE.sub("", line)
+    """Filter one already-rendered line (a screen row): control characters out."""
     return _CTRL_RE.sub("", line.replace("\t", "    ")).rstrip()
 
 
-def is_wrapper_tail(line: str) -> bool:
-    """The continuation line holding only ``};__te`` (behind a PS2 prompt): not shown at all."""
-    return _ECHO_TAIL_RE.search(line) is not None and len(line) <= 48
-
-
 _OVERLAY_RE = re.compile(r"[^\n]*[\r\b][^\n]*")
-_TAIL_LINE_RE = re.compile(r"(?m)^.{0,42}\};__te[ \t]*(?:\n|$)")
 _TRAILING_RE = re.compile(r"(?m)[ \t]+$")
 
 
 def render_text(raw: bytes, *, keep_trailing: bool = False) -> str:
     """Raw terminal bytes → display text, in whole-buffer passes (fast for hundreds of MB)."""
-    text = plain_bytes(strip_markers(raw)).decode("utf-8", "replace").replace("\r\n", "\n")
+    text = plain_bytes(raw).decode("utf-8", "replace").replace("\r\n", "\n")
     if "\r" in text or "\b" in text:
         text = _OVERLAY_RE.sub(lambda m: _overlay(m.group(0)), text)
-    if "__t" in text:
-        text = _TAIL_LINE_RE.sub("", text)
-        text = _ECHO_HEAD_RE.sub("", text)
-        text = _SCRUB_RE.sub("", text)
     text = _CTRL_RE.sub("", text.replace("\t", "    "))
     return text if keep_trailing else _TRAILING_RE.sub("", text)
 
@@ -100,8 +79,8 @@ def render(raw: bytes) -> list[str]:
 
 
 def filter_screen(lines: list[str]) -> list[str]:
-    """tmux ``capture-pane`` lines: the same wrapper filtering, trailing blank lines dropped."""
-    out = [clean_line(line) for line in lines if not is_wrapper_tail(line)]
+    """tmux ``capture-pane`` lines: control characters out, trailing blank lines dropped."""
+    out = [clean_line(line) for line in lines]
     while out and not out[-1]:
         out.pop()
     return out

@@ -1,10 +1,13 @@
 """The wait engine: block until a condition holds in a shell, or report that it did not in time.
 
-Invariant: output conditions (``idle`` after a run, ``bell``, ``match``, ``exit``, ``settle``) are
-decided from the bytes the log receives, woken by inotify — never by polling tmux; only conditions
-that no output announces (``file``, ``noproc``, ``cpu``, ``foreground``, and a bare ``idle`` that
-needs a quiet pane) are re-checked every ``poll_ms``. A timeout is a result (``timed_out``), never a
-kill; ``exit`` with an expected ``code`` returns as soon as the status is known, met or not.
+Invariant: conditions the shell or its output announce — a run's end and exit status, the prompt,
+``bell``, ``match``, the screen settling — are decided from the bytes the log receives, woken by
+inotify, never by polling tmux; only conditions nothing announces (``file``, ``noproc``, ``cpu``,
+``foreground``) are re-checked every ``poll_ms``, and ``cpu``/``noproc`` of a run only once the
+run has started and its process was seen. A timeout is a result (``timed_out``), never a kill;
+``exit`` with an expected ``code`` returns as soon as the status is known, met or not. A shell that
+ends (its exit event, a dead pane, a killed session) ends every wait on it with ``shell_gone`` and
+the status it ended with, when one is known.
 """
 
 from __future__ import annotations
@@ -17,19 +20,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.shells import procinfo
-from tether.shells.logs import LogWatcher
-from tether.shells.termtext import MARKER_RE, has_bell, render_text
+from tether.errors import NotFoundError
+from tether.shells.host import ShellHost
+from tether.shells.integration.events import EventScanner, ShellEvent
+from tether.shells.integration.tracker import RunTrack
+from tether.shells.termtext import has_bell, render_text
+from tether.shells.tmux.commands import PaneInfo
 
-_QUIET_S = 0.05  # a pane counts as quiet this long after its last byte (bare idle)
-_FALLBACK_S = 0.5  # back at the prompt this long without an end marker: the run ended unreported
 _ALIVE_S = 1.0  # how often a sleeping wait re-checks that the shell still exists
 _SCAN_CHUNK = 8 * 1024 * 1024
+_QUIET_S = 0.05  # a bare shell_read idle on a shell without integration events: this long quiet
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WaitSpec:
-    kind: str  # none | idle | bell | match | exit | file | noproc | cpu | foreground | settle
+    kind: str  # none | idle | bell | match | exit | file | noproc | cpu | foreground | settle | prompt
     timeout_ms: int = 30_000
     poll_ms: int = 150
     code: int | None = None
@@ -37,7 +42,6 @@ class WaitSpec:
     path: str | None = None
     proc: str | None = None
     threshold: float | None = None
-    nonce: str | None = None  # the run whose markers bound the output (shell_run, exit/idle)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,216 +52,299 @@ class WaitOutcome:
     exit_code: int | None = None
     elapsed_ms: int = 0
     detail: str = ""
-    begin_offset: int | None = None  # where the run's own output starts (after its begin marker)
-    end_offset: int = 0  # where the run's output ends (its end marker), else the log end seen
+    begin_offset: int | None = None  # where the run's own output starts (after its start event)
+    end_offset: int = 0  # where the run's output ends (its next prompt), else the log end seen
     shell_gone: bool = False
+    run_started: bool = False
+    run_verdict: str = "pending"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PaneRef:
-    shell_id: str
-    pid: int
-    tty: str
-    log: Path
+@dataclass(slots=True, kw_only=True)
+class _Scan:
+    """Reads a log forward from an offset: events, bells, matches, and when output last arrived."""
 
+    path: Path
+    pos: int
+    spec: WaitSpec
+    events: EventScanner | None
+    last_output: float
+    bell: bool = False
+    matched: str | None = None
+    seen_event: ShellEvent | None = None
+    _text: str = ""
 
-class _Scanner:
-    """Reads a log forward from an offset and notes markers, bells and regex matches."""
-
-    def __init__(self, path: Path, start: int, spec: WaitSpec) -> None:
-        self.path, self.pos, self.spec = path, start, spec
-        self.begin: int | None = None if spec.nonce else start
-        self.exit_code: int | None = None
-        self.end: int | None = None
-        self.bell = False
-        self.matched: str | None = None
-        self._carry = b""
-        self._text = ""
-        self._seen = start  # bell/match have looked at everything before this offset
-        try:
-            age = max(0.0, time.time() - os.stat(path).st_mtime)
-        except OSError:
-            age = 3600.0
-        # A settle measures quiet from the moment the keys were sent, not from older output.
-        self.last_output = time.monotonic() - (0.0 if spec.kind == "settle" else age)
-
-    def feed(self) -> bool:
-        """Read what is new; ``True`` if anything was."""
+    def feed(self) -> list[ShellEvent] | None:
+        """What is new (``None``: nothing was)."""
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.pos)
                 data = fh.read(_SCAN_CHUNK)
         except FileNotFoundError:
-            return False
+            return None
         if not data:
-            return False
+            return None
         self.last_output = time.monotonic()
-        base = self.pos - len(self._carry)
-        buf = self._carry + data
         self.pos += len(data)
-        scan_from = 0
-        if self.spec.nonce:
-            for m in MARKER_RE.finditer(buf):
-                nonce = m.group(1).decode()
-                if nonce not in (self.spec.nonce, "*"):
-                    continue
-                if m.group(2) == b"b" and self.begin is None and nonce == self.spec.nonce:
-                    self.begin = base + m.end()
-                    scan_from = m.end()
-                elif m.group(3) is not None and self.begin is not None and self.exit_code is None:
-                    self.exit_code = int(m.group(3))
-                    self.end = base + m.start()
-        if self.begin is not None:
-            start = max(scan_from, self.begin - base, self._seen - base)
-            stop = len(buf) if self.end is None else self.end - base
-            fresh = buf[start:stop] if stop > start else b""
-            self._seen = max(self._seen, base + stop)
-            if self.spec.kind == "bell" and has_bell(fresh):
-                self.bell = True
-            if self.spec.kind == "match" and self.spec.regex is not None and self.matched is None and fresh:
-                # JS semantics: ^ and $ anchor the subject, so the pattern is tried line by line.
-                lines = (self._text + render_text(fresh, keep_trailing=True)).split("\n")
-                self._text = lines[-1][-65536:]
-                for line in lines:
-                    m2 = self.spec.regex.search(line)
-                    if m2 is not None:
-                        self.matched = m2.group(0)
-                        break
-        # Keep a tail so a marker split across two reads is still found.
-        self._carry = buf[-64:] if b"\x1b" in buf[-64:] else b""
-        return True
+        events = self.events.feed(data) if self.events is not None else []
+        if events:
+            self.seen_event = events[-1]
+        if self.spec.kind == "bell" and not self.bell and has_bell(data):
+            self.bell = True
+        if self.spec.kind == "match" and self.spec.regex is not None and self.matched is None:
+            # JS semantics: ^ and $ anchor the subject, so the pattern is tried line by line.
+            lines = (self._text + render_text(data, keep_trailing=True)).split("\n")
+            self._text = lines[-1][-65536:]
+            for line in lines:
+                m = self.spec.regex.search(line)
+                if m is not None:
+                    self.matched = m.group(0)
+                    break
+        return events
 
 
 class WaitEngine:
-    """Runs one ``WaitSpec`` against one pane."""
+    """Runs one ``WaitSpec`` against one shell of one host."""
 
-    def __init__(self, watcher: LogWatcher) -> None:
-        self.watcher = watcher
+    def __init__(self, host: ShellHost) -> None:
+        self.host = host
 
-    async def wait(self, pane: PaneRef, spec: WaitSpec, start: int) -> WaitOutcome:
+    async def wait(
+        self,
+        pane: PaneInfo,
+        spec: WaitSpec,
+        start: int,
+        *,
+        nonce: str | None = None,
+        run: RunTrack | None = None,
+        at_prompt: bool = False,
+    ) -> WaitOutcome:
+        """Wait from log offset ``start``. ``run`` binds the wait to one typed run; ``nonce`` lets
+        a run-less ``idle`` see the shell's prompt; ``at_prompt`` says it is there already."""
         t0 = time.monotonic()
-        waker = self.watcher.waker(pane.shell_id)
+        waker = self.host.watcher.waker(pane.shell_id)
         try:
-            return await self._loop(pane, spec, start, waker, t0)
+            return await self._loop(pane, spec, start, waker, t0, nonce, run, at_prompt)
         finally:
-            self.watcher.drop(pane.shell_id, waker)
+            self.host.watcher.drop(pane.shell_id, waker)
 
     async def _loop(
-        self, pane: PaneRef, spec: WaitSpec, start: int, waker: asyncio.Event, t0: float
+        self,
+        pane: PaneInfo,
+        spec: WaitSpec,
+        start: int,
+        waker: asyncio.Event,
+        t0: float,
+        nonce: str | None,
+        run: RunTrack | None,
+        at_prompt: bool,
     ) -> WaitOutcome:
-        sc = _Scanner(pane.log, start, spec)
+        scan = _Scan(
+            path=self.host.log_of(pane.shell_id),
+            pos=start,
+            spec=spec,
+            events=EventScanner(nonce, start) if nonce else None,
+            last_output=t0 if spec.kind == "settle" else _mtime(self.host.log_of(pane.shell_id), t0),
+        )
         deadline = t0 + spec.timeout_ms / 1000
         poll_s = max(spec.poll_ms, 20) / 1000
         next_poll = t0
+        next_alive = t0 + _ALIVE_S
+        seen_proc = False
         cpu_prev: tuple[float, float] | None = None
+        prompt = at_prompt
+        exited: ShellEvent | None = None
         while True:
             waker.clear()
-            while sc.feed():
-                pass
+            while (events := scan.feed()) is not None:
+                if run is not None:
+                    run.feed(events)
+                for ev in events:
+                    if ev.kind == "P":
+                        prompt = True
+                    elif ev.kind in ("C", "H", "Q"):
+                        prompt = False
+                    elif ev.kind == "X":
+                        exited = ev
             now = time.monotonic()
-            result = self._output_condition(pane, spec, sc, now)
-            if result is None and now >= next_poll:
+            if exited is not None or (run is not None and run.verdict == "exited"):
+                status = exited.status if exited is not None else run.status if run is not None else None
+                return self._outcome(
+                    spec, scan, t0, run, met=False, gone=True, code=status, detail=_ended(status)
+                )
+            result = self._announced(spec, scan, run, now, prompt)
+            if result is None and spec.kind in ("file", "noproc", "cpu", "foreground") and now >= next_poll:
                 next_poll = now + poll_s
-                result, cpu_prev = self._polled_condition(pane, spec, sc, now, cpu_prev)
+                ready = run is None or run.started is not None or run.verdict != "pending"
+                if ready:
+                    result, cpu_prev, seen_proc = await self._polled(
+                        pane, spec, run, now, cpu_prev, seen_proc
+                    )
             if result is not None:
                 met, detail = result
-                return self._outcome(spec, sc, t0, met=met, detail=detail)
-            if not procinfo.alive(pane.pid):
-                return self._outcome(spec, sc, t0, met=False, detail="the shell ended", gone=True)
+                return self._outcome(spec, scan, t0, run, met=met, detail=detail)
+            if now >= next_alive:
+                next_alive = now + _ALIVE_S
+                gone = await self._gone(pane)
+                if gone is not None:
+                    return self._outcome(
+                        spec, scan, t0, run, met=False, gone=True, code=gone[0], detail=gone[1]
+                    )
             if now >= deadline:
                 return self._outcome(
                     spec,
-                    sc,
+                    scan,
                     t0,
+                    run,
                     met=False,
                     timed_out=True,
                     detail=f"timeout after {spec.timeout_ms} ms (nothing was killed)",
                 )
-            sleep = min(deadline - now, _ALIVE_S)
+            sleep = min(deadline - now, max(0.0, next_alive - now))
             if spec.kind in ("file", "noproc", "cpu", "foreground"):
                 sleep = min(sleep, max(0.0, next_poll - now))
-            elif spec.kind in ("idle", "settle", "exit"):
-                sleep = min(sleep, max(0.005, self._quiet_needed(spec) - (now - sc.last_output)))
+            elif spec.kind == "settle" or (spec.kind == "idle" and nonce is None):
+                sleep = min(sleep, max(0.005, self._quiet(spec) - (now - scan.last_output)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waker.wait(), timeout=max(sleep, 0.001))
 
     @staticmethod
-    def _quiet_needed(spec: WaitSpec) -> float:
-        if spec.kind == "settle":
-            return max(spec.poll_ms, 20) / 1000
-        return _FALLBACK_S if spec.nonce else _QUIET_S
+    def _quiet(spec: WaitSpec) -> float:
+        return max(spec.poll_ms, 20) / 1000 if spec.kind == "settle" else _QUIET_S
 
-    def _output_condition(
-        self, pane: PaneRef, spec: WaitSpec, sc: _Scanner, now: float
+    def _announced(
+        self, spec: WaitSpec, scan: _Scan, run: RunTrack | None, now: float, prompt: bool
     ) -> tuple[bool, str] | None:
         kind = spec.kind
         if kind == "none":
             return True, "returned at once (the command keeps running)"
-        if spec.nonce and sc.exit_code is not None and kind in ("exit", "idle"):
-            if kind == "exit" and spec.code is not None and sc.exit_code != spec.code:
-                return False, f"exit={sc.exit_code} ≠ expected {spec.code}"
-            return True, f"exit={sc.exit_code}"
-        if kind == "bell" and sc.bell:
+        if run is not None and run.verdict in ("ended", "unparsed", "incomplete"):
+            if run.verdict == "incomplete":
+                return False, (
+                    "the command line is incomplete: bash waits for more lines (PS2); send the rest "
+                    "with shell_send, or cancel it with keys ['C-c']"
+                )
+            if kind in ("exit", "idle", "prompt"):
+                note = "" if run.verdict == "ended" else " (bash could not run the line: a syntax error)"
+                if kind == "exit" and spec.code is not None and run.status != spec.code:
+                    return False, f"exit={run.status} ≠ expected {spec.code}{note}"
+                return True, f"exit={run.status}{note}"
+        if kind == "bell" and scan.bell:
             return True, "bell"
-        if kind == "match" and sc.matched is not None:
-            return True, f"matched {sc.matched[:80]!r}"
-        quiet = now - sc.last_output
-        if kind == "settle" and quiet >= max(spec.poll_ms, 20) / 1000:
+        if kind == "match" and scan.matched is not None:
+            return True, f"matched {scan.matched[:80]!r}"
+        quiet = now - scan.last_output
+        if kind == "settle" and quiet >= self._quiet(spec):
             return True, "screen settled"
-        if kind in ("idle", "exit") and quiet >= self._quiet_needed(spec):
-            if spec.nonce and sc.begin is None:
-                return None  # the shell has not read the command yet
-            if procinfo.at_prompt(pane.pid, pane.tty):
-                if kind == "idle":
-                    return True, "idle at the prompt"
-                return False, "the shell is back at its prompt but the command reported no exit status"
+        if kind in ("idle", "prompt") and run is None:
+            if scan.events is not None and prompt:
+                return True, "idle at the prompt"
+            if scan.events is None and quiet >= _QUIET_S:
+                return True, "quiet"
         return None
 
-    def _polled_condition(
-        self, pane: PaneRef, spec: WaitSpec, sc: _Scanner, now: float, cpu_prev: tuple[float, float] | None
-    ) -> tuple[tuple[bool, str] | None, tuple[float, float] | None]:
+    async def _polled(
+        self,
+        pane: PaneInfo,
+        spec: WaitSpec,
+        run: RunTrack | None,
+        now: float,
+        cpu_prev: tuple[float, float] | None,
+        seen_proc: bool,
+    ) -> tuple[tuple[bool, str] | None, tuple[float, float] | None, bool]:
         kind = spec.kind
+        run_over = run is not None and run.verdict != "pending"
         if kind == "file" and spec.path is not None:
-            path = os.path.expanduser(spec.path)
-            return ((True, f"file {spec.path} exists") if os.path.exists(path) else None), cpu_prev
+            hit = _exists(spec.path)
+            return ((True, f"file {spec.path} exists") if hit else None), cpu_prev, seen_proc
         if kind == "noproc" and spec.proc is not None:
-            names = procinfo.tree_names(pane.pid)
-            return ((True, f"no {spec.proc} in the pane") if spec.proc[:15] not in names else None), cpu_prev
+            present = spec.proc[:15] in await self.host.tree_names(pane)
+            seen_proc = seen_proc or present
+            if not present and (seen_proc or run_over or run is None):
+                why = (
+                    f"no {spec.proc} in the pane"
+                    if seen_proc or run is None
+                    else (f"the run ended; {spec.proc} never appeared in the pane")
+                )
+                return (True, why), cpu_prev, seen_proc
+            return None, cpu_prev, seen_proc
         if kind == "foreground" and spec.proc is not None:
-            fg = procinfo.foreground(pane.pid)
-            return ((True, f"foreground is {fg.command}") if fg.command == spec.proc[:15] else None), cpu_prev
+            fg = await self.host.foreground(pane)
+            hit = fg.command == spec.proc[:15]
+            return ((True, f"foreground is {fg.command}") if hit else None), cpu_prev, seen_proc
         if kind == "cpu" and spec.threshold is not None:
-            fg = procinfo.foreground(pane.pid)
+            fg = await self.host.foreground(pane)
             if fg.shell_in_front or fg.pgid == 0:
-                return (True, "no foreground command (0% CPU)"), cpu_prev
-            sample = (now, procinfo.group_cpu_seconds(pane.pid, fg.pgid))
+                if run is not None and not run_over:
+                    return None, None, seen_proc  # the run's process has not appeared yet
+                return (True, "no foreground command (0% CPU)"), cpu_prev, seen_proc
+            sample = (now, await self.host.group_cpu_seconds(pane, fg.pgid))
             if cpu_prev is None:
-                return None, sample
+                return None, sample, True
             pct = 100.0 * (sample[1] - cpu_prev[1]) / max(sample[0] - cpu_prev[0], 1e-6)
             if pct < spec.threshold:
-                return (True, f"foreground CPU {pct:.0f}% < {spec.threshold:g}%"), sample
-            return None, sample
-        return None, cpu_prev
+                return (True, f"foreground CPU {pct:.0f}% < {spec.threshold:g}%"), sample, True
+            return None, sample, True
+        return None, cpu_prev, seen_proc
+
+    async def _gone(self, pane: PaneInfo) -> tuple[int | None, str] | None:
+        """``(status, why)`` if the shell has ended, else ``None``."""
+        if await self.host.alive(pane):
+            return None
+        try:
+            fresh = await self.host.pane_now(pane.shell_id)
+        except NotFoundError:
+            return None, "the shell ended (its tmux session is gone; no exit status is known)"
+        if fresh.dead or not await self.host.alive(fresh):
+            return fresh.dead_status, _ended(fresh.dead_status)
+        return None  # respawned: a new process runs in the same pane
 
     @staticmethod
     def _outcome(
         spec: WaitSpec,
-        sc: _Scanner,
+        scan: _Scan,
         t0: float,
+        run: RunTrack | None,
         *,
         met: bool,
         detail: str,
         timed_out: bool = False,
         gone: bool = False,
+        code: int | None = None,
     ) -> WaitOutcome:
+        exit_code = code if gone else run.status if run is not None else None
+        end = scan.pos
+        if run is not None and run.ended is not None and run.verdict in ("ended", "unparsed"):
+            end = run.ended.start
         return WaitOutcome(
             kind=spec.kind,
             met=met,
             timed_out=timed_out,
-            exit_code=sc.exit_code,
+            exit_code=exit_code,
             elapsed_ms=int((time.monotonic() - t0) * 1000),
             detail=detail,
-            begin_offset=sc.begin,
-            end_offset=sc.end if sc.end is not None else sc.pos,
+            begin_offset=run.output_start if run is not None else None,
+            end_offset=end,
             shell_gone=gone,
+            run_started=run is not None and run.started is not None,
+            run_verdict=run.verdict if run is not None else "pending",
         )
+
+
+def _ended(status: int | None) -> str:
+    if status is None:
+        return "the shell ended"
+    if status > 128:
+        return f"the shell ended (killed by signal {status - 128}, exit status {status})"
+    return f"the shell ended with exit status {status}"
+
+
+def _exists(path: str) -> bool:
+    return os.path.exists(os.path.expanduser(path))
+
+
+def _mtime(path: Path, now: float) -> float:
+    try:
+        age = max(0.0, time.time() - os.stat(path).st_mtime)
+    except OSError:
+        age = 3600.0
+    return now - age

@@ -20,11 +20,15 @@ from pathlib import Path
 from typing import Any
 
 _SCHEMAS: dict[str, str] = {}
+_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {}
 
 
-def register_schema(name: str, ddl: str) -> None:
-    """Declare a feature's tables (``CREATE TABLE IF NOT EXISTS …``); applied on open."""
+def register_schema(name: str, ddl: str, *, added: tuple[tuple[str, str, str], ...] = ()) -> None:
+    """Declare a feature's tables (``CREATE TABLE IF NOT EXISTS …``); applied on open. ``added``
+    lists ``(table, column, declaration)`` columns a later version added: a database made before
+    gets them (``ALTER TABLE … ADD COLUMN``), one made after has them from its ``CREATE``."""
     _SCHEMAS[name] = ddl
+    _COLUMNS[name] = added
 
 
 class Store:
@@ -53,6 +57,10 @@ class Store:
             for name, ddl in pending.items():
                 for statement in _statements(ddl):
                     conn.execute(statement)
+                for table, column, decl in _COLUMNS.get(name, ()):
+                    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                    if column not in have:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
                 self._applied.add(name)
 
     def _conn(self) -> sqlite3.Connection:

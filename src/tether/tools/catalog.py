@@ -115,5 +115,5 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     catalog.shell_tools = shell_tools
     registry.resources[:] = [MaskedResources(r, policy.redactor) for r in registry.resources]
     register_shell_audit(registry, home=config.home, audit_calls=False)
-    register_shell_manage(registry, config=config, engine=shell_tools.engine)
+    register_shell_manage(registry, config=config, shells=shell_tools.shells)
     return catalog

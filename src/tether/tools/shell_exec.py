@@ -1,22 +1,23 @@
 """Running the tasks of one persistent-shell tool call: targets, fan-out, concurrency, outcomes.
 
-Invariant: a call's targets are resolved before anything is typed, and the whole call is refused
-(``UsageError``) if one shell would be touched twice or a write names ``mine`` while this
-conversation owns several shells. Then every (task, shell) unit runs under one semaphore of
-``call.concurrency``; a unit's own failure becomes that unit's ``TaskOutcome`` (``error``), never
-the call's. ``ai-busy`` is set on a shell while a unit of this process works on it.
+Invariant: a call's targets are resolved (``shells.resolve_target``) before anything is typed,
+and the whole call is refused (``UsageError``) if one shell would be touched twice or a write
+names ``mine`` while this conversation owns several shells. Then every (task, shell) unit runs
+under one semaphore of ``call.concurrency``; a unit's own failure becomes that unit's
+``TaskOutcome`` (``error``), never the call's. ``ai-busy`` is set on a shell while a unit of
+this process works on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
-from tether.shells.engine import SessionEngine
-from tether.tools.shell_args_model import Call, Target, Task
+from tether.errors import NotFoundError, TetherError, UsageError
+from tether.shells import Shells, resolve_target
+from tether.tools.shell_args_model import Call, Task
 from tether.tools.shell_render import TaskOutcome
 
 A = TypeVar("A")
@@ -28,59 +29,18 @@ class Unit:
     shell_id: str
 
 
-async def resolve_target(
-    engine: SessionEngine,
-    target: Target,
-    actor: str,
-    *,
-    write: bool,
-    path: str,
-    live: Collection[str] | None = None,
-) -> list[str]:
-    """The shell ids a target names, checked against what is alive."""
-    if live is None:
-        live = await engine.live()
-    if target.mode == "ids":
-        missing = [i for i in target.ids if i not in live]
-        if missing:
-            raise NotFoundError(
-                f"{path}.sessions: no live shell {', '.join(missing)}; list live shells with "
-                "shell_state scope='*' or open one with shell_open"
-            )
-        return list(target.ids)
-    if target.mode == "*":
-        if write:
-            raise UsageError(f"{path}.sessions='*' is not allowed for a write; give an id or 'mine'")
-        return sorted(live)
-    records = engine.records.shells()
-    mine = sorted(i for i in live if (rec := records.get(i)) is not None and rec.owner == actor)
-    if not mine:
-        raise NotFoundError(
-            f"{path}.sessions='mine': this conversation has no live shell; open one with shell_open "
-            "or name a shell id"
-        )
-    if write and len(mine) > 1:
-        raise UsageError(
-            f"{path}.sessions='mine' is ambiguous for a write: this conversation owns {len(mine)} shells "
-            f"({', '.join(mine)}); give target.sessions=<id>"
-        )
-    return mine
-
-
-async def plan_units(
-    engine: SessionEngine, call: Call[Any], actor: str, *, write: bool
-) -> list[Unit | TaskOutcome]:
+async def plan_units(shells: Shells, call: Call[Any], actor: str, *, write: bool) -> list[Unit | TaskOutcome]:
     """Resolve every task; a task whose target cannot be resolved becomes an error outcome."""
     units: list[Unit | TaskOutcome] = []
     failed: list[Unit | TaskOutcome] = []
     seen: dict[str, int] = {}
-    live = set(await engine.live())
+    live = set(await shells.live())
     for task in call.tasks:
         path = f"tasks[{task.index}].target"
         try:
-            ids = await resolve_target(engine, task.target, actor, write=write, path=path, live=live)
+            ids = await resolve_target(shells, task.target, actor, write=write, path=path, live=live)
         except NotFoundError as exc:
-            failed.append(TaskOutcome(index=task.index, label=task.label, error=exc.message))
+            failed.append(TaskOutcome.failed(task.index, task.label, exc))
             continue
         for shell_id in ids:
             if shell_id in seen:
@@ -94,30 +54,26 @@ async def plan_units(
 
 
 async def run_units(
-    engine: SessionEngine,
+    shells: Shells,
     call: Call[Any],
     actor: str,
     *,
     write: bool,
     work: Callable[[Unit], Awaitable[TaskOutcome]],
 ) -> list[TaskOutcome]:
-    planned = await plan_units(engine, call, actor, write=write)
+    planned = await plan_units(shells, call, actor, write=write)
     units = [u for u in planned if isinstance(u, Unit)]
     outcomes: list[TaskOutcome] = [o for o in planned if isinstance(o, TaskOutcome)]
     gate = asyncio.Semaphore(call.concurrency)
 
     async def one(unit: Unit) -> TaskOutcome:
         async with gate:
-            busy = engine.ai_busy.setdefault(unit.shell_id, set())
+            busy = shells.ai_busy.setdefault(unit.shell_id, set())
             busy.add(actor)
             try:
                 return await work(unit)
             except TetherError as exc:
-                # A policy's no (lock, person typing, guard) says so first: "REFUSED: …", "BLOCKED: …".
-                error = f"{exc.code}: {exc.message}" if isinstance(exc, RefusedError) else exc.message
-                return TaskOutcome(
-                    index=unit.task.index, shell=unit.shell_id, label=unit.task.label, error=error
-                )
+                return TaskOutcome.failed(unit.task.index, unit.task.label, exc, shell=unit.shell_id)
             finally:
                 busy.discard(actor)
 
@@ -136,7 +92,7 @@ async def run_plain(
             try:
                 return await work(task)
             except TetherError as exc:
-                return [TaskOutcome(index=task.index, label=task.label, error=exc.message)]
+                return [TaskOutcome.failed(task.index, task.label, exc)]
 
     results = await asyncio.gather(*(one(t) for t in call.tasks))
     return [o for group in results for o in group]

@@ -1,10 +1,10 @@
 """The persistent-shell tools ``shell_open``, ``shell_run``, ``shell_send``, ``shell_read``,
 ``shell_state`` (spec 003), registered into a ``ToolRegistry`` by ``register_shell_tools``.
 
-Invariant: handlers hold no logic of their own beyond wiring: arguments come only from
-``shell_args`` (validated dataclasses), text only from ``shell_render``, shell work only from
-``tether.shells``. Every task tool returns the summary-plus-blocks text (or plain text) and the
-same facts as ``structuredContent`` matching ``shell_render.RESULT_SCHEMA``.
+Invariant: handlers translate, nothing more: arguments come only from ``shell_args`` (validated
+dataclasses), text only from ``shell_render``, shell work only from the ``tether.shells`` face.
+Every task tool returns the summary-plus-blocks text (or plain text) and the same facts as
+``structuredContent`` matching ``shell_render.RESULT_SCHEMA``.
 """
 
 from __future__ import annotations
@@ -14,22 +14,39 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tether.config import Config
-from tether.errors import NotFoundError, RefusedError, UsageError
-from tether.shells.engine import SessionEngine
-from tether.shells.logs import log_size
-from tether.shells.records import RunRecord
-from tether.shells.safety.hooks import SessionHooks
+from tether.errors import UsageError
+from tether.shells import (
+    NOT_READY,
+    SessionHooks,
+    Shells,
+    Write,
+    check_capacity,
+    open_shell,
+    read,
+    retry,
+    revive,
+    run,
+    send,
+    steps,
+)
 from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shell_args import input_schema, parse_open, parse_read, parse_run, parse_send, parse_state
-from tether.tools.shell_args_model import Call, OpenAction, ReadAction, SubscribeAction, Task
+from tether.tools.shell_args_model import (
+    Call,
+    OpenAction,
+    ReadAction,
+    RetryAction,
+    RunAction,
+    SendAction,
+    StepsAction,
+    SubscribeAction,
+    Task,
+)
 from tether.tools.shell_exec import Unit, run_plain, run_units
-from tether.tools.shell_manage_kinds import revive
 from tether.tools.shell_render import TaskOutcome
 from tether.tools.shell_state_tool import STATE_SCHEMA, shell_state
 from tether.tools.shell_subscriptions import ShellResources, Subscriptions, shell_uri
-from tether.tools.shell_views import read_view, screen_lines
-from tether.tools.shell_write_tools import shell_run_unit, shell_send_unit, wait_spec
 
 HINT = """Persistent shells (tmux) that keep state between calls. Open one with shell_open, run
 commands with shell_run (wait.kind exit gives the exit code; the result says run=<id>), type into
@@ -40,23 +57,21 @@ other conversations created unless the user asks. `exit` in shell_run ends the s
 
 
 class ShellTools:
-    """The tool handlers plus the per-process state they share (engine, subscriptions)."""
+    """The tool handlers plus the per-process state they share (shells, subscriptions)."""
 
-    def __init__(
-        self, config: Config, *, hooks_for: Callable[[SessionEngine], SessionHooks] | None = None
-    ) -> None:
+    def __init__(self, config: Config, *, hooks_for: Callable[[Shells], SessionHooks] | None = None) -> None:
         self.config = config
         self.subscriptions = Subscriptions()
         self._hooks_for = hooks_for
-        self._hooked: SessionEngine | None = None
+        self._hooked: Shells | None = None
 
-    def engine(self) -> SessionEngine:
-        engine = SessionEngine.get(self.config)
-        # The safety hooks (locks, guard, macros, vault) go on each engine before its first write.
-        if self._hooks_for is not None and engine is not self._hooked:
-            engine.hooks = self._hooks_for(engine)
-            self._hooked = engine
-        return engine
+    def shells(self) -> Shells:
+        shells = Shells.get(self.config)
+        # The safety hooks (locks, guard, macros, vault) go on each Shells before its first write.
+        if self._hooks_for is not None and shells is not self._hooked:
+            shells.hooks = self._hooks_for(shells)
+            self._hooked = shells
+        return shells
 
     async def end_conversation(self, actor: str) -> None:
         """The conversation's MCP session closed: its subscriptions stop (its shells stay)."""
@@ -64,7 +79,7 @@ class ShellTools:
 
     async def aclose(self) -> None:
         await self.subscriptions.close()
-        await SessionEngine.close_home(self.config.home)
+        await Shells.close_home(self.config.home)
 
     @staticmethod
     def _result(call: Call[Any], outcomes: list[TaskOutcome], structured: bool) -> ToolResult:
@@ -80,23 +95,15 @@ class ShellTools:
 
     async def open(self, raw: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         call = parse_open(raw)
-        engine = self.engine()
-        live = await engine.live()
-        wanted = sum(t.action.count for t in call.tasks)
-        limit = self.config.sessions.max_sessions
-        if len(live) + wanted > limit:
-            raise RefusedError(
-                f"shell_open: {len(live)} shells are open and {wanted} more were asked for, over maxSessions="
-                f"{limit}; close shells (shell_manage close) or open fewer",
-                code="MAX_SESSIONS",
-            )
+        shells = self.shells()
+        await check_capacity(shells, sum(t.action.count for t in call.tasks))
         gate = asyncio.Semaphore(call.concurrency)
 
         async def one(task: Task[OpenAction]) -> list[TaskOutcome]:
             a = task.action
             if a.from_id is not None:
                 async with gate:
-                    shell_id, lines = await revive(engine, a, ctx.actor, f"tasks[{task.index}].action")
+                    shell_id, lines = await revive(shells, a, ctx.actor, f"tasks[{task.index}].action")
                 return [TaskOutcome(index=task.index, shell=shell_id, label=task.label, lines=tuple(lines))]
 
             async def make(n: int) -> TaskOutcome:
@@ -104,7 +111,8 @@ class ShellTools:
                     label = a.label or ""
                     if label and a.count > 1:
                         label = f"{label}-{n + 1}"
-                    rec = await engine.open_shell(
+                    rec, reached = await open_shell(
+                        shells,
                         owner=ctx.actor,
                         label=label,
                         cwd=a.cwd,
@@ -113,8 +121,10 @@ class ShellTools:
                         idle_minutes=a.idle_minutes,
                     )
                     lines = [f"opened {rec.id} label={rec.label} cwd={rec.cwd}"]
+                    if not reached:
+                        lines.append(NOT_READY)
                     if a.watch and ctx.notifier is not None:
-                        self.subscriptions.subscribe(engine, ctx.actor, rec.id, ctx.notifier)
+                        self.subscriptions.subscribe(shells, ctx.actor, rec.id, ctx.notifier)
                         lines.append(
                             f"subscribed: new output arrives as notifications for {shell_uri(rec.id)}"
                         )
@@ -129,26 +139,55 @@ class ShellTools:
 
     async def run(self, raw: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         call = parse_run(raw)
-        engine = self.engine()
-        outcomes = await run_units(
-            engine, call, ctx.actor, write=True, work=lambda u: shell_run_unit(engine, u, ctx.actor)
-        )
+        shells = self.shells()
+
+        async def work(unit: Unit) -> TaskOutcome:
+            task = unit.task
+            w = Write(
+                shell_id=unit.shell_id,
+                actor=ctx.actor,
+                wait=task.wait,
+                output=task.output,
+                safety=task.safety,
+            )
+            action = task.action
+            if isinstance(action, RunAction):
+                outcome = await run(shells, w, action.command)
+            elif isinstance(action, StepsAction):
+                outcome = await steps(shells, w, action)
+            else:
+                assert isinstance(action, RetryAction)
+                outcome = await retry(shells, w, action)
+            return TaskOutcome.of(task.index, task.label, outcome)
+
+        outcomes = await run_units(shells, call, ctx.actor, write=True, work=work)
         structured = all(t.output.structured for t in call.tasks)
         return self._result(call, outcomes, structured)
 
     async def send(self, raw: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         call = parse_send(raw)
-        engine = self.engine()
-        outcomes = await run_units(
-            engine, call, ctx.actor, write=True, work=lambda u: shell_send_unit(engine, u, ctx.actor)
-        )
+        shells = self.shells()
+
+        async def work(unit: Unit) -> TaskOutcome:
+            task = unit.task
+            assert isinstance(task.action, SendAction)
+            w = Write(
+                shell_id=unit.shell_id,
+                actor=ctx.actor,
+                wait=task.wait,
+                output=task.output,
+                safety=task.safety,
+            )
+            return TaskOutcome.of(task.index, task.label, await send(shells, w, task.action))
+
+        outcomes = await run_units(shells, call, ctx.actor, write=True, work=work)
         return self._result(call, outcomes, True)
 
     # ---- shell_read -----------------------------------------------------------------------
 
     async def read(self, raw: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         call = parse_read(raw)
-        engine = self.engine()
+        shells = self.shells()
 
         async def work(unit: Unit) -> TaskOutcome:
             task, shell_id = unit.task, unit.shell_id
@@ -156,8 +195,8 @@ class ShellTools:
             if isinstance(action, SubscribeAction):
                 if ctx.notifier is None:
                     raise UsageError("subscribe needs a connection that can receive notifications (MCP)")
-                await engine.pane(shell_id)
-                new = self.subscriptions.subscribe(engine, ctx.actor, shell_id, ctx.notifier)
+                await shells.pane(shell_id)
+                new = self.subscriptions.subscribe(shells, ctx.actor, shell_id, ctx.notifier)
                 note = "subscribed" if new else "already subscribed"
                 return TaskOutcome(
                     index=task.index,
@@ -169,90 +208,23 @@ class ShellTools:
                 gone = self.subscriptions.unsubscribe(ctx.actor, shell_id)
                 note = "unsubscribed" if gone else "was not subscribed"
                 return TaskOutcome(index=task.index, shell=shell_id, label=task.label, lines=(note,))
-            return await self._read_one(engine, unit, action, ctx.actor)
+            outcome = await read(
+                shells, shell_id, action, task.wait, task.output, ctx.actor, path=f"tasks[{task.index}]"
+            )
+            return TaskOutcome.of(task.index, task.label, outcome)
 
-        outcomes = await run_units(engine, call, ctx.actor, write=False, work=work)
+        outcomes = await run_units(shells, call, ctx.actor, write=False, work=work)
         return self._result(call, outcomes, True)
-
-    async def _read_one(
-        self, engine: SessionEngine, unit: Unit, action: ReadAction, actor: str
-    ) -> TaskOutcome:
-        task, shell_id = unit.task, unit.shell_id
-        pane = await engine.pane(shell_id)
-        waited: str | None = None
-        met: bool | None = None
-        elapsed: int | None = None
-        exit_code: int | None = None
-        run_id: str | None = None
-        notes: list[str] = []
-        if task.wait is not None:
-            start = log_size(engine.log_of(shell_id))
-            nonce = None
-            if task.wait.kind == "exit":
-                run = _find_run(engine, shell_id, task.wait.run_id)
-                if run is None or run.shell_id != shell_id:
-                    which = f"run {task.wait.run_id}" if task.wait.run_id else "any shell_run"
-                    raise NotFoundError(
-                        f"tasks[{task.index}].wait.runId: {which} not found in shell {shell_id}; "
-                        "use the run=<id> "
-                        "a shell_run on this shell returned"
-                    )
-                if not run.wrapped:
-                    raise RefusedError(
-                        f"tasks[{task.index}].wait: run {run.run_id} was typed as plain input to a program "
-                        "in front of the shell, so it has no exit status; wait with kind idle or match"
-                    )
-                nonce, start, run_id = run.nonce, run.log_offset, run.run_id
-            out = await engine.waits.wait(engine.ref(pane), wait_spec(task.wait, nonce=nonce), start)
-            if nonce is not None and out.exit_code is not None and run_id is not None:
-                engine.records.finish_run(run_id, out.exit_code, out.end_offset)
-            waited, met, elapsed, exit_code = out.kind, out.met, out.elapsed_ms, out.exit_code
-            if not out.met:
-                notes.append(f"[wait {out.kind}: {out.detail}]")
-        if action.if_changed and action.regex is None:
-            current = await screen_lines(engine, pane)
-            previous = engine.records.read_position(shell_id, actor)
-            if previous is not None and previous[1] == "\n".join(current):
-                return TaskOutcome(
-                    index=task.index,
-                    shell=shell_id,
-                    label=task.label,
-                    run_id=run_id,
-                    exit_code=exit_code,
-                    waited=waited,
-                    met=met,
-                    elapsed_ms=elapsed,
-                    lines=(shell_render.UNCHANGED, *notes),
-                )
-            offset = previous[0] if previous is not None else 0
-            engine.records.set_read_position(shell_id, actor, offset, "\n".join(current))
-        lines = await read_view(engine, pane, action, task.output.lines, actor)
-        return TaskOutcome(
-            index=task.index,
-            shell=shell_id,
-            label=task.label,
-            run_id=run_id,
-            exit_code=exit_code,
-            waited=waited,
-            met=met,
-            elapsed_ms=elapsed,
-            lines=(*lines, *notes),
-        )
 
     # ---- shell_state ----------------------------------------------------------------------
 
     async def state(self, raw: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        return await shell_state(self.engine(), parse_state(raw), ctx.actor)
+        return await shell_state(self.shells(), parse_state(raw), ctx.actor)
 
 
-def _find_run(engine: SessionEngine, shell_id: str, run_id: str | None) -> RunRecord | None:
-    """A run by id, or the shell's latest — stored, or still being waited on in this process."""
-    if run_id:
-        return engine.records.run(run_id) or engine.pending_runs.get(run_id)
-    pending = [r for r in engine.pending_runs.values() if r.shell_id == shell_id]
-    stored = engine.records.last_run(shell_id)
-    candidates = [*pending, *([stored] if stored is not None else [])]
-    return max(candidates, key=lambda r: (r.started_ms, r.log_offset)) if candidates else None
+def _write(unit: Unit, actor: str) -> Write:
+    t = unit.task
+    return Write(shell_id=unit.shell_id, actor=actor, wait=t.wait, output=t.output, safety=t.safety)
 
 
 def _tool(
@@ -281,10 +253,10 @@ def register_shell_tools(
     config: Config,
     hints: dict[str, str] | None = None,
     closers: list[Callable[[], Awaitable[None]]] | None = None,
-    hooks_for: Callable[[SessionEngine], SessionHooks] | None = None,
+    hooks_for: Callable[[Shells], SessionHooks] | None = None,
 ) -> ShellTools:
     """Add the five tools and the per-shell resources to ``registry``; ``hooks_for`` builds the
-    ``SessionHooks`` (the safety path) installed on every engine the tools use."""
+    ``SessionHooks`` (the safety path) installed on every ``Shells`` the tools use."""
     tools = ShellTools(config, hooks_for=hooks_for)
     result = shell_render.RESULT_SCHEMA
     registry.add(
@@ -344,7 +316,7 @@ def register_shell_tools(
             output_schema=STATE_SCHEMA,
         )
     )
-    registry.add_resource_source(ShellResources(tools.engine))
+    registry.add_resource_source(ShellResources(tools.shells))
     if hints is not None:
         hints["tool:shell"] = HINT
     if closers is not None:

@@ -10,9 +10,8 @@ stored or shown. The defaults allow everything, lock nothing and mask nothing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 WriteKind = Literal["run", "send", "steps", "retry"]
@@ -40,8 +39,8 @@ class WriteDecision:
 
     ``shown`` is what a dry run and a run record show: the text after macro expansion with each
     vault reference as ``[vault:NAME]`` (never a value); ``notes`` are lines the result must carry
-    (references ``force`` left unexpanded, a bypassed guard). ``env_file`` is the vault env file
-    the typed line sources and deletes; the writer removes it if the line was never typed.
+    (references ``force`` left unexpanded, a bypassed guard). ``variables`` are the vault values
+    the loader sets (unexported) before the line runs, by shell variable name.
     ``typed_secret`` is True when ``text`` holds a value itself (a program's own prompt): it must
     go through the paste buffer and never be shown or stored. ``submit`` is a macro's setting."""
 
@@ -49,7 +48,7 @@ class WriteDecision:
     expanded: bool = False
     shown: str | None = None
     notes: tuple[str, ...] = ()
-    env_file: Path | None = None
+    variables: Mapping[str, str] = field(default_factory=dict)
     typed_secret: bool = False
     submit: bool = True
 

@@ -1,6 +1,6 @@
 """The safety path every agent write to a persistent shell takes (spec 003 §4, ``safety`` block).
 
-Invariant: ``SafetyPolicy.hooks_for(engine)`` is the ``SessionHooks`` of every engine a tether
+Invariant: ``SafetyPolicy.hooks_for(shells)`` is the ``SessionHooks`` of every ``Shells`` a tether
 process runs tools on. Its ``before_write`` decides, in this order, and nothing is typed unless all
 of it passes:
 
@@ -17,8 +17,8 @@ of it passes:
    re-checked by ``ShellLocks``); the lease is kept until ``after_write``, which runs on every path once
    ``before_write`` returned (``shell_write_tools.guarded``); a failure inside ``before_write``
    after acquiring releases it there;
-7. only then are the values written to a private env file the typed line sources and deletes
-   (a shell in front) or put into the text for the paste buffer (a program's own prompt).
+7. only then are the values put into the decision: as ``variables`` the loader sets before the
+   line runs (a shell in front), or into the text for the paste buffer (a program's own prompt).
 
 Every refusal is noted for the call's audit record (``call_notes``) before it propagates.
 """
@@ -32,21 +32,19 @@ from typing import Literal
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
-from tether.shells import procinfo
-from tether.shells.engine import PaneInfo, SessionEngine
+from tether.shells.domain import Shells
 from tether.shells.guard.guard import Guard, Verdict
 from tether.shells.macros.expand import MacroExpander
 from tether.shells.safety.call_notes import note_command, note_flag, note_outcome
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
 from tether.shells.safety.user_busy import client_activity, is_user_busy
+from tether.shells.tmux.commands import PaneInfo
 from tether.shells.vault.redaction import SecretRedactor
 from tether.shells.vault.refs import (
     REFERENCE_RE,
     ExpandedCommand,
-    env_file_dir,
     expand_references,
     reference_names,
-    write_env_file,
 )
 from tether.store.locks import ShellLocks, WriteLease
 from tether.store.macros import MacroStore, MacroView
@@ -86,20 +84,20 @@ class SafetyPolicy:
 
     def _any_vault(self) -> Vault:
         found = next(iter(self._vaults.values()), None)
-        if found is None:  # a call before any shell engine exists (bash, job_*): open our own
+        if found is None:  # a call before any ``Shells`` exists (bash, job_*): open our own
             found = Vault.open(self.config)
             self._vaults = {0: found}
         return found
 
-    def vault_for(self, engine: SessionEngine) -> Vault:
-        vault = self._vaults.get(id(engine.store))
+    def vault_for(self, shells: Shells) -> Vault:
+        vault = self._vaults.get(id(shells.store))
         if vault is None:
-            vault = Vault(engine.store, engine.home, settings=vault_settings(self.config))
-            self._vaults[id(engine.store)] = vault
+            vault = Vault(shells.store, shells.home, settings=vault_settings(self.config))
+            self._vaults[id(shells.store)] = vault
         return vault
 
-    def hooks_for(self, engine: SessionEngine) -> SessionHooks:
-        path = _WritePath(policy=self, engine=engine, vault=self.vault_for(engine))
+    def hooks_for(self, shells: Shells) -> SessionHooks:
+        path = _WritePath(policy=self, shells=shells, vault=self.vault_for(shells))
         return SessionHooks(
             before_write=path.before_write,
             after_write=path.after_write,
@@ -111,15 +109,15 @@ class SafetyPolicy:
 @dataclass(slots=True, kw_only=True)
 class _WritePath:
     policy: SafetyPolicy
-    engine: SessionEngine
+    shells: Shells
     vault: Vault
     locks: ShellLocks = field(init=False)
     macros: MacroExpander = field(init=False)
     _leases: dict[int, WriteLease] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.locks = ShellLocks(self.engine.home, self.engine.store)
-        self.macros = MacroExpander(MacroStore(self.engine.store))
+        self.locks = ShellLocks(self.shells.home, self.shells.store)
+        self.macros = MacroExpander(MacroStore(self.shells.store))
 
     def is_locked(self, shell_id: str, actor: str) -> bool:
         return self.locks.is_locked(shell_id, actor=actor)
@@ -140,13 +138,14 @@ class _WritePath:
             lease.release()
 
     async def _check_person(self, shell_id: str) -> PaneInfo:
-        """The pane, read fresh (``engine.pane`` may answer from a cache, and the person-typing
+        """The pane, read fresh (``host.pane`` may answer from a cache, and the person-typing
         stamp must be read now); ``RefusedError`` while a person types there."""
         # Both queries leave in one write to tmux (``ControlClient`` batches one loop iteration).
-        pane, clients = await asyncio.gather(self.engine.pane_now(shell_id), client_activity(self.engine))
+        host = self.shells.host_of(shell_id)
+        pane, clients = await asyncio.gather(host.pane_now(shell_id), client_activity(host))
         activity = clients.get(shell_id, 0.0)
-        if is_user_busy(self.engine, pane, activity, time.time()):
-            window = self.engine.config.sessions.user_busy_seconds
+        if is_user_busy(self.shells.config, pane, activity, time.time()):
+            window = self.shells.config.sessions.user_busy_seconds
             raise RefusedError(
                 f"a person is typing in shell {shell_id} (input within the last {window:g} s); nothing was "
                 "sent. Retry in a few seconds, or ask the user whether you may type there"
@@ -157,7 +156,7 @@ class _WritePath:
         shell_id = intent.shell_id
         self.locks.check_manual(shell_id, actor=intent.actor)
         pane = await self._check_person(shell_id)
-        fg = procinfo.foreground(pane.pid)
+        fg = await self.shells.host_of(shell_id).foreground(pane)
         shell_in_front = fg.shell_in_front or fg.command in SHELL_NAMES
         text, expanded, submit = intent.text, False, True
         if intent.kind != "steps":
@@ -251,10 +250,13 @@ class _WritePath:
                 "vault references typed at a shell prompt are delivered when the line runs: end "
                 "shell_send keys with 'Enter' (or use shell_run)"
             )
-        path = write_env_file(env_file_dir(self.engine.home), x)
-        line = f"{x.prologue(path)};{{ {x.command}\n}}; {x.epilogue()}"
         return WriteDecision(
-            text=line, expanded=expanded, shown=shown, notes=tuple(notes), env_file=path, submit=submit
+            text=x.command,
+            expanded=expanded,
+            shown=shown,
+            notes=tuple(notes),
+            variables=dict(x.variables),
+            submit=submit,
         )
 
 

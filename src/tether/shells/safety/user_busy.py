@@ -8,17 +8,16 @@ the last keystroke of an attached (non-control-mode) tmux client, lies within
 
 from __future__ import annotations
 
-from tether.shells.engine import PaneInfo, SessionEngine
+from tether.config import Config
+from tether.shells.host import ShellHost
+from tether.shells.tmux import commands
+from tether.shells.tmux.commands import PaneInfo
 
 
-async def client_activity(engine: SessionEngine) -> dict[str, float]:
+async def client_activity(host: ShellHost) -> dict[str, float]:
     """Latest keystroke time (epoch s) per session among attached non-control clients."""
     try:
-        lines = await engine.control.run_shared(
-            "list-clients",
-            "-F",
-            "#{client_session}\t#{client_activity}\t#{client_control_mode}\t#{client_created}",
-        )
+        lines = await host.control.run_shared(*commands.list_clients())
     except Exception:
         return {}
     latest: dict[str, float] = {}
@@ -33,7 +32,7 @@ async def client_activity(engine: SessionEngine) -> dict[str, float]:
     return latest
 
 
-def is_user_busy(engine: SessionEngine, pane: PaneInfo, activity: float, now: float) -> bool:
+def is_user_busy(config: Config, pane: PaneInfo, activity: float, now: float) -> bool:
     """``activity``: the shell's entry of ``client_activity``; ``now``: epoch seconds."""
-    window = engine.config.sessions.user_busy_seconds
+    window = config.sessions.user_busy_seconds
     return now - pane.user_input_ms / 1000 < window or now - activity < window

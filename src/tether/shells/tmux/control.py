@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tether.errors import TetherError
 from tether.process.tree import reap_adopted
-from tether.shells.ids import HUB_SESSION
+from tether.shells.tmux import commands
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +48,29 @@ class SessionError(TetherError):
 
 
 def quote(arg: str) -> str:
-    """Quote one argument for tmux's command parser: single quotes, ``'`` spliced as ``'\\''``."""
-    if "\n" in arg or "\r" in arg:
-        raise SessionError("internal: a tmux argument cannot hold a newline")
-    return "'" + arg.replace("'", "'\\''") + "'"
+    """Quote one argument for tmux's command parser.
+
+    Plain text goes in single quotes (nothing inside is special; ``'`` is spliced as ``'\\''``).
+    Text holding a line break, a control character or raw bytes (lone surrogates from
+    ``surrogateescape``) goes in double quotes, where tmux's parser turns ``\\ooo`` into that byte
+    and ``\\$`` / ``\\"`` / ``\\\\`` into themselves: every byte arrives exactly, and a line break
+    can never end the command early.
+    """
+    if arg.isprintable():
+        return "'" + arg.replace("'", "'\\''") + "'"
+    out = ['"']
+    for ch in arg:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a raw byte carried by surrogateescape
+            out.append(f"\\{code - 0xDC00:03o}")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\{code:03o}")
+        elif ch in '"\\$~':
+            out.append("\\" + ch if ch != "~" else "\\176")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
 
 
 def command_line(args: tuple[str, ...] | list[str]) -> str:
@@ -108,7 +127,7 @@ class ControlClient:
             self._proc = proc
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
             # Written in the same flush as the caller's first command: no extra round trip.
-            (fut,) = self._queue(proc, command_line(("display-message", "-p", "#{pid}")).encode() + b"\n", 1)
+            (fut,) = self._queue(proc, command_line(commands.server_pid()).encode() + b"\n", 1)
             fut.add_done_callback(self._got_server_pid)
             return proc
 
@@ -125,19 +144,7 @@ class ControlClient:
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
-            "tmux",
-            "-S",
-            str(self.socket),
-            "-C",
-            "new-session",
-            "-A",
-            "-s",
-            HUB_SESSION,
-            "-x",
-            "80",
-            "-y",
-            "24",
-            "exec sleep 2147483647",
+            *commands.control_argv(self.socket),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,

@@ -2,9 +2,10 @@
 
 Invariant: in ``env`` delivery the text typed into a pane never contains a secret value — each
 reference becomes a shell parameter expansion of ``__TETHER_V_<NAME>`` written for the quoting
-context the reference sits in, and the values travel in ``variables`` (for an env file the shell
-sources and deletes, see ``write_env_file``). ``written`` — what display, dry runs and the audit
-see — keeps the references as written.
+context the reference sits in, and the values travel in ``variables``: the shell integration's
+loader sets them as unexported shell variables from the terminal's input (never a file, never the
+command line, never the pane's output), and its prompt hook forgets them after the command.
+``written`` — what display, dry runs and the audit see — keeps the references as written.
 
 Quoting contexts (what a reference becomes, so the value arrives as one word, exactly as written):
 
@@ -25,27 +26,18 @@ Locked groups (the ``force`` flag of the ``safety`` block):
 A reference to a name that does not exist is a ``NotFoundError`` either way; a malformed one
 (``{{vault.}}``, ``{{vault.a b}}``) is a ``UsageError``.
 
-How a caller delivers an ``env`` expansion to a shell at its prompt (``x = expand_references(…)``)::
-
-    path = write_env_file(env_file_dir(home), x)          # mode 0600, on tmpfs when possible
-    typed = f"{x.prologue(path)};{{ {x.command}\n}}; {x.epilogue()}"   # inside the run markers
-    # on any failure before the shell read the line: path.unlink(missing_ok=True)
-
-The prologue sources the file and deletes it before the command runs; the epilogue unsets the
-variables and keeps ``$?``. Add ``FORGET_ALL`` to the prompt hook so a Ctrl-C that drops the rest
-of the line still forgets them. Mask everything shown afterwards with ``x.masker`` (plus the
-values earlier runs delivered to the same shell: a value stays in whatever the command kept).
+How a caller delivers an ``env`` expansion to a shell at its prompt (``x = expand_references(…)``):
+type ``x.command`` through the loader with ``x.variables`` in the same payload
+(``integration.payload.run_payload``), then mask everything shown afterwards with ``x.masker``
+(plus the values earlier runs delivered to the same shell: a value stays in whatever the command
+kept).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal, Protocol
 
 from tether.errors import NotFoundError, RefusedError, UsageError
@@ -56,9 +48,6 @@ from tether.store.vault import NAME_RE, VaultLockedError
 REFERENCE_RE = re.compile(r"\{\{[ \t]*vault\.([^{}\s]*)[ \t]*\}\}")
 _OPENER_RE = re.compile(r"\{\{[ \t]*vault\.")
 VAR_PREFIX = "__TETHER_V_"
-# Unsets every delivered variable whatever its name (bash expands ${!prefix@} to the names).
-FORGET_ALL = f'unset -v "${{!{VAR_PREFIX}@}}"'
-SHM_DIR = "/dev/shm"  # tmpfs: an env file there never reaches a disk
 
 
 class SecretSource(Protocol):
@@ -98,27 +87,6 @@ class ExpandedCommand:
         if not self.blocked:
             return None
         return _blocked_sentence(self.blocked, forced=True)
-
-    def env_file_text(self) -> str:
-        """Bash assignments of ``variables`` (not exported), for ``write_env_file``."""
-        return "".join(f"{var}={shlex.quote(value)}\n" for var, value in self.variables.items())
-
-    def prologue(self, env_file: Path) -> str:
-        """Typed before ``command``: source the env file and delete it at once (empty if none)."""
-        if not self.variables:
-            return ""
-        path = shlex.quote(str(env_file))
-        return f". {path}; rm -f -- {path}"
-
-    def epilogue(self) -> str:
-        """Typed right after ``command``: forget the variables, keeping ``$?`` (empty if none).
-
-        ``(exit N)`` costs one fork, paid only by a command that used the vault. A list aborted by
-        Ctrl-C never reaches the epilogue; ``FORGET_ALL`` in the prompt hook covers that case.
-        """
-        if not self.variables:
-            return ""
-        return f"__tether_vs=$?; {FORGET_ALL}; (exit $__tether_vs)"
 
 
 def _matches(text: str) -> list[re.Match[str]]:
@@ -279,33 +247,3 @@ def _typed_refs(text: str) -> list[VaultReference]:
     return [
         VaultReference(name=m.group(1), start=m.start(), end=m.end(), context="plain") for m in _matches(text)
     ]
-
-
-def env_file_dir(home: Path) -> Path:
-    """Where env files go: a private directory on tmpfs (``/dev/shm``) so values never reach a
-    disk, else ``$TETHER_HOME/run``. A pre-existing directory we do not own privately is skipped."""
-    candidates = []
-    shm = Path(SHM_DIR)
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
-        candidates.append(shm / f"tether-{os.getuid()}")
-    candidates.append(home / "run")
-    for directory in candidates:
-        try:
-            directory.mkdir(mode=0o700, exist_ok=True)
-            info = os.lstat(directory)
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
-            return directory
-    raise RefusedError(
-        f"no private directory for vault env files: {home / 'run'} must be ours with mode 0700"
-    )
-
-
-def write_env_file(directory: Path, expanded: ExpandedCommand) -> Path:
-    """Write ``expanded.env_file_text()`` to a new mode-0600 file; the prologue deletes it."""
-    path = directory / f".vault-{os.urandom(8).hex()}.sh"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(expanded.env_file_text())
-    return path

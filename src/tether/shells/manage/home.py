@@ -11,16 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tether.config import Config
-from tether.errors import RefusedError, UsageError
-from tether.shells import lifecycle as manage_ops
-from tether.shells.engine import SessionEngine
+from tether.errors import UsageError
+from tether.shells import lifecycle
+from tether.shells.domain import Shells
+from tether.shells.manage.kinds import Done, audit_note, snapshot_json
 from tether.shells.records import now_ms
-from tether.shells.safety.call_notes import note_outcome
-from tether.store.macros import Macro, MacroEvent, MacroStore, MacroView
-from tether.store.manual_locks import utc_text
-from tether.store.vault import Vault
-from tether.store.workspaces import ShellDescriptor, WorkspaceStore
-from tether.tools.shell_args_model import (
+from tether.shells.requests import (
     MacroHistoryAction,
     MacroRestoreAction,
     MacroRmAction,
@@ -30,13 +26,18 @@ from tether.tools.shell_args_model import (
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
 )
-from tether.tools.shell_manage_kinds import Done, audit_note, snapshot_json
+from tether.shells.safety.call_notes import note_outcome
+from tether.shells.targets import check_capacity
+from tether.store.macros import Macro, MacroEvent, MacroStore, MacroView
+from tether.store.manual_locks import utc_text
+from tether.store.vault import Vault
+from tether.store.workspaces import ShellDescriptor, WorkspaceStore
 
 
-async def reap(engine: SessionEngine, actor: str, dryrun: bool) -> Done:
+async def reap(shells: Shells, actor: str, dryrun: bool) -> Done:
     now = now_ms()
-    lost = await manage_ops.lost_shells(engine, now)
-    minutes = manage_ops.REAP_MIN_IDLE_MS // 60_000
+    lost = await lifecycle.lost_shells(shells, now)
+    minutes = lifecycle.REAP_MIN_IDLE_MS // 60_000
     listed = [
         {"shell": s.record.id, "label": s.record.label, "idleMinutes": s.idle_ms // 60_000} for s in lost
     ]
@@ -52,7 +53,7 @@ async def reap(engine: SessionEngine, actor: str, dryrun: bool) -> Done:
             lines=(f"dryrun: would reap {len(lost)} lost shells; nothing was done", *rows),
             data={"wouldReap": listed, "dryrun": True},
         )
-    snaps = manage_ops.reap(engine, lost, actor=actor, now=now)
+    snaps = lifecycle.reap(shells, lost, actor=actor, now=now)
     return Done(
         lines=(f"reaped {len(lost)} lost shells (each snapshotted first)", *rows),
         data={"reaped": listed, "snapshots": [snapshot_json(s) for s in snaps]},
@@ -82,10 +83,8 @@ def _event_line(e: MacroEvent) -> str:
     return f"at={e.at_ms} ({utc_text(e.at_ms)}) {e.op}{origin} [{e.scope}] by {e.actor}: {what}{note}"
 
 
-def macro_kind(
-    engine: SessionEngine, action: ManageAction, view: MacroView, actor: str, dryrun: bool
-) -> Done:
-    store = MacroStore(engine.store)
+def macro_kind(shells: Shells, action: ManageAction, view: MacroView, actor: str, dryrun: bool) -> Done:
+    store = MacroStore(shells.store)
     if isinstance(action, MacroSetAction):
         if action.scope == "shell" and view.shell is None:
             raise UsageError(
@@ -103,7 +102,7 @@ def macro_kind(
         )
         lines = [f"set {_macro_line(m)}"]
         if action.note:
-            seq = audit_note(engine, actor=actor, action="macro-note", note=f"/{m.name}: {action.note}")
+            seq = audit_note(shells, actor=actor, action="macro-note", note=f"/{m.name}: {action.note}")
             lines.append(f"note written to the audit log (record {seq})")
         return Done(lines=tuple(lines), data={"macro": _macro_json(m)})
     if isinstance(action, MacroRmAction):
@@ -176,10 +175,10 @@ def vault_list(config: Config) -> Done:
 
 
 async def workspace_save(
-    engine: SessionEngine, action: WorkspaceSaveAction, shell_ids: list[str], actor: str
+    shells: Shells, action: WorkspaceSaveAction, shell_ids: list[str], actor: str
 ) -> Done:
-    live = await engine.live()
-    records = engine.records.shells()
+    live = await shells.live()
+    records = shells.records.shells()
     descriptors = []
     for shell_id in shell_ids:
         pane, rec = live[shell_id], records.get(shell_id)
@@ -192,7 +191,7 @@ async def workspace_save(
                 idle_minutes=rec.idle_minutes if rec is not None else None,
             )
         )
-    ws, replaced = WorkspaceStore(engine.store).save(action.name, descriptors, actor=actor)
+    ws, replaced = WorkspaceStore(shells.store).save(action.name, descriptors, actor=actor)
     verb = "replaced" if replaced else "saved"
     return Done(
         lines=(
@@ -208,8 +207,8 @@ def _descriptor_line(d: ShellDescriptor) -> str:
     return f"label={d.label} cwd={d.cwd} {d.cols}x{d.rows} idleMinutes={idle}"
 
 
-def workspace_list(engine: SessionEngine) -> Done:
-    spaces = WorkspaceStore(engine.store).list()
+def workspace_list(shells: Shells) -> Done:
+    spaces = WorkspaceStore(shells.store).list()
     lines = [
         f"{w.name}: {len(w.shells)} shells, saved {utc_text(w.saved_ms)} by {w.actor} — "
         + "; ".join(d.label for d in w.shells)
@@ -222,21 +221,14 @@ def workspace_list(engine: SessionEngine) -> Done:
     return Done(lines=tuple(lines), data={"workspaces": data})
 
 
-async def workspace_restore(engine: SessionEngine, action: WorkspaceRestoreAction, actor: str) -> Done:
-    descriptors = WorkspaceStore(engine.store).restore(action.name)
-    live = await engine.live()
-    limit = engine.config.sessions.max_sessions
-    if len(live) + len(descriptors) > limit:
-        raise RefusedError(
-            f"workspace {action.name!r} holds {len(descriptors)} shells and {len(live)} are open, over "
-            f"maxSessions={limit}; close shells (shell_manage close) first",
-            code="MAX_SESSIONS",
-        )
+async def workspace_restore(shells: Shells, action: WorkspaceRestoreAction, actor: str) -> Done:
+    descriptors = WorkspaceStore(shells.store).restore(action.name)
+    await check_capacity(shells, len(descriptors), what=f"workspace {action.name!r}")
     lines, opened = [], []
     for d in descriptors:
         cwd = d.cwd if _is_dir(d.cwd) else None
-        rec = await engine.open_shell(
-            owner=actor, label=d.label, cwd=cwd, cols=d.cols, rows=d.rows, idle_minutes=d.idle_minutes
+        rec, _ = await lifecycle.open_shell(
+            shells, owner=actor, label=d.label, cwd=cwd, cols=d.cols, rows=d.rows, idle_minutes=d.idle_minutes
         )
         gone = "" if cwd else f" (saved cwd {d.cwd} no longer exists)"
         lines.append(f"opened {rec.id} label={rec.label} cwd={rec.cwd} {d.cols}x{d.rows}{gone}")
@@ -247,8 +239,8 @@ async def workspace_restore(engine: SessionEngine, action: WorkspaceRestoreActio
     )
 
 
-def workspace_delete(engine: SessionEngine, action: WorkspaceDeleteAction, dryrun: bool) -> Done:
-    store = WorkspaceStore(engine.store)
+def workspace_delete(shells: Shells, action: WorkspaceDeleteAction, dryrun: bool) -> Done:
+    store = WorkspaceStore(shells.store)
     if dryrun:
         ws = store.get(action.name)
         note_outcome("workspace-delete", "dry-run")

@@ -15,12 +15,9 @@ from typing import Any
 
 from tether.audit import AuditLog
 from tether.errors import NotFoundError, RefusedError
-from tether.shells import lifecycle as manage_ops
-from tether.shells.engine import SessionEngine
-from tether.shells.safety.call_notes import note_outcome
-from tether.store.manual_locks import ManualLocks, utc_text
-from tether.store.snapshots import Snapshot
-from tether.tools.shell_args_model import (
+from tether.shells import lifecycle
+from tether.shells.domain import Shells
+from tether.shells.requests import (
     CloseAction,
     IdleAction,
     ManageAction,
@@ -28,6 +25,14 @@ from tether.tools.shell_args_model import (
     RenameAction,
     ResizeAction,
     Target,
+)
+from tether.shells.safety.call_notes import note_outcome
+from tether.store.manual_locks import ManualLocks, utc_text
+from tether.store.snapshots import Snapshot
+
+NOT_READY = (
+    "[the shell has not shown its first prompt yet (its start-up files still run); commands typed "
+    "now wait for it]"
 )
 
 
@@ -37,12 +42,10 @@ class Done:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def audit_note(
-    engine: SessionEngine, *, actor: str, action: str, note: str, targets: tuple[str, ...] = ()
-) -> int:
+def audit_note(shells: Shells, *, actor: str, action: str, note: str, targets: tuple[str, ...] = ()) -> int:
     """Write a caller's ``note`` (doctor, macro-set) into the audit log as its own record, masked
     like every record; returns its ``seq``. The call itself is audited by the tool middleware."""
-    log = AuditLog(engine.home, redact=manage_ops.redactor(engine))
+    log = AuditLog(shells.home, redact=lifecycle.redactor(shells))
     return log.append(
         actor=actor, source="tool", tool="shell_manage", action=action, targets=targets, detail=note
     ).seq
@@ -70,22 +73,20 @@ def snapshot_line(snap: Snapshot) -> str:
     )
 
 
-async def shell_kind(
-    engine: SessionEngine, shell_id: str, action: ManageAction, actor: str, dryrun: bool
-) -> Done:
+async def shell_kind(shells: Shells, shell_id: str, action: ManageAction, actor: str, dryrun: bool) -> Done:
     """One per-shell kind on one live shell."""
     if not (isinstance(action, CloseAction) and dryrun):
         try:
-            ManualLocks(engine.store).check(shell_id, actor=actor)
+            ManualLocks(shells.store).check(shell_id, actor=actor)
         except RefusedError as exc:
             note_outcome(shell_id, "refused", exc.message)
             raise
-    pane = await engine.pane(shell_id)
+    _, pane = await shells.pane(shell_id)
     if isinstance(action, RenameAction):
-        rec = manage_ops.record(engine, shell_id)
-        label = manage_ops.check_label(action.new_name, "action.newName")
-        manage_ops.set_label(engine, shell_id, label)
-        snap = manage_ops.take_snapshot(engine, shell_id, reason="rename", actor=actor, pane=pane)
+        rec = lifecycle.record(shells, shell_id)
+        label = lifecycle.check_label(action.new_name, "action.newName")
+        lifecycle.set_label(shells, shell_id, label)
+        snap = lifecycle.take_snapshot(shells, shell_id, reason="rename", actor=actor, pane=pane)
         return Done(
             lines=(f"renamed {rec.label} → {label}", snapshot_line(snap)),
             data={"label": label, "previousLabel": rec.label, "snapshot": snapshot_json(snap)},
@@ -93,8 +94,8 @@ async def shell_kind(
     if isinstance(action, ResizeAction):
         cols = action.cols if action.cols is not None else pane.cols
         rows = action.rows if action.rows is not None else pane.rows
-        fresh = await manage_ops.resize(engine, pane, cols, rows)
-        snap = manage_ops.take_snapshot(engine, shell_id, reason="resize", actor=actor, pane=fresh)
+        fresh = await lifecycle.resize(shells, shell_id, cols, rows)
+        snap = lifecycle.take_snapshot(shells, shell_id, reason="resize", actor=actor, pane=fresh)
         return Done(
             lines=(f"resized {pane.cols}x{pane.rows} → {fresh.cols}x{fresh.rows}", snapshot_line(snap)),
             data={
@@ -114,42 +115,42 @@ async def shell_kind(
                 ),
                 data={"dryrun": True, "wouldClose": [shell_id]},
             )
-        snap = await manage_ops.close(engine, shell_id, actor=actor)
+        snap = await lifecycle.close(shells, shell_id, actor=actor)
         return Done(
             lines=(f"closed {shell_id}", snapshot_line(snap), f"revive it with shell_open from={shell_id}"),
             data={"closed": [shell_id], "snapshot": snapshot_json(snap)},
         )
     if isinstance(action, IdleAction):
-        manage_ops.record(engine, shell_id)
-        manage_ops.set_idle_minutes(engine, shell_id, action.idle_minutes)
+        lifecycle.record(shells, shell_id)
+        lifecycle.set_idle_minutes(shells, shell_id, action.idle_minutes)
         n = action.idle_minutes
         text = "never closed for idleness" if n == 0 else f"closed after {n} idle minutes (snapshot first)"
         return Done(lines=(f"idleMinutes={n}: {shell_id} is {text}",), data={"idleMinutes": n})
     if action.kind == "snapshot":
-        snap = manage_ops.take_snapshot(engine, shell_id, reason="manual", actor=actor, pane=pane)
+        snap = lifecycle.take_snapshot(shells, shell_id, reason="manual", actor=actor, pane=pane)
         return Done(lines=(snapshot_line(snap),), data={"snapshot": snapshot_json(snap)})
-    known = engine.records.shells().get(shell_id)
-    fresh = await manage_ops.respawn(engine, pane, pane.cwd or (known.cwd if known is not None else None))
+    known = shells.records.shells().get(shell_id)
+    fresh = await lifecycle.respawn(shells, shell_id, pane.cwd or (known.cwd if known is not None else None))
     return Done(
         lines=(f"respawned {shell_id}: new shell process {fresh.pid} in {fresh.cwd}",),
         data={"pid": fresh.pid, "cwd": fresh.cwd},
     )
 
 
-def snapshot_list(engine: SessionEngine, target: Target, actor: str) -> Done:
+def snapshot_list(shells: Shells, target: Target, actor: str) -> Done:
     """Snapshots of named shells (alive or closed), of every shell this conversation opened
     (``mine``), or of every shell (``*``); newest first per shell."""
     if target.mode == "ids":
         ids = list(target.ids)
     elif target.mode == "mine":
         ids = [
-            r["id"] for r in engine.store.query("SELECT id FROM shells WHERE owner = ? ORDER BY id", (actor,))
+            r["id"] for r in shells.store.query("SELECT id FROM shells WHERE owner = ? ORDER BY id", (actor,))
         ]
     else:
         ids = [
-            r["shell_id"] for r in engine.store.query("SELECT DISTINCT shell_id FROM snapshots ORDER BY 1")
+            r["shell_id"] for r in shells.store.query("SELECT DISTINCT shell_id FROM snapshots ORDER BY 1")
         ]
-    store = manage_ops.snapshots(engine)
+    store = lifecycle.snapshots(shells)
     snaps = [s for shell_id in ids for s in store.list(shell_id)]
     lines = [snapshot_line(s) for s in snaps] or [
         "no snapshots; close, idle reclaim, resize and rename take one, or shell_manage kind=snapshot"
@@ -157,11 +158,11 @@ def snapshot_list(engine: SessionEngine, target: Target, actor: str) -> Done:
     return Done(lines=tuple(lines), data={"snapshots": [snapshot_json(s) for s in snaps]})
 
 
-async def revive(engine: SessionEngine, action: OpenAction, actor: str, path: str) -> tuple[str, list[str]]:
+async def revive(shells: Shells, action: OpenAction, actor: str, path: str) -> tuple[str, list[str]]:
     """``shell_open from``: a new shell from the latest snapshot of ``action.from_id``."""
     old = action.from_id
     assert old is not None
-    store = manage_ops.snapshots(engine)
+    store = lifecycle.snapshots(shells)
     snap = store.latest(old)
     if snap is None:
         raise NotFoundError(
@@ -174,14 +175,15 @@ async def revive(engine: SessionEngine, action: OpenAction, actor: str, path: st
     if not action.cwd and not _is_dir(cwd):
         notes.append(f"[the snapshot's cwd {cwd} no longer exists; the new shell starts in the default]")
         cwd = ""
-    rec = await engine.open_shell(
+    rec, reached = await lifecycle.open_shell(
+        shells,
         owner=actor,
         label=action.label or snap.label,
         cwd=cwd or None,
         cols=snap.cols,
         rows=snap.rows,
         idle_minutes=action.idle_minutes,
-        preamble=lambda new_id: manage_ops.preamble(snap, text, new_id),
+        preamble=lambda new_id: lifecycle.preamble(snap, text, new_id),
     )
     lines = [
         f"opened {rec.id} label={rec.label} cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
@@ -190,6 +192,8 @@ async def revive(engine: SessionEngine, action: OpenAction, actor: str, path: st
         "shell_read mode=history, mode=since or search",
         *notes,
     ]
+    if not reached:
+        lines.append(NOT_READY)
     return rec.id, lines
 
 

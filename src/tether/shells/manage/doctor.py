@@ -16,10 +16,11 @@ from tether.audit import verify
 from tether.config import load_config
 from tether.errors import TetherError
 from tether.shell.sandbox_policy import SandboxSettings
-from tether.shells.engine import SessionEngine
+from tether.shells.domain import Shells
 from tether.shells.guard.config import parse_section
+from tether.shells.manage.kinds import Done, audit_note
+from tether.shells.tmux import commands
 from tether.store.vault_rules import vault_settings
-from tether.tools.shell_manage_kinds import Done, audit_note
 
 MIN_FREE_BYTES = 256 * 1024 * 1024
 
@@ -32,37 +33,39 @@ class Check:
     fix: str = ""
 
 
-async def _tmux(engine: SessionEngine) -> Check:
-    out = await engine.control.run("display-message", "-p", "#{pid} #{version}")
+async def _tmux(shells: Shells) -> Check:
+    out = await shells.local.control.run(*commands.server_facts())
     pid, _, version = (out[0] if out else "").partition(" ")
-    return Check(name="tmux server", ok=True, detail=f"pid {pid}, tmux {version}, socket {engine.socket}")
+    return Check(
+        name="tmux server", ok=True, detail=f"pid {pid}, tmux {version}, socket {shells.local.socket}"
+    )
 
 
-async def _control(engine: SessionEngine) -> Check:
-    await engine.hub_ready()
+async def _control(shells: Shells) -> Check:
+    await shells.local.control.run(*commands.hub_ready())
     return Check(
         name="control-mode client", ok=True, detail="attached to the tether-hub session and answering"
     )
 
 
-async def _store(engine: SessionEngine) -> Check:
-    rows = engine.store.query("PRAGMA quick_check")
+async def _store(shells: Shells) -> Check:
+    rows = shells.store.query("PRAGMA quick_check")
     result = "; ".join(str(r[0]) for r in rows)
     if result != "ok":
         return Check(
             name="store",
             ok=False,
-            detail=f"{engine.store.path}: {result}",
+            detail=f"{shells.store.path}: {result}",
             fix="stop every tether process, then restore tether.db from a backup or move it aside",
         )
-    shells = len(engine.records.shells())
+    count = len(shells.records.shells())
     return Check(
-        name="store", ok=True, detail=f"{engine.store.path}: integrity ok, {shells} open shell records"
+        name="store", ok=True, detail=f"{shells.store.path}: integrity ok, {count} open shell records"
     )
 
 
-async def _audit(engine: SessionEngine) -> Check:
-    report = verify(engine.home)
+async def _audit(shells: Shells) -> Check:
+    report = verify(shells.home)
     if report.ok:
         return Check(name="audit chain", ok=True, detail=report.summary())
     return Check(
@@ -74,21 +77,24 @@ async def _audit(engine: SessionEngine) -> Check:
     )
 
 
-async def _disk(engine: SessionEngine) -> Check:
-    usage = shutil.disk_usage(engine.home)
+async def _disk(shells: Shells) -> Check:
+    usage = shutil.disk_usage(shells.home)
     free_mib = usage.free // (1024 * 1024)
     if usage.free < MIN_FREE_BYTES:
         return Check(
             name="disk space",
             ok=False,
-            detail=f"{free_mib} MiB free under {engine.home}",
-            fix=f"free at least {MIN_FREE_BYTES // (1024 * 1024)} MiB there (logs live in {engine.logs_dir})",
+            detail=f"{free_mib} MiB free under {shells.home}",
+            fix=(
+                f"free at least {MIN_FREE_BYTES // (1024 * 1024)} MiB there "
+                f"(logs live in {shells.local.logs_dir})"
+            ),
         )
-    return Check(name="disk space", ok=True, detail=f"{free_mib} MiB free under {engine.home}")
+    return Check(name="disk space", ok=True, detail=f"{free_mib} MiB free under {shells.home}")
 
 
-async def _config(engine: SessionEngine) -> Check:
-    config = load_config(engine.home)
+async def _config(shells: Shells) -> Check:
+    config = load_config(shells.home)
     parse_section(config.section("guard"))
     vault_settings(config)
     SandboxSettings.from_config(config)
@@ -107,7 +113,7 @@ _FIXES = {
     "disk space": "check that $TETHER_HOME exists",
     "configuration": "correct config.toml as the message says, then restart tether",
 }
-CHECKS: tuple[tuple[str, Callable[[SessionEngine], Awaitable[Check]]], ...] = (
+CHECKS: tuple[tuple[str, Callable[[Shells], Awaitable[Check]]], ...] = (
     ("tmux server", _tmux),
     ("control-mode client", _control),
     ("store", _store),
@@ -117,11 +123,11 @@ CHECKS: tuple[tuple[str, Callable[[SessionEngine], Awaitable[Check]]], ...] = (
 )
 
 
-async def doctor(engine: SessionEngine, note: str | None, actor: str) -> Done:
+async def doctor(shells: Shells, note: str | None, actor: str) -> Done:
     checks: list[Check] = []
     for name, run in CHECKS:
         try:
-            checks.append(await run(engine))
+            checks.append(await run(shells))
         except (TetherError, OSError) as exc:
             message = exc.message if isinstance(exc, TetherError) else str(exc)
             checks.append(Check(name=name, ok=False, detail=message, fix=_FIXES[name]))
@@ -135,7 +141,7 @@ async def doctor(engine: SessionEngine, note: str | None, actor: str) -> Done:
     noted = None
     if note is not None:
         try:
-            noted = audit_note(engine, actor=actor, action="doctor-note", note=note)
+            noted = audit_note(shells, actor=actor, action="doctor-note", note=note)
             lines.append(f"note written to the audit log (record {noted})")
         except TetherError as exc:
             lines.append(f"note NOT written to the audit log: {exc.message}")

@@ -1,0 +1,159 @@
+"""The persistent shells of one ``TETHER_HOME`` in one process: hosts, records, safety, runs.
+
+Invariant: tmux is the daemon. Every shell is a tmux session named by its id on its host's one
+server; nothing here holds a shell's state that tmux, the log or the store does not also hold,
+except what this process is doing right now (runs it waits for, calls it is running on a shell).
+So any process may die and another pick the shells up. One ``Shells`` exists per home and event
+loop (``Shells.get``); its hosts are started on that loop.
+
+The operations (``open``, ``run``, ``send``, ``read``, ``state``, ``manage``) live in their own
+modules and take a ``Shells``; this class is what they share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from tether.config import Config, ensure_home
+from tether.errors import NotFoundError
+from tether.shells.host import ShellHost
+from tether.shells.hosts.local import LocalHost
+from tether.shells.integration.tracker import Activity, last_activity
+from tether.shells.records import Records, ShellRecord
+from tether.shells.safety.hooks import SessionHooks
+from tether.shells.tmux.commands import PaneInfo
+from tether.shells.waits import WaitEngine
+from tether.store.db import Store
+
+
+@dataclass(slots=True, kw_only=True)
+class PendingRun:
+    """A run this process typed and still waits for (until its record is saved)."""
+
+    run_id: str
+    shell_id: str
+    token: int
+    command: str
+    actor: str
+    started_ms: int
+    log_offset: int
+    prompt_before: int
+    typed_as_input: str | None = None  # the program the text went to instead of the shell
+
+
+class Shells:
+    """See the module docstring."""
+
+    _instances: ClassVar[dict[tuple[str, int], Shells]] = {}
+
+    def __init__(
+        self, config: Config, *, store: Store | None = None, hooks: SessionHooks | None = None
+    ) -> None:
+        self.config = config
+        self.home = ensure_home(config.home)
+        self.store = store if store is not None else Store.open(self.home)
+        self.records = Records(self.store)
+        self.hooks = hooks if hooks is not None else SessionHooks()
+        self.local = LocalHost(config)
+        self.hosts: dict[str, ShellHost] = {"local": self.local}
+        self._waits: dict[str, WaitEngine] = {name: WaitEngine(h) for name, h in self.hosts.items()}
+        self.pending: dict[str, PendingRun] = {}
+        self.ai_busy: dict[str, set[str]] = {}
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    @classmethod
+    def get(cls, config: Config) -> Shells:
+        """The shells of ``config.home`` on the running loop (created and started on first use)."""
+        loop = asyncio.get_running_loop()
+        key = _cache_key(config.home, loop)
+        found = cls._instances.get(key)
+        # id() of a closed loop can be reused by a new one: the loop object itself must match.
+        if found is None or found._closed or found._loop is not loop:
+            found = cls(config)
+            found._loop = loop
+            for host in found.hosts.values():
+                host.start()
+            from tether.shells.idle import sweep_forever
+
+            found._sweeper = loop.create_task(sweep_forever(found))
+            cls._instances[key] = found
+        return found
+
+    @classmethod
+    async def close_home(cls, home: Path) -> None:
+        """Close this event loop's ``Shells`` of ``home`` (if one was started)."""
+        loop = asyncio.get_running_loop()
+        found = cls._instances.get(_cache_key(home, loop))
+        if found is not None and found._loop is loop:
+            await found.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        for host in self.hosts.values():
+            await host.close()
+        for key, found in list(self._instances.items()):
+            if found is self:
+                del self._instances[key]
+
+    # ---- hosts and panes ------------------------------------------------------------------------
+
+    def host_of(self, shell_id: str) -> ShellHost:
+        rec = self.records.shell(shell_id)
+        name = rec.host if rec is not None else "local"
+        host = self.hosts.get(name)
+        if host is None:
+            raise NotFoundError(f"shell {shell_id} lives on host {name!r}, which is not configured here")
+        return host
+
+    def waits(self, host: ShellHost) -> WaitEngine:
+        return self._waits[host.name]
+
+    async def live(self) -> dict[str, PaneInfo]:
+        """Every live shell on every host, fresh from tmux (a pane whose shell ended is kept by
+        tmux, with its exit status, until the idle sweep removes it: it is not live)."""
+        found: dict[str, PaneInfo] = {}
+        for host in self.hosts.values():
+            found.update({k: p for k, p in (await host.panes()).items() if not p.dead})
+        return found
+
+    async def ended(self) -> dict[str, PaneInfo]:
+        """Panes whose shell has ended (tmux keeps them with their exit status)."""
+        found: dict[str, PaneInfo] = {}
+        for host in self.hosts.values():
+            found.update({k: p for k, p in (await host.panes()).items() if p.dead})
+        return found
+
+    async def pane(self, shell_id: str) -> tuple[ShellHost, PaneInfo]:
+        host = self.host_of(shell_id)
+        return host, await host.pane(shell_id)
+
+    def log_of(self, shell_id: str) -> Path:
+        return self.host_of(shell_id).log_of(shell_id)
+
+    def nonce_of(self, shell_id: str) -> str | None:
+        rec = self.records.shell(shell_id)
+        return rec.nonce if rec is not None and rec.nonce else None
+
+    def activity(self, shell_id: str) -> Activity | None:
+        """What the shell is doing, from its last own event (``None``: no integration known)."""
+        nonce = self.nonce_of(shell_id)
+        if nonce is None:
+            return None
+        return last_activity(self.log_of(shell_id), nonce)
+
+    def record(self, shell_id: str) -> ShellRecord | None:
+        return self.records.shell(shell_id)
+
+
+def _cache_key(home: Path, loop: asyncio.AbstractEventLoop) -> tuple[str, int]:
+    return (str(home.resolve()), id(loop))

@@ -1,0 +1,202 @@
+"""The shell-host seam: one machine's tmux server and everything tether needs to know of it.
+
+Invariant: nothing above this seam assumes a shell runs on this machine. A host owns its tmux
+control client, the log files of its shells (on a remote host, the local mirror of the logs kept
+there), the inotify watcher that wakes waits, and the process facts a wait needs (the terminal's
+foreground, the pane's process tree, CPU time, whether the terminal reads a line). Operations
+(``open``, ``run``, ``read`` …) take a host and never reach past these methods.
+
+A host is built once per process and ``TETHER_HOME`` and started on the event loop that uses it;
+``close`` ends its control client and watcher (the shells themselves live on in tmux).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.errors import NotFoundError
+from tether.shells.logs import LogWatcher, log_path
+from tether.shells.tmux import commands
+from tether.shells.tmux.commands import PaneInfo
+from tether.shells.tmux.control import ControlClient, SessionError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Foreground:
+    """The terminal's foreground process group, and whether it is the shell itself."""
+
+    pgid: int  # 0 = unknown
+    shell_in_front: bool
+    command: str  # name of the foreground group's leader ("bash" when the shell is in front)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellStart:
+    """How a new shell starts: its start-up file and the command tmux runs in its pane."""
+
+    rc_text: str  # the integration script (see ``integration.script``)
+    env: tuple[tuple[str, str], ...] = ()
+
+
+class ShellHost(ABC):
+    """One tmux server and its shells. See the module docstring for the invariant."""
+
+    name: str
+    control: ControlClient
+    watcher: LogWatcher
+    logs_dir: Path
+
+    def __init__(self) -> None:
+        self._panes: dict[str, PaneInfo] = {}
+
+    # ---- lifecycle of the host ------------------------------------------------------------------
+
+    @abstractmethod
+    def start(self) -> None:
+        """Begin watching logs (on the running event loop)."""
+
+    async def close(self) -> None:
+        self.watcher.close()
+        await self.control.close()
+
+    # ---- panes ----------------------------------------------------------------------------------
+
+    def log_of(self, shell_id: str) -> Path:
+        return log_path(self.logs_dir, shell_id)
+
+    async def panes(self) -> dict[str, PaneInfo]:
+        """Every live ``dsh-`` shell (one pane each), fresh from tmux (asked after this call began;
+        the concurrent callers of one loop iteration share the query)."""
+        try:
+            lines = await self.control.run_shared(*commands.list_panes())
+        except SessionError:
+            return {}
+        panes = {p.shell_id: p for p in map(commands.parse_pane, lines) if p is not None}
+        self._panes = panes
+        return panes
+
+    async def pane(self, shell_id: str) -> PaneInfo:
+        """The shell's pane, from the last listing if its process still runs, else fresh."""
+        cached = self._panes.get(shell_id)
+        if cached is not None and not cached.dead and await self.alive(cached):
+            return cached
+        return await self.pane_now(shell_id)
+
+    async def pane_now(self, shell_id: str) -> PaneInfo:
+        """One shell's pane read from tmux now (never the cache); its cost does not grow with the
+        number of shells."""
+        try:
+            lines = await self.control.run_shared(*commands.describe_pane(shell_id))
+        except SessionError:
+            lines = []
+        pane = commands.parse_pane(lines[0]) if lines else None
+        if pane is None or pane.shell_id != shell_id:
+            self._panes.pop(shell_id, None)
+            raise NotFoundError(
+                f"shell {shell_id} does not exist (it was closed or its process ended); "
+                "list live shells with shell_state scope='*'"
+            )
+        self._panes[shell_id] = pane
+        return pane
+
+    def forget(self, shell_id: str) -> None:
+        self._panes.pop(shell_id, None)
+
+    @abstractmethod
+    async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
+        """Start the shell's tmux session with its log piped from the very first byte."""
+
+    @abstractmethod
+    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
+        """Replace the pane's process tree with a fresh shell (same session, same log)."""
+
+    async def kill(self, shell_id: str) -> None:
+        self.forget(shell_id)
+        await self.control.run(*commands.kill_session(shell_id))
+
+    @abstractmethod
+    def write_rc(self, shell_id: str, text: str) -> str:
+        """Store the shell's start-up file on the host; the path its shell reads it from."""
+
+    @abstractmethod
+    async def resize(self, pane: PaneInfo, cols: int, rows: int) -> None:
+        """Resize the window; return once the pane's terminal has the new size."""
+
+    @abstractmethod
+    async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
+        """(cols, rows) of the pane's terminal as its programs see it (``None``: cannot tell)."""
+
+    # ---- typing ---------------------------------------------------------------------------------
+
+    async def type_keys_then_text(self, pane: PaneInfo, keys: bytes, text: str) -> None:
+        """``keys`` (exact bytes) then printable ``text`` as keys, in one write to tmux."""
+        cmds: list[commands.Cmd] = [commands.leave_copy_mode(pane.pane_id)]
+        if keys:
+            cmds.append(commands.send_bytes(pane.pane_id, keys))
+        for i in range(0, len(text), 4096):
+            cmds.append(commands.send_literal(pane.pane_id, text[i : i + 4096]))
+        await self.control.run_many(cmds)
+
+    async def type_line(self, pane: PaneInfo, text: str) -> None:
+        """Printable ``text`` typed as keys, then Enter (only for tether's own re-install line)."""
+        await self.control.run_many(
+            [
+                commands.leave_copy_mode(pane.pane_id),
+                commands.send_literal(pane.pane_id, text),
+                commands.send_key_names(pane.pane_id, ("Enter",)),
+            ]
+        )
+
+    async def type_raw(self, pane: PaneInfo, data: bytes, *, buffer: str) -> None:
+        """Exact bytes to whatever reads the terminal, through a paste buffer (bracketed when the
+        program asked for bracketed paste, so a readline program inserts a tab instead of
+        completing); the buffer is deleted by the paste."""
+        if not data:
+            return
+        await self.control.run_many(
+            [
+                commands.leave_copy_mode(pane.pane_id),
+                commands.set_buffer(buffer, data.decode("utf-8", "surrogateescape")),
+                commands.paste_buffer(buffer, pane.pane_id),
+            ]
+        )
+
+    async def send_keys(self, pane: PaneInfo, keys: Sequence[str]) -> None:
+        if keys:
+            await self.control.run_many(
+                [commands.leave_copy_mode(pane.pane_id), commands.send_key_names(pane.pane_id, keys)]
+            )
+
+    async def capture(self, pane: PaneInfo, *, history: int = 0) -> list[str]:
+        """The pane as tmux renders it (wrapped lines joined); ``history`` extra scrollback lines."""
+        return await self.control.run(*commands.capture(pane.pane_id, history=history))
+
+    # ---- processes --------------------------------------------------------------------------------
+
+    @abstractmethod
+    async def alive(self, pane: PaneInfo) -> bool:
+        """The pane's process still runs."""
+
+    @abstractmethod
+    async def foreground(self, pane: PaneInfo) -> Foreground: ...
+
+    @abstractmethod
+    async def tree_names(self, pane: PaneInfo) -> list[str]:
+        """Names of every process under the pane's shell (the shell excluded)."""
+
+    @abstractmethod
+    async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float: ...
+
+    @abstractmethod
+    async def reading_line(self, pane: PaneInfo) -> bool | None:
+        """The shell in front reads a line in readline's mode with nothing typed pending
+        (``None``: cannot tell on this host)."""
+
+    # ---- people -----------------------------------------------------------------------------------
+
+    @abstractmethod
+    def attach_argv(self, shell_id: str) -> list[str]:
+        """A real terminal client for one shell (the panel runs it in a PTY)."""

@@ -1,0 +1,1 @@
+"""Hosts a shell can live on: this machine (``local``)."""

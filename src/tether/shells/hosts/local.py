@@ -1,0 +1,159 @@
+"""The local host: tmux on this machine, ``$TETHER_HOME/tmux.sock``, logs under ``$TETHER_HOME/logs``.
+
+Invariant: the tmux server is started by this process's control client with the credential-scrubbed
+environment, so no shell inherits a secret of the server; each shell's start-up file lives in
+``$TETHER_HOME/rc`` (0700 directory, 0600 file) and the pane runs ``bash --rcfile`` on it. Process
+facts come from ``/proc`` and the pane's terminal (``procinfo``): microsecond reads, no tmux call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import struct
+import termios
+from pathlib import Path
+
+from tether.config import Config, ensure_home
+from tether.process.env import scrub_environment
+from tether.shells.host import Foreground, ShellHost, ShellStart
+from tether.shells.hosts import procinfo
+from tether.shells.logs import LogWatcher
+from tether.shells.tmux import commands
+from tether.shells.tmux.commands import PaneInfo, sh_quote
+from tether.shells.tmux.control import ControlClient
+
+_RESIZE_WAIT_S = 2.0
+
+
+class LocalHost(ShellHost):
+    """Shells in tmux on this machine. ``shell`` is the bash executable panes run."""
+
+    def __init__(self, config: Config, *, name: str = "local") -> None:
+        super().__init__()
+        self.name = name
+        self.config = config
+        self.home = ensure_home(config.home)
+        self.socket = self.home / "tmux.sock"
+        self.logs_dir = self.home / "logs"
+        self.rc_dir = self.home / "rc"
+        self.control = ControlClient(self.socket, env=scrub_environment(os.environ, config.env))
+        self.watcher = LogWatcher(self.logs_dir, cap=config.sessions.log_max_bytes)
+        self.shell = config.sessions.shell or "bash"
+        self._configured = False
+
+    def start(self) -> None:
+        self.watcher.start()
+
+    # ---- creating shells ------------------------------------------------------------------------
+
+    def pane_command(self, shell_id: str, start: ShellStart) -> str:
+        """What tmux runs in the pane: bash on the shell's own start-up file."""
+        rc = self.write_rc(shell_id, start.rc_text)
+        return f"exec {sh_quote(self.shell)} --rcfile {sh_quote(rc)} -i"
+
+    def write_rc(self, shell_id: str, text: str) -> str:
+        self.rc_dir.mkdir(mode=0o700, exist_ok=True)
+        path = self.rc_dir / f"{shell_id}.bash"
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        tmp.replace(path)
+        return str(path)
+
+    def rc_path(self, shell_id: str) -> Path:
+        return self.rc_dir / f"{shell_id}.bash"
+
+    async def _configure(self) -> list[commands.Cmd]:
+        if self._configured:
+            return []
+        self._configured = True
+        return commands.server_options()
+
+    async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
+        log = self.log_of(shell_id)
+        command = self.pane_command(shell_id, start)
+        # One write: tmux runs these before its event loop reads the new pane, so the log gets the
+        # shell's very first byte, and the server options hold before the shell can end.
+        await self.control.run_many(
+            [
+                *await self._configure(),
+                commands.new_session(shell_id, cols=cols, rows=rows, cwd=cwd, env=start.env, command=command),
+                commands.pipe_pane(commands.session(shell_id), str(log)),
+            ]
+        )
+
+    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
+        command = self.pane_command(pane.shell_id, start)
+        log = str(self.log_of(pane.shell_id))
+        # The old pipe ends with the old process, but only later: close it first and open a fresh
+        # one in the same batch, so tmux pipes the new shell's first byte into the log.
+        await self.control.run_many(
+            [
+                *await self._configure(),
+                commands.stop_pipe(pane.pane_id),
+                commands.respawn_pane(pane.pane_id, cwd=cwd, command=command),
+                commands.pipe_pane(pane.pane_id, log),
+            ]
+        )
+        self.forget(pane.shell_id)
+
+    async def kill(self, shell_id: str) -> None:
+        await super().kill(shell_id)
+        self.rc_path(shell_id).unlink(missing_ok=True)
+
+    async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
+        try:
+            fd = os.open(pane.tty, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return cols, rows
+
+    async def resize(self, pane: PaneInfo, cols: int, rows: int) -> None:
+        """Resize the window and return once the terminal has the new size: tmux applies a size to
+        the pty (``TIOCSWINSZ``, which signals the programs) on its next loop turn, not when the
+        command returns. ``resize-window`` also pins ``window-size manual``."""
+        await self.control.run(*commands.resize_window(pane.shell_id, cols, rows))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _RESIZE_WAIT_S
+        step = 0.001
+        while await self.pty_size(pane) not in ((cols, rows), None) and loop.time() < deadline:
+            await asyncio.sleep(step)
+            step = min(step * 2, 0.02)
+
+    # ---- processes --------------------------------------------------------------------------------
+
+    async def alive(self, pane: PaneInfo) -> bool:
+        return procinfo.alive(pane.pid)
+
+    async def foreground(self, pane: PaneInfo) -> Foreground:
+        fg = procinfo.foreground(pane.pid)
+        return Foreground(pgid=fg.pgid, shell_in_front=fg.shell_in_front, command=fg.command)
+
+    async def tree_names(self, pane: PaneInfo) -> list[str]:
+        return procinfo.tree_names(pane.pid)
+
+    async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float:
+        return procinfo.group_cpu_seconds(pane.pid, pgid)
+
+    async def reading_line(self, pane: PaneInfo) -> bool | None:
+        fg = procinfo.foreground(pane.pid)
+        if not fg.shell_in_front:
+            return False
+        canonical = procinfo.terminal_canonical(pane.tty)
+        if canonical is None:
+            return None
+        return not canonical and procinfo.terminal_input_queued(pane.tty) == 0
+
+    # ---- people -----------------------------------------------------------------------------------
+
+    def attach_argv(self, shell_id: str) -> list[str]:
+        return commands.client_argv(self.socket, commands.attach(shell_id))

@@ -1,0 +1,1 @@
+"""Shell integration: the bash start-up file, its events, and the loader's payloads."""

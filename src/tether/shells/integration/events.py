@@ -1,0 +1,103 @@
+"""Shell-integration events in a pane's log: what the shell itself reported, and where.
+
+Invariant: an event counts only if it carries the shell's own nonce; everything else that looks
+like a marker is program output. Offsets are log offsets (``logs``): ``start`` is where the
+sequence begins, ``end`` just after it. ``EventScanner`` reads forward from any offset and never
+splits a sequence across two reads (a partial one is carried to the next read).
+
+Commands are bracketed by the events the integration prints (see ``script``)::
+
+    P (prompt shown) … typed line echoed … C (PS0: the line runs) … output … [H] … P (next prompt)
+
+A command is therefore "C, then the first displayed P after it"; a P without a C since the
+previous P is a redraw, an empty line or a line bash could not parse (its status says which).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+EventKind = Literal["P", "C", "Q", "H", "X"]
+# The sequence every view removes (any nonce: a forged or foreign marker is hidden as well).
+ANY_MARKER_RE = re.compile(rb"\x1b\]6973;[^\x07\x1b]*(?:\x07|\x1b\\)")
+_MARKER_RE = re.compile(rb"\x1b\]6973;([0-9a-z]{4,32});([PCQHX])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
+_OPEN = b"\x1b]6973;"
+_MAX_MARKER = 1 << 20  # an H event (a command's text) may be long; longer is not ours
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellEvent:
+    kind: EventKind
+    start: int
+    end: int
+    status: int | None = None  # P: $? of the last command line; X: the exit status
+    prompt: int = 0  # P: the prompt's number (a redraw repeats it)
+    token: int = 0  # C: the run token the loader set (0: not a tether run)
+    text: str = ""  # H: the command as bash's history holds it
+
+
+def _int(raw: bytes) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        return 0
+
+
+def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end: int) -> ShellEvent | None:
+    fields = (payload or b"").split(b";")
+    k = kind.decode()
+    if k == "P":
+        return ShellEvent(
+            kind="P",
+            start=start,
+            end=end,
+            status=_int(fields[0]),
+            prompt=_int(fields[1]) if len(fields) > 1 else 0,
+        )
+    if k == "C":
+        return ShellEvent(kind="C", start=start, end=end, token=_int(fields[0]))
+    if k == "X":
+        return ShellEvent(kind="X", start=start, end=end, status=_int(fields[0]))
+    if k == "H":
+        text = (payload or b"").decode("utf-8", "replace").replace("\r\n", "\n")
+        # ``history 1`` prints "  123  command"; the number is bash's, not the command's.
+        head, _, rest = text.lstrip(" ").partition("  ")
+        cmd = rest if head.isdigit() else text
+        return ShellEvent(kind="H", start=start, end=end, text=cmd.rstrip("\n"))
+    return ShellEvent(kind="Q", start=start, end=end)
+
+
+class EventScanner:
+    """Feeds log bytes forward and yields the shell's events (``nonce`` only)."""
+
+    def __init__(self, nonce: str, start: int) -> None:
+        self.nonce = nonce.encode()
+        self.pos = start  # offset of the next byte fed
+        self._carry = b""
+
+    def feed(self, data: bytes) -> list[ShellEvent]:
+        base = self.pos - len(self._carry)
+        buf = self._carry + data
+        self.pos += len(data)
+        events: list[ShellEvent] = []
+        keep_from = len(buf)
+        for m in _MARKER_RE.finditer(buf):
+            if m.group(1) != self.nonce:
+                continue
+            ev = parse_event(self.nonce.decode(), m.group(2), m.group(3), base + m.start(), base + m.end())
+            if ev is not None:
+                events.append(ev)
+        # A sequence still open at the end of this read continues in the next one.
+        tail = buf.rfind(_OPEN, max(0, len(buf) - _MAX_MARKER))
+        if tail >= 0 and _MARKER_RE.match(buf, tail) is None and b"\x07" not in buf[tail:]:
+            keep_from = tail
+        elif len(buf) >= len(_OPEN):
+            # The opener itself may be split: keep a prefix of it.
+            for n in range(len(_OPEN) - 1, 0, -1):
+                if buf.endswith(_OPEN[:n]):
+                    keep_from = len(buf) - n
+                    break
+        self._carry = buf[keep_from:]
+        return events

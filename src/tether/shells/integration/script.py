@@ -1,0 +1,121 @@
+"""The bash start-up file of a persistent shell: the user's own rc, then tether's shell integration.
+
+Invariant: nothing the integration adds is exported (``env`` shows only ``TETHER_SHELL``), and the
+line a person or an agent types is exactly what runs (``history`` and up-arrow see only that).
+Every fact tether learns about commands comes from invisible OSC 6973 sequences the shell prints
+itself, each carrying the shell's secret nonce so that program output cannot forge them::
+
+    ESC ] 6973 ; NONCE ; P ; TOKEN ; STATUS ; … BEL   the shell reads its next line (start of PS1):
+                                                    the command TOKEN (0 = not tether's) ended
+                                                    with STATUS; PROMPT_COMMAND hooks are done
+    ESC ] 6973 ; NONCE ; C ; TOKEN ; … BEL           a command line starts running (PS0)
+    ESC ] 6973 ; NONCE ; Q BEL                        bash waits for a continuation line (PS2)
+    ESC ] 6973 ; NONCE ; H ; <history 1> BEL          the text of a command a person typed
+    ESC ] 6973 ; NONCE ; X ; STATUS BEL               the shell exits (EXIT trap)
+
+``P`` sits at the start of PS1, which readline prints only after it has put the terminal in its
+own mode: once ``P`` is in the log, keys typed reach readline, never the line discipline's echo.
+bash restores ``$?`` after PROMPT_COMMAND, so ``P`` reports the command's status even behind the
+user's prompt hooks, and only when they are done. A user who replaces PS1, PS0 or PS2 gets the
+prefixes back from the hook at ``PROMPT_COMMAND[PC_INDEX]`` (a scalar assignment to
+PROMPT_COMMAND replaces only element 0) and from the loader before every agent command.
+
+Agent input goes through the loader, a ``bind -x`` function behind a private key sequence: it
+reads a payload from the terminal (printable ASCII, see ``payload``), sets vault variables
+(unexported) and ``READLINE_LINE`` exactly, and ``RUN_KEYS`` then accepts the line. A tab or a
+control byte therefore never reaches readline as a key (no completion, no binding); the token it
+sets is what PS0 and PS1 report, binding the markers to one run.
+"""
+
+from __future__ import annotations
+
+PC_INDEX = 97
+# Private key sequences (C-x C-_ prefix; nothing else in readline uses C-_ after C-x).
+LOAD_SEQ = "\\C-x\\C-_l"  # the loader (bind -x)
+ACCEPT_SEQ = "\\C-x\\C-_a"  # accept-line
+RUN_SEQ = "\\C-x\\C-_r"  # load, then accept: what a run types
+INSERT_SEQ = "\\C-x\\C-_i"  # load into the line at the cursor, without accepting (shell_send text)
+RUN_KEYS = b"\x18\x1fr"
+INSERT_KEYS = b"\x18\x1fi"
+PAYLOAD_END = "~"
+
+_TEMPLATE = r"""# tether persistent shell start-up (generated; see tether.shells.integration)
+unset TMUX TMUX_PANE
+if [[ ${1-} == --integration ]]; then
+  # Re-installed after `exec bash` replaced the shell: the user's rc already ran; the line that
+  # sourced this file leaves no trace in history.
+  __tether_h=$(HISTTIMEFORMAT= builtin history 1)
+  [[ $__tether_h == *" . "*" --integration"* ]] && builtin history -d -1
+  unset __tether_h
+elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi
+__tether_n='@NONCE@'
+__tether_tok=0 __tether_cur=0 __tether_ran=0 __tether_pn=0
+__tether_ps0='\e]6973;@NONCE@;C;$((__tether_cur=__tether_tok?__tether_tok:__tether_cur,__tether_tok=0,__tether_ran=1,__tether_cur))\a'
+__tether_ps1='\[\e]6973;@NONCE@;P;$?;$((__tether_tok=0,++__tether_pn))\a\]'
+__tether_ps2='\[\e]6973;@NONCE@;Q\a\]'
+__tether_arm() {
+  [[ $PS0 == "$__tether_ps0"* ]] || PS0=$__tether_ps0${PS0-}
+  [[ $PS1 == "$__tether_ps1"* ]] || PS1=$__tether_ps1${PS1-}
+  [[ $PS2 == "$__tether_ps2"* ]] || PS2=$__tether_ps2${PS2-}
+  if (( BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1) )); then
+    [[ ${PROMPT_COMMAND[@PC@]-} == __tether_pc ]] || PROMPT_COMMAND[@PC@]=__tether_pc
+  else
+    case ";${PROMPT_COMMAND-};" in
+      *";__tether_pc;"*) ;;
+      *) PROMPT_COMMAND="${PROMPT_COMMAND:+$PROMPT_COMMAND;}__tether_pc" ;;
+    esac
+  fi
+}
+__tether_pc() {
+  if (( __tether_ran && ! __tether_cur )); then
+    printf '\e]6973;%s;H;' "$__tether_n"; HISTTIMEFORMAT= builtin history 1; printf '\a'
+  fi
+  __tether_ran=0 __tether_cur=0
+  unset -v "${!__TETHER_V_@}"
+  __tether_arm
+}
+__tether_load() {
+  local __tether_p __tether_f __tether_i
+  IFS= read -r -d '@END@' __tether_p || return
+  unset -v "${!__TETHER_V_@}"
+  IFS='|' read -r -a __tether_f <<< "$__tether_p"
+  for (( __tether_i = 3; __tether_i < ${#__tether_f[@]}; __tether_i++ )); do
+    [[ ${__tether_f[__tether_i]} =~ ^__TETHER_V_[A-Z0-9_]+= ]] || continue
+    printf -v "${__tether_f[__tether_i]%%=*}" '%b' "${__tether_f[__tether_i]#*=}"
+  done
+  local __tether_t
+  printf -v __tether_t '%b' "${__tether_f[2]}"
+  if [[ ${__tether_f[0]} == i ]]; then
+    READLINE_LINE=${READLINE_LINE:0:READLINE_POINT}$__tether_t${READLINE_LINE:READLINE_POINT}
+    READLINE_POINT=$(( READLINE_POINT + ${#__tether_t} ))
+  else
+    __tether_tok=${__tether_f[1]}; READLINE_LINE=$__tether_t; READLINE_POINT=${#READLINE_LINE}
+  fi
+  __tether_arm
+}
+__tether_exit() { printf '\e]6973;%s;X;%d\a' "$__tether_n" "$1"; }
+trap '__tether_exit $?' EXIT
+for __tether_m in emacs vi-insert vi-command; do
+  bind -m "$__tether_m" -x '"@LOAD@": __tether_load'
+  bind -m "$__tether_m" '"@ACCEPT@": accept-line'
+  bind -m "$__tether_m" '"@RUN@": "@LOAD@@ACCEPT@"'
+  bind -m "$__tether_m" '"@INSERT@": "@LOAD@"'
+done
+unset __tether_m
+__tether_arm
+"""
+
+
+def integration_script(nonce: str) -> str:
+    """The start-up file of one shell (its nonce inlined: never in the environment)."""
+    if not nonce.isalnum():
+        raise ValueError("nonce must be alphanumeric")
+    return (
+        _TEMPLATE.replace("@NONCE@", nonce)
+        .replace("@PC@", str(PC_INDEX))
+        .replace("@END@", PAYLOAD_END)
+        .replace("@LOAD@", LOAD_SEQ)
+        .replace("@ACCEPT@", ACCEPT_SEQ)
+        .replace("@RUN@", RUN_SEQ)
+        .replace("@INSERT@", INSERT_SEQ)
+    )

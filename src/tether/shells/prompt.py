@@ -1,0 +1,112 @@
+"""Getting a shell to the point where a command can be typed: its prompt.
+
+Invariant: a command is typed through the loader only when the shell's last own event is a
+prompt (``P``): then readline reads, and the line is exactly the command. Otherwise the shell
+is asked what is in front of its terminal:
+
+- the shell itself (its prompt hooks, or a builtin) — wait for the prompt, within the budget;
+- the shell itself reading a line without reporting it — the integration was lost (``exec bash``
+  replaced the shell): it is installed again, invisibly to ``history``, and then the prompt is
+  awaited;
+- another program (a REPL, an editor, ``ssh``, a nested shell) — the caller decides (text goes
+  to that program as input, never as a run with an exit status);
+- an unfinished line (PS2) — the caller refuses: finishing someone's line is not running a command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from tether.errors import NotFoundError
+from tether.shells import ids
+from tether.shells.domain import Shells
+from tether.shells.host import ShellHost
+from tether.shells.integration.script import integration_script
+from tether.shells.integration.tracker import Activity
+from tether.shells.logs import log_size
+from tether.shells.tmux.commands import PaneInfo
+from tether.shells.waits import WaitSpec
+
+_LOST_QUIET_S = 0.3  # the shell reads a line this long without a prompt event: integration lost
+_LOST_LOOK_S = 0.5
+
+Where = Literal["prompt", "program", "continuation", "exited"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Readiness:
+    where: Where
+    activity: Activity | None
+    program: str = ""  # "program": the foreground program's name
+    waited_ms: int = 0
+    detail: str = ""
+
+
+async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int) -> Readiness:
+    """Wait (up to ``budget_ms``) until the shell is at its prompt, or say what holds it."""
+    t0 = time.monotonic()
+    deadline = t0 + budget_ms / 1000
+    reinstalled = False
+    while True:
+        activity = shells.activity(pane.shell_id)
+        if activity is None:
+            await reinstall(shells, host, pane)  # opened before shell integration existed
+            reinstalled = True
+            activity = shells.activity(pane.shell_id)
+        waited = int((time.monotonic() - t0) * 1000)
+        if activity is not None and activity.phase == "prompt":
+            return Readiness(where="prompt", activity=activity, waited_ms=waited)
+        if activity is not None and activity.phase == "continuation":
+            return Readiness(where="continuation", activity=activity, waited_ms=waited)
+        if activity is not None and activity.phase == "exited":
+            return Readiness(where="exited", activity=activity, waited_ms=waited)
+        fg = await host.foreground(pane)
+        if not fg.shell_in_front:
+            if not await host.alive(pane):
+                return Readiness(where="exited", activity=activity, waited_ms=waited)
+            return Readiness(where="program", activity=activity, program=fg.command, waited_ms=waited)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return Readiness(
+                where="program",
+                activity=activity,
+                program=fg.command,
+                waited_ms=waited,
+                detail=f"the shell did not reach its prompt within {budget_ms} ms (its prompt hooks run)",
+            )
+        if not reinstalled and await _integration_lost(host, pane):
+            await reinstall(shells, host, pane)
+            reinstalled = True
+            continue
+        nonce = shells.nonce_of(pane.shell_id)
+        spec = WaitSpec(kind="prompt", timeout_ms=int(min(remaining, _LOST_LOOK_S) * 1000) + 1)
+        start = activity.event.end if activity is not None and activity.event is not None else 0
+        await shells.waits(host).wait(pane, spec, start, nonce=nonce)
+
+
+async def _integration_lost(host: ShellHost, pane: PaneInfo) -> bool:
+    """The shell in front reads a line in readline's mode, quietly, without having said so."""
+    size = log_size(host.log_of(pane.shell_id))
+    await asyncio.sleep(0)
+    if await host.reading_line(pane) is not True:
+        return False
+    await asyncio.sleep(_LOST_QUIET_S)
+    return log_size(host.log_of(pane.shell_id)) == size and await host.reading_line(pane) is True
+
+
+async def reinstall(shells: Shells, host: ShellHost, pane: PaneInfo) -> None:
+    """Install the integration into the shell reading at its prompt (a new nonce), with one line
+    that removes itself from history; then wait for the prompt it draws."""
+    rec = shells.record(pane.shell_id)
+    if rec is None:
+        raise NotFoundError(f"shell {pane.shell_id} has no record: it was not opened by tether")
+    nonce = ids.new_nonce()
+    path = host.write_rc(pane.shell_id, integration_script(nonce))
+    shells.records.set_nonce(pane.shell_id, nonce)
+    offset = log_size(host.log_of(pane.shell_id))
+    await host.type_line(pane, f" . {path} --integration")
+    spec = WaitSpec(kind="prompt", timeout_ms=5000)
+    await shells.waits(host).wait(pane, spec, offset, nonce=nonce)

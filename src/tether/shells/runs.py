@@ -1,0 +1,476 @@
+"""``run``, ``steps``, ``retry`` and ``send``: everything that types into a shell.
+
+Invariant: every write passes ``SessionHooks.before_write`` (locks, guard, macros, vault) before a
+byte is typed and ``after_write`` afterwards. A command is typed through the shell integration's
+loader only when the shell sits at its prompt (``prompt.ready``): the line is then exactly the
+command, and the run's token binds the shell's own start and end events to it, so its exit status
+is the shell's ``$?``. When another program holds the terminal, the text goes to that program as
+input, the result says so, and no exit status is ever promised for it (``wait.kind=exit`` on it is
+refused before anything is sent). ``timeoutMs`` only reports; nothing here kills a process.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+
+from tether.errors import NotFoundError, RefusedError, UsageError
+from tether.shells import views
+from tether.shells.domain import PendingRun, Shells
+from tether.shells.host import ShellHost
+from tether.shells.integration import payload
+from tether.shells.integration.script import INSERT_KEYS, RUN_KEYS
+from tether.shells.integration.tracker import RunTrack
+from tether.shells.logs import log_size
+from tether.shells.outcomes import Outcome
+from tether.shells.prompt import Readiness, ready
+from tether.shells.records import RunRecord, now_ms
+from tether.shells.requests import (
+    DEFAULT_POLL_MS,
+    DEFAULT_TIMEOUT_MS,
+    Output,
+    RetryAction,
+    Safety,
+    SendAction,
+    StepsAction,
+    Wait,
+)
+from tether.shells.safety.hooks import WriteDecision, WriteIntent, WriteKind
+from tether.shells.shaping import cap_tail
+from tether.shells.tmux.commands import PaneInfo
+from tether.shells.waits import WaitOutcome, WaitSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Write:
+    """One write's context: which shell, who, and the task's blocks."""
+
+    shell_id: str
+    actor: str
+    wait: Wait | None
+    output: Output
+    safety: Safety
+
+
+def wait_spec(wait: Wait | None) -> WaitSpec:
+    if wait is None:
+        return WaitSpec(kind="none")
+    return WaitSpec(
+        kind=wait.kind,
+        timeout_ms=wait.timeout_ms,
+        poll_ms=wait.poll_ms,
+        code=wait.code,
+        regex=wait.regex,
+        path=wait.path,
+        proc=wait.proc,
+        threshold=wait.threshold,
+    )
+
+
+def unwrappable_reason(command: str) -> str | None:
+    """Why a command can never report an exit status of its own (``None`` when it can)."""
+    if not command.strip():
+        return "the command is empty"
+    if command.rstrip().endswith("\\"):
+        return "the command ends with a line continuation '\\'"
+    return None
+
+
+@asynccontextmanager
+async def guarded(
+    shells: Shells, w: Write, kind: WriteKind, text: str, *, submit: bool = True
+) -> AsyncIterator[WriteDecision]:
+    """``before_write`` … ``after_write`` around one write, with the same intent; the release runs
+    whatever happens after a successful ``before_write`` (a refusal, a timeout, a cancellation)."""
+    intent = WriteIntent(
+        shell_id=w.shell_id,
+        actor=w.actor,
+        kind=kind,
+        text=text,
+        lock=w.safety.lock,
+        bypass_guard=w.safety.bypass_guard,
+        reason=w.safety.reason,
+        dryrun=w.safety.dryrun,
+        force=w.safety.force,
+        wait_kind=w.wait.kind if w.wait is not None else None,
+        submit=submit,
+    )
+    decision = await shells.hooks.before_write(intent)
+    try:
+        yield decision
+    finally:
+        await shells.hooks.after_write(intent)
+
+
+def _refuse_exit_wait(wait: Wait | None, reason: str | None) -> None:
+    if wait is not None and wait.kind == "exit" and reason is not None:
+        raise RefusedError(f"cannot wait for exit: {reason}; use wait.kind='idle', or wrap it as sh -c '…'")
+
+
+def _with_notes(outcome: Outcome, notes: tuple[str, ...]) -> Outcome:
+    return replace(outcome, lines=(*outcome.lines, *notes)) if notes else outcome
+
+
+# ---- run ----------------------------------------------------------------------------------------
+
+
+async def run(shells: Shells, w: Write, command: str) -> Outcome:
+    # Before the safety path: a command that can never carry its own status is told so first
+    # (the guard would call an unfinished line such as `echo a \` unparseable, hiding the reason).
+    _refuse_exit_wait(w.wait, unwrappable_reason(command))
+    async with guarded(shells, w, "run", command) as decision:
+        outcome = await _run_decided(shells, w, decision, command)
+    return _with_notes(outcome, decision.notes)
+
+
+async def _run_decided(shells: Shells, w: Write, decision: WriteDecision, written: str) -> Outcome:
+    text = decision.text
+    expanded = "expanded (a macro is typed as-is, without exit markers)"
+    _refuse_exit_wait(w.wait, expanded if decision.expanded else unwrappable_reason(text))
+    host, pane = await shells.pane(w.shell_id)
+    if w.safety.dryrun:
+        return Outcome(
+            shell=w.shell_id,
+            lines=(f"[dryrun] would run: {decision.shown or text}", "[dryrun] nothing was sent"),
+        )
+    if decision.expanded and not decision.submit:
+        return await _type_unsubmitted(shells, host, pane, w, text)
+    budget = w.wait.timeout_ms if w.wait is not None else DEFAULT_TIMEOUT_MS
+    where = await ready(shells, host, pane, budget)
+    if where.where == "continuation":
+        raise RefusedError(
+            f"shell {w.shell_id} waits for the rest of an unfinished command line (a PS2 prompt); "
+            "finish it with shell_send, or cancel it with shell_send keys ['C-c']; nothing was sent"
+        )
+    if where.where == "exited":
+        raise NotFoundError(f"shell {w.shell_id} has ended; open a new one with shell_open")
+    if where.where == "program":
+        if w.wait is not None and w.wait.kind == "exit":
+            raise RefusedError(
+                f"cannot wait for exit: {where.program or 'a program'} runs in front of shell {w.shell_id}, "
+                "so the command would be its input, not a command of the shell; wait for it to end "
+                "(shell_read wait idle), or use shell_send to type into it"
+                + (f" ({where.detail})" if where.detail else "")
+            )
+        return await _as_input(shells, host, pane, w, decision, written, where)
+    return await _typed_run(shells, host, pane, w, decision, written, where)
+
+
+async def _typed_run(
+    shells: Shells,
+    host: ShellHost,
+    pane: PaneInfo,
+    w: Write,
+    decision: WriteDecision,
+    written: str,
+    where: Readiness,
+) -> Outcome:
+    assert where.activity is not None
+    offset = log_size(host.log_of(w.shell_id))
+    token = _token()
+    pending = PendingRun(
+        run_id=secrets.token_hex(4),
+        shell_id=w.shell_id,
+        token=token,
+        # The record keeps the command as written (macro and vault references unexpanded): what a
+        # retry expands again, and never a value.
+        command=written,
+        actor=w.actor,
+        started_ms=now_ms(),
+        log_offset=offset,
+        prompt_before=where.activity.prompt,
+    )
+    shells.pending[pending.run_id] = pending
+    track = RunTrack(token=token, prompt_before=where.activity.prompt)
+    out: WaitOutcome | None = None
+    try:
+        await host.type_keys_then_text(
+            pane, RUN_KEYS, payload.run_payload(token, decision.text, decision.variables)
+        )
+        spec = wait_spec(w.wait)
+        if spec.kind == "none":
+            # Nothing is awaited, so nothing is read: whatever output already raced into the log
+            # stays for the next read, and the reader keeps its place.
+            out = WaitOutcome(
+                kind="none",
+                met=True,
+                detail="returned at once (the command keeps running)",
+                end_offset=offset,
+            )
+        else:
+            out = await shells.waits(host).wait(
+                pane, spec, offset, nonce=shells.nonce_of(w.shell_id), run=track
+            )
+    finally:
+        _save(shells, pending, out, reader=w.actor)
+    return await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where)
+
+
+async def _shape_run(
+    shells: Shells,
+    host: ShellHost,
+    pane: PaneInfo,
+    w: Write,
+    run_id: str,
+    out: WaitOutcome,
+    offset: int,
+    where: Readiness,
+) -> Outcome:
+    start = out.begin_offset if out.begin_offset is not None else offset
+    lines = await views.shaped(shells, host, pane, w.output, w.actor, start, out.end_offset)
+    notes: list[str] = []
+    if where.waited_ms >= 50:
+        notes.append(f"[waited {where.waited_ms} ms for the shell's prompt before typing]")
+    if not out.met:
+        notes.append(f"[wait {out.kind}: {out.detail}]")
+    return Outcome(
+        shell=w.shell_id,
+        run_id=run_id,
+        exit_code=out.exit_code,
+        waited=out.kind,
+        met=out.met,
+        elapsed_ms=out.elapsed_ms,
+        lines=(*lines, *notes),
+    )
+
+
+def _save(shells: Shells, p: PendingRun, out: WaitOutcome | None, *, reader: str) -> None:
+    """One transaction: the run, its outcome so far, and this reader's position after it."""
+    record = RunRecord(
+        run_id=p.run_id,
+        shell_id=p.shell_id,
+        token=p.token,
+        command=p.command,
+        actor=p.actor,
+        started_ms=p.started_ms,
+        log_offset=p.log_offset,
+        exit_code=None,
+        end_offset=None,
+        typed_as_input=p.typed_as_input,
+        prompt_before=p.prompt_before,
+    )
+    done = out is not None and out.exit_code is not None
+    try:
+        shells.records.save_run(
+            record,
+            exit_code=out.exit_code if done and out is not None else None,
+            end_offset=out.end_offset if done and out is not None else None,
+            reader=reader if out is not None else None,
+            read_offset=out.end_offset if out is not None else 0,
+        )
+    finally:
+        shells.pending.pop(p.run_id, None)
+
+
+async def _as_input(
+    shells: Shells,
+    host: ShellHost,
+    pane: PaneInfo,
+    w: Write,
+    decision: WriteDecision,
+    written: str,
+    where: Readiness,
+) -> Outcome:
+    """The shell is not at its prompt: the text (and Enter) go to the program in front."""
+    program = where.program or "a program"
+    offset = log_size(host.log_of(w.shell_id))
+    pending = PendingRun(
+        run_id=secrets.token_hex(4),
+        shell_id=w.shell_id,
+        token=0,
+        command=written,
+        actor=w.actor,
+        started_ms=now_ms(),
+        log_offset=offset,
+        prompt_before=0,
+        typed_as_input=program,
+    )
+    shells.pending[pending.run_id] = pending
+    out: WaitOutcome | None = None
+    try:
+        await host.type_raw(pane, payload.to_bytes(decision.text), buffer=_buffer())
+        await host.send_keys(pane, ("Enter",))
+        spec = wait_spec(w.wait)
+        if spec.kind == "idle":
+            spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, DEFAULT_POLL_MS))
+        if spec.kind == "none":
+            out = WaitOutcome(kind="none", met=True, detail="returned at once", end_offset=offset)
+        else:
+            out = await shells.waits(host).wait(pane, spec, offset, nonce=shells.nonce_of(w.shell_id))
+    finally:
+        _save(shells, pending, out, reader=w.actor)
+    outcome = await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where)
+    note = (
+        f"[typed as input to {program}: the shell was not at its prompt, so this is not a command of "
+        "the shell and has no exit status" + (f"; {where.detail}" if where.detail else "") + "]"
+    )
+    return replace(outcome, exit_code=None, lines=(*outcome.lines, note))
+
+
+async def _type_unsubmitted(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, text: str) -> Outcome:
+    """A macro set with ``submit: false``: its text is put on the line, Enter is not pressed."""
+    offset = log_size(host.log_of(w.shell_id))
+    shells.records.touch(w.shell_id)
+    activity = shells.activity(w.shell_id)
+    if activity is not None and activity.phase == "prompt":
+        await host.type_keys_then_text(pane, INSERT_KEYS, payload.insert_payload(text))
+    else:
+        await host.type_raw(pane, payload.to_bytes(text), buffer=_buffer())
+    out = await _settle(shells, host, pane, w, offset)
+    lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    return Outcome(
+        shell=w.shell_id,
+        waited="settle",
+        met=out.met,
+        elapsed_ms=out.elapsed_ms,
+        lines=(*cap_tail(lines.lines, w.output.lines), "[macro typed without Enter (submit: false)]"),
+    )
+
+
+# ---- steps --------------------------------------------------------------------------------------
+
+
+async def steps(shells: Shells, w: Write, action: StepsAction) -> Outcome:
+    sends = "\n".join(s.send or "" for s in action.steps)
+    async with guarded(shells, w, "steps", sends):
+        return await _steps(shells, w, action, sends)
+
+
+async def _steps(shells: Shells, w: Write, action: StepsAction, sends: str) -> Outcome:
+    host, pane = await shells.pane(w.shell_id)
+    if w.safety.dryrun:
+        return Outcome(shell=w.shell_id, lines=(f"[dryrun] would send: {sends}",))
+    base_timeout = w.wait.timeout_ms if w.wait is not None else DEFAULT_TIMEOUT_MS
+    poll = w.wait.poll_ms if w.wait is not None else DEFAULT_POLL_MS
+    lines: list[str] = []
+    total_ms = 0
+    met = True
+    first = log_size(host.log_of(w.shell_id))
+    shells.records.touch(w.shell_id)
+    nonce = shells.nonce_of(w.shell_id)
+    for n, step in enumerate(action.steps, 1):
+        offset = log_size(host.log_of(w.shell_id))
+        exp = step.expect
+        timeout = step.timeout_ms or base_timeout
+        spec = WaitSpec(
+            kind=exp.kind if exp is not None else "settle",
+            timeout_ms=timeout,
+            poll_ms=poll,
+            regex=exp.regex if exp is not None else None,
+            path=exp.path if exp is not None else None,
+        )
+        track: RunTrack | None = None
+        if step.send is not None:
+            track = await _type_step(shells, host, pane, step.send, timeout)
+        if track is None and spec.kind == "idle":
+            spec = replace(spec, kind="settle")  # a program's input: its screen settling is its idle
+        out = await shells.waits(host).wait(pane, spec, offset, nonce=nonce, run=track)
+        total_ms += out.elapsed_ms
+        lines.append(f"[{step.label or f'step {n}'}: {out.detail}]")
+        if not out.met:
+            met = False
+            break
+    end = log_size(host.log_of(w.shell_id))
+    lines.extend(views.with_dropped(views.run_output(shells, w.shell_id, first, end, w.actor)))
+    return Outcome(shell=w.shell_id, waited="steps", met=met, elapsed_ms=total_ms, lines=tuple(lines))
+
+
+async def _type_step(
+    shells: Shells, host: ShellHost, pane: PaneInfo, text: str, budget_ms: int
+) -> RunTrack | None:
+    """Type one step's text: as a command when the shell is at its prompt (its end is then this
+    step's own prompt), else as input to the program in front (``None``)."""
+    activity = shells.activity(pane.shell_id)
+    if activity is not None and activity.phase == "running":
+        fg = await host.foreground(pane)
+        if fg.shell_in_front:  # the previous step's prompt hooks: wait for the prompt
+            activity = (await ready(shells, host, pane, budget_ms)).activity
+    if activity is not None and activity.phase == "prompt":
+        token = _token()
+        await host.type_keys_then_text(pane, RUN_KEYS, payload.run_payload(token, text))
+        return RunTrack(token=token, prompt_before=activity.prompt)
+    await host.type_raw(pane, payload.to_bytes(text), buffer=_buffer())
+    await host.send_keys(pane, ("Enter",))
+    return None
+
+
+# ---- retry --------------------------------------------------------------------------------------
+
+
+async def retry(shells: Shells, w: Write, action: RetryAction) -> Outcome:
+    last = views.last_command(shells, w.shell_id)
+    if last is None:
+        raise NotFoundError(f"shell {w.shell_id} has run no command yet to retry; use action.kind='run'")
+    if action.mode == "last-failed" and last.status == 0:
+        return Outcome(
+            shell=w.shell_id,
+            exit_code=0,
+            lines=(f"[the last command succeeded ({last.text!r}); nothing retried]",),
+        )
+    return await run(shells, w, last.text)
+
+
+# ---- send ---------------------------------------------------------------------------------------
+
+
+async def send(shells: Shells, w: Write, action: SendAction) -> Outcome:
+    submit = "Enter" in action.keys or "C-m" in action.keys
+    async with guarded(shells, w, "send", action.text, submit=submit) as decision:
+        outcome = await _send(shells, w, action, decision)
+    return _with_notes(outcome, decision.notes)
+
+
+async def _send(shells: Shells, w: Write, action: SendAction, decision: WriteDecision) -> Outcome:
+    text = decision.text
+    host, pane = await shells.pane(w.shell_id)
+    if w.safety.dryrun:
+        what = " ".join([*action.pre_keys, repr(decision.shown or text), *action.keys])
+        return Outcome(shell=w.shell_id, lines=(f"[dryrun] would send: {what}", "[dryrun] nothing was sent"))
+    offset = log_size(host.log_of(w.shell_id))
+    shells.records.touch(w.shell_id)
+    await host.send_keys(pane, action.pre_keys)
+    if text:
+        activity = shells.activity(w.shell_id) if not decision.typed_secret else None
+        if activity is not None and activity.phase == "prompt" and not action.pre_keys:
+            # readline edits a line: the loader inserts the text exactly (a tab stays a tab).
+            await host.type_keys_then_text(
+                pane, INSERT_KEYS, payload.insert_payload(text, decision.variables)
+            )
+        elif decision.variables:
+            raise UsageError(
+                "vault references are delivered only to a shell at its prompt; here a program runs in "
+                "front: type the value into its own prompt instead (a reference alone is typed as the value)"
+            )
+        else:
+            # A program's own input (or a secret for its prompt): exact bytes through a paste buffer
+            # set over the control connection, never a file or a send-keys argument.
+            await host.type_raw(pane, payload.to_bytes(text), buffer=_buffer())
+    keys = action.keys
+    if decision.expanded and decision.submit and not keys:
+        keys = ("Enter",)  # a macro set with submit presses Enter itself
+    await host.send_keys(pane, keys)
+    out = await _settle(shells, host, pane, w, offset)
+    lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    return Outcome(
+        shell=w.shell_id,
+        waited="settle",
+        met=out.met,
+        elapsed_ms=out.elapsed_ms,
+        lines=tuple(cap_tail(lines.lines, w.output.lines)),
+    )
+
+
+async def _settle(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, offset: int) -> WaitOutcome:
+    poll = w.wait.poll_ms if w.wait is not None else DEFAULT_POLL_MS
+    settle = WaitSpec(kind="settle", poll_ms=poll, timeout_ms=max(3000, 4 * poll))
+    return await shells.waits(host).wait(pane, settle, offset)
+
+
+def _token() -> int:
+    return secrets.randbits(40) | 1
+
+
+def _buffer() -> str:
+    return "tether-" + secrets.token_hex(6)

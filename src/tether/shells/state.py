@@ -1,0 +1,180 @@
+"""``state``: one row per shell with its states, owner, label, host, foreground command and cwd.
+
+Invariant: states are read, never guessed from memory: ``idle``/``busy`` from the shell's own last
+event (at its prompt, reading a line, nothing typed pending) and this process's runs still being
+waited for — not from recent output, since drawing the prompt itself is output; ``attached`` from
+tmux's client count; ``user-busy`` from ``safety.user_busy`` (the same test that refuses agent
+writes); ``ai-busy`` from calls this process is running on the shell; ``locked``/``unlocked`` from
+``SessionHooks.is_locked`` (a manual lock, or another conversation's write holding the shell's
+lock now). Filters combine with AND; several ``state`` values are a union.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tether.shells.domain import Shells
+from tether.shells.host import ShellHost
+from tether.shells.idle import SWEEP_S
+from tether.shells.records import ShellRecord
+from tether.shells.requests import StateQuery
+from tether.shells.safety.user_busy import client_activity, is_user_busy
+from tether.shells.tmux import commands
+from tether.shells.tmux.commands import PaneInfo
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellRow:
+    shell: str
+    label: str
+    owner: str
+    host: str
+    states: tuple[str, ...]
+    fg: str
+    cwd: str
+    attached: int
+    created_ms: int | None
+    last_activity_ms: int | None
+    git: str | None = None
+
+
+def owner_of(rec: ShellRecord | None, actor: str) -> str:
+    if rec is None:
+        return "unknown"
+    if rec.owner == actor:
+        return "mine"
+    return "panel" if rec.owner == "panel" else "others"
+
+
+async def is_idle(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:
+    """At its prompt: the shell's last own event is a prompt, no run of ours is in flight, and the
+    terminal (where the host can tell) reads a line with nothing typed pending."""
+    if any(r.shell_id == pane.shell_id for r in shells.pending.values()):
+        return False
+    activity = shells.activity(pane.shell_id)
+    reading = await host.reading_line(pane)
+    if activity is None:
+        return reading is True
+    return activity.phase == "prompt" and reading is not False
+
+
+async def states_of(
+    shells: Shells, host: ShellHost, pane: PaneInfo, activity: float, now: float, actor: str
+) -> tuple[list[str], str]:
+    fg = await host.foreground(pane)
+    states = ["idle" if await is_idle(shells, host, pane) else "busy"]
+    if is_user_busy(shells.config, pane, activity, now):
+        states.append("user-busy")
+    if shells.ai_busy.get(pane.shell_id):
+        states.append("ai-busy")
+    states.append("locked" if shells.hooks.is_locked(pane.shell_id, actor) else "unlocked")
+    if pane.attached > 0:
+        states.append("attached")
+    return states, fg.command
+
+
+async def _git_branch(cwd: str) -> str | None:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            "-C",
+            cwd,
+            "rev-parse",
+            "--abbrev-ref",
+            "HEAD",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        out, _ = await asyncio.wait_for(proc.communicate(), 5.0)
+    except (OSError, TimeoutError):
+        return None
+    return out.decode().strip() or None if proc.returncode == 0 else None
+
+
+async def diagnostics(shells: Shells, live: int, records: int) -> dict[str, Any]:
+    """Server (tmux), host, watchdog (idle sweep) and configuration facts for ``verbose``."""
+    host = shells.local
+    try:
+        server = (await host.control.run(*commands.server_facts()))[0].split(" ")
+    except Exception:
+        server = ["?", "?"]
+    cfg = shells.config.sessions
+    return {
+        "tmuxServerPid": server[0],
+        "tmuxVersion": server[-1],
+        "socket": str(host.socket),
+        "home": str(shells.home),
+        "host": socket.gethostname(),
+        "hosts": sorted(shells.hosts),
+        "pid": os.getpid(),
+        "liveShells": live,
+        "records": records,
+        "idleSweepSeconds": SWEEP_S,
+        "idleClose": cfg.idle_close,
+        "idleCloseMinutes": cfg.idle_close_minutes,
+        "maxSessions": cfg.max_sessions,
+        "logMaxBytes": cfg.log_max_bytes,
+        "userBusySeconds": cfg.user_busy_seconds,
+    }
+
+
+async def state(shells: Shells, q: StateQuery, actor: str) -> tuple[list[ShellRow], dict[str, Any] | None]:
+    """The rows the query selects, and the diagnostics when ``verbose``."""
+    live = await shells.live()
+    records = shells.records.shells()
+    activity: dict[str, float] = {}
+    for host in shells.hosts.values():
+        activity.update(await client_activity(host))
+    now = time.time()
+    rows: list[ShellRow] = []
+    for shell_id in sorted(live):
+        pane = live[shell_id]
+        rec = records.get(shell_id)
+        owner = owner_of(rec, actor)
+        if q.scope == "mine" and owner != "mine" and not q.sessions:
+            continue
+        if q.sessions and shell_id not in q.sessions:
+            continue
+        if q.owner is not None and owner != q.owner:
+            continue
+        label = rec.label if rec is not None else shell_id
+        if q.label is not None and q.label not in label:
+            continue
+        if q.cwd is not None and q.cwd not in pane.cwd:
+            continue
+        host = shells.host_of(shell_id)
+        states, fg = await states_of(shells, host, pane, activity.get(shell_id, 0.0), now, actor)
+        if q.fg is not None and q.fg not in fg:
+            continue
+        if q.states and not set(q.states) & set(states):
+            continue
+        rows.append(
+            ShellRow(
+                shell=shell_id,
+                label=label,
+                owner=owner,
+                host=host.name,
+                states=tuple(states),
+                fg=fg,
+                cwd=pane.cwd,
+                attached=pane.attached,
+                created_ms=rec.created_ms if rec else None,
+                last_activity_ms=rec.last_activity_ms if rec else None,
+            )
+        )
+    if q.with_git:
+        branches = await asyncio.gather(*(_git_branch(r.cwd) for r in rows))
+        rows = [_with_git(r, b) for r, b in zip(rows, branches, strict=True)]
+    diag = await diagnostics(shells, len(live), len(records)) if q.verbose else None
+    return rows, diag
+
+
+def _with_git(row: ShellRow, branch: str | None) -> ShellRow:
+    from dataclasses import replace
+
+    return replace(row, git=branch)

@@ -1,0 +1,65 @@
+"""Which shells a task addresses (``target``), and whether more may be opened (``maxSessions``).
+
+Invariant: a target resolves against what is alive now: ``mine`` is this conversation's live
+shells (a write needs exactly one), ``*`` every live shell (never for a write), ids must all be
+alive. ``maxSessions`` counts live shells on every host before any is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from tether.errors import NotFoundError, RefusedError, UsageError
+from tether.shells.domain import Shells
+from tether.shells.requests import Target
+
+
+async def resolve_target(
+    shells: Shells,
+    target: Target,
+    actor: str,
+    *,
+    write: bool,
+    path: str,
+    live: Collection[str] | None = None,
+) -> list[str]:
+    """The shell ids a target names, checked against what is alive."""
+    if live is None:
+        live = await shells.live()
+    if target.mode == "ids":
+        missing = [i for i in target.ids if i not in live]
+        if missing:
+            raise NotFoundError(
+                f"{path}.sessions: no live shell {', '.join(missing)}; list live shells with "
+                "shell_state scope='*' or open one with shell_open"
+            )
+        return list(target.ids)
+    if target.mode == "*":
+        if write:
+            raise UsageError(f"{path}.sessions='*' is not allowed for a write; give an id or 'mine'")
+        return sorted(live)
+    records = shells.records.shells()
+    mine = sorted(i for i in live if (rec := records.get(i)) is not None and rec.owner == actor)
+    if not mine:
+        raise NotFoundError(
+            f"{path}.sessions='mine': this conversation has no live shell; open one with shell_open "
+            "or name a shell id"
+        )
+    if write and len(mine) > 1:
+        raise UsageError(
+            f"{path}.sessions='mine' is ambiguous for a write: this conversation owns {len(mine)} shells "
+            f"({', '.join(mine)}); give target.sessions=<id>"
+        )
+    return mine
+
+
+async def check_capacity(shells: Shells, wanted: int, *, what: str = "shell_open") -> None:
+    """``RefusedError`` (``MAX_SESSIONS``) when ``wanted`` more shells would pass ``maxSessions``."""
+    live = await shells.live()
+    limit = shells.config.sessions.max_sessions
+    if len(live) + wanted > limit:
+        raise RefusedError(
+            f"{what}: {len(live)} shells are open and {wanted} more were asked for, over maxSessions="
+            f"{limit}; close shells (shell_manage close) or open fewer",
+            code="MAX_SESSIONS",
+        )

@@ -1,0 +1,274 @@
+"""Every tmux command tether sends, built in one place.
+
+Invariant: no other module spells a tmux command, a format or a target. Each builder returns the
+argument tuple of one command (``Cmd``) that ``ControlClient.run`` / ``run_many`` send over the
+control connection, or, for the few callers that need a separate ``tmux`` process (a person's
+terminal in the panel), a whole argv from ``client_argv``. Targets are always exact session
+matches (``=dsh-ab12cd:``), never tmux's prefix matching, and a shell id is checked before it is
+embedded (``ids.check_shell_id``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.shells.ids import HUB_SESSION, check_shell_id, is_shell_id
+
+Cmd = tuple[str, ...]
+
+# Read by the shells layer (across processes, through tmux) to call a shell ``user-busy`` and to
+# refuse agent writes while a person is typing: epoch ms of the person's latest keystroke.
+USER_INPUT_OPTION = "@tether_user_input_at"
+# The window size before the first panel client attached, restored when the last one leaves.
+RESTORE_SIZE_OPTION = "@tether_panel_restore_size"
+
+_PANE_FIELDS = (
+    "#{session_name}",
+    "#{pane_id}",
+    "#{pane_pid}",
+    "#{pane_tty}",
+    "#{session_attached}",
+    "#{pane_current_path}",
+    "#{@tether_user_input_at}",
+    "#{window_width}",
+    "#{window_height}",
+    "#{pane_in_mode}",
+    "#{pane_dead}",
+    "#{pane_dead_status}",
+    "#{pane_current_command}",
+)
+PANE_FORMAT = "\t".join(_PANE_FIELDS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PaneInfo:
+    """One shell's pane as tmux describes it (``list-panes`` / ``display-message``)."""
+
+    shell_id: str
+    pane_id: str
+    pid: int
+    tty: str
+    attached: int
+    cwd: str
+    user_input_ms: int
+    cols: int
+    rows: int
+    in_mode: bool
+    dead: bool = False
+    dead_status: int | None = None
+    command: str = ""  # the name of the terminal's foreground process (tmux's pane_current_command)
+
+
+def parse_pane(line: str) -> PaneInfo | None:
+    parts = line.split("\t")
+    if len(parts) != len(_PANE_FIELDS) or not is_shell_id(parts[0]):
+        return None
+    try:
+        return PaneInfo(
+            shell_id=parts[0],
+            pane_id=parts[1],
+            pid=int(parts[2] or 0),
+            tty=parts[3],
+            attached=int(parts[4] or 0),
+            cwd=parts[5],
+            user_input_ms=int(parts[6]) if parts[6].isdigit() else 0,
+            cols=int(parts[7] or 0),
+            rows=int(parts[8] or 0),
+            in_mode=parts[9] == "1",
+            dead=parts[10] == "1",
+            dead_status=int(parts[11]) if parts[11].lstrip("-").isdigit() else None,
+            command=parts[12],
+        )
+    except ValueError:
+        return None
+
+
+def session(shell_id: str) -> str:
+    """The exact target of a shell's session (and, with the colon, its current window)."""
+    return f"={check_shell_id(shell_id)}:"
+
+
+# ---- the server and the hub ---------------------------------------------------------------------
+
+
+def control_argv(socket: Path) -> list[str]:
+    """The control-mode client of a process: attached to the hidden hub session (one idle pane),
+    so it receives no ``%output`` of any shell."""
+    return [
+        "tmux",
+        "-S",
+        str(socket),
+        "-C",
+        "new-session",
+        "-A",
+        "-s",
+        HUB_SESSION,
+        "-x",
+        "80",
+        "-y",
+        "24",
+        "exec sleep 2147483647",
+    ]
+
+
+def server_pid() -> Cmd:
+    return ("display-message", "-p", "#{pid}")
+
+
+def server_facts() -> Cmd:
+    return ("display-message", "-p", "#{pid} #{version}")
+
+
+def hub_ready() -> Cmd:
+    return ("display-message", "-p", "-t", f"={HUB_SESSION}:", "#{session_name}")
+
+
+def server_options() -> list[Cmd]:
+    """Server-wide settings for tether's shells: no status bar inside a terminal, a dead pane kept
+    (with its exit status) until tether has read it, and the escape delay of a plain terminal."""
+    return [
+        ("set-option", "-g", "status", "off"),
+        ("set-option", "-g", "remain-on-exit", "on"),
+        ("set-option", "-s", "escape-time", "10"),
+    ]
+
+
+# ---- panes ------------------------------------------------------------------------------------------
+
+
+def list_panes() -> Cmd:
+    return ("list-panes", "-a", "-F", PANE_FORMAT)
+
+
+def describe_pane(shell_id: str) -> Cmd:
+    return ("display-message", "-p", "-t", session(shell_id), PANE_FORMAT)
+
+
+def list_clients() -> Cmd:
+    return (
+        "list-clients",
+        "-F",
+        "#{client_session}\t#{client_activity}\t#{client_control_mode}\t#{client_created}",
+    )
+
+
+def new_session(
+    shell_id: str, *, cols: int, rows: int, cwd: str, env: Sequence[tuple[str, str]], command: str
+) -> Cmd:
+    args: list[str] = ["new-session", "-d", "-s", check_shell_id(shell_id), "-x", str(cols), "-y", str(rows)]
+    args += ["-c", cwd]
+    for name, value in env:
+        args += ["-e", f"{name}={value}"]
+    args.append(command)
+    return tuple(args)
+
+
+def pipe_pane(target: str, log: str) -> Cmd:
+    """Pipe everything the pane prints into ``log`` (``target``: ``session(id)`` or a pane id)."""
+    return ("pipe-pane", "-t", target, "-o", f"exec cat >> {sh_quote(log)}")
+
+
+def stop_pipe(target: str) -> Cmd:
+    return ("pipe-pane", "-t", target)
+
+
+def kill_session(shell_id: str) -> Cmd:
+    return ("kill-session", "-t", f"={check_shell_id(shell_id)}")
+
+
+def respawn_pane(pane_id: str, *, cwd: str | None, command: str) -> Cmd:
+    args: list[str] = ["respawn-pane", "-k", "-t", pane_id]
+    if cwd is not None:
+        args += ["-c", cwd]
+    args.append(command)
+    return tuple(args)
+
+
+def resize_window(shell_id: str, cols: int, rows: int) -> Cmd:
+    return ("resize-window", "-t", session(shell_id), "-x", str(cols), "-y", str(rows))
+
+
+def unpin_window_size(shell_id: str) -> Cmd:
+    return ("set-option", "-w", "-u", "-t", session(shell_id), "window-size")
+
+
+def set_session_option(shell_id: str, name: str, value: str) -> Cmd:
+    return ("set-option", "-t", session(shell_id), name, value)
+
+
+def unset_session_option(shell_id: str, name: str) -> Cmd:
+    return ("set-option", "-u", "-t", session(shell_id), name)
+
+
+def show_session_option(shell_id: str, name: str) -> Cmd:
+    return ("show-options", "-v", "-q", "-t", session(shell_id), name)
+
+
+def leave_copy_mode(pane_id: str) -> Cmd:
+    return ("if-shell", "-F", "-t", pane_id, "#{pane_in_mode}", f"send-keys -X -t {pane_id} cancel")
+
+
+def send_key_names(pane_id: str, keys: Sequence[str]) -> Cmd:
+    return ("send-keys", "-t", pane_id, *keys)
+
+
+def send_literal(pane_id: str, text: str) -> Cmd:
+    """Printable text as keys (``-l``): the caller guarantees it holds no control character."""
+    return ("send-keys", "-t", pane_id, "-l", "--", text)
+
+
+def send_bytes(pane_id: str, data: bytes) -> Cmd:
+    """Exact bytes to the pane's terminal, one hex key each (``-H``)."""
+    return ("send-keys", "-t", pane_id, "-H", *(f"{b:02x}" for b in data))
+
+
+def set_buffer(name: str, data: str) -> Cmd:
+    return ("set-buffer", "-b", name, "--", data)
+
+
+def paste_buffer(name: str, pane_id: str) -> Cmd:
+    """Paste and delete a buffer; ``-r`` keeps line feeds as they are (no LF → CR)."""
+    return ("paste-buffer", "-d", "-r", "-b", name, "-t", pane_id)
+
+
+def capture(pane_id: str, *, history: int = 0, escapes: bool = False, above_only: bool = False) -> Cmd:
+    args = ["capture-pane", "-p", "-J", "-t", pane_id]
+    if escapes:
+        args.append("-e")
+    if history:
+        args += ["-S", f"-{history}"]
+    if above_only:
+        args += ["-E", "-1"]
+    return tuple(args)
+
+
+def history_size(shell_id: str) -> Cmd:
+    return ("display-message", "-p", "-t", session(shell_id), "#{history_size}")
+
+
+def window_size(shell_id: str) -> Cmd:
+    return ("display-message", "-p", "-t", session(shell_id), "#{window_width}x#{window_height}")
+
+
+def session_clients(shell_id: str) -> Cmd:
+    return ("list-clients", "-t", f"={check_shell_id(shell_id)}", "-F", "#{client_control_mode}")
+
+
+def has_session(shell_id: str) -> Cmd:
+    return ("has-session", "-t", f"={check_shell_id(shell_id)}")
+
+
+def attach(shell_id: str) -> Cmd:
+    return ("attach-session", "-t", f"={check_shell_id(shell_id)}")
+
+
+def client_argv(socket: Path, cmd: Cmd) -> list[str]:
+    """A separate ``tmux`` process for one command (UTF-8 forced): only for what cannot go over the
+    control connection, such as a person's terminal client."""
+    return ["tmux", "-u", "-S", str(socket), *cmd]
+
+
+def sh_quote(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"

@@ -1,0 +1,168 @@
+"""The output shapes of ``shell_run`` (``output.showing``) and ``shell_read`` (``read.mode``).
+
+Invariant: every line returned here went through ``tether.shells.termtext`` (integration events
+removed); each view updates the caller's read position so ``since`` and ``diff`` mean "since my
+last look" per conversation, durably (a restarted process continues). A position is never left
+inside an event the shell is still printing (``reading.safe_end``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tether.shells import shaping
+from tether.shells.domain import Shells
+from tether.shells.host import ShellHost
+from tether.shells.integration.events import EventScanner, ShellEvent
+from tether.shells.logs import log_size, read_range
+from tether.shells.reading import Lines, history_tail, log_lines, safe_end, search
+from tether.shells.requests import MAX_OUTPUT_LINES, Output, ReadAction
+from tether.shells.shaping import SearchHit, SearchPage, cap_tail
+from tether.shells.termtext import filter_screen
+from tether.shells.tmux.commands import PaneInfo
+
+_SCREEN_SHOWINGS = frozenset({"tail", "screen", "diff"})
+_LAST_COMMAND_BACK = 4 << 20
+
+
+def with_dropped(lines: Lines) -> list[str]:
+    head = [f"[{lines.dropped} earlier lines dropped]"] if lines.dropped else []
+    return [*head, *lines.lines]
+
+
+async def screen_lines(shells: Shells, host: ShellHost, pane: PaneInfo) -> list[str]:
+    """The visible screen, vault values masked: it is also what ``diff`` stores in the database."""
+    return shells.hooks.mask("\n".join(filter_screen(await host.capture(pane)))).split("\n")
+
+
+async def tail_lines(host: ShellHost, pane: PaneInfo, n: int) -> list[str]:
+    if n <= 0:
+        return []
+    return cap_tail(filter_screen(await host.capture(pane, history=n)), n)
+
+
+async def diff_lines(shells: Shells, host: ShellHost, pane: PaneInfo, actor: str) -> list[str]:
+    current = await screen_lines(shells, host, pane)
+    previous = shells.records.read_position(pane.shell_id, actor)
+    before = previous[1].split("\n") if previous is not None and previous[1] else None
+    offset = previous[0] if previous is not None else log_size(host.log_of(pane.shell_id))
+    shells.records.set_read_position(pane.shell_id, actor, offset, "\n".join(current))
+    return shaping.diff_screens(before, current)
+
+
+def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
+    """New output since this conversation last read (first read: the last 2000 lines)."""
+    path = shells.log_of(shell_id)
+    end = safe_end(path, log_size(path))
+    pos = shells.records.read_position(shell_id, actor)
+    start = pos[0] if pos is not None else 0
+    lines = log_lines(path, start, end, MAX_OUTPUT_LINES)
+    shells.records.set_read_position(shell_id, actor, end)
+    return with_dropped(lines)
+
+
+def run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
+    path = shells.log_of(shell_id)
+    end = safe_end(path, end)
+    lines = log_lines(path, start, end, MAX_OUTPUT_LINES)
+    shells.records.set_read_position(shell_id, actor, end)
+    return lines
+
+
+async def shaped(
+    shells: Shells, host: ShellHost, pane: PaneInfo, output: Output, actor: str, start: int, end: int
+) -> list[str]:
+    """A finished (or timed-out) run's output in the task's ``output.showing`` shape."""
+    showing = output.showing
+    if showing == "tail":
+        return await tail_lines(host, pane, output.lines)
+    if showing == "screen":
+        return await screen_lines(shells, host, pane)
+    if showing == "diff":
+        return await diff_lines(shells, host, pane, actor)
+    path = host.log_of(pane.shell_id)
+    lines = log_lines(path, start, safe_end(path, end), MAX_OUTPUT_LINES)
+    if showing == "summary":
+        return [*cap_tail(list(lines.lines), min(output.lines, 5)), f"[{lines.total} lines total]"]
+    return with_dropped(lines)
+
+
+def search_view(shells: Shells, shell_id: str, action: ReadAction, limit: int) -> list[str]:
+    assert action.regex is not None
+    page = search(
+        shells.log_of(shell_id),
+        action.regex,
+        context=action.context,
+        offset=action.match_offset,
+        page=max(limit, 1),
+    )
+    hits = tuple(SearchHit(line=n, text=t, before=b, after=a) for n, t, b, a in page.hits)
+    return shaping.render_search(SearchPage(total=page.total, offset=page.offset, hits=hits))
+
+
+async def read_view(
+    shells: Shells, host: ShellHost, pane: PaneInfo, action: ReadAction, limit: int, actor: str
+) -> list[str]:
+    """``shell_read`` ``read``: the mode's view, or a search page when ``search`` is set."""
+    shell_id = pane.shell_id
+    if action.regex is not None:
+        return search_view(shells, shell_id, action, limit)
+    mode = action.mode
+    if mode == "screen":
+        return await screen_lines(shells, host, pane)
+    if mode == "tail":
+        return await tail_lines(host, pane, limit)
+    if mode == "diff":
+        return await diff_lines(shells, host, pane, actor)
+    if mode == "since":
+        return since_lines(shells, shell_id, actor)
+    if mode == "history":
+        return with_dropped(history_tail(host.log_of(shell_id), MAX_OUTPUT_LINES))
+    hist = history_tail(host.log_of(shell_id), min(limit, shaping.SUMMARY_LINES))
+    return [*hist.lines, f"[{hist.total} lines total]"]
+
+
+# ---- the shell's own command history --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LastCommand:
+    text: str
+    status: int | None  # None: still running
+
+
+def last_command(shells: Shells, shell_id: str) -> LastCommand | None:
+    """The latest command line the shell ran — by tether, a person or ``shell_send`` — from its own
+    events: a run's start carries its token (the run record has the text); anyone else's is
+    followed by the text bash's history holds."""
+    nonce = shells.nonce_of(shell_id)
+    if nonce is None:
+        last = shells.records.last_run(shell_id)
+        return LastCommand(text=last.command, status=last.exit_code) if last is not None else None
+    path = shells.log_of(shell_id)
+    size = log_size(path)
+    start = max(0, size - _LAST_COMMAND_BACK)
+    events = EventScanner(nonce, start).feed(read_range(path, start, size))
+    for i in range(len(events) - 1, -1, -1):
+        if events[i].kind != "C":
+            continue
+        j = i
+        while j > 0 and events[j - 1].kind == "C":  # the first command of one accepted line
+            j -= 1
+        return _command_at(shells, shell_id, events[j], events[i + 1 :])
+    last = shells.records.last_run(shell_id)
+    return LastCommand(text=last.command, status=last.exit_code) if last is not None else None
+
+
+def _command_at(
+    shells: Shells, shell_id: str, start: ShellEvent, after: list[ShellEvent]
+) -> LastCommand | None:
+    status = next((e.status for e in after if e.kind == "P"), None)
+    if start.token:
+        run = shells.records.run_by_token(shell_id, start.token)
+        if run is not None:
+            return LastCommand(text=run.command, status=status)
+    text = next((e.text for e in after if e.kind == "H"), None)
+    if text is None:
+        return None
+    return LastCommand(text=text, status=status)
