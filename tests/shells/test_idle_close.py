@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tether.config import load_config
-from tether.shells.engine import SessionEngine
+from tether.shells import Shells, Write, open_shell, run
 from tether.shells.idle import close_idle, idle_limit_ms
 from tether.shells.records import now_ms
-from tether.shells.waits import WaitSpec
+from tether.shells.requests import Output, Safety, Wait
 
 
 def test_limits() -> None:
@@ -19,23 +19,27 @@ def test_limits() -> None:
 
 
 async def test_sweep_closes_idle_shells_only(tether_home: Path, tmp_path: Path) -> None:
-    engine = SessionEngine.get(load_config(tether_home))
+    engine = Shells.get(load_config(tether_home))
     try:
-        idle = await engine.open_shell(
-            owner="t", label="i", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=1
+        idle, _ = await open_shell(
+            engine, owner="t", label="i", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=1
         )
-        never = await engine.open_shell(
-            owner="t", label="n", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=0
+        never, _ = await open_shell(
+            engine, owner="t", label="n", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=0
         )
-        busy = await engine.open_shell(
-            owner="t", label="b", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=1
+        busy, _ = await open_shell(
+            engine, owner="t", label="b", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=1
         )
-        pane = await engine.pane(busy.id)
-        _, offset = await engine.start_run(pane, "sleep 30", "t")
-        out = await engine.waits.wait(
-            engine.ref(pane), WaitSpec(kind="foreground", proc="sleep", timeout_ms=5000), offset
+        w = Write(
+            shell_id=busy.id,
+            actor="t",
+            wait=Wait(kind="noproc", proc="nothing-like-it", timeout_ms=5000),
+            output=Output(),
+            safety=Safety(),
         )
-        assert out.met
+        await run(engine, w, "sleep 30")
+        host, pane = await engine.pane(busy.id)
+        assert not (await host.foreground(pane)).shell_in_front
         assert await close_idle(engine, now_ms()) == []  # nobody idle for a minute yet
         closed = await close_idle(engine, now_ms() + 2 * 60_000)
         assert closed == [idle.id]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import re
+import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,17 +15,14 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from tether.errors import NotFoundError, RefusedError, UsageError
-from tether.shells.vault import refs as vault_refs
+from tether.shells.integration import payload
 from tether.shells.vault.mask import SecretMasker, StreamMasker, secret_forms
 from tether.shells.vault.quoting import reference_contexts
 from tether.shells.vault.refs import (
-    FORGET_ALL,
     ExpandedCommand,
-    env_file_dir,
     expand_references,
     find_references,
     reference_names,
-    write_env_file,
 )
 from tether.store.db import Store
 from tether.store.vault import Vault, VaultLockedError
@@ -63,6 +60,11 @@ class FakeSource:
         if name not in self.values:
             raise NotFoundError(f"no vault secret named {name!r}")
         return self.values[name]
+
+
+def _assign(expanded: ExpandedCommand) -> str:
+    """What the loader does with the variables (set, unexported), as plain bash for these tests."""
+    return "".join(f"{var}={shlex.quote(value)}\n" for var, value in expanded.variables.items())
 
 
 def _bash(script: str) -> str:
@@ -139,7 +141,7 @@ def test_env_delivery_gives_the_process_the_exact_value_without_typing_it(shape:
     expected = _bash(shape.replace("{{vault.X}}", "SAFE1").replace("{{vault.Y}}", "y-SAFE1")).replace(
         "SAFE1", NASTY
     )
-    assert _bash(expanded.env_file_text() + expanded.command) == expected
+    assert _bash(_assign(expanded) + expanded.command) == expected
     assert expanded.written == shape
     assert expanded.expanded == tuple(n for n in ("X", "Y") if "{{vault." + n in shape)
 
@@ -170,7 +172,7 @@ def test_force_expands_the_rest_and_still_refuses_the_locked_references() -> Non
     assert "NOT expanded" in expanded.notice and "{{vault.DB}}" in expanded.notice
     assert "tether vault unlock prod" in expanded.notice
     # The locked reference reaches bash as inert text, never as a value.
-    assert _bash(expanded.env_file_text() + expanded.command) == "open-value|{{vault.DB}}"
+    assert _bash(_assign(expanded) + expanded.command) == "open-value|{{vault.DB}}"
     assert expand_references("echo hi", source, force=True).notice is None
 
 
@@ -194,30 +196,20 @@ def test_written_form_masks_a_value_typed_literally() -> None:
     assert expanded.written == "echo {{vault.vault}} [vault:vault]"
 
 
-def test_env_file_is_private_sourced_deleted_and_variables_forgotten(tether_home: Path) -> None:
+def test_values_travel_in_the_loader_payload_and_decode_exactly() -> None:
+    """The loader's payload is printable ASCII that bash's ``printf %b`` turns back into the exact
+    bytes: the value never appears in the command, and any byte survives (NUL aside: bash cannot
+    hold one)."""
     expanded = expand_references("printf '%s' {{vault.my-key}}; (exit 3)", FakeSource({"my-key": NASTY}))
     assert list(expanded.variables) == ["__TETHER_V_my_key"]
-    directory = env_file_dir(tether_home)
-    assert directory.stat().st_mode & 0o777 == 0o700
-    path = write_env_file(directory, expanded)
-    assert path.stat().st_mode & 0o777 == 0o600
-    # Shaped like the run wrapper: prologue, the command in a group, epilogue keeping $?.
-    script = (
-        f"{expanded.prologue(path)};{{ {expanded.command}\n}}; {expanded.epilogue()}; rc=$?; "
-        f'printf "|%s|%s" "$rc" "${{__TETHER_V_my_key-unset}}"'
-    )
-    assert NASTY not in script
-    assert _bash(script) == NASTY + "|3|unset"
-    assert not path.exists()
-    assert ExpandedCommand(command="x", written="x").prologue(path) == ""
-    assert ExpandedCommand(command="x", written="x").epilogue() == ""
-
-
-def test_forget_all_unsets_every_delivered_variable_and_nothing_else() -> None:
-    script = f"__TETHER_V_A=1; __TETHER_V_b_2=2; KEEP=3; {FORGET_ALL}; "
-    script += "echo ${__TETHER_V_A-u}${__TETHER_V_b_2-u}$KEEP"
-    assert _bash(script) == "uu3\n"
-    assert _bash(f"{FORGET_ALL} && echo ok") == "ok\n"
+    assert NASTY not in expanded.command
+    everything = bytes(range(1, 256)).decode("utf-8", "surrogateescape")
+    for value in (NASTY, everything):
+        encoded = payload.encode(payload.to_bytes(value))
+        assert encoded.isascii() and encoded.isprintable() and "|" not in encoded and "~" not in encoded
+        script = 'printf -v v %b "$1"; printf %s "$v"'
+        out = subprocess.run(["bash", "-c", script, "_", encoded], capture_output=True, check=True).stdout
+        assert out == payload.to_bytes(value)
 
 
 def test_expansion_against_the_real_vault(tether_home: Path) -> None:
@@ -230,7 +222,7 @@ def test_expansion_against_the_real_vault(tether_home: Path) -> None:
     assert expand_references("x {{vault.OPEN}} {{vault.DB}}", vault, force=True).expanded == ("OPEN",)
     vault.unlock("prod", "pass phrase")
     expanded = expand_references("printf %s-%s {{vault.OPEN}} {{vault.DB}}", vault)
-    assert _bash(expanded.env_file_text() + expanded.command) == "open-value-db-value"
+    assert _bash(_assign(expanded) + expanded.command) == "open-value-db-value"
 
 
 # -- masking ---------------------------------------------------------------------------------------
@@ -331,17 +323,3 @@ def test_stream_holds_back_only_a_tail() -> None:
     assert len(out) == 10_000 - (masker.longest - 1) and stream.pending == masker.longest - 1
     assert stream.flush() == "x" * (masker.longest - 1)
     assert StreamMasker(SecretMasker({})).feed("abc") == "abc"
-
-
-def test_env_dir_prefers_a_private_tmpfs_dir_and_falls_back(
-    tether_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake_shm = tether_home / "shm"
-    fake_shm.mkdir()
-    monkeypatch.setattr(vault_refs, "SHM_DIR", str(fake_shm))
-    assert env_file_dir(tether_home) == fake_shm / f"tether-{os.getuid()}"
-    (fake_shm / f"tether-{os.getuid()}").chmod(0o755)  # not private any more: skipped
-    assert env_file_dir(tether_home) == tether_home / "run"
-    monkeypatch.setattr(vault_refs, "SHM_DIR", str(tether_home / "absent"))
-    assert env_file_dir(tether_home) == tether_home / "run"
-    assert (tether_home / "run").stat().st_mode & 0o777 == 0o700

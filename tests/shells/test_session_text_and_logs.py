@@ -7,29 +7,22 @@ from pathlib import Path
 
 from tether.shells.logs import data_start, enforce_cap, read_range
 from tether.shells.termtext import filter_screen, has_bell, render
-from tether.shells.wrapper import unwrappable_reason, wrap_lines
 
 
-def test_render_removes_markers_echo_and_escapes() -> None:
-    lines = wrap_lines("echo hi # note", "abcdefghijkl")
-    echo = ("root@h:~# " + lines[0] + "\r\n\x1b[?2004l\r\x1b[?2004h> " + lines[1] + "\r\n").encode()
+def test_render_removes_events_and_escapes() -> None:
+    n = "abcdefghijkl"
     raw = (
-        echo
-        + b"\x1b]6973;abcdefghijkl;b\x1b\\\x1b[31mhi\x1b[0m\r\n\x1b]6973;abcdefghijkl;e;0\x1b\\prog 10%\rprog 99%\r\n"  # noqa: E501
+        f"\x1b]6973;{n};P;0;3\x07root@h:~# echo hi # note\r\n\x1b]6973;{n};C;99\x07".encode()
+        + b"\x1b[31mhi\x1b[0m\r\nprog 10%\rprog 99%\r\n"
+        + f"\x1b]6973;{n};H;  12  echo hi\n  two lines\x07\x1b]6973;{n};P;0;4\x07root@h:~# ".encode()
     )
-    assert render(raw) == ["root@h:~# echo hi # note", "hi", "prog 99%"]
-    assert filter_screen(["$  __tb abcdefghijkl;{ ls", "> };__te", "out", "", ""]) == ["$ ls", "out"]
+    assert render(raw) == ["root@h:~# echo hi # note", "hi", "prog 99%", "root@h:~#"]
+    assert filter_screen(["$ ls", "out\x07", "", ""]) == ["$ ls", "out"]
 
 
 def test_bell_is_not_an_osc_terminator() -> None:
     assert not has_bell(b"\x1b]0;title\x07text")
     assert has_bell(b"text\x07")
-
-
-def test_unwrappable_commands() -> None:
-    assert unwrappable_reason("   ") == "the command is empty"
-    assert unwrappable_reason("echo a \\") is not None
-    assert unwrappable_reason("echo ok") is None
 
 
 def test_cap_punches_the_oldest_bytes_and_keeps_offsets(tmp_path: Path) -> None:

@@ -36,14 +36,14 @@ async def test_manual_lock_refuses_at_once_in_both_lock_modes(tether_home: Path)
                 {"kind": "run", "command": "echo should-not-run"},
                 safety={"lock": mode},
             )
-            assert out["error"].startswith("REFUSED: "), out
+            assert out["errorCode"] == "REFUSED", out
             assert "locked by alice" in out["error"] and "deploying" in out["error"]
         _, data = await call(client, "shell_state", {"sessions": shell})
         assert "locked" in _state(data, shell)
         _, out = await task(
             client, "shell_send", shell, {"kind": "send", "text": "echo typed", "keys": ["Enter"]}
         )
-        assert out["error"].startswith("REFUSED: ")
+        assert out["errorCode"] == "REFUSED"
         _, out = await task(client, "shell_read", shell, {"kind": "read", "mode": "history"})
         assert "should-not-run" not in "\n".join(out["lines"]) and "typed" not in "\n".join(out["lines"])
         manual_locks(tether_home).unlock(shell)
@@ -63,7 +63,7 @@ async def test_person_typing_refuses_then_the_write_goes_through(tether_home: Pa
         _, data = await call(client, "shell_state", {"sessions": shell})
         assert "user-busy" in _state(data, shell)
         _, out = await task(client, "shell_run", shell, {"kind": "run", "command": "echo agent"})
-        assert out["error"].startswith("REFUSED: ") and "a person is typing" in out["error"]
+        assert out["errorCode"] == "REFUSED" and "a person is typing" in out["error"]
         assert "retry in a few seconds" in out["error"].lower()
         # The person stopped (their last keystroke is now older than user_busy_seconds).
         await mark_user_input(tether_home / "tmux.sock", shell, int(time.time() * 1000) - 60_000)
@@ -134,7 +134,7 @@ async def test_guard_blocks_run_and_send_at_a_shell_but_not_inside_python(tether
     async with shell_client(tether_home, "conv-a") as client:
         shell = await open_shell(client)
         _, out = await task(client, "shell_run", shell, {"kind": "run", "command": "sudo rm -rf /"})
-        assert out["error"].startswith("BLOCKED: ")
+        assert out["errorCode"] == "BLOCKED"
         assert "rule recursive-delete" in out["error"] and "How to proceed" in out["error"]
         assert "bypassGuard" in out["error"]
         _, out = await task(
@@ -143,11 +143,11 @@ async def test_guard_blocks_run_and_send_at_a_shell_but_not_inside_python(tether
             shell,
             {"kind": "send", "text": "git push --force origin main", "keys": ["Enter"]},
         )
-        assert out["error"].startswith("BLOCKED: ") and "git-force-push" in out["error"]
+        assert out["errorCode"] == "BLOCKED" and "git-force-push" in out["error"]
         # a macro is judged after expansion
         macros(tether_home).set("wipe", "rm -rf ~", view=MacroView(conversation="conv-a"), actor="test")
         _, out = await task(client, "shell_run", shell, {"kind": "run", "command": "/wipe"})
-        assert out["error"].startswith("BLOCKED: ")
+        assert out["errorCode"] == "BLOCKED"
         # inside python3 the text is not shell code: not judged
         await task(client, "shell_send", shell, {"kind": "send", "text": "python3 -q", "keys": ["Enter"]})
         await task(
@@ -274,7 +274,7 @@ async def test_locked_vault_group_refused_and_force_proceeds_with_the_others(tet
     async with shell_client(tether_home, "conv-a") as client:
         shell = await open_shell(client)
         _, out = await task(client, "shell_run", shell, {"kind": "run", "command": command})
-        assert out["error"].startswith("REFUSED: ") and "locked vault group" in out["error"]
+        assert out["errorCode"] == "REFUSED" and "locked vault group" in out["error"]
         assert "prod" in out["error"] and "Nothing was sent" in out["error"]
         _, out = await task(
             client,

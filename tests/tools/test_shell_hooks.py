@@ -33,7 +33,7 @@ async def test_hooks_see_every_write_and_can_expand_or_refuse(tether_home: Path)
     try:
         opened = await tools.open({"tasks": [{"action": {"kind": "open"}}]}, ctx)
         shell = opened.structured["tasks"][0]["shell"]
-        engine = tools.engine()
+        engine = tools.shells()
         engine.hooks = SessionHooks(
             before_write=before, after_write=after, is_locked=lambda s, _actor: s == shell
         )

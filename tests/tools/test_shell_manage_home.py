@@ -9,11 +9,12 @@ from typing import Any
 from mcp import Client
 from shell_harness import call, open_shell, run, shell_client
 
+from tether import shells as sh
 from tether.config import load_config
-from tether.shells.engine import SessionEngine
+from tether.shells import Shells, Write
 from tether.shells.idle import close_idle
 from tether.shells.records import now_ms
-from tether.shells.waits import WaitSpec
+from tether.shells.requests import Output, Safety, Wait
 from tether.store.db import Store
 from tether.store.vault import Vault
 
@@ -154,16 +155,21 @@ async def test_idle_sweep_honours_limits_and_snapshots(tether_home: Path) -> Non
     (tether_home / "config.toml").write_text(
         "[sessions]\nidle_close = true\nidle_close_minutes = 30\n", encoding="utf-8"
     )
-    engine = SessionEngine(load_config(tether_home))
+    engine = Shells.get(load_config(tether_home))
     try:
-        own = await engine.open_shell(owner="t", label="own", cwd=None, cols=80, rows=24, idle_minutes=5)
-        never = await engine.open_shell(owner="t", label="never", cwd=None, cols=80, rows=24, idle_minutes=0)
-        default = await engine.open_shell(
-            owner="t", label="dflt", cwd=None, cols=80, rows=24, idle_minutes=None
+        own, _ = await sh.open_shell(
+            engine, owner="t", label="own", cwd=None, cols=80, rows=24, idle_minutes=5
+        )
+        never, _ = await sh.open_shell(
+            engine, owner="t", label="never", cwd=None, cols=80, rows=24, idle_minutes=0
+        )
+        default, _ = await sh.open_shell(
+            engine, owner="t", label="dflt", cwd=None, cols=80, rows=24, idle_minutes=None
         )
         now = now_ms()
         # Reading the screen is not activity: a capture changes nothing below.
-        await engine.capture(await engine.pane(own.id))
+        host, pane = await engine.pane(own.id)
+        await host.capture(pane)
         assert await close_idle(engine, now + 4 * 60_000) == []
         assert await close_idle(engine, now + 6 * 60_000) == [own.id]
         assert sorted(await close_idle(engine, now + 31 * 60_000)) == [default.id]
@@ -180,14 +186,25 @@ async def test_idle_sweep_honours_limits_and_snapshots(tether_home: Path) -> Non
 
 
 async def test_idle_sweep_switch_off_never_closes_unset_shells(tether_home: Path) -> None:
-    engine = SessionEngine(load_config(tether_home))
+    engine = Shells.get(load_config(tether_home))
     try:
-        shell = await engine.open_shell(owner="t", label="x", cwd=None, cols=80, rows=24, idle_minutes=None)
-        busy = await engine.open_shell(owner="t", label="y", cwd=None, cols=80, rows=24, idle_minutes=1)
-        pane = await engine.pane(busy.id)
-        await engine.start_run(pane, "sleep 30", "t")  # a foreground command: not idle
-        spec = WaitSpec(kind="foreground", proc="sleep", timeout_ms=10_000)
-        assert (await engine.waits.wait(engine.ref(pane), spec, 0)).met
+        shell, _ = await sh.open_shell(
+            engine, owner="t", label="x", cwd=None, cols=80, rows=24, idle_minutes=None
+        )
+        busy, _ = await sh.open_shell(
+            engine, owner="t", label="y", cwd=None, cols=80, rows=24, idle_minutes=1
+        )
+        # A foreground command: not idle (the run returns once sleep is in the pane's tree).
+        w = Write(
+            shell_id=busy.id,
+            actor="t",
+            wait=Wait(kind="noproc", proc="not-running-here", timeout_ms=10_000),
+            output=Output(),
+            safety=Safety(),
+        )
+        await sh.run(engine, w, "sleep 30")
+        host, pane = await engine.pane(busy.id)
+        assert (await host.foreground(pane)).command == "sleep"
         assert await close_idle(engine, now_ms() + 10_000 * 60_000) == []
         assert {shell.id, busy.id} <= set(await engine.live())
     finally:

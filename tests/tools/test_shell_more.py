@@ -203,7 +203,7 @@ async def test_refusals_and_the_end_of_a_shell(tether_home: Path) -> None:
                 ]
             },
         )
-        assert "not at its prompt" in text_of(result)
+        assert "runs in front of shell" in text_of(result)
         # without an exit wait the text goes to the program in front
         _, data = await call(
             client,
@@ -225,7 +225,7 @@ async def test_refusals_and_the_end_of_a_shell(tether_home: Path) -> None:
             {"tasks": [{"target": tgt, "action": {"kind": "send", "text": "", "keys": ["C-d"]}}]},
         )
         done = await _read(client, shell, wait={"kind": "exit"})  # the latest run: plain input
-        assert "typed as plain input" in (done["error"] or "")
+        assert "typed as input to python3" in (done["error"] or "")
         done = await _read(client, shell, wait={"kind": "exit", "runId": out["runId"]})
         assert done["exitCode"] == 0
         result = await client.call_tool(
@@ -234,7 +234,8 @@ async def test_refusals_and_the_end_of_a_shell(tether_home: Path) -> None:
         assert "no snapshot of dsh-aaaaaa" in text_of(result)
         # `exit` ends the shell itself
         out = await run(client, shell, "exit 0", wait={"kind": "exit", "timeoutMs": 5000})
-        assert out["met"] is False and any("the shell ended" in x for x in out["lines"])
+        assert out["met"] is False and any("the shell ended with exit status 0" in x for x in out["lines"])
+        assert out["exitCode"] == 0
         _, data = await call(client, "shell_state", {"scope": "*"})
         assert shell not in [r["shell"] for r in data["shells"]]
 

@@ -6,24 +6,26 @@ import re
 
 import pytest
 
-from tether.tools.shell_render import (
+from tether.shells.shaping import (
     MAX_LINES,
-    RESULT_SCHEMA,
     UNCHANGED,
     SearchPage,
-    TaskOutcome,
-    block_header,
     cap_since,
     cap_tail,
     diff_screens,
-    outcome_json,
-    render_result,
     render_search,
     search_lines,
     shape,
     summarize,
-    summary_header,
     trim_screen,
+)
+from tether.tools.shell_render import (
+    RESULT_SCHEMA,
+    TaskOutcome,
+    block_header,
+    outcome_json,
+    render_result,
+    summary_header,
 )
 
 NUMBERED = [f"line {i}" for i in range(1, 3001)]
@@ -149,7 +151,9 @@ def timed_out() -> TaskOutcome:
 
 
 def failed() -> TaskOutcome:
-    return TaskOutcome(index=2, shell="dsh-ef56gh", error="REFUSED: the shell is locked by a person")
+    return TaskOutcome(
+        index=2, shell="dsh-ef56gh", error="the shell is locked by a person", error_code="REFUSED", refused=True
+    )
 
 
 def test_summary_header() -> None:
@@ -202,7 +206,7 @@ def test_outcome_json_matches_schema_fields() -> None:
     assert (data["ok"], data["failed"]) == (1, 1)
     first = data["tasks"][0]
     assert first["runId"] == "ab12cd34" and first["exitCode"] == 0 and first["met"] is True
-    assert first["lines"] == ["compiled", "done"] and data["tasks"][1]["error"].startswith("REFUSED")
+    assert first["lines"] == ["compiled", "done"] and data["tasks"][1]["errorCode"] == "REFUSED"
     item = RESULT_SCHEMA["properties"]["tasks"]["items"]
     assert set(first) == set(item["properties"]) and set(item["required"]) <= set(first)
 

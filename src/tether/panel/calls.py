@@ -37,6 +37,10 @@ PANEL_CONTEXT = CallContext(actor=PANEL_ACTOR, source="panel")
 T = TypeVar("T")
 
 
+# The codes of a policy's no (a 403 for the page): a lock, a person typing, the guard, a locked vault.
+POLICY_CODES = frozenset({"REFUSED", "BLOCKED", "MAX_SESSIONS", "VAULT_LOCKED"})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PanelError(Exception):
     """What the browser is told when an action fails."""
@@ -87,10 +91,12 @@ class PanelCalls:
         except TetherError as exc:
             raise error_from(exc) from exc
         if result.is_error:
-            errors = [e for e in (t.get("error") for t in task_rows(result.structured)) if isinstance(e, str)]
-            refused = "REFUSED" in result.text
+            rows = task_rows(result.structured)
+            errors = [e for e in (t.get("error") for t in rows) if isinstance(e, str)]
+            codes = [c for c in (t.get("errorCode") for t in rows) if isinstance(c, str)]
+            refused = any(c in POLICY_CODES for c in codes)
             raise PanelError(
-                code="REFUSED" if refused else "TOOL_ERROR",
+                code=codes[0] if codes else "TOOL_ERROR",
                 message="; ".join(errors) or result.text,
                 status=403 if refused else 400,
             )

@@ -27,7 +27,7 @@ from tether.shells.host import ShellHost
 from tether.shells.integration.script import integration_script
 from tether.shells.integration.tracker import Activity
 from tether.shells.logs import log_size
-from tether.shells.tmux.commands import PaneInfo
+from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.waits import WaitSpec
 
 _LOST_QUIET_S = 0.3  # the shell reads a line this long without a prompt event: integration lost
@@ -103,10 +103,11 @@ async def reinstall(shells: Shells, host: ShellHost, pane: PaneInfo) -> None:
     rec = shells.record(pane.shell_id)
     if rec is None:
         raise NotFoundError(f"shell {pane.shell_id} has no record: it was not opened by tether")
-    nonce = ids.new_nonce()
+    # The same nonce: a wait already following the shell's events keeps recognising them.
+    nonce = rec.nonce or ids.new_nonce()
     path = host.write_rc(pane.shell_id, integration_script(nonce))
     shells.records.set_nonce(pane.shell_id, nonce)
     offset = log_size(host.log_of(pane.shell_id))
-    await host.type_line(pane, f" . {path} --integration")
+    await host.type_line(pane, f" . {sh_quote(path)} --integration")
     spec = WaitSpec(kind="prompt", timeout_ms=5000)
     await shells.waits(host).wait(pane, spec, offset, nonce=nonce)

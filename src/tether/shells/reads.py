@@ -15,6 +15,7 @@ from tether.shells.domain import PendingRun, Shells
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
+from tether.shells.prompt import reinstall
 from tether.shells.records import RunRecord
 from tether.shells.requests import Output, ReadAction, Wait
 from tether.shells.runs import wait_spec
@@ -80,6 +81,7 @@ async def read(
             nonce=nonce,
             run=track,
             at_prompt=activity is not None and activity.phase == "prompt",
+            on_lost=(lambda: reinstall(shells, host, pane)) if track is not None else None,
         )
         if track is not None and out.exit_code is not None and run_id is not None:
             shells.records.finish_run(run_id, out.exit_code, out.end_offset)

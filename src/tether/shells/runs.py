@@ -25,7 +25,7 @@ from tether.shells.integration.script import INSERT_KEYS, RUN_KEYS
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
-from tether.shells.prompt import Readiness, ready
+from tether.shells.prompt import Readiness, ready, reinstall
 from tether.shells.records import RunRecord, now_ms
 from tether.shells.requests import (
     DEFAULT_POLL_MS,
@@ -201,7 +201,12 @@ async def _typed_run(
             )
         else:
             out = await shells.waits(host).wait(
-                pane, spec, offset, nonce=shells.nonce_of(w.shell_id), run=track
+                pane,
+                spec,
+                offset,
+                nonce=shells.nonce_of(w.shell_id),
+                run=track,
+                on_lost=lambda: reinstall(shells, host, pane),
             )
     finally:
         _save(shells, pending, out, reader=w.actor)

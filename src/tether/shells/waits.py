@@ -17,6 +17,7 @@ import contextlib
 import os
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from tether.shells.tmux.commands import PaneInfo
 
 _ALIVE_S = 1.0  # how often a sleeping wait re-checks that the shell still exists
 _SCAN_CHUNK = 8 * 1024 * 1024
+_LOST_QUIET_S = 0.3  # a started run's shell quiet this long: look whether it reads a line unreported
 _QUIET_S = 0.05  # a bare shell_read idle on a shell without integration events: this long quiet
 
 
@@ -117,13 +119,16 @@ class WaitEngine:
         nonce: str | None = None,
         run: RunTrack | None = None,
         at_prompt: bool = False,
+        on_lost: Callable[[], Awaitable[None]] | None = None,
     ) -> WaitOutcome:
         """Wait from log offset ``start``. ``run`` binds the wait to one typed run; ``nonce`` lets
-        a run-less ``idle`` see the shell's prompt; ``at_prompt`` says it is there already."""
+        a run-less ``idle`` see the shell's prompt; ``at_prompt`` says it is there already.
+        ``on_lost`` is called (once) when the run's shell reads a line without having reported a
+        prompt — ``exec bash`` replaced it, and the integration must be installed again."""
         t0 = time.monotonic()
         waker = self.host.watcher.waker(pane.shell_id)
         try:
-            return await self._loop(pane, spec, start, waker, t0, nonce, run, at_prompt)
+            return await self._loop(pane, spec, start, waker, t0, nonce, run, at_prompt, on_lost)
         finally:
             self.host.watcher.drop(pane.shell_id, waker)
 
@@ -137,6 +142,7 @@ class WaitEngine:
         nonce: str | None,
         run: RunTrack | None,
         at_prompt: bool,
+        on_lost: Callable[[], Awaitable[None]] | None,
     ) -> WaitOutcome:
         scan = _Scan(
             path=self.host.log_of(pane.shell_id),
@@ -150,6 +156,7 @@ class WaitEngine:
         next_poll = t0
         next_alive = t0 + _ALIVE_S
         seen_proc = False
+        next_lost = t0
         cpu_prev: tuple[float, float] | None = None
         prompt = at_prompt
         exited: ShellEvent | None = None
@@ -182,6 +189,19 @@ class WaitEngine:
             if result is not None:
                 met, detail = result
                 return self._outcome(spec, scan, t0, run, met=met, detail=detail)
+            if (
+                on_lost is not None
+                and run is not None
+                and run.started is not None
+                and run.verdict == "pending"
+                and now - scan.last_output >= _LOST_QUIET_S
+                and now >= next_lost
+            ):
+                next_lost = now + _LOST_QUIET_S
+                if await self.host.reading_line(pane) is True:
+                    await on_lost()
+                    on_lost = None
+                    continue
             if now >= next_alive:
                 next_alive = now + _ALIVE_S
                 gone = await self._gone(pane)
@@ -202,6 +222,8 @@ class WaitEngine:
             sleep = min(deadline - now, max(0.0, next_alive - now))
             if spec.kind in ("file", "noproc", "cpu", "foreground"):
                 sleep = min(sleep, max(0.0, next_poll - now))
+            if on_lost is not None and run is not None and run.started is not None:
+                sleep = min(sleep, max(0.005, max(next_lost, scan.last_output + _LOST_QUIET_S) - now))
             elif spec.kind == "settle" or (spec.kind == "idle" and nonce is None):
                 sleep = min(sleep, max(0.005, self._quiet(spec) - (now - scan.last_output)))
             with contextlib.suppress(TimeoutError):

@@ -47,6 +47,10 @@ class SessionError(TetherError):
     code = "SESSION_ERROR"
 
 
+class ClientEnded(SessionError):
+    """The control client ended before tmux answered (the server went away meanwhile)."""
+
+
 def quote(arg: str) -> str:
     """Quote one argument for tmux's command parser.
 
@@ -185,9 +189,7 @@ class ControlClient:
             while self._pending:
                 fut = self._pending.popleft()
                 if not fut.done():
-                    fut.set_exception(
-                        SessionError("the tmux control client ended (is the tmux server gone?)")
-                    )
+                    fut.set_exception(ClientEnded("the tmux control client ended (is the tmux server gone?)"))
             self._reap_server()
 
     def _queue(
@@ -214,10 +216,19 @@ class ControlClient:
                 proc.stdin.write(data)
 
     async def run(self, *args: str) -> list[str]:
-        """Run one tmux command; its output lines, or ``SessionError`` with tmux's message."""
-        proc = await self._ensure()
-        (fut,) = self._queue(proc, command_line(args).encode("utf-8") + b"\n", 1)
-        return await fut
+        """Run one tmux command; its output lines, or ``SessionError`` with tmux's message.
+
+        A command written to a client whose server had just gone (its reader had not seen the end
+        yet) is sent once more to a fresh client, which starts a new server."""
+        for attempt in (0, 1):
+            proc = await self._ensure()
+            (fut,) = self._queue(proc, command_line(args).encode("utf-8") + b"\n", 1)
+            try:
+                return await fut
+            except ClientEnded:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     async def run_shared(self, *args: str) -> list[str]:
         """``run`` for a read-only query: callers of one loop iteration share one command, written
@@ -232,15 +243,20 @@ class ControlClient:
         return await asyncio.shield(fut)
 
     async def run_many(self, commands: list[tuple[str, ...]]) -> list[list[str]]:
-        """Write several commands at once (one write, one round trip) and await every reply."""
-        proc = await self._ensure()
+        """Write several commands at once (one write, one round trip) and await every reply; sent
+        once more to a fresh client if none of them was answered before the old one ended."""
         data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
-        futs = self._queue(proc, data, len(commands))
-        results = await asyncio.gather(*futs, return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        return [r for r in results if not isinstance(r, BaseException)]
+        for attempt in (0, 1):
+            proc = await self._ensure()
+            futs = self._queue(proc, data, len(commands))
+            results = await asyncio.gather(*futs, return_exceptions=True)
+            if attempt == 0 and results and all(isinstance(r, ClientEnded) for r in results):
+                continue
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+            return [r for r in results if not isinstance(r, BaseException)]
+        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         self._flush()
