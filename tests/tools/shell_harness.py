@@ -14,7 +14,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 TETHER = str(Path(sys.executable).parent / "tether")
-MARKER_TRACES = re.compile(r"__tb|__te\b|__tp\b|\]6973;|\x1b")  # not bare 6973: a random run id may hold it
+MARKER_TRACES = re.compile(r"\]6973;|\x1b|__tether")  # an integration event, an escape, tether's names
 
 
 def params(home: Path, conversation: str, extra_env: dict[str, str] | None = None) -> StdioServerParameters:
@@ -70,3 +70,30 @@ async def run(client: Client, shell: str, command: str, **extra: Any) -> dict[st
     _, data = await call(client, "shell_run", {"tasks": [task]})
     task_out: dict[str, Any] = data["tasks"][0]
     return task_out
+
+
+async def read(
+    client: Client, shell: str, action: dict[str, Any] | None = None, **task: Any
+) -> dict[str, Any]:
+    """One ``shell_read`` task; its result entry."""
+    args = {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", **(action or {})}, **task}]}
+    _, data = await call(client, "shell_read", args)
+    out: dict[str, Any] = data["tasks"][0]
+    return out
+
+
+async def send(client: Client, shell: str, text: str, keys: list[str] | None = None) -> dict[str, Any]:
+    action = {"kind": "send", "text": text, "keys": keys or []}
+    _, data = await call(client, "shell_send", {"tasks": [{"target": {"sessions": shell}, "action": action}]})
+    out: dict[str, Any] = data["tasks"][0]
+    return out
+
+
+def tmux(home: Path, *args: str) -> str:
+    """A tmux command on the test's server, as a person at a terminal would run it."""
+    import subprocess
+
+    done = subprocess.run(
+        ["tmux", "-S", str(home / "tmux.sock"), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout

@@ -152,7 +152,11 @@ def timed_out() -> TaskOutcome:
 
 def failed() -> TaskOutcome:
     return TaskOutcome(
-        index=2, shell="dsh-ef56gh", error="the shell is locked by a person", error_code="REFUSED", refused=True
+        index=2,
+        shell="dsh-ef56gh",
+        error="the shell is locked by a person",
+        error_code="REFUSED",
+        refused=True,
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -145,11 +145,22 @@ class Shells:
         return rec.nonce if rec is not None and rec.nonce else None
 
     def activity(self, shell_id: str) -> Activity | None:
-        """What the shell is doing, from its last own event (``None``: no integration known)."""
+        """What the shell is doing, from its last own event (``None``: no integration known).
+
+        A run typed after that event (its keys sent, by this or another process) that the shell has
+        not reported taking makes it ``typed``: the prompt that event showed is already spoken for."""
         nonce = self.nonce_of(shell_id)
         if nonce is None:
             return None
-        return last_activity(self.log_of(shell_id), nonce)
+        activity = last_activity(self.log_of(shell_id), nonce)
+        since = activity.event.end if activity.event is not None else 0
+        typed = [r.log_offset for r in self.pending.values() if r.shell_id == shell_id and r.token]
+        last = self.records.last_run(shell_id)
+        if last is not None and last.token and last.typed_as_input is None:
+            typed.append(last.log_offset)
+        if activity.phase == "prompt" and typed and max(typed) >= since:
+            return replace(activity, phase="typed")
+        return activity
 
     def record(self, shell_id: str) -> ShellRecord | None:
         return self.records.shell(shell_id)

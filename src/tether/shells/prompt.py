@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from tether.errors import NotFoundError
@@ -64,6 +64,10 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
         if activity is not None and activity.phase == "exited":
             return Readiness(where="exited", activity=activity, waited_ms=waited)
         fg = await host.foreground(pane)
+        if not fg.shell_in_front and activity is not None and activity.phase in ("typed", "hooks"):
+            # Keys of ours are on their way to the shell, or its own prompt hooks run (a program
+            # there is the shell's, not a command in front): the prompt is coming.
+            fg = replace(fg, shell_in_front=True)
         if not fg.shell_in_front:
             if not await host.alive(pane):
                 return Readiness(where="exited", activity=activity, waited_ms=waited)
@@ -84,7 +88,8 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
         nonce = shells.nonce_of(pane.shell_id)
         spec = WaitSpec(kind="prompt", timeout_ms=int(min(remaining, _LOST_LOOK_S) * 1000) + 1)
         start = activity.event.end if activity is not None and activity.event is not None else 0
-        await shells.waits(host).wait(pane, spec, start, nonce=nonce)
+        shown = activity.prompt if activity is not None else -1
+        await shells.waits(host).wait(pane, spec, start, nonce=nonce, shown_prompt=shown)
 
 
 async def _integration_lost(host: ShellHost, pane: PaneInfo) -> bool:

@@ -81,6 +81,7 @@ async def read(
             nonce=nonce,
             run=track,
             at_prompt=activity is not None and activity.phase == "prompt",
+            shown_prompt=activity.prompt if activity is not None else -1,
             on_lost=(lambda: reinstall(shells, host, pane)) if track is not None else None,
         )
         if track is not None and out.exit_code is not None and run_id is not None:

@@ -26,6 +26,7 @@ from tether.shells.requests import StateQuery
 from tether.shells.safety.user_busy import client_activity, is_user_busy
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo
+from tether.shells.views import LastCommand, last_command
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +41,7 @@ class ShellRow:
     attached: int
     created_ms: int | None
     last_activity_ms: int | None
+    last_command: LastCommand | None = None
     git: str | None = None
 
 
@@ -165,6 +167,7 @@ async def state(shells: Shells, q: StateQuery, actor: str) -> tuple[list[ShellRo
                 attached=pane.attached,
                 created_ms=rec.created_ms if rec else None,
                 last_activity_ms=rec.last_activity_ms if rec else None,
+                last_command=last_command(shells, shell_id),
             )
         )
     if q.with_git:

@@ -129,6 +129,7 @@ async def read_view(
 class LastCommand:
     text: str
     status: int | None  # None: still running
+    by: str = "person"  # the conversation (or panel, cli) whose run it was, else "person"
 
 
 def last_command(shells: Shells, shell_id: str) -> LastCommand | None:
@@ -138,7 +139,9 @@ def last_command(shells: Shells, shell_id: str) -> LastCommand | None:
     nonce = shells.nonce_of(shell_id)
     if nonce is None:
         last = shells.records.last_run(shell_id)
-        return LastCommand(text=last.command, status=last.exit_code) if last is not None else None
+        return (
+            LastCommand(text=last.command, status=last.exit_code, by=last.actor) if last is not None else None
+        )
     path = shells.log_of(shell_id)
     size = log_size(path)
     start = max(0, size - _LAST_COMMAND_BACK)
@@ -151,7 +154,7 @@ def last_command(shells: Shells, shell_id: str) -> LastCommand | None:
             j -= 1
         return _command_at(shells, shell_id, events[j], events[i + 1 :])
     last = shells.records.last_run(shell_id)
-    return LastCommand(text=last.command, status=last.exit_code) if last is not None else None
+    return LastCommand(text=last.command, status=last.exit_code, by=last.actor) if last is not None else None
 
 
 def _command_at(
@@ -161,7 +164,7 @@ def _command_at(
     if start.token:
         run = shells.records.run_by_token(shell_id, start.token)
         if run is not None:
-            return LastCommand(text=run.command, status=status)
+            return LastCommand(text=run.command, status=status, by=run.actor)
     text = next((e.text for e in after if e.kind == "H"), None)
     if text is None:
         return None

@@ -120,15 +120,20 @@ class WaitEngine:
         run: RunTrack | None = None,
         at_prompt: bool = False,
         on_lost: Callable[[], Awaitable[None]] | None = None,
+        shown_prompt: int = -1,
     ) -> WaitOutcome:
         """Wait from log offset ``start``. ``run`` binds the wait to one typed run; ``nonce`` lets
         a run-less ``idle`` see the shell's prompt; ``at_prompt`` says it is there already.
         ``on_lost`` is called (once) when the run's shell reads a line without having reported a
-        prompt — ``exec bash`` replaced it, and the integration must be installed again."""
+        prompt — ``exec bash`` replaced it, and the integration must be installed again.
+        ``shown_prompt`` is the number of the prompt already on the screen: a redraw of it is no
+        new prompt."""
         t0 = time.monotonic()
         waker = self.host.watcher.waker(pane.shell_id)
         try:
-            return await self._loop(pane, spec, start, waker, t0, nonce, run, at_prompt, on_lost)
+            return await self._loop(
+                pane, spec, start, waker, t0, nonce, run, at_prompt, on_lost, shown_prompt
+            )
         finally:
             self.host.watcher.drop(pane.shell_id, waker)
 
@@ -143,6 +148,7 @@ class WaitEngine:
         run: RunTrack | None,
         at_prompt: bool,
         on_lost: Callable[[], Awaitable[None]] | None,
+        shown_prompt: int,
     ) -> WaitOutcome:
         scan = _Scan(
             path=self.host.log_of(pane.shell_id),
@@ -166,9 +172,9 @@ class WaitEngine:
                 if run is not None:
                     run.feed(events)
                 for ev in events:
-                    if ev.kind == "P":
+                    if ev.kind == "P" and ev.prompt != shown_prompt:
                         prompt = True
-                    elif ev.kind in ("C", "H", "Q"):
+                    elif ev.kind in ("C", "E", "H", "Q"):
                         prompt = False
                     elif ev.kind == "X":
                         exited = ev

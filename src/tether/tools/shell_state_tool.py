@@ -30,6 +30,16 @@ STATE_SCHEMA: dict[str, Any] = {
                     "createdMs": {"type": ["integer", "null"]},
                     "lastActivityMs": {"type": ["integer", "null"]},
                     "git": {"type": ["string", "null"]},
+                    "lastCommand": {
+                        "type": ["object", "null"],
+                        "description": "The latest command line the shell ran (by an agent, a person or "
+                        "shell_send): its text, exit code (null while it runs) and who typed it.",
+                        "properties": {
+                            "text": {"type": "string"},
+                            "exitCode": {"type": ["integer", "null"]},
+                            "by": {"type": "string"},
+                        },
+                    },
                 },
                 "required": ["shell", "label", "owner", "states", "fg", "cwd", "attached"],
             },
@@ -53,6 +63,9 @@ def _row(r: ShellRow) -> dict[str, Any]:
         "createdMs": r.created_ms,
         "lastActivityMs": r.last_activity_ms,
         "git": r.git,
+        "lastCommand": None
+        if r.last_command is None
+        else {"text": r.last_command.text, "exitCode": r.last_command.status, "by": r.last_command.by},
     }
 
 
@@ -61,6 +74,11 @@ async def shell_state(shells: Shells, q: StateQuery, actor: str) -> ToolResult:
     lines = [f"{len(rows)} shell{'s' if len(rows) != 1 else ''} (scope {q.scope})"]
     for r in rows:
         text = f"{r.shell} · {r.label} · {r.owner} · {','.join(r.states)} · fg={r.fg} · cwd={r.cwd}"
+        if r.last_command is not None:
+            last = r.last_command
+            shown = last.text if len(last.text) <= 60 else last.text[:57] + "..."
+            code = "running" if last.status is None else f"exit={last.status}"
+            text += f" · last=`{shown}` {code} by {last.by}"
         if r.host != "local":
             text += f" · host={r.host}"
         if q.with_git:

@@ -27,6 +27,17 @@ from tether.shells.tmux.control import ControlClient
 _RESIZE_WAIT_S = 2.0
 
 
+# A process's own identity is not every shell's: the tmux server outlives the process that started it.
+_NOT_INHERITED = frozenset({"TETHER_CONVERSATION", "TETHER_SESSION_ID", "TMUX", "TMUX_PANE"})
+
+
+def server_environment(config: Config) -> dict[str, str]:
+    """What the tmux server (and so every shell) starts with: credentials scrubbed, and nothing
+    that names the process or conversation that happened to start it."""
+    env = scrub_environment(os.environ, config.env)
+    return {k: v for k, v in env.items() if k not in _NOT_INHERITED}
+
+
 class LocalHost(ShellHost):
     """Shells in tmux on this machine. ``shell`` is the bash executable panes run."""
 
@@ -38,7 +49,7 @@ class LocalHost(ShellHost):
         self.socket = self.home / "tmux.sock"
         self.logs_dir = self.home / "logs"
         self.rc_dir = self.home / "rc"
-        self.control = ControlClient(self.socket, env=scrub_environment(os.environ, config.env))
+        self.control = ControlClient(self.socket, env=server_environment(config))
         self.watcher = LogWatcher(self.logs_dir, cap=config.sessions.log_max_bytes)
         self.shell = config.sessions.shell or "bash"
         self._configured = False

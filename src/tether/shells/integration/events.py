@@ -7,7 +7,7 @@ splits a sequence across two reads (a partial one is carried to the next read).
 
 Commands are bracketed by the events the integration prints (see ``script``)::
 
-    P (prompt shown) … typed line echoed … C (PS0: the line runs) … output … [H] … P (next prompt)
+    P (prompt shown) … line echoed … C (PS0: the line runs) … output … E … [H] … P (next prompt)
 
 A command is therefore "C, then the first displayed P after it"; a P without a C since the
 previous P is a redraw, an empty line or a line bash could not parse (its status says which).
@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-EventKind = Literal["P", "C", "Q", "H", "X"]
+EventKind = Literal["P", "C", "E", "Q", "H", "X"]
 # The sequence every view removes (any nonce: a forged or foreign marker is hidden as well).
 ANY_MARKER_RE = re.compile(rb"\x1b\]6973;[^\x07\x1b]*(?:\x07|\x1b\\)")
-_MARKER_RE = re.compile(rb"\x1b\]6973;([0-9a-z]{4,32});([PCQHX])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
+_MARKER_RE = re.compile(rb"\x1b\]6973;([0-9a-z]{4,32});([PCEQHX])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
 _OPEN = b"\x1b]6973;"
 _MAX_MARKER = 1 << 20  # an H event (a command's text) may be long; longer is not ours
 
@@ -58,6 +58,8 @@ def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end:
         )
     if k == "C":
         return ShellEvent(kind="C", start=start, end=end, token=_int(fields[0]))
+    if k == "E":
+        return ShellEvent(kind="E", start=start, end=end, status=_int(fields[0]))
     if k == "X":
         return ShellEvent(kind="X", start=start, end=end, status=_int(fields[0]))
     if k == "H":

@@ -9,6 +9,7 @@ itself, each carrying the shell's secret nonce so that program output cannot for
                                                     the command TOKEN (0 = not tether's) ended
                                                     with STATUS; PROMPT_COMMAND hooks are done
     ESC ] 6973 ; NONCE ; C ; TOKEN ; … BEL           a command line starts running (PS0)
+    ESC ] 6973 ; NONCE ; E ; STATUS BEL               the line ended; the prompt hooks start
     ESC ] 6973 ; NONCE ; Q BEL                        bash waits for a continuation line (PS2)
     ESC ] 6973 ; NONCE ; H ; <history 1> BEL          the text of a command a person typed
     ESC ] 6973 ; NONCE ; X ; STATUS BEL               the shell exits (EXIT trap)
@@ -17,8 +18,9 @@ itself, each carrying the shell's secret nonce so that program output cannot for
 own mode: once ``P`` is in the log, keys typed reach readline, never the line discipline's echo.
 bash restores ``$?`` after PROMPT_COMMAND, so ``P`` reports the command's status even behind the
 user's prompt hooks, and only when they are done. A user who replaces PS1, PS0 or PS2 gets the
-prefixes back from the hook at ``PROMPT_COMMAND[PC_INDEX]`` (a scalar assignment to
-PROMPT_COMMAND replaces only element 0) and from the loader before every agent command.
+prefixes back from the hooks tether keeps first and last in PROMPT_COMMAND (a scalar assignment
+replaces only element 0; the last hook puts the first one back) and from the loader before every
+agent command.
 
 Agent input goes through the loader, a ``bind -x`` function behind a private key sequence: it
 reads a payload from the terminal (printable ASCII, see ``payload``), sets vault variables
@@ -29,7 +31,6 @@ sets is what PS0 and PS1 report, binding the markers to one run.
 
 from __future__ import annotations
 
-PC_INDEX = 97
 # Private key sequences (C-x C-_ prefix; nothing else in readline uses C-_ after C-x).
 LOAD_SEQ = "\\C-x\\C-_l"  # the loader (bind -x)
 ACCEPT_SEQ = "\\C-x\\C-_a"  # accept-line
@@ -58,13 +59,28 @@ __tether_arm() {
   [[ $PS1 == "$__tether_ps1"* ]] || PS1=$__tether_ps1${PS1-}
   [[ $PS2 == "$__tether_ps2"* ]] || PS2=$__tether_ps2${PS2-}
   if (( BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1) )); then
-    [[ ${PROMPT_COMMAND[@PC@]-} == __tether_pc ]] || PROMPT_COMMAND[@PC@]=__tether_pc
+    # An array: ours first and last, the user's hooks in between, whatever they assigned since.
+    local -a __tether_k=("${!PROMPT_COMMAND[@]}")
+    if [[ ${PROMPT_COMMAND[${__tether_k[0]:-0}]-} != __tether_pc0 || \
+          ${PROMPT_COMMAND[${__tether_k[-1]:-0}]-} != __tether_pc ]]; then
+      local -a __tether_u=()
+      local __tether_e
+      for __tether_e in "${PROMPT_COMMAND[@]}"; do
+        [[ $__tether_e == __tether_pc0 || $__tether_e == __tether_pc ]] || __tether_u+=("$__tether_e")
+      done
+      PROMPT_COMMAND=(__tether_pc0 "${__tether_u[@]}" __tether_pc)
+    fi
   else
-    case ";${PROMPT_COMMAND-};" in
-      *";__tether_pc;"*) ;;
-      *) PROMPT_COMMAND="${PROMPT_COMMAND:+$PROMPT_COMMAND;}__tether_pc" ;;
+    case "${PROMPT_COMMAND-}" in
+      "__tether_pc0;"*";__tether_pc") ;;
+      *) PROMPT_COMMAND="__tether_pc0;${PROMPT_COMMAND:+$PROMPT_COMMAND;}__tether_pc" ;;
     esac
   fi
+}
+__tether_pc0() {
+  local s=$?
+  printf '\e]6973;%s;E;%d\a' "$__tether_n" "$s"
+  return $s
 }
 __tether_pc() {
   if (( __tether_ran && ! __tether_cur )); then
@@ -112,7 +128,6 @@ def integration_script(nonce: str) -> str:
         raise ValueError("nonce must be alphanumeric")
     return (
         _TEMPLATE.replace("@NONCE@", nonce)
-        .replace("@PC@", str(PC_INDEX))
         .replace("@END@", PAYLOAD_END)
         .replace("@LOAD@", LOAD_SEQ)
         .replace("@ACCEPT@", ACCEPT_SEQ)

@@ -4,10 +4,14 @@ Invariant: a shell's phase is the phase its *last* own event left it in — noth
 output timing:
 
     P → "prompt"        it reads its next line
-    C → "running"       a command line runs (H, printed by the prompt hook, is still "running":
-                        the prompt hooks run until P)
+    C → "running"       a command line runs
+    E, H → "hooks"      it has ended; the prompt hooks (the user's PROMPT_COMMAND) run until P
     Q → "continuation"  bash waits for the rest of an unfinished line (PS2)
     X → "exited"        the shell is ending
+
+A ``P`` repeating the last prompt's number is readline redrawing that prompt (after the loader set
+the line, say): it changes nothing. ``typed`` is not an event: keys of a run were sent after the
+last event, and the shell has not reported taking them yet (see ``Shells.activity``).
 
 ``RunTrack`` follows one typed run from the offset where its keys were sent: the first ``C`` with
 its token starts it, the first ``P`` after that ends it; a new ``P`` without that ``C`` means bash
@@ -23,7 +27,7 @@ from typing import Literal
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import data_start, log_size, read_range
 
-Phase = Literal["prompt", "running", "continuation", "exited", "unknown"]
+Phase = Literal["prompt", "typed", "running", "hooks", "continuation", "exited", "unknown"]
 _BACK_STEPS = (256 * 1024, 4 << 20, 64 << 20)
 
 
@@ -39,9 +43,13 @@ def activity_of(events: list[ShellEvent], before: Activity | None = None) -> Act
     current = before if before is not None else Activity(phase="unknown", event=None)
     for ev in events:
         if ev.kind == "P":
+            if current.phase == "prompt" and ev.prompt == current.prompt:
+                continue  # a redraw of the same prompt
             current = Activity(phase="prompt", event=ev, prompt=ev.prompt)
-        elif ev.kind in ("C", "H"):
+        elif ev.kind == "C":
             current = Activity(phase="running", event=ev, prompt=current.prompt)
+        elif ev.kind in ("E", "H"):
+            current = Activity(phase="hooks", event=ev, prompt=current.prompt)
         elif ev.kind == "Q":
             current = Activity(phase="continuation", event=ev, prompt=current.prompt)
         else:
@@ -58,9 +66,7 @@ def last_activity(path: Path, nonce: str) -> Activity:
         scanner = EventScanner(nonce, start)
         events = scanner.feed(read_range(path, start, size))
         if events:
-            last = activity_of(events)
-            prompts = [e.prompt for e in events if e.kind == "P"]
-            return Activity(phase=last.phase, event=last.event, prompt=prompts[-1] if prompts else 0)
+            return activity_of(events)
         if start <= first:
             break
     # A log with output but no event in its last 64 MiB: a command has been printing all along.

@@ -1,0 +1,220 @@
+"""Persistent shells on shell integration, through the MCP client: what is typed is exactly the
+command, exit statuses come from the shell itself, and each case the audits found behaves."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from shell_harness import call, open_shell, read, run, send, shell_client, text_of, tmux
+
+TAB_SCRIPT = "cat > {path} <<'EOF'\n\techo hi\na\tb\n\tnot-EOF\nEOF"
+
+
+async def test_tabs_and_control_bytes_arrive_exactly(tether_home: Path, tmp_path: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, cwd=str(tmp_path))
+        out = await run(client, shell, TAB_SCRIPT.format(path="small.txt"))
+        assert out["exitCode"] == 0, out["error"]
+        assert (tmp_path / "small.txt").read_text() == "\techo hi\na\tb\n\tnot-EOF\n"
+        # Above the old 2 KB paste threshold: still exact, tabs and all.
+        body = "".join(f"\tline {i}\tcol\n" for i in range(400))
+        out = await run(client, shell, f"cat > big.txt <<'EOF'\n{body}EOF")
+        assert out["exitCode"] == 0 and (tmp_path / "big.txt").read_text() == body
+        # printf with a literal tab, control bytes and non-ASCII text.
+        text = "a\tb\x01c\x1bd é ✓"
+        out = await run(client, shell, f"printf '%s' '{text}' > ctl.bin")
+        assert out["exitCode"] == 0 and (tmp_path / "ctl.bin").read_bytes() == text.encode()
+        # shell_send text at the prompt is literal too (a tab does not complete), Enter runs it.
+        await send(client, shell, "printf '%s' 'x\ty' > sent.txt", ["Enter"])
+        out = await read(client, shell, wait={"kind": "idle"})
+        assert out["met"] is True
+        assert (tmp_path / "sent.txt").read_text() == "x\ty"
+
+
+async def test_people_and_history_see_only_the_commands(tether_home: Path, tmp_path: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, cwd=str(tmp_path))
+        commands = ["echo first", "ls -d /", "echo 'words __tb __te __tp stay'", "true && echo done"]
+        for command in commands:
+            assert (await run(client, shell, command))["exitCode"] == 0
+        out = await run(client, shell, "HISTTIMEFORMAT= history | tail -n 5")
+        listed = [line.split(None, 1)[1] for line in out["lines"] if line.strip()[:1].isdigit()]
+        assert listed[-5:-1] == commands
+        screen = tmux(tether_home, "capture-pane", "-p", "-t", f"={shell}:")
+        typed = [
+            line.split("# ", 1)[1] for line in screen.splitlines() if "# " in line and line.split("# ", 1)[1]
+        ]
+        assert typed[: len(commands)] == commands
+        assert "words __tb __te __tp stay" in screen
+        assert not any(word in screen for word in ("6973", "__tether", "};__te", "__tb echo"))
+        env = await run(client, shell, "env")
+        names = [line.split("=", 1)[0] for line in env["lines"] if "=" in line]
+        ours = sorted(n for n in names if n.startswith("BASH_FUNC") or "tether" in n.lower())
+        assert ours == ["TETHER_HOME", "TETHER_SHELL"], ours
+        assert "TMUX" not in names and "PROMPT_COMMAND" not in names
+        # tmux typed in the shell does not reach tether's server.
+        ls = await run(client, shell, "tmux ls 2>&1; true")
+        assert not any(shell in line for line in ls["lines"])
+
+
+async def test_prompt_hooks_are_waited_for(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        assert (await run(client, shell, "PROMPT_COMMAND='sleep 0.4'"))["exitCode"] == 0
+        for code in (3, 0, 5):
+            out = await run(client, shell, f"(exit {code})")
+            assert out["exitCode"] == code and out["met"] is True, out
+        # Back to back with wait none: the second waits for the first's prompt hook, then runs.
+        await run(client, shell, "true", wait={"kind": "none"})
+        out = await run(client, shell, "echo after")
+        assert out["exitCode"] == 0 and "after" in out["lines"], out["error"] or out
+
+
+async def test_a_shell_that_ends_reports_its_status(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        out = await run(client, shell, "echo bye; exit 7", wait={"kind": "exit", "timeoutMs": 10_000})
+        assert out["exitCode"] == 7 and out["met"] is False, out
+        assert any("the shell ended with exit status 7" in line for line in out["lines"]), out
+        assert not any("timeout" in line for line in out["lines"])
+        shell = await open_shell(client)
+        out = await run(client, shell, "set -e; false", wait={"kind": "exit", "timeoutMs": 10_000})
+        assert out["exitCode"] == 1 and any("exit status 1" in line for line in out["lines"]), out
+        # A wait in flight when the session is killed ends with "the shell ended", not a timeout.
+        shell = await open_shell(client)
+        waiting = asyncio.ensure_future(
+            run(client, shell, "sleep 600", wait={"kind": "exit", "timeoutMs": 60_000})
+        )
+        # The run's own wait is in flight once sleep runs in front (the run typed it).
+        seen = await read(client, shell, wait={"kind": "foreground", "proc": "sleep", "timeoutMs": 60_000})
+        assert seen["met"] is True
+        tmux(tether_home, "kill-session", "-t", f"={shell}")
+        ended = await waiting
+        assert ended["met"] is False and any("the shell ended" in line for line in ended["lines"]), ended
+        assert not any("timeout" in line for line in ended["lines"])
+
+
+async def test_wait_none_into_a_busy_shell_says_where_the_text_went(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        await run(client, shell, "cat", wait={"kind": "none"})
+        out = await run(client, shell, "typed line", wait={"kind": "none"})
+        assert any("typed as input to cat" in line for line in out["lines"]), out
+        refused = await read(client, shell, wait={"kind": "exit", "runId": out["runId"]})
+        assert not refused["ok"] and "typed as input to cat" in refused["error"], refused
+        await send(client, shell, "", ["C-d"])
+        assert (await run(client, shell, "echo back"))["exitCode"] == 0
+
+
+async def test_open_returns_once_the_shell_reads_its_first_line(tether_home: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("sleep 0.8\nexport FROM_RC=yes\n")
+    async with shell_client(tether_home, extra_env={"HOME": str(home)}) as client:
+        shell = await open_shell(client)
+        out = await run(client, shell, "echo $FROM_RC")
+        assert out["exitCode"] == 0 and "yes" in out["lines"], out
+
+
+async def test_steps_wait_for_their_own_commands(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        steps = [{"send": f"sleep 0.0{i % 3}; echo S{i}", "expect": {"kind": "idle"}} for i in range(50)]
+        _, data = await call(
+            client,
+            "shell_run",
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "steps", "steps": steps}}]},
+        )
+        lines = data["tasks"][0]["lines"]
+        assert data["tasks"][0]["met"] is True
+        outputs = [line for line in lines if line.startswith("S")]
+        assert outputs == [f"S{i}" for i in range(50)], lines
+
+
+async def test_cpu_and_noproc_wait_for_the_command_itself(tether_home: Path, tmp_path: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, cwd=str(tmp_path))
+        script = "import time; time.sleep(0.4); open('p.done', 'w').write('x')"
+        out = await run(
+            client,
+            shell,
+            f'python3 -c "{script}"',
+            wait={"kind": "noproc", "proc": "python3", "timeoutMs": 20_000},
+        )
+        assert out["met"] is True and (tmp_path / "p.done").exists(), out
+        busy = "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass\n"
+        busy += "open('c.done', 'w').write('x')\ntime.sleep(2)"
+        (tmp_path / "busy.py").write_text(busy)
+        out = await run(
+            client, shell, "python3 busy.py", wait={"kind": "cpu", "threshold": 30, "timeoutMs": 20_000}
+        )
+        assert out["met"] is True and (tmp_path / "c.done").exists(), out
+
+
+async def test_resize_returns_with_the_new_size(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        for cols, rows in ((100, 30), (61, 17)):
+            _, data = await call(
+                client,
+                "shell_manage",
+                {
+                    "tasks": [
+                        {
+                            "target": {"sessions": shell},
+                            "action": {"kind": "resize", "cols": cols, "rows": rows},
+                        }
+                    ]
+                },
+            )
+            assert data["tasks"][0]["ok"], data
+            out = await run(client, shell, "stty size")
+            assert f"{rows} {cols}" in out["lines"], out
+
+
+async def test_a_persons_commands_have_exit_codes_and_retry_reruns_them(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, cwd=str(tmp_path))
+        assert (await run(client, shell, "echo agent"))["exitCode"] == 0
+        # A person at a terminal types a command (tmux send-keys is what a terminal client does).
+        tmux(tether_home, "send-keys", "-t", f"={shell}:", "echo person >> p.txt; (exit 4)", "Enter")
+        out = await read(client, shell, wait={"kind": "idle"})
+        assert out["met"] is True
+        _, data = await call(client, "shell_state", {})
+        row = data["shells"][0]
+        assert row["lastCommand"] == {"text": "echo person >> p.txt; (exit 4)", "exitCode": 4, "by": "person"}
+        retried = await call(
+            client,
+            "shell_run",
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "retry", "mode": "last-failed"}}]},
+        )
+        assert retried[1]["tasks"][0]["exitCode"] == 4
+        assert (tmp_path / "p.txt").read_text() == "person\nperson\n"
+
+
+async def test_a_macro_set_without_submit_is_not_run(tether_home: Path, tmp_path: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, cwd=str(tmp_path))
+        await call(
+            client,
+            "shell_manage",
+            {
+                "tasks": [
+                    {"action": {"kind": "macro-set", "name": "mk", "text": "touch made.txt", "submit": False}}
+                ]
+            },
+        )
+        result = await client.call_tool(
+            "shell_run",
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "run", "command": "/mk"}}]},
+        )
+        assert "without Enter" in text_of(result)
+        assert not (tmp_path / "made.txt").exists()
+        screen = await read(client, shell, {"mode": "screen"})
+        assert any(line.endswith("touch made.txt") for line in screen["lines"]), screen
+        await send(client, shell, "", ["Enter"])
+        assert (await read(client, shell, wait={"kind": "idle"}))["met"] is True
+        assert (tmp_path / "made.txt").exists()
