@@ -143,11 +143,13 @@ async def test_cpu_and_noproc_wait_for_the_command_itself(tether_home: Path, tmp
             wait={"kind": "noproc", "proc": "python3", "timeoutMs": 20_000},
         )
         assert out["met"] is True and (tmp_path / "p.done").exists(), out
-        busy = "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass\n"
-        busy += "open('c.done', 'w').write('x')\ntime.sleep(2)"
+        # Busy for 0.3 s of CPU time (however long a loaded machine makes that), then idle: a 1%
+        # threshold is met only once the command itself has run and gone quiet.
+        busy = "import time\nwhile time.process_time() < 0.3: pass\n"
+        busy += "open('c.done', 'w').write('x')\ntime.sleep(3)"
         (tmp_path / "busy.py").write_text(busy)
         out = await run(
-            client, shell, "python3 busy.py", wait={"kind": "cpu", "threshold": 30, "timeoutMs": 20_000}
+            client, shell, "python3 busy.py", wait={"kind": "cpu", "threshold": 1, "timeoutMs": 60_000}
         )
         assert out["met"] is True and (tmp_path / "c.done").exists(), out
 
