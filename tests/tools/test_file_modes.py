@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 from shell_harness import call, open_shell, run, shell_client
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -50,15 +50,10 @@ async def test_every_path_tether_creates_is_private(tmp_path: Path) -> None:
     home = tmp_path / "home"  # does not exist: tether creates it
     env = {**os.environ, "TETHER_HOME": str(home)}
     env.pop("TETHER_CONVERSATION", None)
-    stored = subprocess.run(
-        [TETHER, "vault", "set", "api"],
-        input="s3cret-value\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    stored = await anyio.run_process(
+        [TETHER, "vault", "set", "api"], input=b"s3cret-value\n", env=env, check=False
     )
-    assert stored.returncode == 0, stored.stderr
+    assert stored.returncode == 0, stored.stderr.decode()
     try:
         async with shell_client(home, "conv-modes") as client:
             text, _ = await call(
@@ -78,7 +73,7 @@ async def test_every_path_tether_creates_is_private(tmp_path: Path) -> None:
     finally:
         socket = home / "tmux.sock"
         if socket.exists():
-            subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
+            await anyio.run_process(["tmux", "-S", str(socket), "kill-server"], check=False)
     expected = {"tether.db", "tether.db-wal", "tether.db-shm", "tmux.sock", "audit", "logs", "spill"}
     assert expected <= set(modes), sorted(modes)
     assert any(name.startswith("logs/dsh-") for name in modes), sorted(modes)

@@ -99,8 +99,7 @@ def scrub_environment(environ: Mapping[str, str], section: EnvSection) -> dict[s
     return {
         name: value
         for name, value in environ.items()
-        if (upper := name.upper()) in keep
-        or not (matcher.match(upper) or secret_value(value))
+        if (upper := name.upper()) in keep or not (matcher.match(upper) or secret_value(value))
     }
 
 
