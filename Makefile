@@ -55,6 +55,8 @@ run: venv panel-assets
 bench: venv
 	$(PY) bench/oneshot.py
 	$(PY) bench/sessions.py
+	$(PY) bench/termtext.py
+	$(PY) bench/audit.py
 
 clean:
 	rm -rf $(VENV) src/tether/panel/node_modules src/tether/panel/static/vendor

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.process.container import Container, container
 from tether.shell import LocalBashExecutor, LocalShellOptions, ShellExecRequest, ShellExecutor
 from tether.shell.sandbox import SandboxBashExecutor
 from tether.shell.sandbox_policy import SandboxSettings
@@ -182,8 +183,50 @@ async def sandbox_overhead(cfg: BenchConfig) -> list[Measurement]:
     ]
 
 
+def _raw_in_container(box: Container) -> float:
+    start = time.perf_counter()
+    here = box.enter()
+    try:
+        process = subprocess.Popen(["bash", "-c", "true"])
+    finally:
+        box.leave(here)
+    process.wait()
+    return time.perf_counter() - start
+
+
+async def container_overhead(cfg: BenchConfig) -> list[Measurement]:
+    """What the command container adds to a spawn: raw ``subprocess.run`` born inside it (the
+    executor's switch in and out around ``Popen``) against the same outside, alternated."""
+    box = container()
+    if box is None:
+        return [
+            Measurement(name="command container (unavailable here)", value=0, unit="-", budget="-", ok=True)
+        ]
+    for _ in range(20):
+        raw_subprocess_once()
+        _raw_in_container(box)
+    raw: list[float] = []
+    inside: list[float] = []
+    for _ in range(cfg.runs):
+        raw.append(raw_subprocess_once())
+        inside.append(_raw_in_container(box))
+    ratio = _median_ms(inside) / _median_ms(raw)
+    return [
+        Measurement(
+            name="bash -c true born in the container median",
+            value=_median_ms(inside),
+            unit="ms",
+            budget="-",
+            ok=True,
+        ),
+        # Not a DESIGN budget of its own: the container's share of the executor's 1.3x.
+        Measurement(name="container / raw ratio", value=ratio, unit="x", budget="<= 1.05", ok=ratio <= 1.05),
+    ]
+
+
 MEASUREMENTS: list[Callable[[BenchConfig], Awaitable[list[Measurement]]]] = [
     overhead_ratio,
+    container_overhead,
     drain_gib,
     sandbox_overhead,
 ]

@@ -21,6 +21,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_harness import http_client, text_of
 
+from proc_probe import alive_with, unique_sleep_arg
+
 TETHER = str(Path(sys.executable).parent / "tether")
 
 
@@ -63,18 +65,20 @@ def _alive(pid: int) -> bool:
 
 
 async def test_sigterm_on_tether_mcp_kills_its_jobs(tether_home: Path) -> None:
-    pid_file = tether_home / "job.pid"
+    # `$$` inside the command container is not a pid of ours: find the job by its argument.
+    token = unique_sleep_arg()
     both_gone = False
+    job_pid = -1
     with contextlib.suppress(Exception):
         async with Client(stdio_params(tether_home)) as client:
-            command = f"echo $$ > {pid_file}; sleep 30"
+            command = f"sleep {token}"
             await client.call_tool(
                 "bash", {"command": command, "description": "bg", "run_in_background": True}
             )
             with anyio.fail_after(10):
-                while not (pid_file.exists() and pid_file.read_text().strip()):
+                while not alive_with(token):
                     await anyio.sleep(0.01)
-            job_pid = int(pid_file.read_text())
+            [job_pid] = alive_with(token)
             server = next(p for p in psutil.Process(job_pid).parents() if "mcp" in p.cmdline())
             server.send_signal(signal.SIGTERM)
             with anyio.move_on_after(15):
@@ -83,7 +87,7 @@ async def test_sigterm_on_tether_mcp_kills_its_jobs(tether_home: Path) -> None:
             both_gone = not _alive(job_pid) and not _alive(server.pid)
     # (Leaving the client raises once its server is gone; that is not what this test checks.)
     assert both_gone, "SIGTERM must end tether mcp and its jobs without waiting for stdin to close"
-    assert not _alive(int(pid_file.read_text()))
+    assert job_pid > 0 and not _alive(job_pid)
     assert (
         "received SIGTERM; stopping this conversation's jobs and exiting"
         in (tether_home / "logs" / "mcp.log").read_text()
@@ -190,18 +194,18 @@ async def test_serve_prints_url_token_and_serves_with_it(
     assert token_file.read_text().strip() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
-    pid_file = tether_home / "job.pid"
+    sleep_arg = unique_sleep_arg()
     async with http_client(url, token=token) as client:
         result = await client.call_tool("bash", {"command": "echo over http", "description": "greet"})
         assert text_of(result) == "over http"
         assert isinstance(result.content[0], types.TextContent)
-        command = f"echo $$ > {pid_file}; sleep 30"
+        command = f"sleep {sleep_arg}"
         await client.call_tool("bash", {"command": command, "description": "bg", "run_in_background": True})
         with anyio.fail_after(10):
-            while not (pid_file.exists() and pid_file.read_text().strip()):
+            while not alive_with(sleep_arg):
                 await anyio.sleep(0.01)
+        [job_pid] = alive_with(sleep_arg)
     # Closing the client ends its MCP session, hence its conversation, hence its jobs.
-    job_pid = int(pid_file.read_text())
     with anyio.fail_after(15):
         while _alive(job_pid):
             await anyio.sleep(0.02)

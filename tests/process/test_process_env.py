@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from env_canaries import BENIGN, CANARIES
 from tether.config import EnvSection
 from tether.process.env import NONINTERACTIVE_DEFAULTS, build_child_env, is_scrubbed, scrub_environment
 
@@ -65,3 +66,11 @@ def test_this_process_environment_is_scrubbed_and_changes_are_seen(monkeypatch: 
     assert "TETHER_TEST_SECRET_X" not in _text(build_child_env(None, EnvSection()))
     monkeypatch.setenv("TETHER_TEST_VISIBLE_X", "v")  # the cached scrub notices the change
     assert _text(build_child_env(None, EnvSection()))["TETHER_TEST_VISIBLE_X"] == "v"
+
+
+def test_planted_credentials_are_scrubbed_and_ordinary_variables_are_kept() -> None:
+    kept = scrub_environment({**CANARIES, **BENIGN}, EnvSection())
+    caught = [name for name in CANARIES if name not in kept]
+    assert caught == list(CANARIES), f"passed the scrub: {sorted(set(CANARIES) - set(caught))}"
+    assert kept == BENIGN, f"benign variables scrubbed: {sorted(set(BENIGN) - set(kept))}"
+    print(f"scrub: {len(caught)} / {len(CANARIES)} canaries caught, 0 / {len(BENIGN)} benign scrubbed")

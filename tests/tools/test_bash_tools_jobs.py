@@ -14,6 +14,7 @@ import pytest
 from bash_tools_harness import connected, make_setup, text_of
 from mcp.client.session import IncomingMessage
 
+from proc_probe import alive_with, unique_sleep_arg
 from tether.tools.registry import CallContext
 from tether.tools.shell_results import ToolAborted
 
@@ -142,18 +143,20 @@ async def test_job_kill_stops_a_foreground_call(tether_home: Path) -> None:
 
 
 async def test_mcp_cancellation_kills_the_process(tether_home: Path) -> None:
-    pid_file = tether_home / "pid"
+    # Commands run in the command container: `$$` there is not a pid of ours; find the process by
+    # its unique argument in our /proc instead.
+    token = unique_sleep_arg()
     setup = make_setup(tether_home)
     async with connected(setup) as client:
         async with anyio.create_task_group() as tg:
 
             async def call() -> None:
-                await client.call_tool("bash", run(f"echo $$ > {pid_file}; sleep 30", timeoutMs=60_000))
+                await client.call_tool("bash", run(f"sleep {token}", timeoutMs=60_000))
 
             tg.start_soon(call)
-            await until(lambda: pid_file.exists() and pid_file.read_text().strip(), "the command to start")
+            await until(lambda: alive_with(token), "the command to start")
+            [pid] = alive_with(token)
             tg.cancel_scope.cancel()
-        pid = int(pid_file.read_text())
         await until(lambda: dead(pid), "the cancelled command to die")
         assert setup.jobs is not None
         await until(lambda: setup.jobs is not None and setup.jobs.list() == [], "the job entry to go")
@@ -163,17 +166,16 @@ async def test_mcp_cancellation_kills_the_process(tether_home: Path) -> None:
 
 async def test_cancellation_is_tool_aborted_not_output(tether_home: Path) -> None:
     setup = make_setup(tether_home)
-    pid_file = tether_home / "pid"
+    token = unique_sleep_arg()
     ctx = CallContext(actor="conv-test")
-    task = asyncio.ensure_future(
-        setup.plugin.call(run(f"echo $$ > {pid_file}; sleep 30", timeoutMs=60_000), ctx)
-    )
-    await until(lambda: pid_file.exists() and pid_file.read_text().strip(), "the command to start")
+    task = asyncio.ensure_future(setup.plugin.call(run(f"sleep {token}", timeoutMs=60_000), ctx))
+    await until(lambda: alive_with(token), "the command to start")
+    [pid] = alive_with(token)
     task.cancel()
     with pytest.raises(asyncio.CancelledError) as caught:
         await task
     assert "TOOL_ABORTED" in str(caught.value)
-    assert dead(int(pid_file.read_text()))
+    assert dead(pid)
     assert setup.jobs is not None and setup.jobs.list() == []
     assert issubclass(ToolAborted, asyncio.CancelledError) and ToolAborted.code == "TOOL_ABORTED"
 

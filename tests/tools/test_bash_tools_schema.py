@@ -12,6 +12,8 @@ from bash_tools_harness import connected, make_setup, text_of
 from mcp.client.session import IncomingMessage
 
 from tether.jobs.registry import JobRegistry
+from tether.shell import LocalPwshExecutor, LocalShellOptions
+from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin
 
 BASE = {"command", "description", "timeoutMs", "workdir"}
 
@@ -143,3 +145,32 @@ async def test_sandbox_permission_rules_when_confining(tether_home: Path) -> Non
         ):
             result = await client.call_tool("bash", ok)
             assert not result.is_error and text_of(result) == "ran", ok
+
+
+async def test_nul_bytes_are_invalid_arguments_naming_the_field(tether_home: Path, tmp_path: Path) -> None:
+    # pwsh is a stand-in script here (PowerShell is not installed): the check runs before any spawn.
+    stand_in = tmp_path / "pwsh"
+    stand_in.write_text('#!/bin/bash\necho "pwsh ran: ${@: -1}"\n')
+    stand_in.chmod(0o755)
+    setup = make_setup(tether_home)
+    ShellToolPlugin(
+        shell="pwsh",
+        executor=LocalPwshExecutor(LocalShellOptions(executable=str(stand_in), cwd=str(tether_home))),
+        tools=setup.registry,
+        options=ShellToolOptions(),
+        grace_ms=500,
+    )
+    async with connected(setup) as client:
+        for tool in ("bash", "pwsh"):
+            for arguments, field in (
+                ({"command": "echo a\x00b", "description": "nul"}, "command"),
+                ({"command": "\x00", "description": "nul"}, "command"),
+                ({"command": "pwd", "description": "nul", "workdir": "/tmp\x00/x"}, "workdir"),
+            ):
+                result = await client.call_tool(tool, arguments)
+                assert result.is_error, (tool, arguments)
+                text = text_of(result)
+                assert text.startswith(f"INVALID_ARGUMENT: {tool}: field {field!r} contains a NUL byte"), text
+                assert "INTERNAL" not in text and "Traceback" not in text
+            ok = await client.call_tool(tool, {"command": "echo fine", "description": "still serving"})
+            assert not ok.is_error and "fine" in text_of(ok)

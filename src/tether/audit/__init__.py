@@ -7,9 +7,11 @@ with ``query`` / ``export``. See ``the README (Audit log)`` for the record forma
 from tether.audit.log import AuditLog, Clock, Redactor
 from tether.audit.query import AuditFilter, export, query
 from tether.audit.record import GENESIS_HASH, OUTCOMES, SOURCES, AuditError, AuditRecord, Outcome, Source
+from tether.audit.seal import DEFAULT_EVERY, SealKey, parse_verification_key
 from tether.audit.verify import AuditBreak, VerifyReport, verify
 
 __all__ = [
+    "DEFAULT_EVERY",
     "GENESIS_HASH",
     "OUTCOMES",
     "SOURCES",
@@ -21,9 +23,11 @@ __all__ = [
     "Clock",
     "Outcome",
     "Redactor",
+    "SealKey",
     "Source",
     "VerifyReport",
     "export",
+    "parse_verification_key",
     "query",
     "verify",
 ]

@@ -54,6 +54,15 @@ from tether.audit.record import (
     parse_object,
     record_hash,
 )
+from tether.audit.seal import (
+    DEFAULT_EVERY,
+    KEY_NAME,
+    SealKey,
+    new_key,
+    read_writer_key,
+    seal_extra,
+    write_writer_key,
+)
 from tether.errors import UsageError
 
 LOCK_NAME = ".lock"
@@ -233,12 +242,67 @@ class AuditLog:
                 # The clock is read under the lock so records are filed in the order they are chained.
                 ts = int(self._clock() * 1000)
                 target, head, repairs = self._settle(day_name(ts), stack)
+                sealer = read_writer_key(self.dir)
                 for repair in repairs:
-                    repaired = self._write(target, self._repair_body(repair), head, ts)
-                    head = _Head(seq=repaired.seq, hash=repaired.hash)
-                return self._write(target, body, head, ts)
+                    head, _ = self._write_sealed(target, self._repair_body(repair), head, ts, sealer)
+                return self._write_sealed(target, body, head, ts, sealer)[1]
         finally:
             os.close(lock_fd)  # releases the flock
+
+    def _write_sealed(
+        self, day: _DayFile, body: dict[str, Any], head: _Head, ts: int, sealer: SealKey | None
+    ) -> tuple[_Head, AuditRecord]:
+        """Write ``body`` after the seal its position needs, if sealing is set up (see ``seal``)."""
+        if sealer is not None and (head.seq + 1) % sealer.every == 0:
+            extra, following = seal_extra(sealer, prev=head.hash, seq=head.seq + 1)
+            seal = self._write(day, self._seal_body(extra), head, ts)
+            # The seal is durable; only now forget its key (a crash before this only leaves a key
+            # for an index already sealed, which the next seal steps past).
+            write_writer_key(self.dir, following)
+            head = _Head(seq=seal.seq, hash=seal.hash)
+        record = self._write(day, body, head, ts)
+        return _Head(seq=record.seq, hash=record.hash), record
+
+    def setup_keys(self, *, every: int = DEFAULT_EVERY) -> SealKey:
+        """Start sealing: store the writer's first key and return it — the verification key.
+
+        Refuses when sealing is already set up (a second setup would let whoever runs it replace
+        the key the verifier trusts without notice).
+        """
+        self._ensure_dir()
+        lock_fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            if read_writer_key(self.dir) is not None:
+                raise UsageError(
+                    f"sealing is already set up for {self.dir} ({KEY_NAME} exists); verify with the key "
+                    "printed then, or move the audit directory aside to start a new log"
+                )
+            with ExitStack() as stack:
+                ts = int(self._clock() * 1000)
+                target, head, repairs = self._settle(day_name(ts), stack)
+                for repair in repairs:  # settling discarded a torn tail: account for it as always
+                    head, _ = self._write_sealed(target, self._repair_body(repair), head, ts, None)
+            key = new_key(every=every, head_seq=head.seq)
+            write_writer_key(self.dir, key)
+            return key
+        finally:
+            os.close(lock_fd)
+
+    def _seal_body(self, extra: dict[str, Any]) -> dict[str, Any]:
+        return self._body(
+            actor="host",
+            source="host",
+            tool="audit",
+            action="seal",
+            targets=(),
+            command=None,
+            outcome="ok",
+            detail=f"forward-secure seal {extra['index']} over every record before it",
+            reason=None,
+            flags=(),
+            extra=extra,
+        )
 
     def _ensure_dir(self) -> None:
         if self.dir.is_dir():

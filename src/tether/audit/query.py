@@ -5,15 +5,22 @@ as it holds ``limit`` matching records or passes the start of the window — so 
 what is asked for, not the size of the log. Only complete lines are read (a line being written is
 not yet a record); a line that is not a record is skipped here and reported by ``verify``.
 
+A filter on actor, source or shell has a byte form every matching line must contain (records are
+canonical JSON: ``"actor":"conv-a"``), so a query that matches few records — the one that would
+read the whole log — searches the mapped file for that needle at memory speed and parses only the
+lines around its hits (``_needle_lines``), instead of decoding every record.
+
 ``days`` is a rolling window: records whose time is within the last ``days`` × 24 hours.
 ``day`` instead selects one UTC calendar day's file whole.
 """
 
 from __future__ import annotations
 
+import json
+import mmap
 import os
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -110,10 +117,11 @@ def _select(
         first_day = datetime.fromtimestamp(since_ms / 1000, tz=UTC).date()
         files = [p for p in files if (d := day_of(p.name)) is not None and d >= first_day]
     keep = AuditFilter(actor=actor, source=source, shell=shell, since_ms=since_ms)
+    needle = _needle(keep)
     found: list[tuple[str, AuditRecord]] = []
     for path in reversed(files):
         # closing(): stopping early must close the file now, not whenever the generator is collected.
-        with closing(_records_reverse(path)) as records:
+        with closing(_records_reverse(path, needle)) as records:
             for line, record in records:
                 if keep.keeps(record):
                     found.append((line, record))
@@ -122,7 +130,33 @@ def _select(
     return found[::-1]
 
 
-def _records_reverse(path: Path) -> Generator[tuple[str, AuditRecord], None, None]:
+def _needle(keep: AuditFilter) -> bytes | None:
+    """Bytes every line the filter keeps contains (the most selective field given), or None."""
+    if keep.actor is not None:
+        return b'"actor":' + json.dumps(keep.actor).encode("ascii")
+    if keep.shell is not None:
+        return json.dumps(keep.shell).encode("ascii")  # one of the "targets"
+    if keep.source is not None:
+        return b'"source":' + json.dumps(keep.source).encode("ascii")
+    return None
+
+
+def _needle_lines(fd: int, end: int, needle: bytes) -> Iterator[bytes]:
+    """The complete lines before ``end`` that contain ``needle``, newest first."""
+    if end == 0:
+        return
+    with mmap.mmap(fd, end, access=mmap.ACCESS_READ) as view:
+        limit = end
+        while (hit := view.rfind(needle, 0, limit)) >= 0:
+            start = view.rfind(b"\n", 0, hit) + 1
+            stop = view.find(b"\n", hit)
+            yield view[start:stop]
+            limit = start
+
+
+def _records_reverse(
+    path: Path, needle: bytes | None = None
+) -> Generator[tuple[str, AuditRecord], None, None]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -131,7 +165,12 @@ def _records_reverse(path: Path) -> Generator[tuple[str, AuditRecord], None, Non
         raise AuditError(f"cannot read the audit file {path}: {exc}; check its permissions") from exc
     try:
         end = complete_end(fd, os.fstat(fd).st_size)
-        for _offset, raw in iter_lines_reverse(fd, end):
+        lines = (
+            (raw for _offset, raw in iter_lines_reverse(fd, end))
+            if needle is None
+            else _needle_lines(fd, end, needle)
+        )
+        for raw in lines:
             try:
                 record = AuditRecord.from_dict(parse_object(raw))
             except RecordProblem:

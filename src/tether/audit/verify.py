@@ -15,18 +15,26 @@ newest file. Only in that case ``verify`` takes the writers' lock (shared, waiti
 verification never stalls writers otherwise.
 What no hash chain can show is the removal of the newest records, or of the newest day files:
 compare the reported count and head hash with an earlier run to see that.
+
+With the verification key (``tether audit setup-keys``, see ``seal``) the walk also checks every
+forward-secure seal: each required position holds a seal whose MAC the key proves. A chain whose
+hashes were all recomputed after an edit fails at the first seal after the edit, and the break
+reported is the first record past the last seal that holds — everything before it is proven.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hmac
 import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from tether.audit.log import LOCK_NAME
 from tether.audit.record import GENESIS_HASH, AuditError, RecordProblem, check_line, list_day_files
+from tether.audit.seal import SealKey
 
 _EXCERPT_CHARS = 240
 LOCK_WAIT_SECONDS = 10.0
@@ -50,19 +58,32 @@ class VerifyReport:
     files: int
     head: str  # hash of the last good record (GENESIS_HASH for an empty log)
     first_break: AuditBreak | None = None
+    sealed_through: int | None = None  # seq of the last seal the key proved (None: not checked)
+    seals_seen: int = 0  # seal records met, proven or not
 
     def summary(self) -> str:
+        seals = self._seal_line()
         if self.first_break is None:
             return (
                 f"audit log intact: {self.records} records in {self.files} day files; head {self.head[:16]}…"
+                + seals
             )
         brk = self.first_break
         claimed = "" if brk.seq is None else f" (record seq {brk.seq})"
         return (
             f"audit log BROKEN at {brk.file.name} line {brk.line}{claimed}: {brk.problem}\n"
             f"  {brk.excerpt}\n"
-            f"  {self.records} records before it are intact"
+            f"  {self.records} records before it are intact" + seals
         )
+
+    def _seal_line(self) -> str:
+        if self.sealed_through is None:
+            if self.seals_seen:
+                return f"\n  {self.seals_seen} seals not checked: give --key to prove the history"
+            return ""
+        if self.sealed_through == 0:
+            return "\n  no seal proven yet (sealing began after the newest record)"
+        return f"\n  proven by its seals through record seq {self.sealed_through}"
 
 
 @dataclass(slots=True)
@@ -74,17 +95,33 @@ class _Chain:
     records: int = 0
     line: int = 0
     offset: int = 0
+    key: SealKey | None = None
+    sealed: int = 0  # seq of the last proven seal
+    seals: int = 0
+    after_seal: tuple[Path, int, int, str] | None = None  # the first record past the last proven seal
+
+
+def _report(chain: _Chain, files: int, brk: AuditBreak | None) -> VerifyReport:
+    return VerifyReport(
+        ok=brk is None,
+        records=chain.records,
+        files=files,
+        head=chain.prev,
+        first_break=brk,
+        sealed_through=None if chain.key is None else chain.sealed,
+        seals_seen=chain.seals,
+    )
 
 
 class _Torn(Exception):
     """The walk met bytes without a trailing newline at the end of a file."""
 
 
-def verify(home: Path) -> VerifyReport:
+def verify(home: Path, *, key: SealKey | None = None) -> VerifyReport:
     """Walk every day file of ``home``'s audit log in order; see the module docstring."""
     audit_dir = home / "audit"
     files = list_day_files(audit_dir)
-    chain = _Chain()
+    chain = _Chain(key=key)
     for index, path in enumerate(files):
         chain.line, chain.offset = 0, 0
         try:
@@ -95,10 +132,8 @@ def verify(home: Path) -> VerifyReport:
             else:
                 return _recheck_under_lock(audit_dir, path, chain)
         if brk is not None:
-            return VerifyReport(
-                ok=False, records=chain.records, files=len(files), head=chain.prev, first_break=brk
-            )
-    return VerifyReport(ok=True, records=chain.records, files=len(files), head=chain.prev)
+            return _report(chain, len(files), brk)
+    return _report(chain, len(files), None)
 
 
 def _recheck_under_lock(audit_dir: Path, path: Path, chain: _Chain) -> VerifyReport:
@@ -114,13 +149,7 @@ def _recheck_under_lock(audit_dir: Path, path: Path, chain: _Chain) -> VerifyRep
                 f"{torn.problem}; a writer has held the audit lock for over {LOCK_WAIT_SECONDS:g} s "
                 "(a process stopped mid-append?): run verify again once it has finished"
             )
-            return VerifyReport(
-                ok=False,
-                records=chain.records,
-                files=_count(audit_dir),
-                head=chain.prev,
-                first_break=replace(torn, problem=held),
-            )
+            return _report(chain, _count(audit_dir), replace(torn, problem=held))
         files = [p for p in list_day_files(audit_dir) if p.name >= path.name]
         for index, current in enumerate(files):
             if index > 0:
@@ -130,10 +159,8 @@ def _recheck_under_lock(audit_dir: Path, path: Path, chain: _Chain) -> VerifyRep
             except _Torn:
                 brk = _torn_break(current, chain)
             if brk is not None:
-                return VerifyReport(
-                    ok=False, records=chain.records, files=_count(audit_dir), head=chain.prev, first_break=brk
-                )
-        return VerifyReport(ok=True, records=chain.records, files=_count(audit_dir), head=chain.prev)
+                return _report(chain, _count(audit_dir), brk)
+        return _report(chain, _count(audit_dir), None)
     finally:
         if lock_fd >= 0:
             os.close(lock_fd)
@@ -173,34 +200,74 @@ def _walk(path: Path, chain: _Chain) -> AuditBreak | None:
         for raw in handle:
             if not raw.endswith(b"\n"):
                 raise _Torn
-            problem, seq = _problem(raw[:-1], chain)
+            prev = chain.prev
+            problem, seq, data = _problem(raw[:-1], chain)
             chain.line += 1
             if problem is not None:
                 return AuditBreak(file=path, line=chain.line, seq=seq, problem=problem, excerpt=_excerpt(raw))
+            if chain.after_seal is None:
+                chain.after_seal = (path, chain.line, chain.seq, _excerpt(raw))
+            sealed = _seal_problem(data, prev, chain)
+            if sealed is not None:
+                return sealed
             chain.offset += len(raw)
     return None
 
 
-def _problem(line: bytes, chain: _Chain) -> tuple[str | None, int | None]:
+def _seal_problem(data: dict[str, Any], prev: str, chain: _Chain) -> AuditBreak | None:
+    """Check the seal a record's position needs (with a key); a failure is reported at the first
+    record past the last proven seal, since any record from there on may be the altered one."""
+    is_seal = data["source"] == "host" and data["tool"] == "audit" and data["action"] == "seal"
+    chain.seals += is_seal
+    key, seq = chain.key, chain.seq
+    if key is None or seq % key.every or seq // key.every < key.index:
+        return None
+    index = seq // key.every
+    chain.key = key = key.at(index)  # forward only: one step per seal, not a walk from the start
+    extra = data["extra"] if isinstance(data["extra"], dict) else {}
+    if not is_seal:
+        why = f"record seq {seq} should be seal {index} but is a {data['tool']} {data['action']} record"
+    elif extra.get("index") != index or not hmac.compare_digest(str(extra.get("mac")), key.mac(prev, seq)):
+        why = f"seal {index} (record seq {seq}) does not verify with the key"
+    else:
+        chain.sealed, chain.after_seal = seq, None
+        return None
+    assert chain.after_seal is not None
+    path, line, first, excerpt = chain.after_seal
+    since = f"the last proven seal is at seq {chain.sealed}" if chain.sealed else "no earlier seal is proven"
+    return AuditBreak(
+        file=path,
+        line=line,
+        seq=first,
+        problem=(
+            f"{why}: a record from seq {first} on was altered, removed, inserted or reordered and the "
+            f"chain's hashes recomputed ({since}; records before seq {first} are proven)"
+        ),
+        excerpt=excerpt,
+    )
+
+
+def _problem(line: bytes, chain: _Chain) -> tuple[str | None, int | None, dict[str, Any]]:
     """What is wrong with one line given the chain so far (``None`` = it holds; chain advanced)."""
     if not line:
-        return "empty line", None
+        return "empty line", None, {}
     try:
         data = check_line(line)
     except RecordProblem as exc:
-        return str(exc), None
+        return str(exc), None, {}
     seq: int = data["seq"]
     if data["prev"] != chain.prev:
         return (
             f"prev {data['prev'][:16]}… does not match the previous record's hash {chain.prev[:16]}… "
             "(a record before it was removed, reordered or altered)",
             seq,
+            data,
         )
     if seq != chain.seq + 1:
-        return f"seq {seq} does not follow {chain.seq}", seq
+        return f"seq {seq} does not follow {chain.seq}", seq, data
     chain.prev, chain.seq = data["hash"], seq
     chain.records += 1
-    return None, seq
+    return None, seq, data
 
 
 def _torn_break(path: Path, chain: _Chain) -> AuditBreak:

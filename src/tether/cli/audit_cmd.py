@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
-from tether.audit import SOURCES, AuditRecord, export, query, verify
+from tether.audit import (
+    DEFAULT_EVERY,
+    SOURCES,
+    AuditLog,
+    AuditRecord,
+    export,
+    parse_verification_key,
+    query,
+    verify,
+)
 from tether.config import resolve_home
+from tether.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +42,26 @@ def register(subparsers: Any) -> None:
         description="Check every line of every day file: valid record, hash, link to the previous record. "
         "Exit status 0 when intact, 1 at the first broken record (printed).",
     )
+    check.add_argument(
+        "--key",
+        metavar="KEY",
+        help="the verification key printed by setup-keys: also prove every forward-secure seal",
+    )
+    check.add_argument("--key-file", metavar="PATH", help="read the verification key from this file")
     check.set_defaults(func=_verify)
+
+    keys = sub.add_parser(
+        "setup-keys",
+        help="start forward-secure sealing; prints the verification key once",
+        description="Store a sealing key in the audit directory and print the matching verification key. "
+        "Every EVERY-th record is then a seal that only the verification key can prove; the key on disk "
+        "moves forward with each seal, so whoever reads it later cannot re-seal older records. Keep the "
+        "verification key off this machine (it proves the log; with it, the log can be rewritten).",
+    )
+    keys.add_argument(
+        "--every", type=int, default=DEFAULT_EVERY, help=f"seal every N records (default {DEFAULT_EVERY})"
+    )
+    keys.set_defaults(func=_setup_keys)
 
     show = sub.add_parser(
         "show",
@@ -48,9 +78,28 @@ def register(subparsers: Any) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    report = verify(resolve_home())
+    text = args.key
+    if args.key_file:
+        try:
+            text = Path(args.key_file).read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--key-file {args.key_file}: cannot read it ({exc})") from exc
+    key = parse_verification_key(text) if text else None
+    report = verify(resolve_home(), key=key)
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def _setup_keys(args: argparse.Namespace) -> int:
+    key = AuditLog(resolve_home()).setup_keys(every=args.every)
+    print(
+        "forward-secure sealing is on: every "
+        f"{key.every}th record is a seal, the first at seq {key.index * key.every}.\n"
+        "Verification key (shown once; store it OFF this machine, e.g. in a password manager):\n\n"
+        f"    {key.text()}\n\n"
+        "Prove the log later with: tether audit verify --key KEY"
+    )
+    return 0
 
 
 def _show(args: argparse.Namespace) -> int:

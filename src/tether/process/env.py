@@ -3,8 +3,9 @@
 Invariant (in this order, later wins):
 
 1. the inherited environment minus every name matching a scrub pattern (case-insensitive
-   ``fnmatch``), minus any variable whose *value* is a URL carrying a password
-   (``scheme://user:pass@host``), except names listed in ``keep``;
+   ``fnmatch``), minus any variable whose *value* has the shape of a credential (a URL carrying a
+   password or a key as its user, a webhook URL, a JWT, a private key, a Docker auth config,
+   ``.netrc`` content: ``secret_value``), except names listed in ``keep``;
 2. ``NONINTERACTIVE_DEFAULTS``, so pagers, editors and credential prompts never wait for a person
    who is not there (the process has no terminal and stdin is ``/dev/null`` or a closed pipe);
 3. the caller's explicit entries (shell-env registry output, then the request's ``env``), which
@@ -47,7 +48,29 @@ NONINTERACTIVE_DEFAULTS: Mapping[str, str] = {
     "TERM": "dumb",
 }
 
-_URL_WITH_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+# Values that are credentials whatever their variable is called. One search per value, run only
+# when the inherited environment changes (the scrubbed result is cached).
+_SECRET_VALUE = re.compile(
+    # a URL carrying a password (scheme://user:pass@host), or a key as its user (a Sentry DSN,
+    # https://<token>@github.com/…): 16+ characters of a token where a login name would be
+    r"^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/\s:@]*:[^/\s@]+|[A-Za-z0-9_~.%-]{16,})@"
+    # webhook URLs whose path is the secret
+    r"|^https?://(?:hooks\.slack\.com/(?:services|workflows|triggers)/"
+    r"|(?:[a-z0-9-]+\.)?discord(?:app)?\.com/api/webhooks/|[^/\s]+\.webhook\.office\.com/)"
+    # a JSON Web Token (header.payload.signature, both JSON parts start with '{"' → eyJ)
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
+    # private keys: PEM, or a service-account JSON's "private_key"
+    r"|-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----|\"private_key\"\s*:"
+    # a Docker auth config ({"auths": {…: {"auth": "base64"}}})
+    r"|\"auths?\"\s*:\s*[{\"]"
+    # .netrc content
+    r"|(?s:\bmachine\s+\S+.{0,200}?\bpassword\s+\S)"
+)
+
+
+def secret_value(value: str) -> bool:
+    """The value is a credential by its shape (URL with a password or key, JWT, key, …)."""
+    return len(value) >= 16 and _SECRET_VALUE.search(value) is not None
 
 
 def scrub_patterns(section: EnvSection) -> tuple[str, ...]:
@@ -67,7 +90,7 @@ def is_scrubbed(name: str, value: str, patterns: Iterable[str], keep: Iterable[s
         return False
     if _name_matcher(tuple(patterns)).match(upper):
         return True
-    return bool(_URL_WITH_PASSWORD.match(value))
+    return secret_value(value)
 
 
 def scrub_environment(environ: Mapping[str, str], section: EnvSection) -> dict[str, str]:
@@ -76,8 +99,7 @@ def scrub_environment(environ: Mapping[str, str], section: EnvSection) -> dict[s
     return {
         name: value
         for name, value in environ.items()
-        if (upper := name.upper()) in keep
-        or not (matcher.match(upper) or ("://" in value and _URL_WITH_PASSWORD.match(value)))
+        if (upper := name.upper()) in keep or not (matcher.match(upper) or secret_value(value))
     }
 
 

@@ -20,6 +20,7 @@ import enum
 import errno
 import fcntl
 import itertools
+import logging
 import os
 import secrets
 import signal
@@ -30,8 +31,10 @@ from pathlib import Path
 
 from tether.errors import TetherError
 from tether.process.capture import CapturedStream
+from tether.process.container import Container, ContainerError, container
 from tether.process.tree import TREE_MARKER, ProcessTree, become_subreaper, cgroup_root
 
+logger = logging.getLogger(__name__)
 _READ_SIZE = 1 << 20
 _MARKER_PREFIX = secrets.token_hex(4)
 _spawn_counter = itertools.count(1)
@@ -364,18 +367,10 @@ def spawn(request: SpawnRequest) -> ManagedProcess:
     if request.stdin is not None:
         in_r, in_w = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(in_w, False)
+    # A command asked to outlive us (``tether exec`` with background children) stays outside.
+    box = None if request.keep_background else container()
     try:
-        popen = subprocess.Popen(
-            list(request.argv),
-            executable=request.executable,
-            stdin=in_r if in_r is not None else subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=err_w,
-            cwd=request.cwd,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        popen, box = _popen(request, env, box, stdin=in_r, stdout=out_w, stderr=err_w)
     except OSError as exc:
         for fd in (out_r, out_w, err_r, err_w, in_r, in_w):
             if fd is not None:
@@ -384,10 +379,49 @@ def spawn(request: SpawnRequest) -> ManagedProcess:
     for fd in (out_w, err_w, in_r):
         if fd is not None:
             os.close(fd)
-    tree = ProcessTree.adopt(popen.pid, marker)
+    tree = ProcessTree.adopt(popen.pid, marker, box)
     process = ManagedProcess(request, popen, tree, streams[0], streams[1], (out_r, err_r, in_w))
     process._start()
     return process
+
+
+def _popen(
+    request: SpawnRequest,
+    env: dict[bytes, bytes],
+    box: Container | None,
+    *,
+    stdin: int | None,
+    stdout: int,
+    stderr: int,
+) -> tuple[subprocess.Popen[bytes], Container | None]:
+    """Start the process, inside ``box`` when given (falling back to outside if it cannot enter)."""
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(request.argv),
+            executable=request.executable,
+            stdin=stdin if stdin is not None else subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=request.cwd,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+    if box is None:
+        return start(), None
+    try:
+        here = box.enter()
+    except ContainerError as exc:
+        # The kernel refused to switch this thread (not seen once the container started): run
+        # the command outside, tracked as before, rather than fail it.
+        logger.warning("spawning outside the command container: %s", exc)
+        return start(), None
+    try:
+        return start(), box
+    finally:
+        box.leave(here)
 
 
 def _describe(exc: OSError, request: SpawnRequest) -> str:

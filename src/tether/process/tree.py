@@ -15,6 +15,12 @@ this machine offers, chosen once per tether process:
 The marker is always set, because no move from the parent can beat a fast command:
 ``bash -c 'setsid x &'`` can fork and exit before any pid is written into ``cgroup.procs``.
 
+Trees born in the command container (``tether.process.container``) have one more fact: their
+orphans go to the container's PID 1, not to us, and are found among its children by the marker.
+Escapees that shed both the marker and the cgroup (``env -i setsid x &`` before the move) cannot be
+told apart by tree; they are ended when the last tree of the container ends (nothing in the
+container outlives every call), and the kernel ends them when the server ends, however it ends.
+
 Either way tether is made a child subreaper (``PR_SET_CHILD_SUBREAPER``): escapees whose parent
 dies are re-parented to us instead of to PID 1 (which on these machines never reaps), so we can
 reap their zombies. We only ever ``waitpid`` a pid we can prove belongs to one of our trees (its
@@ -30,6 +36,8 @@ import itertools
 import os
 import signal
 from pathlib import Path
+
+from tether.process.container import Container
 
 _PR_SET_CHILD_SUBREAPER = 36
 TREE_MARKER = "TETHER_TREE_ID"
@@ -248,15 +256,18 @@ def _has_marker(pid: int, marker: bytes) -> bool:
 class ProcessTree:
     """The set of processes one spawn created, tracked until every one of them is reaped."""
 
-    def __init__(self, *, root_pid: int, marker: str | None, cgroup: Path | None) -> None:
+    def __init__(
+        self, *, root_pid: int, marker: str | None, cgroup: Path | None, container: Container | None = None
+    ) -> None:
         self.root_pid = root_pid
         self.cgroup = cgroup
+        self.container = container
         self._marker = f"{TREE_MARKER}={marker}\0".encode() if marker else None
         self._seen: set[int] = set()  # pids observed as members, for reaping without a cgroup
 
     @classmethod
-    def adopt(cls, root_pid: int, marker: str | None) -> ProcessTree:
-        tree = cls(root_pid=root_pid, marker=marker, cgroup=None)
+    def adopt(cls, root_pid: int, marker: str | None, container: Container | None = None) -> ProcessTree:
+        tree = cls(root_pid=root_pid, marker=marker, cgroup=None, container=container)
         _live[root_pid] = tree
         return tree
 
@@ -294,6 +305,9 @@ class ProcessTree:
             with contextlib.suppress(OSError):
                 seeds.update(int(p) for p in (self.cgroup / "cgroup.procs").read_text().split())
         me = os.getpid()
+        if self._marker is not None and self.container is not None:
+            # Orphans inside the container belong to its PID 1 (no subreaper across namespaces).
+            seeds.update(pid for pid in self.container.orphans() if _has_marker(pid, self._marker))
         if self._marker is not None:
             if _subreaper_done:
                 # Escapees whose parent died were re-parented to us; the inherited marker says
@@ -374,6 +388,9 @@ class ProcessTree:
     def release(self, *, keep_running: bool = False) -> None:
         """Forget the cgroup. With ``keep_running`` live members move to our own cgroup first."""
         _live.pop(self.root_pid, None)
+        box = self.container
+        if box is not None and not any(tree.container is box for tree in _live.values()):
+            _sweep_container(box)
         if keep_running:
             # Left running on purpose; when they end later they are zombies of ours to collect.
             _detached.append(self)
@@ -386,3 +403,29 @@ class ProcessTree:
                         (self.cgroup.parent.parent / "cgroup.procs").write_text(pid)
         with contextlib.suppress(OSError):
             self.cgroup.rmdir()
+
+
+_SWEEP_ROUNDS = 64
+
+
+def _sweep_container(box: Container) -> None:
+    """SIGKILL everything left in the container once no tree of it runs: escapees nobody owns.
+
+    A process killed with SIGKILL cannot fork any more, but a child it forked just before is not
+    in the listing that found its parent: it shows up, re-parented to PID 1, in the next round.
+    """
+    for _ in range(_SWEEP_ROUNDS):
+        found: set[int] = set()
+        stack = box.orphans()
+        while stack:
+            pid = stack.pop()
+            if pid not in found:
+                found.add(pid)
+                stack.extend(_children_of(pid))
+        alive = [pid for pid in found if (info := _stat_fields(pid)) is not None and info[0] != "Z"]
+        if not alive:
+            return
+        for pid in alive:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        os.sched_yield()

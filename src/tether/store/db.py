@@ -11,6 +11,8 @@ short statements inline — each is sub-millisecond on a local WAL database.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -66,6 +68,7 @@ class Store:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            _private_file(self.path)
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout=30000")
@@ -134,3 +137,20 @@ def _statements(ddl: str) -> Iterator[str]:
     for part in ddl.split(";"):
         if part.strip():
             yield part
+
+
+def _private_file(path: Path) -> None:
+    """Create the database file 0600 before SQLite does (it would use the umask, typically 0644).
+
+    SQLite gives its ``-wal`` and ``-shm`` files the database file's permissions, so those are
+    private too. A database left readable by an older version is tightened the same way.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.chmod(f"{path}{suffix}", 0o600)
+    finally:
+        os.close(fd)

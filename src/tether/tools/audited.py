@@ -57,6 +57,13 @@ def mask_value(value: Any, masker: SecretMasker) -> Any:
     if isinstance(value, Mapping):
         return {mask_value(k, masker): mask_value(v, masker) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if value and all(isinstance(v, str) for v in value):
+            # Lines of output: mask them as one text, so a value split over two lines or printed
+            # one character per line is caught; a masked span that covered several lines leaves
+            # one line holding the label.
+            joined = "\n".join(value)
+            masked = masker.mask(joined)
+            return list(value) if masked == joined else masked.split("\n")
         return [mask_value(v, masker) for v in value]
     return value
 

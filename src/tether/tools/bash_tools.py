@@ -187,6 +187,14 @@ class ShellToolPlugin:
             raise UsageError(f"{self.shell}: field 'command' is blank; give the command text to run")
         if not args.description.strip():
             raise UsageError(f"{self.shell}: field 'description' is blank; say in one sentence what it does")
+        for name, value in (("command", args.command), ("workdir", args.workdir)):
+            # The kernel takes argv and paths as C strings: a NUL cannot reach the process.
+            if value is not None and "\0" in value:
+                raise UsageError(
+                    f"{self.shell}: field {name!r} contains a NUL byte (\\u0000) at character "
+                    f"{value.index(chr(0))}; allowed: text without NUL (the operating system cannot "
+                    "pass one to a process); remove it (a command can still print one: printf '\\0')"
+                )
         if args.timeout_ms is not None and not 1 <= args.timeout_ms <= self.max_timeout_ms:
             raise UsageError(
                 f"{self.shell}: field 'timeoutMs' is {args.timeout_ms}; allowed: 1 to {self.max_timeout_ms} "

@@ -2,36 +2,68 @@
 
 Invariant: a string returned by ``SecretMasker.mask`` — or the concatenation of everything
 ``StreamMasker.feed``/``flush`` returned — contains none of the masked forms of any secret, each
-replaced by ``[vault:NAME]``, even when a form straddles a chunk boundary.
+replaced by ``[vault:NAME]``, even when a form straddles a chunk boundary or is cut into lines.
+
+Line breaks do not protect a form: matching runs on the text with every ``\\n`` (and ``\\r\\n``,
+and the ``12: `` line number of a search result after it) taken out, and a match is mapped back
+onto the original text, line breaks and all. So a value printed in two pieces on two lines, one
+character per line (``fold -w1``), base64 or hex wrapped at any width (``base64``, ``xxd -p``,
+``od``) are caught like the value on one line.
 
 Masked forms of a value ``v`` (its UTF-8 bytes ``b``):
 
-- ``v`` itself (also with CRLF line ends, as a terminal prints it), and each line of a multi-line
-  ``v`` (lines shorter than ``MIN_FRAGMENT`` are left alone: masking every ``}`` of a JSON key
-  file would mask the whole screen);
+- ``v`` itself, in upper and in lower case, reversed, rot13, and its prefixes and suffixes of at
+  least half its length (a screen shows the rest of a value whose start scrolled off); each line
+  of a multi-line ``v``
+  (lines shorter than ``MIN_FRAGMENT`` are left alone: masking every ``}`` of a JSON key file
+  would mask the whole screen);
 - base64 (standard and URL-safe alphabets) of ``b`` whole, with and without padding, and the part
   of the encoding that depends only on ``b`` when ``b`` sits at byte offset 0, 1 or 2 of a longer
-  encoded stream (the three alignments), so ``base64 <<< "x$SECRET"`` is caught too;
+  encoded stream (the three alignments), so ``base64 <<< "x$SECRET"`` is caught too; the same for
+  ``v`` in UTF-16 (LE, BE; a BOM is one more offset) and for the deflate stream of ``b`` (gzip,
+  zlib: the compressed bytes up to the end of ``b``'s last literal, at levels 1, 6 and 9) and
+  gzip's trailer (the CRC-32 and length of ``b``, or of ``b`` and a newline);
+- base32 of ``b`` (five alignments, upper and lower case);
+- hex of ``b`` (and of its UTF-16 and deflate forms) in lower and upper case, also with the bytes
+  spaced (``61 62``), colon-separated or written as ``\\x61\\x62``;
 - URL-encoding (``quote`` with and without ``/`` kept, ``quote_plus``; upper- and lower-case
-  ``%xx``), JSON string escaping (ASCII-only and not), Python ``repr`` escaping, and hex of
-  ``b`` in lower and upper case.
+  ``%xx``), JSON string escaping (ASCII-only and not), Python ``repr`` escaping.
 
-Not covered (the README's Vault section says so): base64 wrapped across lines, other encodings
-(gzip, rot13, a reversed string), and a value printed one piece at a time by its owner.
+Not covered (the README's Vault section says so): encryption and other keyed or arbitrary
+transforms, encodings not listed (base85, uuencode, a hex dump with offsets and ASCII columns,
+``od -c``), mixed-case edits, compression of a value among other data, and a value printed one
+piece at a time across separate commands or reads.
 
-One regex alternation, longest form first, so the longest form wins where several start at the
-same offset; Python's ``re`` tries alternatives in order at each position.
+One regex of all forms, built as a trie (``_trie_pattern``) so that each position of the text
+costs one branch, not one try per form; where several forms start at the same offset the longest
+wins.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
+import codecs
 import json
 import re
-from collections.abc import Iterable, Mapping
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import quote, quote_plus
 
 MIN_FRAGMENT = 4
+# A line break, with the grep-style line number a search result puts after it (``12: ``, ``12- ``).
+_BREAK = re.compile(r"\r?\n(?:[0-9]+[:-] )?")
+
+
+def _aligned(raw: bytes, encode: Callable[[bytes], bytes], group_bytes: int, char_bits: int) -> Iterable[str]:
+    """The part of ``encode(prefix + raw)`` that depends only on ``raw``, for each prefix length."""
+    for offset in range(group_bytes):
+        # Character j covers bits [j*char_bits, (j+1)*char_bits); it depends only on the secret
+        # when those bits lie inside the secret's bytes [8*offset, 8*(offset+len)).
+        encoded = encode(b"\0" * offset + raw).decode("ascii")
+        start = -(-8 * offset // char_bits)
+        end = (8 * (offset + len(raw))) // char_bits
+        yield encoded[start:end]
 
 
 def _b64_fragments(raw: bytes) -> Iterable[str]:
@@ -39,13 +71,48 @@ def _b64_fragments(raw: bytes) -> Iterable[str]:
         whole = encode(raw).decode("ascii")
         yield whole
         yield whole.rstrip("=")
-        for offset in range(3):
-            # Character j of the encoding covers bits [6j, 6j+6); it depends only on the secret when
-            # those bits lie inside the secret's bytes [8*offset, 8*(offset+len)).
-            encoded = encode(b"\0" * offset + raw).decode("ascii")
-            start = -(-8 * offset // 6)
-            end = (8 * (offset + len(raw))) // 6
-            yield encoded[start:end]
+        yield from _aligned(raw, encode, 3, 6)
+
+
+def _b32_fragments(raw: bytes) -> Iterable[str]:
+    whole = base64.b32encode(raw).decode("ascii")
+    for form in (whole, whole.rstrip("="), *_aligned(raw, base64.b32encode, 5, 5)):
+        yield form
+        yield form.lower()
+
+
+def _hex_forms(raw: bytes) -> Iterable[str]:
+    for text in (raw.hex(), raw.hex().upper()):
+        pairs = [text[i : i + 2] for i in range(0, len(text), 2)]
+        yield text
+        yield " ".join(pairs)
+        yield ":".join(pairs)
+        yield "".join(f"\\x{pair}" for pair in pairs)
+
+
+def _deflated(raw: bytes) -> Iterable[bytes]:
+    """Deflate streams of ``raw`` cut before the byte holding the end of its last literal: what
+    gzip/zlib output shares with the compression of ``raw`` followed by anything (a newline)."""
+    for level in (1, 6, 9):
+        packer = zlib.compressobj(level, zlib.DEFLATED, -15)
+        stream = packer.compress(raw) + packer.flush()
+        if len(stream) > 3 + MIN_FRAGMENT:
+            yield stream[:-3]
+
+
+def _gzip_trailers(raw: bytes) -> Iterable[bytes]:
+    """gzip's last 8 bytes (CRC-32, length) for ``raw`` and for ``raw`` + newline (``echo``)."""
+    for data in (raw, raw + b"\n"):
+        yield zlib.crc32(data).to_bytes(4, "little") + (len(data) % 2**32).to_bytes(4, "little")
+
+
+def _edges(flat: str) -> Iterable[str]:
+    """Prefixes and suffixes of at least half the value: what a screen shows of a value whose
+    start or end scrolled off (one character per line) or was cut by a narrow pane."""
+    shortest = max(2 * MIN_FRAGMENT, -(-len(flat) // 2))
+    for size in range(shortest, len(flat)):
+        yield flat[:size]
+        yield flat[-size:]
 
 
 def _url_forms(value: str) -> Iterable[str]:
@@ -55,28 +122,98 @@ def _url_forms(value: str) -> Iterable[str]:
 
 
 def secret_forms(value: str) -> list[str]:
-    """Every masked form of one value, deduplicated, without forms shorter than ``MIN_FRAGMENT``
-    unless the form is the whole raw value."""
+    """Every masked form of one value as it is matched (line breaks taken out), deduplicated,
+    without forms shorter than ``MIN_FRAGMENT`` unless the form is the whole raw value."""
     raw = value.encode("utf-8")
-    forms: list[str] = [value]
+    flat = _BREAK.sub("", value)
+    forms: list[str] = [flat, flat.upper(), flat.lower(), flat[::-1], codecs.encode(flat, "rot13")]
+    forms.extend(_edges(flat))
     lines = value.splitlines()
     if len(lines) > 1:
-        forms.append("\r\n".join(lines))  # as a terminal prints it (onlcr)
         forms.extend(lines)
     forms.extend(_b64_fragments(raw))
+    forms.extend(_b32_fragments(raw))
+    forms.extend(_hex_forms(raw))
+    for wide in (value.encode("utf-16-le"), value.encode("utf-16-be")):
+        forms.extend(_b64_fragments(wide))
+        forms.extend(_hex_forms(wide))
+    for packed in (*_deflated(raw), *_gzip_trailers(raw)):
+        forms.extend(_b64_fragments(packed))
+        forms.extend(_hex_forms(packed))
     forms.extend(_url_forms(value))
     forms.append(json.dumps(value)[1:-1])
     forms.append(json.dumps(value, ensure_ascii=False)[1:-1])
     forms.append(repr(value)[1:-1])  # Python's escaping: error messages quote values with !r
-    forms.append(raw.hex())
-    forms.append(raw.hex().upper())
     seen: set[str] = set()
     kept: list[str] = []
     for form in forms:
-        if form and form not in seen and (form == value or len(form) >= MIN_FRAGMENT):
+        form = _BREAK.sub("", form)
+        if form and form not in seen and (form == flat or len(form) >= MIN_FRAGMENT):
             seen.add(form)
             kept.append(form)
     return kept
+
+
+class _Node(dict[str, "_Node"]):
+    """A trie node: children by character; the key ``""`` marks that a form ends here."""
+
+
+def _trie_pattern(forms: Iterable[str]) -> str:
+    """A regex matching exactly ``forms``, the longest at each offset: a radix trie whose
+    branches are tried longer-first (a form that ends at a node comes after its extensions)."""
+    trie = _Node()
+    for form in forms:
+        node = trie
+        for char in form:
+            node = node.setdefault(char, _Node())
+        node[""] = _Node()
+
+    def emit(node: _Node) -> str:
+        branches = []
+        for char, child in node.items():
+            if char == "":
+                continue
+            run = [char]
+            # A chain of single-child nodes is one literal: the nesting stays as deep as the
+            # number of branch points, not the length of the longest form.
+            while len(child) == 1 and "" not in child:
+                ((char, child),) = child.items()
+                run.append(char)
+            branches.append(re.escape("".join(run)) + emit(child))
+        if "" in node:
+            branches.append("")
+        if len(branches) == 1:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ")"
+
+    return emit(trie)
+
+
+class _Flat:
+    """``text`` without its line breaks, and the way back from a position in it to the original."""
+
+    __slots__ = ("_origins", "_starts", "text")
+
+    def __init__(self, text: str) -> None:
+        pieces: list[str] = []
+        self._starts: list[int] = []  # where each piece starts in the flat text …
+        self._origins: list[int] = []  # … and in the original
+        flat = orig = 0
+        for brk in _BREAK.finditer(text):
+            self._starts.append(flat)
+            self._origins.append(orig)
+            pieces.append(text[orig : brk.start()])
+            flat += brk.start() - orig
+            orig = brk.end()
+        self._starts.append(flat)
+        self._origins.append(orig)
+        pieces.append(text[orig:])
+        self.text = "".join(pieces)
+
+    def origin(self, position: int) -> int:
+        """Original offset of the flat character at ``position``."""
+        piece = bisect.bisect_right(self._starts, position) - 1
+        return self._origins[piece] + position - self._starts[piece]
 
 
 class SecretMasker:
@@ -89,17 +226,30 @@ class SecretMasker:
         for name, value in secrets.items():
             for form in secret_forms(value):
                 self._label.setdefault(form, f"[vault:{name}]")
-        ordered = sorted(self._label, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-        self.longest = len(ordered[0]) if ordered else 0
+        self._pattern = re.compile(_trie_pattern(self._label)) if self._label else None
+        self.longest = max(map(len, self._label), default=0)
 
     def __bool__(self) -> bool:
         return self._pattern is not None
 
     def mask(self, text: str) -> str:
-        if self._pattern is None:
-            return text
-        return self._pattern.sub(lambda m: self._label[m.group(0)], text)
+        return self.mask_until(text, len(text))[0]
+
+    def _spans(self, text: str, cut: int) -> Iterable[tuple[int, int, str]]:
+        """(start, end, label) in ``text`` of every match starting before ``cut``, in order."""
+        assert self._pattern is not None
+        if "\n" not in text:
+            for match in self._pattern.finditer(text):
+                if match.start() >= cut:
+                    return
+                yield match.start(), match.end(), self._label[match.group(0)]
+            return
+        flat = _Flat(text)
+        for match in self._pattern.finditer(flat.text):
+            start = flat.origin(match.start())
+            if start >= cut:
+                return
+            yield start, flat.origin(match.end() - 1) + 1, self._label[match.group(0)]
 
     def mask_until(self, text: str, cut: int) -> tuple[str, int]:
         """Mask the matches that start before ``cut``; return the masked text up to where the
@@ -108,12 +258,10 @@ class SecretMasker:
             return text[:cut], cut
         out: list[str] = []
         pos = 0
-        for match in self._pattern.finditer(text):
-            if match.start() >= cut:
-                break
-            out.append(text[pos : match.start()])
-            out.append(self._label[match.group(0)])
-            pos = match.end()
+        for start, end, label in self._spans(text, cut):
+            out.append(text[pos:start])
+            out.append(label)
+            pos = end
         end = max(pos, cut)
         out.append(text[pos:end])
         return "".join(out), end
@@ -123,8 +271,9 @@ class StreamMasker:
     """Mask a stream fed in chunks; holds back at most ``longest - 1`` characters.
 
     A form can start in the retained tail and finish in the next chunk, so the last
-    ``longest - 1`` characters are not emitted until more text (or ``flush``) decides them. A match
-    starting before that tail is final: every form that could start there fits in what we hold.
+    ``longest - 1`` characters (line breaks not counted: a form may run across them) are not
+    emitted until more text (or ``flush``) decides them. A match starting before that tail is
+    final: every form that could start there fits in what we hold.
     """
 
     __slots__ = ("_masker", "_pending")
@@ -135,7 +284,7 @@ class StreamMasker:
 
     def feed(self, chunk: str) -> str:
         text = self._pending + chunk
-        cut = len(text) - max(self._masker.longest - 1, 0)
+        cut = _hold_back(text, max(self._masker.longest - 1, 0))
         if cut <= 0:
             self._pending = text
             return ""
@@ -151,3 +300,14 @@ class StreamMasker:
     def pending(self) -> int:
         """Characters held back, waiting for the next chunk."""
         return len(self._pending)
+
+
+def _hold_back(text: str, keep: int) -> int:
+    """The offset from which ``text`` holds ``keep`` characters other than line breaks."""
+    if keep == 0:
+        return len(text)
+    cut = len(text) - keep
+    # Every \n (with a \r before it) in the tail does not count: widen the tail for it.
+    while cut > 0 and 2 * text.count("\n", cut) + keep > len(text) - cut:
+        cut = len(text) - keep - 2 * text.count("\n", cut)
+    return cut
