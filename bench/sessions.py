@@ -27,8 +27,8 @@ from typing import Any
 import psutil
 
 from tether.config import load_config
-from tether.shells.engine import SessionEngine
-from tether.shells.waits import WaitSpec
+from tether import shells as sh
+from tether.shells import Output, Safety, Shells, Wait, Write
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
 
@@ -38,13 +38,12 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(len(values) * p))]
 
 
-async def echo_once(engine: SessionEngine, shell: str) -> float:
-    pane = await engine.pane(shell)
+async def echo_once(engine: Shells, shell: str) -> float:
+    """The run operation alone (no tool parsing, safety hooks, rendering or audit record)."""
+    w = Write(shell_id=shell, actor="bench", wait=Wait(kind="exit"), output=Output(), safety=Safety())
     t = time.perf_counter()
-    await engine.await_prompt(pane, 1.0)
-    run, off = await engine.start_run(pane, "echo hi", "bench")
-    await engine.waits.wait(engine.ref(pane), WaitSpec(kind="exit", nonce=run.nonce), off)
-    engine.pending_runs.pop(run.run_id, None)  # the engine alone: no store write in this figure
+    out = await sh.run(engine, w, "echo hi")
+    assert out.exit_code == 0
     return (time.perf_counter() - t) * 1000
 
 
@@ -82,7 +81,7 @@ async def main() -> None:
     catalog = build_catalog(load_config(home), with_jobs=False)
     assert catalog.shell_tools is not None
     registry = catalog.registry
-    engine = catalog.shell_tools.engine()
+    engine = catalog.shell_tools.shells()
     ctx = CallContext(actor="bench")
 
     async def call(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,8 +90,8 @@ async def main() -> None:
         return result.structured
 
     try:
-        rec = await engine.open_shell(
-            owner="bench", label="b", cwd="/tmp", cols=120, rows=32, idle_minutes=None
+        rec, _ = await sh.open_shell(
+            engine, owner="bench", label="b", cwd="/tmp", cols=120, rows=32, idle_minutes=None
         )
         for _ in range(20):
             await echo_once(engine, rec.id)
@@ -102,13 +101,13 @@ async def main() -> None:
             # A model's calls are never back to back: leave bash time to redraw its prompt.
             await asyncio.sleep(0.01)
             ours.append(await echo_once(engine, rec.id))
-        base_shell = await engine.open_shell(
-            owner="bench", label="base", cwd="/tmp", cols=120, rows=32, idle_minutes=None
+        base_shell, _ = await sh.open_shell(
+            engine, owner="bench", label="base", cwd="/tmp", cols=120, rows=32, idle_minutes=None
         )
-        base = wait_for_baseline(engine.socket, base_shell.id, 100)
+        base = wait_for_baseline(engine.local.socket, base_shell.id, 100)
         p50, base50 = statistics.median(ours), statistics.median(base)
         print(
-            f"echo hi, wait exit (engine): p50 {p50:.2f} ms  p99 {pct(ours, 0.99):.2f} ms (calls 10 ms apart)"
+            f"echo hi, wait exit (run operation): p50 {p50:.2f} ms  p99 {pct(ours, 0.99):.2f} ms (calls 10 ms apart)"
         )
         b2b = statistics.median(back_to_back)
         print(
@@ -137,16 +136,17 @@ async def main() -> None:
         print(
             f"echo hi via shell_run (registry): p50 {statistics.median(tool):.2f} ms  p99 {pct(tool, 0.99):.2f} ms"  # noqa: E501
         )
-        # The budget counts from the send: note when start_run has typed the keys (tmux replied).
+        # The budget counts from the send: note when the host has typed the keys (tmux replied).
         sent: list[float] = []
-        start_run = engine.start_run
+        host = engine.local
+        type_keys = host.type_keys_then_text
 
-        async def timed_start_run(*a: Any, **k: Any) -> Any:
-            result = await start_run(*a, **k)
+        async def timed_type(*a: Any, **k: Any) -> Any:
+            result = await type_keys(*a, **k)
             sent.append(time.perf_counter())
             return result
 
-        engine.start_run = timed_start_run  # type: ignore[method-assign]
+        host.type_keys_then_text = timed_type  # type: ignore[method-assign]
         lat, after_send = [], []
         for _ in range(20):
             await asyncio.sleep(0.01)
@@ -164,7 +164,7 @@ async def main() -> None:
             done = time.perf_counter()
             lat.append((done - t) * 1000)
             after_send.append((done - sent[-1]) * 1000)
-        engine.start_run = start_run  # type: ignore[method-assign]
+        host.type_keys_then_text = type_keys  # type: ignore[method-assign]
         print(
             f"sleep 0.05 via shell_run: whole call p50 {statistics.median(lat):.2f} ms; from keys sent to "
             f"result p50 {statistics.median(after_send):.2f} ms (budget ≤ 55 ms after send)"

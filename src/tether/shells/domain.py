@@ -22,7 +22,9 @@ from tether.config import Config, ensure_home
 from tether.errors import NotFoundError
 from tether.shells.host import ShellHost
 from tether.shells.hosts.local import LocalHost
-from tether.shells.integration.tracker import Activity, last_activity
+from tether.shells.integration.events import EventScanner
+from tether.shells.integration.tracker import Activity, activity_of, last_activity
+from tether.shells.logs import log_size, read_range
 from tether.shells.records import Records, ShellRecord
 from tether.shells.safety.hooks import SessionHooks
 from tether.shells.tmux.commands import PaneInfo
@@ -62,6 +64,11 @@ class Shells:
         self.hosts: dict[str, ShellHost] = {"local": self.local}
         self._waits: dict[str, WaitEngine] = {name: WaitEngine(h) for name, h in self.hosts.items()}
         self.pending: dict[str, PendingRun] = {}
+        # Per shell: its nonce (fixed for the shell's life, respawn included), and the phase read
+        # so far with the scanner that continues from where it stopped: a phase costs the bytes
+        # printed since the last look, not a scan of the log.
+        self._nonces: dict[str, str] = {}
+        self._phases: dict[str, tuple[EventScanner, Activity]] = {}
         self.ai_busy: dict[str, set[str]] = {}
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -141,8 +148,18 @@ class Shells:
         return self.host_of(shell_id).log_of(shell_id)
 
     def nonce_of(self, shell_id: str) -> str | None:
-        rec = self.records.shell(shell_id)
-        return rec.nonce if rec is not None and rec.nonce else None
+        nonce = self._nonces.get(shell_id)
+        if nonce is None:
+            rec = self.records.shell(shell_id)
+            if rec is None or not rec.nonce:
+                return None
+            nonce = self._nonces[shell_id] = rec.nonce
+        return nonce
+
+    def set_nonce(self, shell_id: str, nonce: str) -> None:
+        self.records.set_nonce(shell_id, nonce)
+        self._nonces[shell_id] = nonce
+        self._phases.pop(shell_id, None)
 
     def activity(self, shell_id: str) -> Activity | None:
         """What the shell is doing, from its last own event (``None``: no integration known).
@@ -152,7 +169,7 @@ class Shells:
         nonce = self.nonce_of(shell_id)
         if nonce is None:
             return None
-        activity = last_activity(self.log_of(shell_id), nonce)
+        activity = self._phase(shell_id, nonce)
         since = activity.event.end if activity.event is not None else 0
         typed = [r.log_offset for r in self.pending.values() if r.shell_id == shell_id and r.token]
         last = self.records.last_run(shell_id)
@@ -160,6 +177,19 @@ class Shells:
             typed.append(last.log_offset)
         if activity.phase == "prompt" and typed and max(typed) >= since:
             return replace(activity, phase="typed")
+        return activity
+
+    def _phase(self, shell_id: str, nonce: str) -> Activity:
+        path = self.log_of(shell_id)
+        size = log_size(path)
+        known = self._phases.get(shell_id)
+        if known is None or known[0].nonce != nonce.encode() or known[0].pos > size:
+            activity, scanner = last_activity(path, nonce)
+        else:
+            scanner, activity = known
+            if scanner.pos < size:
+                activity = activity_of(scanner.feed(read_range(path, scanner.pos, size)), activity)
+        self._phases[shell_id] = (scanner, activity)
         return activity
 
     def record(self, shell_id: str) -> ShellRecord | None:

@@ -135,9 +135,10 @@ async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
     """Restart the shell process in the same pane (same id, session environment and log)."""
     host, pane = await shells.pane(shell_id)
     start = cwd if cwd and _is_dir(cwd) else None
-    nonce = ids.new_nonce()
+    # The same nonce: the shell keeps its identity, and every process keeps reading its events.
+    nonce = shells.nonce_of(shell_id) or ids.new_nonce()
     offset = log_size(host.log_of(shell_id))
-    shells.records.set_nonce(shell_id, nonce)
+    shells.set_nonce(shell_id, nonce)
     await host.respawn(pane, cwd=start, start=start_of(shell_id, nonce))
     fresh = await host.pane_now(shell_id)
     await first_prompt(shells, host, fresh, offset, nonce)

@@ -111,7 +111,7 @@ async def reinstall(shells: Shells, host: ShellHost, pane: PaneInfo) -> None:
     # The same nonce: a wait already following the shell's events keeps recognising them.
     nonce = rec.nonce or ids.new_nonce()
     path = host.write_rc(pane.shell_id, integration_script(nonce))
-    shells.records.set_nonce(pane.shell_id, nonce)
+    shells.set_nonce(pane.shell_id, nonce)
     offset = log_size(host.log_of(pane.shell_id))
     await host.type_line(pane, f" . {sh_quote(path)} --integration")
     spec = WaitSpec(kind="prompt", timeout_ms=5000)

@@ -11,10 +11,12 @@ refused before anything is sent). ``timeoutMs`` only reports; nothing here kills
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.shells import views
@@ -186,11 +188,14 @@ async def _typed_run(
     track = RunTrack(token=token, prompt_before=where.activity.prompt)
     out: WaitOutcome | None = None
     try:
-        await host.type_keys_then_text(
-            pane, RUN_KEYS, payload.run_payload(token, decision.text, decision.variables)
+        typing = asyncio.ensure_future(
+            host.type_keys_then_text(
+                pane, RUN_KEYS, payload.run_payload(token, decision.text, decision.variables)
+            )
         )
         spec = wait_spec(w.wait)
         if spec.kind == "none":
+            await typing
             # Nothing is awaited, so nothing is read: whatever output already raced into the log
             # stays for the next read, and the reader keeps its place.
             out = WaitOutcome(
@@ -200,14 +205,19 @@ async def _typed_run(
                 end_offset=offset,
             )
         else:
-            out = await shells.waits(host).wait(
-                pane,
-                spec,
-                offset,
-                nonce=shells.nonce_of(w.shell_id),
-                run=track,
-                on_lost=lambda: reinstall(shells, host, pane),
+            # The wait reads the log from before the keys, so it may start while tmux still types
+            # them (its reply costs a round trip the command does not need to wait for).
+            waiting = asyncio.ensure_future(
+                shells.waits(host).wait(
+                    pane,
+                    spec,
+                    offset,
+                    nonce=shells.nonce_of(w.shell_id),
+                    run=track,
+                    on_lost=lambda: reinstall(shells, host, pane),
+                )
             )
+            out = await _both(typing, waiting)
     finally:
         _save(shells, pending, out, reader=w.actor)
     return await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where)
@@ -471,6 +481,19 @@ async def _settle(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, off
     poll = w.wait.poll_ms if w.wait is not None else DEFAULT_POLL_MS
     settle = WaitSpec(kind="settle", poll_ms=poll, timeout_ms=max(3000, 4 * poll))
     return await shells.waits(host).wait(pane, settle, offset)
+
+
+async def _both(typing: asyncio.Future[None], waiting: asyncio.Future[WaitOutcome]) -> WaitOutcome:
+    """The wait's outcome once the keys are typed too; a typing failure ends the wait."""
+    try:
+        both: set[asyncio.Future[Any]] = {typing, waiting}
+        await asyncio.wait(both, return_when=asyncio.FIRST_EXCEPTION)
+        await typing  # raises a typing failure (the finally cancels the wait)
+        return await waiting
+    finally:
+        for fut in (typing, waiting):
+            if not fut.done():
+                fut.cancel()
 
 
 def _token() -> int:

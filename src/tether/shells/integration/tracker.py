@@ -28,7 +28,7 @@ from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import data_start, log_size, read_range
 
 Phase = Literal["prompt", "typed", "running", "hooks", "continuation", "exited", "unknown"]
-_BACK_STEPS = (256 * 1024, 4 << 20, 64 << 20)
+_BACK_STEPS = (8 * 1024, 256 * 1024, 4 << 20, 64 << 20)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,20 +57,19 @@ def activity_of(events: list[ShellEvent], before: Activity | None = None) -> Act
     return current
 
 
-def last_activity(path: Path, nonce: str) -> Activity:
-    """The shell's phase from the end of its log, reading backwards only as far as needed."""
+def last_activity(path: Path, nonce: str) -> tuple[Activity, EventScanner]:
+    """The shell's phase from the end of its log, reading backwards only as far as needed, and a
+    scanner that continues from the end (holding an event the shell is still printing there)."""
     size = log_size(path)
     first = data_start(path)
     for back in _BACK_STEPS:
         start = max(first, size - back)
         scanner = EventScanner(nonce, start)
         events = scanner.feed(read_range(path, start, size))
-        if events:
-            return activity_of(events)
-        if start <= first:
-            break
+        if events or start <= first:
+            return activity_of(events), scanner
     # A log with output but no event in its last 64 MiB: a command has been printing all along.
-    return Activity(phase="running" if size > first else "unknown", event=None)
+    return Activity(phase="running", event=None), scanner
 
 
 Verdict = Literal["pending", "ended", "unparsed", "incomplete", "exited"]
