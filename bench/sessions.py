@@ -26,8 +26,8 @@ from typing import Any
 
 import psutil
 
-from tether.config import load_config
 from tether import shells as sh
+from tether.config import load_config
 from tether.shells import Output, Safety, Shells, Wait, Write
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
@@ -107,7 +107,8 @@ async def main() -> None:
         base = wait_for_baseline(engine.local.socket, base_shell.id, 100)
         p50, base50 = statistics.median(ours), statistics.median(base)
         print(
-            f"echo hi, wait exit (run operation): p50 {p50:.2f} ms  p99 {pct(ours, 0.99):.2f} ms (calls 10 ms apart)"
+            f"echo hi, wait exit (run operation): p50 {p50:.2f} ms  p99 {pct(ours, 0.99):.2f} ms"
+            " (calls 10 ms apart)"
         )
         b2b = statistics.median(back_to_back)
         print(

@@ -84,3 +84,95 @@ def test_checker_sees_a_planted_violation(tmp_path: Path) -> None:
 def _imports_for(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+
+
+# ---- faces: nothing above a package reaches past its __init__ ------------------------------------
+
+# Packages whose face is their only door from outside (``tether.shells`` and its sub-packages).
+FACED = ("shells",)
+
+
+def face_violations(src: Path) -> list[str]:
+    found = []
+    for path in src.rglob("*.py"):
+        rel = path.relative_to(src)
+        own = rel.parts[0].removesuffix(".py")
+        for imported in _imports(path):
+            parts = imported.split(".")
+            if len(parts) > 2 and parts[0] == "tether" and parts[1] in FACED and own != parts[1]:
+                found.append(f"{rel} imports {imported} (use the face: from tether.{parts[1]} import …)")
+    return found
+
+
+def test_nothing_outside_a_faced_package_imports_past_its_face() -> None:
+    violations = face_violations(SRC)
+    assert not violations, "imports past a package's face:\n" + "\n".join(violations)
+
+
+def test_face_checker_sees_a_planted_violation(tmp_path: Path) -> None:
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "bad.py").write_text("from tether.shells.runs import run\n", encoding="utf-8")
+    (tmp_path / "tools" / "good.py").write_text("from tether.shells import run\n", encoding="utf-8")
+    assert face_violations(tmp_path) == [
+        "tools/bad.py imports tether.shells.runs (use the face: from tether.shells import …)"
+    ]
+
+
+# ---- one place builds tmux commands ---------------------------------------------------------------
+
+TMUX_WORDS = frozenset(
+    {
+        "attach-session",
+        "capture-pane",
+        "display-message",
+        "has-session",
+        "if-shell",
+        "kill-server",
+        "kill-session",
+        "list-clients",
+        "list-panes",
+        "list-sessions",
+        "load-buffer",
+        "new-session",
+        "paste-buffer",
+        "pipe-pane",
+        "resize-window",
+        "respawn-pane",
+        "run-shell",
+        "save-buffer",
+        "send-keys",
+        "set-buffer",
+        "set-hook",
+        "set-option",
+        "show-options",
+        "wait-for",
+    }
+)
+TMUX_MODULE = Path("shells") / "tmux" / "commands.py"
+
+
+def tmux_command_sites(src: Path) -> list[str]:
+    """String constants that spell a tmux command (or run ``tmux`` itself) outside the one module."""
+    found = []
+    for path in src.rglob("*.py"):
+        rel = path.relative_to(src)
+        if rel == TMUX_MODULE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                words = node.value.split()
+                if node.value == "tmux" or (words and words[0] in TMUX_WORDS):
+                    found.append(f"{rel}:{node.lineno}: {node.value[:40]!r}")
+    return found
+
+
+def test_no_tmux_command_is_built_outside_the_tmux_module() -> None:
+    sites = tmux_command_sites(SRC)
+    assert not sites, "tmux commands built outside shells/tmux/commands.py:\n" + "\n".join(sites)
+
+
+def test_tmux_checker_sees_a_planted_command(tmp_path: Path) -> None:
+    (tmp_path / "panel").mkdir()
+    (tmp_path / "panel" / "bad.py").write_text('ARGS = ("send-keys", "-t", "x")\n', encoding="utf-8")
+    assert tmux_command_sites(tmp_path) == ["panel/bad.py:1: 'send-keys'"]

@@ -19,7 +19,7 @@ from tether.audit.log import AuditLog
 from tether.audit.record import Outcome
 from tether.config import load_config
 from tether.errors import NotFoundError, RefusedError, TetherError
-from tether.shells.records import Records, ShellRecord
+from tether.shells import Records, ShellRecord
 from tether.store.db import Store
 from tether.store.locks import ShellLocks
 from tether.store.manual_locks import check_shell_id, utc_text

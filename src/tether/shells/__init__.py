@@ -37,6 +37,7 @@ from tether.shells.manage import (
 )
 from tether.shells.outcomes import Outcome
 from tether.shells.reads import read
+from tether.shells.records import Records, ShellRecord
 from tether.shells.requests import (
     DEFAULT_CONCURRENCY,
     DEFAULT_POLL_MS,
@@ -97,12 +98,15 @@ from tether.shells.requests import (
     WorkspaceSaveAction,
 )
 from tether.shells.runs import Write, retry, run, send, steps
-from tether.shells.safety.call_notes import collecting
+from tether.shells.safety.call_notes import CallNotes, collecting
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
 from tether.shells.safety.policy import GuardBlockedError, SafetyPolicy
 from tether.shells.state import ShellRow
 from tether.shells.state import state as shell_state_rows
 from tether.shells.targets import check_capacity, resolve_target
+from tether.shells.timeline import TimelineEntry, timeline
+from tether.shells.vault.mask import SecretMasker
+from tether.shells.vault.redaction import SecretRedactor
 from tether.shells.views import screen_lines
 from tether.shells.watch import follow, position
 
@@ -126,6 +130,7 @@ __all__ = [
     "Action",
     "AuditAction",
     "AuditSource",
+    "CallNotes",
     "CloseAction",
     "DoctorAction",
     "Done",
@@ -150,6 +155,7 @@ __all__ = [
     "ReadMode",
     "ReadToolAction",
     "ReapAction",
+    "Records",
     "RenameAction",
     "ResizeAction",
     "RespawnAction",
@@ -159,9 +165,12 @@ __all__ = [
     "RunToolAction",
     "Safety",
     "SafetyPolicy",
+    "SecretMasker",
+    "SecretRedactor",
     "SendAction",
     "SessionHooks",
     "ShellHost",
+    "ShellRecord",
     "ShellRow",
     "Shells",
     "Showing",
@@ -175,6 +184,7 @@ __all__ = [
     "SubscribeAction",
     "Target",
     "TargetMode",
+    "TimelineEntry",
     "ToolName",
     "UnsubscribeAction",
     "VaultListAction",
@@ -205,4 +215,5 @@ __all__ = [
     "shell_kind",
     "shell_state_rows",
     "steps",
+    "timeline",
 ]

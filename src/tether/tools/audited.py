@@ -29,10 +29,7 @@ import anyio
 from tether.audit.log import AuditLog
 from tether.audit.record import Outcome
 from tether.errors import RefusedError, TetherError
-from tether.shells.safety.call_notes import CallNotes, collecting
-from tether.shells.safety.policy import GuardBlockedError
-from tether.shells.vault.mask import SecretMasker
-from tether.shells.vault.redaction import SecretRedactor
+from tether.shells import CallNotes, GuardBlockedError, SecretMasker, SecretRedactor, collecting
 from tether.tools.registry import (
     CallContext,
     Handler,

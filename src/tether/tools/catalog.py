@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from tether.config import Config
 from tether.jobs.registry import JobRegistry
-from tether.shells.safety.policy import SafetyPolicy
+from tether.shells import SafetyPolicy
 from tether.tools.audited import AuditMiddleware, MaskedResources
 from tether.tools.bash_schema import ShellName
 from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available

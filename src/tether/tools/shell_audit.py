@@ -31,7 +31,7 @@ import anyio
 
 from tether.audit import AuditLog, AuditRecord, export
 from tether.errors import TetherError
-from tether.shells.records import Records
+from tether.shells import Records
 from tether.store.db import Store
 from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult

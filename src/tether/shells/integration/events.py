@@ -36,6 +36,16 @@ class ShellEvent:
     prompt: int = 0  # P: the prompt's number (a redraw repeats it)
     token: int = 0  # C: the run token the loader set (0: not a tether run)
     text: str = ""  # H: the command as bash's history holds it
+    at: float | None = None  # P, C: when the shell printed it (epoch seconds), if it said
+
+
+def _time(fields: list[bytes], index: int) -> float | None:
+    if len(fields) <= index:
+        return None
+    try:  # EPOCHREALTIME uses the locale's decimal point
+        return float(fields[index].replace(b",", b"."))
+    except ValueError:
+        return None
 
 
 def _int(raw: bytes) -> int:
@@ -55,9 +65,10 @@ def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end:
             end=end,
             status=_int(fields[0]),
             prompt=_int(fields[1]) if len(fields) > 1 else 0,
+            at=_time(fields, 2),
         )
     if k == "C":
-        return ShellEvent(kind="C", start=start, end=end, token=_int(fields[0]))
+        return ShellEvent(kind="C", start=start, end=end, token=_int(fields[0]), at=_time(fields, 1))
     if k == "E":
         return ShellEvent(kind="E", start=start, end=end, status=_int(fields[0]))
     if k == "X":

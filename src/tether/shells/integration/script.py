@@ -5,14 +5,18 @@ line a person or an agent types is exactly what runs (``history`` and up-arrow s
 Every fact tether learns about commands comes from invisible OSC 6973 sequences the shell prints
 itself, each carrying the shell's secret nonce so that program output cannot forge them::
 
-    ESC ] 6973 ; NONCE ; P ; TOKEN ; STATUS ; … BEL   the shell reads its next line (start of PS1):
-                                                    the command TOKEN (0 = not tether's) ended
-                                                    with STATUS; PROMPT_COMMAND hooks are done
-    ESC ] 6973 ; NONCE ; C ; TOKEN ; … BEL           a command line starts running (PS0)
+    ESC ] 6973 ; NONCE ; P ; STATUS ; N ; TIME BEL   the shell reads its next line (start of PS1):
+                                                    the last line ended with STATUS; the prompt
+                                                    hooks are done; N numbers the prompt
+    ESC ] 6973 ; NONCE ; C ; TOKEN ; TIME BEL        a command line starts running (PS0); TOKEN is
+                                                    the run's (0: not tether's)
     ESC ] 6973 ; NONCE ; E ; STATUS BEL               the line ended; the prompt hooks start
     ESC ] 6973 ; NONCE ; Q BEL                        bash waits for a continuation line (PS2)
     ESC ] 6973 ; NONCE ; H ; <history 1> BEL          the text of a command a person typed
     ESC ] 6973 ; NONCE ; X ; STATUS BEL               the shell exits (EXIT trap)
+
+TIME is ``$EPOCHREALTIME`` (seconds with microseconds; empty before bash 5), so the log itself
+says when each command started and ended.
 
 ``P`` sits at the start of PS1, which readline prints only after it has put the terminal in its
 own mode: once ``P`` is in the log, keys typed reach readline, never the line discipline's echo.
@@ -51,8 +55,8 @@ if [[ ${1-} == --integration ]]; then
 elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi
 __tether_n='@NONCE@'
 __tether_tok=0 __tether_cur=0 __tether_ran=0 __tether_pn=0
-__tether_ps0='\e]6973;@NONCE@;C;$((__tether_cur=__tether_tok?__tether_tok:__tether_cur,__tether_tok=0,__tether_ran=1,__tether_cur))\a'
-__tether_ps1='\[\e]6973;@NONCE@;P;$?;$((__tether_tok=0,++__tether_pn))\a\]'
+__tether_ps0='\e]6973;@NONCE@;C;$((__tether_cur=__tether_tok?__tether_tok:__tether_cur,__tether_tok=0,__tether_ran=1,__tether_cur));${EPOCHREALTIME-}\a'
+__tether_ps1='\[\e]6973;@NONCE@;P;$?;$((__tether_tok=0,++__tether_pn));${EPOCHREALTIME-}\a\]'
 __tether_ps2='\[\e]6973;@NONCE@;Q\a\]'
 __tether_arm() {
   [[ $PS0 == "$__tether_ps0"* ]] || PS0=$__tether_ps0${PS0-}
