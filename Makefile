@@ -15,7 +15,7 @@ SMOKE_PYTHONS  ?= 3.11 3.12 3.13
 # Outside the checkout (so an installed wheel is what runs) and one per checkout (other checkouts on
 # this machine run their own).
 SCRATCH := $(or $(TMPDIR),/tmp)/tether-build-$(shell printf '%s' '$(CURDIR)' | md5sum | cut -c1-10)
-DIST    := $(SCRATCH)/dist
+DIST    := dist
 PORT    ?=
 
 .PHONY: run test system venv panel-assets lint typecheck pytest wheel smoke test-clients test-clients-if-online bench clean
