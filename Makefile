@@ -15,7 +15,7 @@ SMOKE_PYTHONS  ?= 3.11 3.12 3.13
 # Outside the checkout (so an installed wheel is what runs) and one per checkout (other checkouts on
 # this machine run their own).
 SCRATCH := $(or $(TMPDIR),/tmp)/tether-build-$(shell printf '%s' '$(CURDIR)' | md5sum | cut -c1-10)
-DIST    := dist
+DIST    := $(CURDIR)/dist
 PORT    ?=
 
 .PHONY: run test system venv panel-assets lint typecheck pytest wheel smoke test-clients test-clients-if-online bench clean
@@ -62,6 +62,7 @@ test: venv panel-assets
 # The wheel as a user gets it: `python -m build` makes the sdist, then the wheel from the sdist
 # (which fetches the panel's assets itself).
 wheel: venv
+	@mkdir -p $(SCRATCH)
 	rm -rf $(DIST)
 	$(PY) -m build --outdir $(DIST) . > $(SCRATCH).build.log 2>&1 || { cat $(SCRATCH).build.log; exit 1; }
 	@ls $(DIST)/*.whl
@@ -74,9 +75,11 @@ smoke: wheel
 	  echo "== smoke on Python $$v"; \
 	  py=$$(build_support/find-python $$v) || { failed="$$failed $$v(missing)"; continue; }; \
 	  env=$(SCRATCH)/venv-$$v; rm -rf $$env; \
-	  $$py -m venv $$env && $$env/bin/pip install -q --upgrade pip && \
-	    (cd / && $$env/bin/pip install -q "$$(ls $(DIST)/*.whl)[test]") || { failed="$$failed $$v(install)"; continue; }; \
-	  $$env/bin/python -m pytest tests/smoke -p no:cacheprovider -q || failed="$$failed $$v(tests)"; \
+	  log=$(SCRATCH)/pip-$$v.log; echo "   $$py, venv $$env"; \
+	  { $$py -m venv $$env && $$env/bin/pip install --upgrade pip && \
+	    (cd / && $$env/bin/pip install "$$(ls $(DIST)/*.whl)[test]"); } > $$log 2>&1 \
+	    || { tail -30 $$log; failed="$$failed $$v(install)"; continue; }; \
+	  $$env/bin/python -m pytest tests/smoke -p no:cacheprovider || failed="$$failed $$v(tests)"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "SMOKE FAILED on Python:$$failed" >&2; exit 1; fi; \
 	echo "smoke passed on Python $(SMOKE_PYTHONS)"

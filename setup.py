@@ -14,7 +14,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "build_support"))
-import panel_assets  # noqa: E402  (a file of this tree, found through the path set just above)
+import panel_assets  # a file of this tree, found through the path set just above
 
 
 class BuildPyWithPanelAssets(build_py):
