@@ -2,9 +2,9 @@
 # Both install what is missing (system packages through apt, Python packages into .venv).
 #
 #   make run [PORT=9000]   tether serve (MCP over HTTP + the panel) from this checkout
-#   make test              ruff, mypy and the whole suite on the default Python (3.11), then
-#                          `make smoke` (the wheel on 3.11, 3.12 and 3.13) and `make test-clients`
-#                          (the real MCP clients, when the npm registry answers)
+#   make test              ruff, mypy (as 3.11 and as 3.13) and the whole suite on the default
+#                          Python (3.11), then `make smoke` (the wheel on 3.11, 3.12 and 3.13) and
+#                          `make test-clients` (the real MCP clients, when the npm registry answers)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -48,6 +48,7 @@ lint: venv
 
 typecheck: venv
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --python-version 3.13
 
 pytest: venv panel-assets
 	$(VENV)/bin/pytest
@@ -55,6 +56,7 @@ pytest: venv panel-assets
 test: venv panel-assets
 	$(VENV)/bin/ruff check src tests bench build_support setup.py
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --python-version 3.13
 	$(VENV)/bin/pytest
 	$(MAKE) --no-print-directory smoke
 	$(MAKE) --no-print-directory test-clients-if-online
@@ -104,4 +106,4 @@ bench: venv
 	$(PY) bench/sessions.py
 
 clean:
-	rm -rf $(VENV) $(SCRATCH) $(SCRATCH).build.log src/tether/panel/node_modules src/tether/panel/static/vendor build
+	rm -rf $(VENV) $(DIST) $(SCRATCH) $(SCRATCH).build.log src/tether/panel/node_modules src/tether/panel/static/vendor build
