@@ -16,7 +16,7 @@ Masked forms of a value ``v`` (its UTF-8 bytes ``b``):
   ``%xx``), JSON string escaping (ASCII-only and not), Python ``repr`` escaping, and hex of
   ``b`` in lower and upper case.
 
-Not covered (the README's Vault section says so): base64 wrapped across lines, other encodings
+Not covered (docs/vault.md says so): base64 wrapped across lines, other encodings
 (gzip, rot13, a reversed string), and a value printed one piece at a time by its owner.
 
 One regex alternation, longest form first, so the longest form wins where several start at the
