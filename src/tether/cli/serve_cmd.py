@@ -129,7 +129,11 @@ class _Server(uvicorn.Server):
 
 
 async def _serve(
-    config: Config, settings: HttpSettings, sock: socket.socket, on_ready: Callable[[], None]
+    config: Config,
+    settings: HttpSettings,
+    sock: socket.socket,
+    on_ready: Callable[[], None],
+    panel_unavailable: str | None,
 ) -> None:
     catalog = build_catalog(config)
     try:
@@ -138,7 +142,7 @@ async def _serve(
             instructions=catalog.instructions(),
             on_conversation_end=catalog.end_conversation,
         )
-        if missing_assets() is None:
+        if panel_unavailable is None:
             routes = build_panel_app(
                 registry=catalog.registry,
                 config=config,
@@ -207,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(allowed))
     try:
-        anyio.run(_serve, config, settings, sock, ready)
+        anyio.run(_serve, config, settings, sock, ready, unavailable)
     finally:
         sock.close()
     return 0
