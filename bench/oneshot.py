@@ -1,4 +1,4 @@
-"""One-shot executor budgets (DESIGN.md "Budgets"), measured against baselines in this process.
+"""One-shot executor budgets (docs/development.md), measured against baselines in this process.
 
     .venv/bin/python bench/oneshot.py [--runs N] [--gib G]
 
@@ -154,7 +154,7 @@ async def sandbox_overhead(cfg: BenchConfig) -> list[Measurement]:
         with_trace.append(await executor_once(traced))
         without_trace.append(await executor_once(bare))
     raw_ms = _median_ms(raw)
-    # No DESIGN budget: bubblewrap's namespace set-up (~3 ms) and strace's start-up self-checks
+    # No budget: bubblewrap's namespace set-up (~3 ms) and strace's start-up self-checks
     # (~5 ms) are fixed costs outside tether; these limits catch regressions in what tether adds.
     traced_ratio = _median_ms(with_trace) / raw_ms
     bare_ratio = _median_ms(without_trace) / raw_ms

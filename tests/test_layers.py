@@ -1,4 +1,4 @@
-"""Imports point downward only (DESIGN.md "Layers"): parse every module and check its imports."""
+"""Imports point downward only (docs/development.md, "Layout"): parse every module and check its imports."""
 
 from __future__ import annotations
 

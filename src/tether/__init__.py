@@ -1,6 +1,6 @@
 """tether: a shell for AI agents.
 
-Layers import downward only (see DESIGN.md and tests/test_layers.py)::
+Layers import downward only (see docs/development.md and tests/test_layers.py)::
 
     cli · mcp/ · panel/        front doors, thin
     tools/                     model-visible tools

@@ -1,12 +1,12 @@
-"""``tether mcp`` (stdio) and ``tether serve`` (HTTP) as real subprocesses, driven by the SDK client
-and by the MCP Inspector's CLI."""
+"""``tether mcp`` (stdio) and ``tether serve`` (HTTP) as real subprocesses, driven by the SDK client.
+
+The MCP Inspector and the other real clients drive them in tests/clients (``make test-clients``)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -246,38 +246,3 @@ def test_serve_on_a_remote_host_warns(tether_home: Path) -> None:
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=15)
-
-
-@pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not installed")
-def test_mcp_inspector_cli_drives_tether_mcp(tether_home: Path) -> None:
-    env = {**os.environ, "TETHER_HOME": str(tether_home)}
-    inspector = ["npx", "-y", "@modelcontextprotocol/inspector@0.15.0", "--cli", TETHER, "mcp"]
-    listed = subprocess.run(
-        [*inspector, "--method", "tools/list"], env=env, capture_output=True, text=True, timeout=180
-    )
-    assert listed.returncode == 0, listed.stderr
-    tools = {tool["name"]: tool for tool in json.loads(listed.stdout)["tools"]}
-    assert {"bash", "job_list", "job_output", "job_kill"} <= set(tools)
-    assert tools["bash"]["inputSchema"]["required"] == ["command", "description"]
-
-    called = subprocess.run(
-        [
-            *inspector,
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "bash",
-            "--tool-arg",
-            "command=echo from the inspector",
-            "--tool-arg",
-            "description=say hello",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert called.returncode == 0, called.stderr
-    answer = json.loads(called.stdout)
-    assert answer["content"][0]["text"] == "from the inspector"
-    assert answer["structuredContent"]["kind"] == "foreground"

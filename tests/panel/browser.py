@@ -56,7 +56,7 @@ async def screenshot(page: Page, name: str) -> Path:
 
 
 def publish_screenshot(path: Path) -> None:
-    """Copy a good screenshot to docs/panel.png (committed; shown in the README).
+    """Copy a good screenshot to docs/panel.png (committed; shown in docs/panel.md).
 
     Only when ``TETHER_PUBLISH_SCREENSHOT=1``, so an ordinary test run leaves the tree clean:
     ``TETHER_PUBLISH_SCREENSHOT=1 .venv/bin/pytest tests/panel/test_browser_agent.py`` refreshes it.

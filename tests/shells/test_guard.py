@@ -629,7 +629,7 @@ def test_bad_config_is_a_clear_usage_error(tether_home: Path, text: str, fragmen
 
 
 def test_parse_section_accepts_the_documented_example() -> None:
-    readme = Path(__file__).resolve().parents[2] / "README.md"
+    readme = Path(__file__).resolve().parents[2] / "docs" / "safety.md"
     blocks = [b.split("```", 1)[0] for b in readme.read_text(encoding="utf-8").split("```toml\n")[1:]]
     block = next(b for b in blocks if "[[guard.rules]]" in b)
     settings = parse_section(tomllib.loads(block)["guard"])

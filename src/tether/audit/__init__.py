@@ -1,7 +1,7 @@
 """tether.audit: the append-only, hash-chained JSONL audit log (``$TETHER_HOME/audit/``).
 
 Write with ``AuditLog(home).append(...)``; prove it intact with ``verify(home)``; read it back
-with ``query`` / ``export``. See ``the README (Audit log)`` for the record format.
+with ``query`` / ``export``. See ``docs/audit.md`` for the record format.
 """
 
 from tether.audit.log import AuditLog, Clock, Redactor

@@ -1,8 +1,10 @@
 """``tether serve``: MCP over streamable HTTP (many conversations) on 127.0.0.1.
 
-Prints the URL, the bearer token and ready-to-paste client configuration before serving. Binding
-to a non-loopback address needs ``--allow-remote`` and prints a warning: anyone who can reach the
-port and holds the token gets a shell.
+Prints the URL, the bearer token and ready-to-paste client configuration (``client_configs``)
+before serving, and "Ready." with the panel's sign-in link only once requests are answered. Without
+the panel's browser assets it still serves MCP and says why there is no panel. Binding to a
+non-loopback address needs ``--allow-remote`` and prints a warning: anyone who can reach the port
+and holds the token gets a shell.
 """
 
 from __future__ import annotations
@@ -11,24 +13,24 @@ import argparse
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
 import uvicorn
 
+from tether.cli.client_configs import Endpoint, banner_text, explicit_env, tether_command
 from tether.config import Config, ensure_home, load_config, resolve_home
 from tether.errors import UsageError
-from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, client_config_text, is_loopback
+from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, is_loopback
 from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.token import load_or_create_token
-from tether.panel.app import build_panel_app, login_url
+from tether.panel.app import build_panel_app, login_url, missing_assets, unavailable_panel_routes
 from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import build_catalog
 
@@ -81,35 +83,37 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _tether_command() -> str:
-    argv0 = Path(sys.argv[0])
-    if argv0.name == "tether" and argv0.exists():
-        return str(argv0.resolve())
-    return shutil.which("tether") or "tether"
-
-
-def banner(url: str, token: str, token_path: Path, tether_command: str) -> str:
+def banner(url: str, token: str, token_path: Path, endpoint: Endpoint) -> str:
     return "\n".join(
         [
             "tether serve: MCP over streamable HTTP",
             f"  URL:    {url}",
             f"  token:  {token}",
             f"          (stored in {token_path}; send it as 'Authorization: Bearer <token>')",
+            f"  stdio:  {' '.join(endpoint.command)} mcp",
             "",
-            "Claude Code:",
-            f'  claude mcp add --transport http tether {url} --header "Authorization: Bearer {token}"',
-            f"  claude mcp add tether -- {tether_command} mcp        # stdio instead",
+            "Connect a client: the stdio entries start their own tether; the HTTP entries use this",
+            "server while it runs. Keep either or both.",
             "",
-            "MCP client configuration (Claude Desktop, Cursor, other clients; keep one of the two):",
-            client_config_text(url, token, tether_command=tether_command),
+            banner_text(endpoint),
             "",
-            "Ready. Press Ctrl+C to stop.",
         ]
     )
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server without re-raising SIGINT/SIGTERM after a graceful shutdown (exit 0, no traceback)."""
+    """uvicorn's server without re-raising SIGINT/SIGTERM after a graceful shutdown (exit 0, no
+    traceback), telling ``on_ready`` once it answers requests: the app's startup (MCP session
+    manager) has run and the socket is being served. A failed startup exits before that."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if not self.should_exit:
+            self._on_ready()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -124,7 +128,13 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-async def _serve(config: Config, settings: HttpSettings, sock: socket.socket) -> None:
+async def _serve(
+    config: Config,
+    settings: HttpSettings,
+    sock: socket.socket,
+    on_ready: Callable[[], None],
+    panel_unavailable: str | None,
+) -> None:
     catalog = build_catalog(config)
     try:
         front_door = McpFrontDoor(
@@ -132,15 +142,20 @@ async def _serve(config: Config, settings: HttpSettings, sock: socket.socket) ->
             instructions=catalog.instructions(),
             on_conversation_end=catalog.end_conversation,
         )
-        panel = build_panel_app(
-            registry=catalog.registry,
-            config=config,
-            token=settings.token,
-            bind_host=settings.host,
-            extra_hosts=settings.allowed_hosts,
+        if panel_unavailable is None:
+            routes = build_panel_app(
+                registry=catalog.registry,
+                config=config,
+                token=settings.token,
+                bind_host=settings.host,
+                extra_hosts=settings.allowed_hosts,
+            ).routes
+        else:
+            routes = unavailable_panel_routes()
+        app = build_http_app(front_door, settings, routes=routes)
+        server = _Server(
+            uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False), on_ready=on_ready
         )
-        app = build_http_app(front_door, settings, routes=panel.routes)
-        server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
         await server.serve(sockets=[sock])
     finally:
         with anyio.CancelScope(shield=True):
@@ -179,13 +194,24 @@ def run(args: argparse.Namespace) -> int:
     else:
         url_host = f"[{host}]" if ":" in host else host
     url = f"http://{url_host}:{bound_port}{MCP_PATH}"
-    print(banner(url, token, home / "token", _tether_command()), flush=True)
+    endpoint = Endpoint(command=tether_command(), url=url, token=token, env=explicit_env())
+    print(banner(url, token, home / "token", endpoint), flush=True)
+    unavailable = missing_assets()
+    if unavailable is not None:
+        # MCP does not need the panel: serve it, and say plainly why there is no panel.
+        print(f"Panel: unavailable: {unavailable}", flush=True)
+        logger.warning("panel unavailable: %s", unavailable)
     panel_link = login_url(f"http://{url_host}:{bound_port}", token)
-    print(f"Panel (open this link once; it signs you in): {panel_link}", flush=True)
-    logger.info("tether serve listening on %s (pid %d)", url, os.getpid())
+
+    def ready() -> None:
+        logger.info("tether serve listening on %s (pid %d)", url, os.getpid())
+        print("Ready. Press Ctrl+C to stop.", flush=True)
+        if unavailable is None:
+            print(f"Panel (open this link once; it signs you in): {panel_link}", flush=True)
+
     settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(allowed))
     try:
-        anyio.run(_serve, config, settings, sock)
+        anyio.run(_serve, config, settings, sock, ready, unavailable)
     finally:
         sock.close()
     return 0

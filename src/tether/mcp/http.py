@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
@@ -224,17 +223,3 @@ def build_http_app(
     app.state.tether_token = settings.token
     app.state.tether_front_door = front_door
     return app
-
-
-def client_config(url: str, token: str, *, tether_command: str = "tether") -> dict[str, Any]:
-    """Ready-to-paste ``mcpServers`` entries for stdio and for HTTP."""
-    return {
-        "mcpServers": {
-            "tether": {"command": tether_command, "args": ["mcp"]},
-            "tether-http": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}},
-        }
-    }
-
-
-def client_config_text(url: str, token: str, *, tether_command: str = "tether") -> str:
-    return json.dumps(client_config(url, token, tether_command=tether_command), indent=2)

@@ -44,14 +44,42 @@ STATIC_DIR: Final = Path(__file__).with_name("static")
 VENDOR_FILES: Final = ("xterm.js", "xterm.css", "addon-fit.js")
 
 
-def check_assets(static_dir: Path = STATIC_DIR) -> None:
-    """The vendored xterm.js files must be installed (``make panel-assets``) before serving."""
+def missing_assets(static_dir: Path = STATIC_DIR) -> str | None:
+    """Why the panel cannot be served (its vendored xterm.js files are absent), or None.
+
+    A wheel built with ``python -m build`` carries them (the build fetches them from the npm
+    registry); a checkout gets them from ``make panel-assets``.
+    """
     missing = [name for name in VENDOR_FILES if not (static_dir / "vendor" / name).is_file()]
-    if missing:
-        raise UsageError(
-            f"the panel's browser assets are missing ({', '.join(missing)} in {static_dir / 'vendor'}); "
-            "run `make panel-assets` (npm install of @xterm/xterm and @xterm/addon-fit)"
+    if not missing:
+        return None
+    return (
+        f"its browser assets are missing ({', '.join(missing)} in {static_dir / 'vendor'}), so this "
+        "copy of tether was installed without them. Install a wheel built with `python -m build` "
+        "(the build fetches them from the npm registry), or run `make panel-assets` in a checkout"
+    )
+
+
+def check_assets(static_dir: Path = STATIC_DIR) -> None:
+    reason = missing_assets(static_dir)
+    if reason is not None:
+        raise UsageError(f"the panel cannot be served: {reason}")
+
+
+def unavailable_panel_routes(static_dir: Path = STATIC_DIR) -> list[BaseRoute]:
+    """What ``/panel`` answers when the panel cannot be served: 503 and the reason, no assets."""
+
+    async def unavailable(request: Request) -> Response:
+        reason = missing_assets(static_dir) or "it was not started"
+        body = (
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            "<title>tether panel — unavailable</title></head><body><main><h1>tether panel</h1>"
+            f'<p role="alert">The panel is unavailable: {html.escape(reason)}.</p>'
+            "<p>MCP is served at <code>/mcp</code> as usual.</p></main></body></html>"
         )
+        return HTMLResponse(body, status_code=503, headers={"Cache-Control": "no-store"})
+
+    return [Route(MOUNT, unavailable), Route(MOUNT + "/{rest:path}", unavailable)]
 
 
 def login_url(base_url: str, token: str) -> str:

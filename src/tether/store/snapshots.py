@@ -5,7 +5,7 @@ Invariant: a snapshot is a row of ``snapshots`` plus one text file
 name, fsynced, renamed) before its row is committed, so every row's file exists and is whole.
 ``taken_ms`` is unique per shell (a second snapshot in the same millisecond gets the next one).
 
-Bounds, so snapshots never grow without limit (each documented in the README, Records):
+Bounds, so snapshots never grow without limit (each documented in docs/shells.md, Records):
 
 - the text keeps at most ``max_bytes`` (default 1 MiB) UTF-8 bytes — the *newest* ones, starting
   at a line boundary; ``dropped_bytes`` says how much older text was cut;

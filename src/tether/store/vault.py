@@ -7,7 +7,7 @@ sharing the home sees the lock on its next read, and an expired row counts as lo
 
 Names are one namespace across groups (a reference ``{{vault.NAME}}`` does not name its group).
 
-Trade-off of the shared unlock (documented in the README, Vault): while a passphrase group is
+Trade-off of the shared unlock (documented in docs/vault.md): while a passphrase group is
 unlocked, its data key sits in the database wrapped with the master key in ``vault.key``, so
 anything running as the same user can read the group until the expiry or ``lock``. When the group
 is locked, only the passphrase opens it.

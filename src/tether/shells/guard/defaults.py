@@ -1,7 +1,7 @@
 """The default rule set: what the guard blocks when ``config.toml`` says nothing.
 
 Invariant: every default has a stable id (``config.toml`` disables rules by id), a summary that
-the README's guard section repeats, and advice that names a safer way to do the job. The order is
+docs/safety.md repeats, and advice that names a safer way to do the job. The order is
 the order rules are tried on each event; the first that fires names the verdict.
 """
 

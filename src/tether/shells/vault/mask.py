@@ -29,7 +29,7 @@ Masked forms of a value ``v`` (its UTF-8 bytes ``b``):
 - URL-encoding (``quote`` with and without ``/`` kept, ``quote_plus``; upper- and lower-case
   ``%xx``), JSON string escaping (ASCII-only and not), Python ``repr`` escaping.
 
-Not covered (the README's Vault section says so): encryption and other keyed or arbitrary
+Not covered (docs/vault.md says so): encryption and other keyed or arbitrary
 transforms, encodings not listed (base85, uuencode, a hex dump with offsets and ASCII columns,
 ``od -c``), mixed-case edits, compression of a value among other data, and a value printed one
 piece at a time across separate commands or reads.
