@@ -142,10 +142,9 @@ async def main() -> None:
         host = engine.local
         type_keys = host.type_keys_then_text
 
-        async def timed_type(*a: Any, **k: Any) -> Any:
-            result = await type_keys(*a, **k)
+        async def timed_type(*a: Any, **k: Any) -> None:
+            await type_keys(*a, **k)
             sent.append(time.perf_counter())
-            return result
 
         host.type_keys_then_text = timed_type  # type: ignore[method-assign]
         lat, after_send = [], []

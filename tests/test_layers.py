@@ -34,10 +34,10 @@ def _layer(module: str) -> str | None:
     return parts[1]
 
 
-def _imports(path: Path) -> list[str]:
+def _imports(path: Path, src: Path = SRC) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: list[str] = []
-    package = ".".join(("tether", *path.relative_to(SRC).with_suffix("").parts))
+    package = ".".join(("tether", *path.relative_to(src).with_suffix("").parts))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)
@@ -97,7 +97,7 @@ def face_violations(src: Path) -> list[str]:
     for path in src.rglob("*.py"):
         rel = path.relative_to(src)
         own = rel.parts[0].removesuffix(".py")
-        for imported in _imports(path):
+        for imported in _imports(path, src):
             parts = imported.split(".")
             if len(parts) > 2 and parts[0] == "tether" and parts[1] in FACED and own != parts[1]:
                 found.append(f"{rel} imports {imported} (use the face: from tether.{parts[1]} import …)")
