@@ -14,6 +14,7 @@ import difflib
 import os
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,8 +137,24 @@ class SearchPage:
     next_offset: int | None  # matchOffset of the next page, None when this is the last
 
 
-def search(path: Path, regex: re.Pattern[str], *, context: int, offset: int, page: int) -> SearchPage:
-    """Lines of the log matching ``regex``: exact count, one page of hits with ``context`` lines."""
+MASK_PROBE = "[vault:NAME]"  # what a masked value looks like (``vault.mask``)
+
+
+def search(
+    path: Path,
+    regex: re.Pattern[str],
+    *,
+    context: int,
+    offset: int,
+    page: int,
+    mask: Callable[[str], str] | None = None,
+) -> SearchPage:
+    """Lines of the log matching ``regex``: exact count, one page of hits with ``context`` lines.
+
+    With ``mask``, the search runs on the masked text, so a pattern over a secret's value never
+    matches and the count reveals nothing: a line the raw text matches counts only if its masked
+    form matches too, and a pattern that could match the mask itself searches masked chunks."""
+    whole = mask is not None and regex.search(MASK_PROBE) is not None
     # JS semantics (no m flag): ^ and $ anchor the subject, here one line. Unanchored patterns
     # run over a whole chunk at C speed; anchored ones line by line.
     anchored = any(a in regex.pattern for a in ("^", "\\Z", "\\A"))
@@ -148,6 +165,8 @@ def search(path: Path, regex: re.Pattern[str], *, context: int, offset: int, pag
     open_hits: list[tuple[int, str, list[tuple[int, str]], list[tuple[int, str]]]] = []
     prev_tail: list[str] = []
     for text in _ChunkIter(path, data_start(path), log_size(path)):
+        if whole and mask is not None:
+            text = mask(text)
         starts = _line_starts(text)
         lines: list[str] | None = None
         if open_hits:
@@ -164,6 +183,10 @@ def search(path: Path, regex: re.Pattern[str], *, context: int, offset: int, pag
             found = [i for i, line in enumerate(lines) if pattern.search(line)]
         else:
             found = [bisect.bisect_right(starts, m.start()) - 1 for m in pattern.finditer(text)]
+        if mask is not None and not whole and found:
+            if lines is None:
+                lines = text.split("\n")
+            found = [i for i in found if pattern.search(mask(lines[i]))]
         for idx in found:
             if idx == last_line:
                 continue

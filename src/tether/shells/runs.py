@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -56,10 +56,11 @@ class Write:
     safety: Safety
 
 
-def wait_spec(wait: Wait | None) -> WaitSpec:
+def wait_spec(wait: Wait | None, mask: Callable[[str], str] | None = None) -> WaitSpec:
     if wait is None:
         return WaitSpec(kind="none")
     return WaitSpec(
+        mask=mask,
         kind=wait.kind,
         timeout_ms=wait.timeout_ms,
         poll_ms=wait.poll_ms,
@@ -193,7 +194,7 @@ async def _typed_run(
                 pane, RUN_KEYS, payload.run_payload(token, decision.text, decision.variables)
             )
         )
-        spec = wait_spec(w.wait)
+        spec = wait_spec(w.wait, shells.hooks.mask)
         if spec.kind == "none":
             await typing
             # Nothing is awaited, so nothing is read: whatever output already raced into the log
@@ -307,7 +308,7 @@ async def _as_input(
     try:
         await host.type_raw(pane, payload.to_bytes(decision.text), buffer=_buffer())
         await host.send_keys(pane, ("Enter",))
-        spec = wait_spec(w.wait)
+        spec = wait_spec(w.wait, shells.hooks.mask)
         if spec.kind == "idle":
             spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, DEFAULT_POLL_MS))
         if spec.kind == "none":
@@ -374,6 +375,7 @@ async def _steps(shells: Shells, w: Write, action: StepsAction, sends: str) -> O
             timeout_ms=timeout,
             poll_ms=poll,
             regex=exp.regex if exp is not None else None,
+            mask=shells.hooks.mask,
             path=exp.path if exp is not None else None,
         )
         track: RunTrack | None = None

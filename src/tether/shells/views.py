@@ -95,6 +95,7 @@ def search_view(shells: Shells, shell_id: str, action: ReadAction, limit: int) -
         context=action.context,
         offset=action.match_offset,
         page=max(limit, 1),
+        mask=shells.hooks.mask,
     )
     hits = tuple(SearchHit(line=n, text=t, before=b, after=a) for n, t, b, a in page.hits)
     return shaping.render_search(SearchPage(total=page.total, offset=page.offset, hits=hits))

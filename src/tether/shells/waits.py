@@ -44,6 +44,8 @@ class WaitSpec:
     path: str | None = None
     proc: str | None = None
     threshold: float | None = None
+    # ``match`` runs on the masked text: a pattern over a vault value never matches it.
+    mask: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,8 +98,9 @@ class _Scan:
             # JS semantics: ^ and $ anchor the subject, so the pattern is tried line by line.
             lines = (self._text + render_text(data, keep_trailing=True)).split("\n")
             self._text = lines[-1][-65536:]
+            mask = self.spec.mask
             for line in lines:
-                m = self.spec.regex.search(line)
+                m = self.spec.regex.search(mask(line) if mask is not None else line)
                 if m is not None:
                     self.matched = m.group(0)
                     break
