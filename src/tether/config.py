@@ -124,6 +124,7 @@ class SessionsSection:
     idle_close: bool = False  # the idle master switch
     idle_close_minutes: int = 60
     log_max_bytes: int = 256 * MIB  # per-shell full-output log cap
+    result_max_bytes: int = 64_000  # the text of one task's result (at least 1024)
     user_busy_seconds: float = 3.0
     default_cols: int = 120
     default_rows: int = 32

@@ -220,3 +220,24 @@ async def test_a_macro_set_without_submit_is_not_run(tether_home: Path, tmp_path
         await send(client, shell, "", ["Enter"])
         assert (await read(client, shell, wait={"kind": "idle"}))["met"] is True
         assert (tmp_path / "made.txt").exists()
+
+
+async def test_a_timeout_names_the_program_that_waits_for_input(tether_home: Path, tmp_path: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, cwd=str(tmp_path))
+        await run(
+            client,
+            shell,
+            "git init -q r && cd r && for i in 1 2 3; do git commit -q --allow-empty -m c$i; done",
+        )
+        out = await run(
+            client, shell, "LESS= GIT_PAGER=less git log", wait={"kind": "exit", "timeoutMs": 1500}
+        )
+        assert out["met"] is False
+        assert any(
+            'less is in front of the shell and is probably waiting for a key: send "q"' in line
+            for line in out["lines"]
+        ), out["lines"]
+        await send(client, shell, "", ["q"])
+        done = await read(client, shell, wait={"kind": "exit", "runId": out["runId"]})
+        assert done["exitCode"] == 0, done

@@ -107,7 +107,7 @@ from tether.shells.targets import check_capacity, resolve_target
 from tether.shells.timeline import TimelineEntry, timeline
 from tether.shells.vault.mask import SecretMasker
 from tether.shells.vault.redaction import SecretRedactor
-from tether.shells.views import screen_lines
+from tether.shells.views import budget, fit, screen_lines
 from tether.shells.watch import follow, position
 
 
@@ -197,9 +197,11 @@ __all__ = [
     "Write",
     "WriteDecision",
     "WriteIntent",
+    "budget",
     "check_capacity",
     "check_shell_id",
     "collecting",
+    "fit",
     "follow",
     "is_shell_id",
     "manage_home",

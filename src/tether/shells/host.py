@@ -188,6 +188,10 @@ class ShellHost(ABC):
         """Names of every process under the pane's shell (the shell excluded)."""
 
     @abstractmethod
+    async def group_names(self, pane: PaneInfo, pgid: int) -> list[str]:
+        """Names of the processes in process group ``pgid`` under the pane (``git`` and its pager)."""
+
+    @abstractmethod
     async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float: ...
 
     @abstractmethod

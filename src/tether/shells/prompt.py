@@ -92,6 +92,44 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
         await shells.waits(host).wait(pane, spec, start, nonce=nonce, shown_prompt=shown)
 
 
+# What a program that holds the terminal usually waits for, and the keys that let it go.
+_WAITS_FOR = {
+    "less": 'a key: send "q" (shell_send keys ["q"]) to leave it',
+    "more": 'a key: send "q" (shell_send keys ["q"]) to leave it',
+    "most": 'a key: send "q" (shell_send keys ["q"]) to leave it',
+    "man": 'a key: send "q" (shell_send keys ["q"]) to leave it',
+    "top": 'a key: send "q" to leave it',
+    "htop": 'a key: send "q" (or F10) to leave it',
+    "vi": 'editing: send keys ["Escape"], then ":q!" and ["Enter"] to leave without saving',
+    "vim": 'editing: send keys ["Escape"], then ":q!" and ["Enter"] to leave without saving',
+    "nvim": 'editing: send keys ["Escape"], then ":q!" and ["Enter"] to leave without saving',
+    "nano": 'editing: send keys ["C-x"] to leave it',
+    "python3": 'input at its prompt (a REPL): type with shell_send, leave with exit() or keys ["C-d"]',
+    "python": 'input at its prompt (a REPL): type with shell_send, leave with exit() or keys ["C-d"]',
+    "node": 'input at its prompt (a REPL): type with shell_send, leave with keys ["C-d"]',
+    "ssh": "a password, a host-key answer, or commands of the remote shell: type with shell_send",
+    "sudo": "a password: type it with shell_send (a vault reference types its value)",
+    "cat": 'input: it copies what is typed until keys ["C-d"]',
+}
+
+
+async def front_note(host: ShellHost, pane: PaneInfo) -> str | None:
+    """After a wait timed out: what holds the terminal, if it is not the shell, and how to go on."""
+    fg = await host.foreground(pane)
+    if fg.shell_in_front or not fg.command:
+        return None
+    # The group's leader may be a program that started a pager (git log → less): the newest
+    # member with a known habit is the one that reads the terminal.
+    for name in reversed([fg.command, *await host.group_names(pane, fg.pgid)]):
+        hint = _WAITS_FOR.get(name)
+        if hint is not None:
+            return f"[{name} is in front of the shell and is probably waiting for {hint}]"
+    return (
+        f"[{fg.command} is in front of the shell: it is still running, or waiting for input "
+        "(shell_read mode=screen shows what it shows; shell_send types into it)]"
+    )
+
+
 async def _integration_lost(host: ShellHost, pane: PaneInfo) -> bool:
     """The shell in front reads a line in readline's mode, quietly, without having said so."""
     size = log_size(host.log_of(pane.shell_id))

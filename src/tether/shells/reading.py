@@ -31,23 +31,58 @@ class Lines:
     dropped: int  # lines left out (the oldest)
 
 
-def keep_last(lines: list[str], limit: int) -> Lines:
+def keep_last(lines: list[str], limit: int, max_bytes: int | None = None) -> Lines:
     kept = lines[-limit:] if limit > 0 else []
+    if max_bytes is not None:
+        kept = list(_within(kept, max_bytes))
     return Lines(lines=tuple(kept), total=len(lines), dropped=len(lines) - len(kept))
 
 
-def log_lines(path: Path, start: int, end: int | None, limit: int) -> Lines:
-    """Rendered lines of ``[start, end)``, the last ``limit`` kept, the total counted exactly."""
+def clip_line(line: str, max_bytes: int) -> str:
+    """A line longer than ``max_bytes`` (as UTF-8): its head and tail, and what was cut between."""
+    if len(line) * 4 <= max_bytes or len(line.encode("utf-8", "replace")) <= max_bytes:
+        return line
+    keep = max(max_bytes // 8, 16)
+    return f"{line[:keep]} …[{len(line) - 2 * keep} characters of this line cut]… {line[-keep:]}"
+
+
+def _within(lines: list[str] | deque[str], max_bytes: int) -> deque[str]:
+    """The newest lines whose text fits ``max_bytes``, each clipped to it first."""
+    out: deque[str] = deque()
+    used = 0
+    for line in reversed(lines):
+        line = clip_line(line, max_bytes)
+        size = len(line.encode("utf-8", "replace")) + 1
+        if out and used + size > max_bytes:
+            break
+        out.appendleft(line)
+        used += size
+    return out
+
+
+def log_lines(path: Path, start: int, end: int | None, limit: int, *, max_bytes: int | None = None) -> Lines:
+    """Rendered lines of ``[start, end)``, the last ``limit`` kept (and, with ``max_bytes``, only
+    as many as fit that many bytes), the total counted exactly. Memory stays within one chunk plus
+    what is kept, whatever the range holds (one 100 MB line included)."""
     end = log_size(path) if end is None else end
     start = max(start, data_start(path)) if start < end else start
     if end - start <= CHUNK:
-        return keep_last(render(read_range(path, start, end)), limit)
+        return keep_last(render(read_range(path, start, end)), limit, max_bytes)
     kept: deque[str] = deque(maxlen=max(limit, 0))
     total = 0
-    for text in _ChunkIter(path, start, end):
+    chunks = _ChunkIter(path, start, end)
+    for text in chunks:
         lines = text.split("\n")
+        if chunks.continued and kept:
+            # The previous chunk ended inside a line (no newline in a whole chunk): same line.
+            lines[0] = kept.pop() + lines[0]
+            total -= 1
         total += len(lines)
+        if max_bytes is not None:
+            lines = [clip_line(line, max_bytes) for line in lines[-limit:]] if limit > 0 else []
         kept.extend(lines)
+        if max_bytes is not None:
+            kept = deque(_within(kept, max_bytes), maxlen=max(limit, 0))
     if kept and kept[-1] == "":
         kept.pop()
         total -= 1
@@ -78,6 +113,8 @@ class _ChunkIter:
 
     def __init__(self, path: Path, start: int, end: int) -> None:
         self.path, self.pos, self.end = path, start, end
+        self.continued = False  # this chunk continues a line the previous one did not end
+        self._open = False
 
     def __iter__(self) -> _ChunkIter:
         return self
@@ -98,16 +135,18 @@ class _ChunkIter:
             if at > 0:
                 data = data[:at]
         self.pos += len(data)
+        self.continued, self._open = self._open, not data.endswith(b"\n")
         text = render_text(data)
         return text[:-1] if text.endswith("\n") else text
 
 
-def history_tail(path: Path, limit: int) -> Lines:
-    """The last ``limit`` lines of the whole retained log, with the total line count."""
+def history_tail(path: Path, limit: int, *, max_bytes: int | None = None) -> Lines:
+    """The last ``limit`` lines of the whole retained log, with the total line count (with
+    ``max_bytes``, only as many as fit: the tail rendered never needs more than a few times that)."""
     size = log_size(path)
     first = data_start(path)
     if size - first <= CHUNK:
-        return keep_last(render(read_range(path, first, size)), limit)
+        return keep_last(render(read_range(path, first, size)), limit, max_bytes)
     # Count every line (fast, in C) but render only a tail big enough for ``limit`` lines.
     newlines = 0
     with open(path, "rb") as fh:
@@ -115,12 +154,15 @@ def history_tail(path: Path, limit: int) -> Lines:
         while block := fh.read(CHUNK):
             newlines += block.count(b"\n")
     back = min(size - first, max(65536, limit * 512))
+    most = size - first if max_bytes is None else min(size - first, max(65536, 8 * max_bytes))
     while True:
         tail = render(read_range(path, size - back, size))
-        if len(tail) > limit or back >= size - first:
+        if len(tail) > limit or back >= most:
             break
-        back = min(size - first, back * 4)
+        back = min(most, back * 4)
     kept = tail[-limit:] if limit > 0 else []
+    if max_bytes is not None:
+        kept = list(_within(kept, max_bytes))
     total = max(newlines, len(kept))
     return Lines(lines=tuple(kept), total=total, dropped=total - len(kept))
 
@@ -161,10 +203,14 @@ def search(
     pattern = regex
     total = 0
     line_base = 0
+    last_number = 0
     done: list[Hit] = []
     open_hits: list[tuple[int, str, list[tuple[int, str]], list[tuple[int, str]]]] = []
     prev_tail: list[str] = []
-    for text in _ChunkIter(path, data_start(path), log_size(path)):
+    chunks = _ChunkIter(path, data_start(path), log_size(path))
+    for text in chunks:
+        if chunks.continued:
+            line_base -= 1  # the first line here is the one the previous chunk did not end
         if whole and mask is not None:
             text = mask(text)
         starts = _line_starts(text)
@@ -176,7 +222,6 @@ def search(
                 after.extend((line_base + 1 + j, lines[j]) for j in range(min(missing, len(lines))))
                 done.append((number, line, tuple(before), tuple(after)))
             open_hits = []
-        last_line = -1
         if anchored:
             if lines is None:
                 lines = text.split("\n")
@@ -188,9 +233,9 @@ def search(
                 lines = text.split("\n")
             found = [i for i in found if pattern.search(mask(lines[i]))]
         for idx in found:
-            if idx == last_line:
-                continue
-            last_line = idx
+            if line_base + idx + 1 == last_number:
+                continue  # one line counts once (several hits in it, or split over two chunks)
+            last_number = line_base + idx + 1
             total += 1
             if total <= offset or len(done) + len(open_hits) >= page:
                 continue

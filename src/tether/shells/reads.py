@@ -15,7 +15,7 @@ from tether.shells.domain import PendingRun, Shells
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
-from tether.shells.prompt import reinstall
+from tether.shells.prompt import front_note, reinstall
 from tether.shells.records import RunRecord
 from tether.shells.requests import Output, ReadAction, Wait
 from tether.shells.runs import wait_spec
@@ -89,6 +89,8 @@ async def read(
         waited, met, elapsed, exit_code = out.kind, out.met, out.elapsed_ms, out.exit_code
         if not out.met:
             notes.append(f"[wait {out.kind}: {out.detail}]")
+        if out.timed_out and (front := await front_note(host, pane)) is not None:
+            notes.append(front)
     if action.if_changed and action.regex is None:
         current = await views.screen_lines(shells, host, pane)
         previous = shells.records.read_position(shell_id, actor)

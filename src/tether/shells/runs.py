@@ -27,7 +27,7 @@ from tether.shells.integration.script import INSERT_KEYS, RUN_KEYS
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
-from tether.shells.prompt import Readiness, ready, reinstall
+from tether.shells.prompt import Readiness, front_note, ready, reinstall
 from tether.shells.records import RunRecord, now_ms
 from tether.shells.requests import (
     DEFAULT_POLL_MS,
@@ -241,6 +241,8 @@ async def _shape_run(
         notes.append(f"[waited {where.waited_ms} ms for the shell's prompt before typing]")
     if not out.met:
         notes.append(f"[wait {out.kind}: {out.detail}]")
+    if out.timed_out and (front := await front_note(host, pane)) is not None:
+        notes.append(front)
     return Outcome(
         shell=w.shell_id,
         run_id=run_id,

@@ -15,7 +15,7 @@ from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import log_size, read_range
-from tether.shells.reading import Lines, history_tail, log_lines, safe_end, search
+from tether.shells.reading import Lines, clip_line, history_tail, log_lines, safe_end, search
 from tether.shells.requests import MAX_OUTPUT_LINES, Output, ReadAction
 from tether.shells.shaping import SearchHit, SearchPage, cap_tail
 from tether.shells.termtext import filter_screen
@@ -28,6 +28,36 @@ _LAST_COMMAND_BACK = 4 << 20
 def with_dropped(lines: Lines) -> list[str]:
     head = [f"[{lines.dropped} earlier lines dropped]"] if lines.dropped else []
     return [*head, *lines.lines]
+
+
+def budget(shells: Shells) -> int:
+    """The bytes one task's result may hold (``[sessions] result_max_bytes``, at least 1 KiB)."""
+    return max(1024, shells.config.sessions.result_max_bytes)
+
+
+def fit(lines: list[str] | tuple[str, ...], max_bytes: int, *, keep: str = "tail") -> tuple[str, ...]:
+    """``lines`` within ``max_bytes`` (the newest kept, or the first for ``keep="head"``), saying what
+    was cut and how to read it: the shell's log stays complete."""
+    total = sum(len(line.encode("utf-8", "replace")) + 1 for line in lines)
+    if total <= max_bytes:
+        return tuple(lines)
+    ordered = list(lines) if keep == "head" else list(reversed(lines))
+    out: list[str] = []
+    used = 0
+    room = max_bytes - 200  # the note itself
+    for line in ordered:
+        line = clip_line(line, room)
+        size = len(line.encode("utf-8", "replace")) + 1
+        if out and used + size > room:
+            break
+        out.append(line)
+        used += size
+    left = len(lines) - len(out)
+    note = (
+        f"[result cut to its {max_bytes}-byte budget ([sessions] result_max_bytes): {left} lines left out; "
+        "the shell's log is complete: read more with shell_read mode=history, since or search]"
+    )
+    return (*out, note) if keep == "head" else (note, *reversed(out))
 
 
 async def screen_lines(shells: Shells, host: ShellHost, pane: PaneInfo) -> list[str]:
@@ -56,7 +86,7 @@ def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
     end = safe_end(path, log_size(path))
     pos = shells.records.read_position(shell_id, actor)
     start = pos[0] if pos is not None else 0
-    lines = log_lines(path, start, end, MAX_OUTPUT_LINES)
+    lines = log_lines(path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells))
     shells.records.set_read_position(shell_id, actor, end)
     return with_dropped(lines)
 
@@ -64,7 +94,7 @@ def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
 def run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
     path = shells.log_of(shell_id)
     end = safe_end(path, end)
-    lines = log_lines(path, start, end, MAX_OUTPUT_LINES)
+    lines = log_lines(path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells))
     shells.records.set_read_position(shell_id, actor, end)
     return lines
 
@@ -81,7 +111,7 @@ async def shaped(
     if showing == "diff":
         return await diff_lines(shells, host, pane, actor)
     path = host.log_of(pane.shell_id)
-    lines = log_lines(path, start, safe_end(path, end), MAX_OUTPUT_LINES)
+    lines = log_lines(path, start, safe_end(path, end), MAX_OUTPUT_LINES, max_bytes=budget(shells))
     if showing == "summary":
         return [*cap_tail(list(lines.lines), min(output.lines, 5)), f"[{lines.total} lines total]"]
     return with_dropped(lines)
@@ -118,8 +148,8 @@ async def read_view(
     if mode == "since":
         return since_lines(shells, shell_id, actor)
     if mode == "history":
-        return with_dropped(history_tail(host.log_of(shell_id), MAX_OUTPUT_LINES))
-    hist = history_tail(host.log_of(shell_id), min(limit, shaping.SUMMARY_LINES))
+        return with_dropped(history_tail(host.log_of(shell_id), MAX_OUTPUT_LINES, max_bytes=budget(shells)))
+    hist = history_tail(host.log_of(shell_id), min(limit, shaping.SUMMARY_LINES), max_bytes=budget(shells))
     return [*hist.lines, f"[{hist.total} lines total]"]
 
 

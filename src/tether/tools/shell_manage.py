@@ -17,7 +17,7 @@ from typing import Any
 
 from tether.config import Config
 from tether.errors import UsageError
-from tether.shells import NO_TARGET_KINDS, SHELL_KINDS, Done, Shells, manage_home, shell_kind
+from tether.shells import NO_TARGET_KINDS, SHELL_KINDS, Done, Shells, budget, fit, manage_home, shell_kind
 from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shell_args import input_schema, parse_manage
@@ -97,6 +97,8 @@ class ShellManage:
 
             outcomes += await run_plain(replace(call, tasks=tuple(others)), plain_work)
         outcomes.sort(key=lambda o: (o.index, o.shell or ""))
+        limit = budget(shells)
+        outcomes = [replace(o, lines=fit(o.lines, limit)) for o in outcomes]
         kinds = {t.index: t.action.kind for t in call.tasks}
         structured = shell_render.outcome_json(outcomes)
         for entry, o in zip(structured["tasks"], outcomes, strict=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from tether.config import Config
@@ -20,7 +21,9 @@ from tether.shells import (
     SessionHooks,
     Shells,
     Write,
+    budget,
     check_capacity,
+    fit,
     open_shell,
     read,
     retry,
@@ -81,9 +84,10 @@ class ShellTools:
         await self.subscriptions.close()
         await Shells.close_home(self.config.home)
 
-    @staticmethod
-    def _result(call: Call[Any], outcomes: list[TaskOutcome], structured: bool) -> ToolResult:
+    def _result(self, call: Call[Any], outcomes: list[TaskOutcome], structured: bool) -> ToolResult:
         notes = [n for n in (call.concurrency_note,) if n]
+        limit = budget(self.shells())
+        outcomes = [replace(o, lines=fit(o.lines, limit)) for o in outcomes]
         text = shell_render.render_result(outcomes, structured=structured, notes=notes)
         return ToolResult(
             text=text,
@@ -211,6 +215,8 @@ class ShellTools:
             outcome = await read(
                 shells, shell_id, action, task.wait, task.output, ctx.actor, path=f"tasks[{task.index}]"
             )
+            if action.regex is not None:  # a search page keeps its head (its header says where next)
+                outcome = replace(outcome, lines=fit(outcome.lines, budget(shells), keep="head"))
             return TaskOutcome.of(task.index, task.label, outcome)
 
         outcomes = await run_units(shells, call, ctx.actor, write=False, work=work)

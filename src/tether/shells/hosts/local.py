@@ -152,6 +152,9 @@ class LocalHost(ShellHost):
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         return procinfo.tree_names(pane.pid)
 
+    async def group_names(self, pane: PaneInfo, pgid: int) -> list[str]:
+        return procinfo.group_names(pane.pid, pgid)
+
     async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float:
         return procinfo.group_cpu_seconds(pane.pid, pgid)
 

@@ -110,6 +110,20 @@ def tree_names(shell_pid: int) -> list[str]:
     return names
 
 
+def group_names(shell_pid: int, pgid: int) -> list[str]:
+    """Names of the shell's descendants in process group ``pgid``, oldest first."""
+    names: list[str] = []
+    try:
+        procs = psutil.Process(shell_pid).children(recursive=True)
+    except psutil.Error:
+        return names
+    for proc in procs:
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            if os.getpgid(proc.pid) == pgid:
+                names.append(proc.name())
+    return names
+
+
 def group_cpu_seconds(shell_pid: int, pgid: int) -> float:
     """User+system CPU seconds of the shell's descendants in process group ``pgid``."""
     total = 0.0
