@@ -18,7 +18,7 @@ from tether.shells.outcomes import Outcome
 from tether.shells.prompt import front_note, reinstall
 from tether.shells.records import RunRecord
 from tether.shells.requests import Output, ReadAction, Wait
-from tether.shells.runs import wait_spec
+from tether.shells.writes import wait_spec
 
 
 def _find_run(shells: Shells, shell_id: str, run_id: str | None) -> RunRecord | PendingRun | None:
