@@ -16,7 +16,8 @@ from tether.shell.providers import executor_from_config
 from tether.shell.sandbox import SandboxBashExecutor, SandboxPwshExecutor, sandbox_executor, with_sandbox
 from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
-from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy
+from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy, with_repositories
+from tether.shell.sandbox_repos import RepositoryGuard
 from tether.shell.sandbox_trace import MAX_LINES, TraceReader
 from tether.shell.types import ShellSandboxDenial
 from tether.tools.bash_tools import make_executor
@@ -96,13 +97,16 @@ def test_system_directories_cannot_become_writable_roots(tmp_path: Path, cwd: st
 def _policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, network: bool = False) -> SandboxPolicy:
     work = tmp_path / "work"
     (work / ".git" / "hooks").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    return build_policy(
+    policy = build_policy(
         SandboxSettings(),
         mode="allow_network" if network else "use_default",
         cwd=str(work),
         home=tmp_path / "th",
     )
+    # What the executor does before each command: the repositories' control files join the policy.
+    return with_repositories(policy, RepositoryGuard().snapshot(policy))
 
 
 def test_strace_lines_become_structured_denials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,27 +198,49 @@ def test_mounts_narrow_in_order_and_placeholders_are_removed(
     (user / ".bashrc").write_text("original\n")
     monkeypatch.setenv("HOME", str(user))
     work = tmp_path / "work"
-    (work / ".git").mkdir(parents=True)
+    (work / ".git" / "hooks").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
+    (work / "sub" / ".git").mkdir(parents=True)  # a nested repository, mid-creation
     settings = SandboxSettings(writable_roots=(str(tmp_path),))
-    policy = build_policy(settings, mode="use_default", cwd=str(work), home=tmp_path / "th")
-    run = SandboxRun(policy, trace=False)
+    base = build_policy(settings, mode="use_default", cwd=str(work), home=tmp_path / "th")
+    repos = RepositoryGuard().snapshot(base)
+    assert set(repos.gitdirs) == {f"{work}/.git", f"{work}/sub/.git"}
+    run = SandboxRun(with_repositories(base, repos), trace=False, repos=repos)
     args = run.mounts()
     joined = " ".join(args)
+
+    def bind_fd(path: Path) -> str:
+        index = args.index(str(path))
+        assert args[index - 2] == "--bind-fd", f"{path} is not bound writable through a descriptor"
+        assert os.readlink(f"/proc/self/fd/{args[index - 1]}") == str(path)
+        return " ".join(args[index - 2 : index + 1])
+
     assert args[:3] == ["--ro-bind", "/", "/"]
-    assert f"--bind {tmp_path} {tmp_path}" in joined
-    # Directories between the writable root and a protected path are pinned (cannot be renamed).
-    assert f"--bind {work}/.git {work}/.git" in joined and f"--bind {user} {user}" in joined
+    # /proc's kernel interfaces are read-only over the fresh /proc, before anything writable.
+    root = bind_fd(tmp_path)
+    assert joined.index("--proc /proc") < joined.index("--ro-bind /proc/sys /proc/sys") < joined.index(root)
+    # Git directories and the directories between a root and a protected path are pinned.
+    pins = [bind_fd(work / ".git"), bind_fd(work / "sub/.git"), bind_fd(user)]
     assert f"--ro-bind {user}/.bashrc {user}/.bashrc" in joined
-    assert joined.index(f"--bind {tmp_path} ") < joined.index(f"--ro-bind {user}/.bashrc")
-    # Absent protected paths got placeholders so they cannot be created inside the sandbox.
-    assert (user / ".profile").is_file() and (work / ".git" / "hooks").is_dir()
+    assert f"--ro-bind {work}/.git/hooks {work}/.git/hooks" in joined
+    assert f"--ro-bind {work}/.git/config {work}/.git/config" in joined
+    assert joined.index(root) < min(joined.index(pin) for pin in pins) < joined.index(f"--ro-bind {user}/.bashrc")
+    # Absent protected paths got placeholders so they cannot be created inside the sandbox:
+    # files, directories, and the parents they need.
+    assert (user / ".profile").is_file() and (user / ".ssh").is_dir() and (user / ".config/systemd/user").is_dir()
     assert f"--ro-bind {user}/.profile {user}/.profile" in joined
+    assert f"--ro-bind {user}/.config/git {user}/.config/git" in joined
+    assert not (work / "sub/.git/hooks").exists()  # inside git directories: neutralised afterwards instead
     ledger = tmp_path / "th" / "sandbox" / f"placeholders.{os.getpid()}"
     assert f"{user}/.profile\n" in ledger.read_text()  # listed while in use, for the crash sweep
+    fds = run.pass_fds
     run.cleanup()
     assert not ledger.exists()
-    assert not (user / ".profile").exists() and not (work / ".git" / "hooks").exists()
+    assert not (user / ".profile").exists() and not (user / ".ssh").exists() and not (user / ".config").exists()
     assert (user / ".bashrc").read_text() == "original\n"
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
 
 
 def test_the_sweep_removes_what_a_dead_process_left_behind(tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ class EnvWrapConfinement(ShellConfinement):
     def __init__(self) -> None:
         self.cleaned = 0
 
-    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
-        def report(stderr_tail: str) -> ShellSandboxInfo:
+    async def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
+        async def report(stderr_tail: str) -> ShellSandboxInfo:
             denials = tuple(
                 ShellSandboxDenial(kind="write", target=line.split(":", 1)[1].strip())
                 for line in stderr_tail.splitlines()

@@ -35,7 +35,13 @@ from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions
 from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
-from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for
+from tether.shell.sandbox_denials import (
+    denials_from_filter,
+    denials_from_stderr,
+    denials_from_trace,
+    hint_for,
+)
+from tether.shell.sandbox_git import neutralise
 from tether.shell.sandbox_policy import (
     DEFAULT_MODE,
     MODE_SUMMARIES,
@@ -44,7 +50,9 @@ from tether.shell.sandbox_policy import (
     SandboxPolicy,
     SandboxSettings,
     build_policy,
+    with_repositories,
 )
+from tether.shell.sandbox_repos import RepositoryGuard
 from tether.shell.types import (
     AbortSignal,
     ConfinedLaunch,
@@ -54,6 +62,7 @@ from tether.shell.types import (
     ShellExecSpec,
     ShellExecution,
     ShellExecutor,
+    ShellSandboxDenial,
     ShellSandboxInfo,
 )
 
@@ -74,6 +83,7 @@ class BubblewrapConfinement(ShellConfinement):
         self.strace = shutil.which("strace") if settings.trace else None
         self._tracer_checked = False
         self._tracer_lock = asyncio.Lock()
+        self.repositories = RepositoryGuard()
         if settings.trace and self.strace is None:
             logger.warning(
                 "sandbox: strace is not installed; denials are reported from stderr messages only "
@@ -96,7 +106,10 @@ class BubblewrapConfinement(ShellConfinement):
             run = SandboxRun(self.policy(DEFAULT_MODE, cwd), trace=True)
             try:
                 argv = run.argv(self.bwrap, self.strace, ("true",))
-                process = spawn(SpawnRequest(argv=argv, cwd=cwd, env=build_child_env(None, EnvSection())))
+                request = SpawnRequest(
+                    argv=argv, cwd=cwd, env=build_child_env(None, EnvSection()), pass_fds=run.pass_fds
+                )
+                process = spawn(request)
                 await process.wait()
                 failure = process.exit_code != 0
                 detail = process.stderr.tail_text().strip()[-300:]
@@ -120,38 +133,74 @@ class BubblewrapConfinement(ShellConfinement):
     def policy(self, mode: PermissionMode, cwd: str) -> SandboxPolicy:
         return build_policy(self.settings, mode=mode, cwd=cwd, home=self.home)
 
-    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
+    async def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
         mode = _mode_of(spec)
         if mode == "require_escalated":
             info = ShellSandboxInfo(provider=PROVIDER, permissions=mode)
-            return ConfinedLaunch(argv=tuple(argv), report=lambda _stderr: info)
+
+            async def unconfined(_stderr: str) -> ShellSandboxInfo:
+                return info
+
+            return ConfinedLaunch(argv=tuple(argv), report=unconfined)
         if shutil.which(self.bwrap) is None:
             raise ShellException(
                 f"bubblewrap ({self.bwrap}) has disappeared; reinstall it (apt-get install bubblewrap) — "
                 "the sandbox never runs a command unconfined",
                 code="SHELL_MISSING",
             )
-        policy = self.policy(mode, spec.cwd)
-        run = SandboxRun(policy, trace=self.strace is not None)
+        # The repositories as they are right before the command: their control files are bound
+        # read-only, and whatever git directory appears meanwhile is neutralised afterwards.
+        base = self.policy(mode, spec.cwd)
+        before = await asyncio.to_thread(self.repositories.snapshot, base)
+        policy = with_repositories(base, before)
+        run = SandboxRun(policy, trace=self.strace is not None, repos=before)
         try:
             wrapped = run.argv(self.bwrap, self.strace, argv)
         except BaseException:
             run.cleanup()
             raise
 
-        def report(stderr_tail: str) -> ShellSandboxInfo:
-            if run.traced:
-                denials = denials_from_trace(run.trace_text(), policy)
-            else:  # no tracer here: what the command printed is all there is
-                denials = denials_from_stderr(stderr_tail, policy, policy.cwd)
+        async def report(stderr_tail: str) -> ShellSandboxInfo:
+            denials = list(self._denials(run, policy, stderr_tail))
+            try:
+                after = await asyncio.to_thread(self.repositories.snapshot, base)
+                denials += await asyncio.to_thread(neutralise, before, after)
+            except Exception as exc:  # never a hang or a traceback: say what could not be checked
+                logger.exception("sandbox: checking the repositories after a command failed")
+                denials.append(
+                    ShellSandboxDenial(
+                        kind="git",
+                        target=policy.cwd,
+                        detail=f"repositories could not be checked after the command ({exc}); "
+                        "inspect .git/hooks and .git/config before running git here",
+                    )
+                )
+            unique = tuple(dict.fromkeys(denials))
             return ShellSandboxInfo(
                 provider=PROVIDER,
                 permissions=mode,
-                denials=denials,
-                escalation_hint=hint_for(denials, policy, self.settings),
+                denials=unique,
+                escalation_hint=hint_for(unique, policy, self.settings),
             )
 
-        return ConfinedLaunch(argv=wrapped, report=report, cleanup=run.cleanup)
+        return ConfinedLaunch(argv=wrapped, report=report, cleanup=run.cleanup, pass_fds=run.pass_fds)
+
+    def _denials(
+        self, run: SandboxRun, policy: SandboxPolicy, stderr_tail: str
+    ) -> tuple[ShellSandboxDenial, ...]:
+        try:
+            if run.traced:
+                found = denials_from_trace(run.trace_text(), policy)
+            else:  # no tracer here: what the command printed is all there is
+                found = denials_from_stderr(stderr_tail, policy, policy.cwd)
+            return found + denials_from_filter(stderr_tail)
+        except Exception as exc:
+            logger.exception("sandbox: reading the denials of a command failed")
+            return (
+                ShellSandboxDenial(
+                    kind="report", target=policy.cwd, detail=f"denials could not be read: {exc}"
+                ),
+            )
 
 
 def _mode_of(spec: ShellExecSpec) -> PermissionMode:
