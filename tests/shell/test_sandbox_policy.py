@@ -18,6 +18,7 @@ from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
 from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
 from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy, with_repositories
 from tether.shell.sandbox_repos import RepositoryGuard
+from tether.shell.sandbox_seccomp import build_filter
 from tether.shell.sandbox_trace import MAX_LINES, TraceReader
 from tether.shell.types import ShellSandboxDenial
 from tether.tools.bash_tools import make_executor
@@ -206,7 +207,7 @@ def test_mounts_narrow_in_order_and_placeholders_are_removed(
     repos = RepositoryGuard().snapshot(base)
     assert set(repos.gitdirs) == {f"{work}/.git", f"{work}/sub/.git"}
     run = SandboxRun(with_repositories(base, repos), trace=False, repos=repos)
-    args = run.mounts()
+    args = list(run.argv("bwrap", None, ("true",)))
     joined = " ".join(args)
 
     def bind_fd(path: Path) -> str:
@@ -215,7 +216,9 @@ def test_mounts_narrow_in_order_and_placeholders_are_removed(
         assert os.readlink(f"/proc/self/fd/{args[index - 1]}") == str(path)
         return " ".join(args[index - 2 : index + 1])
 
-    assert args[:3] == ["--ro-bind", "/", "/"]
+    assert args[:4] == ["bwrap", "--ro-bind", "/", "/"]
+    seccomp = args[args.index("--seccomp") + 1]
+    assert seccomp in map(str, run.pass_fds) and os.read(int(seccomp), 4096) == build_filter()
     # /proc's kernel interfaces are read-only over the fresh /proc, before anything writable.
     root = bind_fd(tmp_path)
     assert joined.index("--proc /proc") < joined.index("--ro-bind /proc/sys /proc/sys") < joined.index(root)

@@ -129,6 +129,42 @@ def _between(root: str, path: str) -> list[str]:
     return parents[::-1]
 
 
+@dataclass(frozen=True, slots=True)
+class OpenDir:
+    """A plan item: the descriptor of the directory at ``path``, opened without following symlinks."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class FilterProgram:
+    """A plan item: the descriptor of a pipe holding a seccomp program."""
+
+    program: bytes
+
+
+PlanItem = str | OpenDir | FilterProgram
+
+
+def materialise(plan: Sequence[PlanItem]) -> tuple[tuple[str, ...], list[int]]:
+    """The argv of ``plan`` with every descriptor opened (the caller passes and later closes them)."""
+    argv: list[str] = []
+    fds: list[int] = []
+    try:
+        for item in plan:
+            if isinstance(item, str):
+                argv.append(item)
+                continue
+            fd = open_directory(item.path) if isinstance(item, OpenDir) else filter_fd(item.program)
+            fds.append(fd)
+            argv.append(str(fd))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return tuple(argv), fds
+
+
 def open_directory(path: str) -> int:
     """An ``O_PATH`` fd of the directory at ``path``, reached without following any symlink."""
     fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -198,10 +234,8 @@ class SandboxRun:
         matches = [root for root in self.policy.writable_roots if _under(path, root)]
         return max(matches, key=len) if matches else None
 
-    def _bind_fd(self, path: str) -> list[str]:
-        fd = open_directory(path)
-        self._fds.append(fd)
-        return ["--bind-fd", str(fd), path]
+    def _bind_fd(self, path: str) -> list[PlanItem]:
+        return ["--bind-fd", OpenDir(path), path]
 
     def _kernel_mounts(self) -> list[str]:
         args = ["--dev", "/dev", "--proc", "/proc"]
@@ -221,10 +255,11 @@ class SandboxRun:
             if held is not None:
                 self._held.append(held)
 
-    def mounts(self) -> list[str]:
+    def mounts(self) -> list[PlanItem]:
         """The bubblewrap mount arguments, in the order that makes each one narrow the last."""
         policy = self.policy
-        args = ["--bind" if policy.host_write else "--ro-bind", "/", "/", *self._kernel_mounts()]
+        args: list[PlanItem] = ["--bind" if policy.host_write else "--ro-bind", "/", "/"]
+        args += self._kernel_mounts()
         if not policy.host_write:
             args += ["--tmpfs", "/tmp"]
         args += ["--tmpfs", "/run"]
@@ -256,9 +291,8 @@ class SandboxRun:
             if os.path.lexists(path):
                 args += ["--ro-bind", path, path]
         for bind in self.extra_binds:
-            args += (self._bind_fd(bind.source)[:2] if bind.writable else ["--ro-bind", bind.source]) + [
-                bind.dest
-            ]
+            args += ["--bind-fd", OpenDir(bind.source)] if bind.writable else ["--ro-bind", bind.source]
+            args.append(bind.dest)
         for path in masked:
             if os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
@@ -268,17 +302,18 @@ class SandboxRun:
             args += ["--bind", self.trace_dir, TRACE_MOUNT]
         return args
 
-    def _seccomp_args(self) -> list[str]:
-        fd = filter_fd(self._seccomp)
-        self._fds.append(fd)
-        return ["--seccomp", str(fd)]
+    def argv(self, bwrap: str, strace: str | None, command_argv: Sequence[str]) -> tuple[str, ...]:
+        """The whole bubblewrap command line, its descriptors opened (``pass_fds``)."""
+        argv, fds = materialise(self.plan(bwrap, strace, command_argv))
+        self._fds.extend(fds)
+        return argv
 
-    def argv(
+    def plan(
         self, bwrap: str, strace: str | None, command_argv: Sequence[str], *, session: bool = True
-    ) -> tuple[str, ...]:
-        """The whole bubblewrap command line; ``session=False`` keeps the caller's terminal as the
-        controlling one (an interactive shell in a tmux pane needs job control; the system-call
-        filter refuses ``TIOCSTI`` instead of ``--new-session``)."""
+    ) -> list[PlanItem]:
+        """The bubblewrap command line with descriptors still to open; ``session=False`` keeps the
+        caller's terminal as the controlling one (an interactive shell in a tmux pane needs job
+        control; the system-call filter refuses ``TIOCSTI`` instead of ``--new-session``)."""
         policy = self.policy
         namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not policy.network:
@@ -293,7 +328,7 @@ class SandboxRun:
                 strace, "-D", "-f", "-qq", "-y", "--seccomp-bpf", "-e", "signal=none", "-e", "status=failed",
                 "-e", f"trace={TRACED_CALLS}", "-o", f"{TRACE_MOUNT}/{TRACE_FILE}", "--", *inner,
             ]  # fmt: skip
-        return (
+        return [
             bwrap,
             *self.mounts(),
             *namespaces,
@@ -301,12 +336,13 @@ class SandboxRun:
             *(["--new-session"] if session else []),
             "--cap-drop",
             "ALL",
-            *self._seccomp_args(),
+            "--seccomp",
+            FilterProgram(self._seccomp),
             "--chdir",
             policy.cwd,
             "--",
             *inner,
-        )
+        ]
 
     def cleanup(self) -> None:
         if self._closed:
