@@ -227,10 +227,12 @@ def test_mounts_narrow_in_order_and_placeholders_are_removed(
     assert f"--ro-bind {user}/.bashrc {user}/.bashrc" in joined
     assert f"--ro-bind {work}/.git/hooks {work}/.git/hooks" in joined
     assert f"--ro-bind {work}/.git/config {work}/.git/config" in joined
-    assert joined.index(root) < min(joined.index(pin) for pin in pins) < joined.index(f"--ro-bind {user}/.bashrc")
+    first_pin = min(joined.index(pin) for pin in pins)
+    assert joined.index(root) < first_pin < joined.index(f"--ro-bind {user}/.bashrc")
     # Absent protected paths got placeholders so they cannot be created inside the sandbox:
     # files, directories, and the parents they need.
-    assert (user / ".profile").is_file() and (user / ".ssh").is_dir() and (user / ".config/systemd/user").is_dir()
+    assert (user / ".profile").is_file() and (user / ".ssh").is_dir()
+    assert (user / ".config/systemd/user").is_dir()
     assert f"--ro-bind {user}/.profile {user}/.profile" in joined
     assert f"--ro-bind {user}/.config/git {user}/.config/git" in joined
     assert not (work / "sub/.git/hooks").exists()  # inside git directories: neutralised afterwards instead
@@ -239,7 +241,7 @@ def test_mounts_narrow_in_order_and_placeholders_are_removed(
     fds = run.pass_fds
     run.cleanup()
     assert not ledger.exists()
-    assert not (user / ".profile").exists() and not (user / ".ssh").exists() and not (user / ".config").exists()
+    assert not any((user / name).exists() for name in (".profile", ".ssh", ".config"))
     assert (user / ".bashrc").read_text() == "original\n"
     for fd in fds:
         with pytest.raises(OSError):

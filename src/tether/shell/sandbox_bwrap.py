@@ -52,9 +52,10 @@ from pathlib import Path
 from typing import Final
 
 from tether.shell import sandbox_placeholders as placeholders
+from tether.shell.sandbox_launch import FilterProgram, OpenDir, PlanItem, materialise
 from tether.shell.sandbox_policy import SandboxPolicy
 from tether.shell.sandbox_repos import RepoSnapshot
-from tether.shell.sandbox_seccomp import build_filter, filter_fd
+from tether.shell.sandbox_seccomp import build_filter
 from tether.shell.sandbox_trace import TraceReader
 
 TRACE_MOUNT: Final = "/run/tether-sandbox"
@@ -127,57 +128,6 @@ def _between(root: str, path: str) -> list[str]:
         parents.append(current)
         current = os.path.dirname(current)
     return parents[::-1]
-
-
-@dataclass(frozen=True, slots=True)
-class OpenDir:
-    """A plan item: the descriptor of the directory at ``path``, opened without following symlinks."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class FilterProgram:
-    """A plan item: the descriptor of a pipe holding a seccomp program."""
-
-    program: bytes
-
-
-PlanItem = str | OpenDir | FilterProgram
-
-
-def materialise(plan: Sequence[PlanItem]) -> tuple[tuple[str, ...], list[int]]:
-    """The argv of ``plan`` with every descriptor opened (the caller passes and later closes them)."""
-    argv: list[str] = []
-    fds: list[int] = []
-    try:
-        for item in plan:
-            if isinstance(item, str):
-                argv.append(item)
-                continue
-            fd = open_directory(item.path) if isinstance(item, OpenDir) else filter_fd(item.program)
-            fds.append(fd)
-            argv.append(str(fd))
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-    return tuple(argv), fds
-
-
-def open_directory(path: str) -> int:
-    """An ``O_PATH`` fd of the directory at ``path``, reached without following any symlink."""
-    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in path.strip("/").split("/"):
-            if part:
-                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-                os.close(fd)
-                fd = inner
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 class SandboxRun:
@@ -290,14 +240,15 @@ class SandboxRun:
         for path in guarded:
             if os.path.lexists(path):
                 args += ["--ro-bind", path, path]
-        for bind in self.extra_binds:
-            args += ["--bind-fd", OpenDir(bind.source)] if bind.writable else ["--ro-bind", bind.source]
-            args.append(bind.dest)
         for path in masked:
             if os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
             elif os.path.lexists(path):
                 args += ["--ro-bind", "/dev/null", path]
+        # The caller's explicit grants come last: one may name a directory inside TETHER_HOME.
+        for bind in self.extra_binds:
+            args += ["--bind-fd", OpenDir(bind.source)] if bind.writable else ["--ro-bind", bind.source]
+            args.append(bind.dest)
         if self.trace_dir is not None:
             args += ["--bind", self.trace_dir, TRACE_MOUNT]
         return args

@@ -31,7 +31,6 @@ socket on every ``getpwnam`` does not flood results with reports.
 from __future__ import annotations
 
 import errno
-import os
 import platform
 import struct
 import sys
@@ -197,17 +196,3 @@ def build_filter(*, allow_unix_sockets: bool = False, machine: str | None = None
     prog.label("allow")
     prog.ret(_ALLOW)
     return prog.assemble()
-
-
-def filter_fd(program: bytes) -> int:
-    """A pipe whose read end holds ``program`` (bubblewrap reads it once at start-up).
-
-    The caller passes the returned fd to the child and closes it afterwards; the write end is
-    closed here, so bubblewrap sees end-of-file after the program.
-    """
-    read_end, write_end = os.pipe2(os.O_CLOEXEC)
-    try:
-        os.write(write_end, program)  # a few hundred bytes: far below the pipe buffer
-    finally:
-        os.close(write_end)
-    return read_end
