@@ -15,7 +15,14 @@ from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.providers import executor_from_config
 from tether.shell.sandbox import SandboxBashExecutor, SandboxPwshExecutor, sandbox_executor, with_sandbox
 from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
-from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
+from tether.shell.sandbox_denials import (
+    denials_from_filter,
+    denials_from_stderr,
+    denials_from_trace,
+    hint_for,
+    needed_mode,
+    sandbox_path,
+)
 from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy, with_repositories
 from tether.shell.sandbox_repos import RepositoryGuard
 from tether.shell.sandbox_seccomp import build_filter
@@ -301,3 +308,45 @@ def test_both_shell_tools_are_confined_when_the_sandbox_is_configured(tether_hom
             "require_escalated",
         )
     assert isinstance(executor_from_config(config), SandboxBashExecutor)
+
+
+def test_paths_the_command_chose_never_make_the_reporter_raise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = _policy(tmp_path, monkeypatch)
+    assert sandbox_path("/proc/1/root/etc/x", policy) == ("/etc/x", "through /proc/1/root/etc/x")
+    assert sandbox_path("/proc/self/root", policy) == ("/", "through /proc/self/root")
+    assert sandbox_path("/tmp/private/file", policy) == ("/tmp/private/file", "")  # the sandbox's own /tmp
+    trace = "\n".join(
+        [
+            '7 openat(AT_FDCWD, "/proc/1/root/etc/x", O_WRONLY|O_CREAT|O_NOCTTY, 0666) = -1 EROFS (x)',
+            '7 openat(AT_FDCWD, "/proc/1/cwd/y", O_WRONLY|O_CREAT, 0666) = -1 EROFS (x)',
+            r'7 openat(AT_FDCWD, "/usr/cut\x", O_WRONLY|O_CREAT, 0666) = -1 EROFS (x)',  # a broken escape
+            r'7 mkdir("/usr/a\\", 0777) = -1 EROFS (x)',
+        ]
+    )
+
+    def refuse(path: str, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(os.path, "realpath", refuse)  # what readlink('/proc/1/root') does on the host
+    found = denials_from_trace(trace, policy)
+    assert ("write", "/etc/x") in [(d.kind, d.target) for d in found]
+    assert ("write", "/usr/a\\") in [(d.kind, d.target) for d in found]
+    assert sandbox_path("/usr/x", policy) == ("/usr/x", "")
+
+
+def test_filter_refusals_are_recognised_from_what_programs_print() -> None:
+    stderr = (
+        "error connecting to /var/tmp/other/s (Operation not permitted)\n"
+        "Error connecting to agent: Operation not permitted\n"
+        '  File "/usr/lib/python3.11/socket.py", line 232, in __init__\n'
+        "    _socket.socket.__init__(self, family, type, proto, fileno)\n"
+        "PermissionError: [Errno 1] Operation not permitted\n"
+        "2026/01/01 E socket(1, 1, 0): Operation not permitted\n"
+        "chmod: changing permissions of 'x': Operation not permitted\n"  # not a filter refusal
+    )
+    assert [(d.kind, d.target) for d in denials_from_filter(stderr)] == [
+        ("socket", "/var/tmp/other/s"),
+        ("socket", "AF_UNIX"),
+    ]
