@@ -245,8 +245,10 @@ class _SandboxedExecutor(LocalShellExecutor):
         granted = ", ".join(settings.allow_escalations) or "none (every escalation is refused)"
         return (
             f"Commands run in a sandbox: the filesystem is read-only except the working directory{roots} "
-            "and a private /tmp; there is no network; shell start-up files, .git/hooks, .git/config and "
-            "tether's own state are never writable; processes outside are invisible. When the sandbox "
+            "and a private /tmp; there is no network and no Unix socket; shell start-up files, ~/.ssh, git's "
+            "global config, PATH directories, every repository's .git/hooks and .git/config and tether's "
+            "own state are never writable, and hooks or git configuration a command creates are disabled "
+            "before its result returns; processes outside are invisible. When the sandbox "
             "denies something, the result ends with `[sandbox denied: …]` and names the "
             f"`sandbox_permissions` value that would allow it. Values: {modes}. Any value but "
             "`use_default` needs a `justification`; granted in this deployment without asking a person: "

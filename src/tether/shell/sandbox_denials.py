@@ -340,7 +340,10 @@ def hint_for(
         if mode in settings.allow_escalations
         else "this deployment refuses it without a person's approval ([sandbox].allow_escalations)"
     )
-    return (
+    hint = (
         f"policy {policy.summary()}; to allow this, call again with "
         f'sandbox_permissions="{mode}" and a justification ({granted})'
     )
+    if any(d.kind == "git" for d in denials):
+        hint += "; hooks and git settings made in the sandbox were disabled (unconfined git never runs them)"
+    return hint
