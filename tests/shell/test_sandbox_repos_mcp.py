@@ -65,7 +65,11 @@ async def test_existing_nested_submodule_and_worktree_repositories_are_read_only
         f"printf '{hook}' > {modules}/hooks/pre-commit",
         "echo '[core] fsmonitor=evil' >> proj/libs/mod/../../.git/modules/libs/mod/config",
         "echo 'gitdir: ../evil' > wt/.git",
-        "mv proj/sub/.git proj/sub/.git-old",
+        "mv proj/.git proj/.git-old",
+        # a nested git directory moved aside and rebuilt with a hook: the new one is neutralised
+        "mv proj/sub/.git proj/sub/.git-old; mkdir -p proj/sub/.git/hooks",
+        f"printf '{hook}' > proj/sub/.git/hooks/pre-commit",
+        "chmod +x proj/sub/.git/hooks/pre-commit",
     ]
     async with server(tether_home, home, "--sandbox") as client:
         text, data = await bash(client, "; ".join(attempts) + "; echo benign > benign.txt")
@@ -76,7 +80,7 @@ async def test_existing_nested_submodule_and_worktree_repositories_are_read_only
         modules / "hooks/pre-commit",
         modules / "config",
         home / "wt/.git",
-        home / "proj/sub/.git",
+        home / "proj/.git",
     ):
         assert ("write", str(target)) in found, (target, text)
     assert {p: _text_of(p) for p in before} == before

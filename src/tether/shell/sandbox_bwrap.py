@@ -41,6 +41,7 @@ what keeps the host's sockets out of reach; ``/run`` and ``TETHER_HOME`` are mas
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -99,7 +100,8 @@ class ExtraBind:
 @functools.lru_cache(maxsize=1)
 def proc_kernel_interfaces() -> tuple[str, ...]:
     """Top-level entries of ``/proc`` that are kernel interfaces rather than processes, and that
-    root could write: bound read-only over the sandbox's fresh ``/proc``."""
+    root could write: bound read-only over the sandbox's fresh ``/proc`` (one mount each, so an
+    interface directory without a single writable file is left alone)."""
     found: list[str] = []
     with os.scandir("/proc") as entries:
         for entry in entries:
@@ -109,11 +111,21 @@ def proc_kernel_interfaces() -> tuple[str, ...]:
                 mode = entry.stat(follow_symlinks=False).st_mode
             except OSError:
                 continue
-            if (stat.S_ISDIR(mode) and entry.name in _PROC_INTERFACE_DIRS) or (
-                stat.S_ISREG(mode) and mode & 0o222
-            ):
-                found.append(f"/proc/{entry.name}")
+            writable_file = stat.S_ISREG(mode) and bool(mode & 0o222)
+            interface_dir = stat.S_ISDIR(mode) and entry.name in _PROC_INTERFACE_DIRS
+            if writable_file or (interface_dir and (entry.name == "sys" or _holds_writable_file(entry.path))):
+                found.append(entry.path)
     return tuple(sorted(found))
+
+
+def _holds_writable_file(directory: str) -> bool:
+    for parent, _, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                mode = os.lstat(os.path.join(parent, name)).st_mode
+                if stat.S_ISREG(mode) and mode & 0o222:
+                    return True
+    return False
 
 
 def _under(path: str, root: str) -> bool:
@@ -222,8 +234,11 @@ class SandboxRun:
                 args += self._bind_fd(root)
         guarded = [p for p in policy.protected if self._writable_root_of(p) is not None]
         self._placeholders(guarded)
+        # The roots' own git directories cannot be renamed away; nested ones would cost a mount each
+        # (bubblewrap spends ~0.5 ms per mount), and one the command replaces is a new git
+        # directory, which sandbox_git neutralises afterwards.
         gitdirs = [
-            g for g in self.repos.gitdirs if self._writable_root_of(g) is not None and os.path.isdir(g)
+            g for g in self.repos.gitdirs if os.path.dirname(g) in policy.writable_roots and os.path.isdir(g)
         ]
         masked = [policy.tether_home, *policy.hidden]
         if self._writable_root_of(policy.tether_home) is not None:

@@ -140,31 +140,51 @@ class RepositoryIndex:
     def refresh(self) -> None:
         """Bring the index up to date with the filesystem (re-listing only what changed)."""
         with self._lock:
+            dirs, lstat, margin = self._dirs, os.lstat, CTIME_MARGIN_NS
+            trusted: set[int] = set()
             stack = [self.root]
             while stack:
                 path = stack.pop()
-                prefix = path.rstrip("/") + "/"
-                stack.extend(prefix + name for name in self._visit(path))
-            if len(self._dirs) > MAX_DIRECTORIES:
-                self._dirs.clear()
-                raise RepositoryScanTooLarge(
-                    f"{self.root} holds more than {MAX_DIRECTORIES} directories, too many to check for "
-                    "git repositories a command could plant hooks in; run the command in a project "
-                    "directory (workdir) instead of a whole home or system tree"
-                )
+                known = dirs.get(path)
+                try:
+                    st = lstat(path)
+                except OSError:
+                    self._drop(path)
+                    continue
+                # The hot path, one stat per directory: same inode, same ctime, listed long enough
+                # after its last change, on a filesystem whose ctime can be trusted.
+                if (
+                    known is not None
+                    and st.st_ino == known.ident[1]
+                    and st.st_ctime_ns == known.ctime_ns
+                    and known.ctime_ns < known.listed_at_ns - margin
+                    and (st.st_dev in trusted or self._trust(st.st_dev, known, trusted))
+                ):
+                    subdirs = known.subdirs
+                else:
+                    subdirs = self._relist(path, st, known)
+                if subdirs:
+                    prefix = path.rstrip("/") + "/"
+                    stack.extend(prefix + name for name in subdirs)
+                if len(dirs) > MAX_DIRECTORIES:
+                    dirs.clear()
+                    raise RepositoryScanTooLarge(
+                        f"{self.root} holds more than {MAX_DIRECTORIES} directories, too many to check for "
+                        "git repositories a command could plant hooks in; run the command in a project "
+                        "directory (workdir) instead of a whole home or system tree"
+                    )
 
-    def _visit(self, path: str) -> tuple[str, ...]:
-        known = self._dirs.get(path)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            st = None
-        if st is None or not stat.S_ISDIR(st.st_mode):
+    def _trust(self, dev: int, known: _Dir, trusted: set[int]) -> bool:
+        if dev != known.ident[0] or not self._filesystems.trusted(dev):
+            return False
+        trusted.add(dev)
+        return True
+
+    def _relist(self, path: str, st: os.stat_result, known: _Dir | None) -> tuple[str, ...]:
+        if not stat.S_ISDIR(st.st_mode):
             self._drop(path)
             return ()
         ident = (st.st_dev, st.st_ino)
-        if known is not None and known.ident == ident and not self._dirty(known, st):
-            return known.subdirs
         if known is not None and known.ident != ident:
             self._drop(path)  # another directory now: nothing known below it still holds
             known = None
@@ -173,13 +193,6 @@ class RepositoryIndex:
             for gone in set(known.subdirs) - set(subdirs):
                 self._drop(os.path.join(path, gone))
         return subdirs
-
-    def _dirty(self, known: _Dir, st: os.stat_result) -> bool:
-        return (
-            st.st_ctime_ns != known.ctime_ns
-            or known.ctime_ns >= known.listed_at_ns - CTIME_MARGIN_NS
-            or not self._filesystems.trusted(st.st_dev)
-        )
 
     def _list(self, path: str, ident: Ident, ctime_ns: int) -> tuple[str, ...]:
         listed_at = time.time_ns()
@@ -222,7 +235,7 @@ class RepositoryIndex:
             candidates: list[str] = []
             pointers: list[str] = []
             for path, record in self._dirs.items():
-                if os.path.basename(path) == ".git" or (
+                if path.endswith("/.git") or (
                     "HEAD" in record.marks and ("objects" in record.marks or "commondir" in record.marks)
                 ):
                     candidates.append(path)
