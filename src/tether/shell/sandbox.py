@@ -11,7 +11,11 @@ before anything runs; if the audit log cannot be written, the escalation is refu
 The provider adds nothing to the process layer: it wraps the provider argv through the
 ``ShellConfinement`` seam of ``tether.shell.local`` (spawn, capture and tree kill stay in
 ``tether.process``) and reports ``ShellSandboxInfo`` — the mode that applied and the structured
-denials of ``tether.shell.sandbox_denials`` — on the handle and the result.
+denials of ``tether.shell.sandbox_denials`` — on the handle and the result. Around every confined
+command the repositories under its roots are snapshotted (``sandbox_repos``): before, so their
+control files are bound read-only; after, so whatever git directory or control file appeared is
+neutralised (``sandbox_git``) before the result is available. The report never raises: what it
+cannot read or check becomes a denial saying so.
 """
 
 from __future__ import annotations

@@ -344,6 +344,8 @@ def hint_for(
         f"policy {policy.summary()}; to allow this, call again with "
         f'sandbox_permissions="{mode}" and a justification ({granted})'
     )
+    if any(d.kind == "socket" for d in denials):
+        hint += "; Unix sockets are refused in every confined mode unless [sandbox].allow_unix_sockets"
     if any(d.kind == "git" for d in denials):
         hint += "; hooks and git settings made in the sandbox were disabled (unconfined git never runs them)"
     return hint
