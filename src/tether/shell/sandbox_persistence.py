@@ -47,9 +47,9 @@ STARTUP_FILES: Final = (
     ".tmux.conf",
     ".gitconfig",
 )
-HOME_DIRECTORIES: Final = (".ssh", ".local/bin", "bin", ".local/share/systemd/user")
+HOME_DIRECTORIES: Final = (".ssh", ".local/bin", "bin", ".local/share/systemd/user", ".config/tmux")
 # Relative to $XDG_CONFIG_HOME (default ~/.config).
-CONFIG_DIRECTORIES: Final = ("git", "autostart", "systemd/user", "environment.d", "fish", "tmux")
+CONFIG_DIRECTORIES: Final = ("git", "autostart", "systemd/user", "environment.d", "fish")
 SYSTEM_DIRECTORIES: Final = ("/var/spool/cron",)
 
 
