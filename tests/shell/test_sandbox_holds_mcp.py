@@ -181,6 +181,38 @@ async def test_persistence_paths_under_a_home_workdir_stay_unchanged(tether_home
     _benign_done(home, marker)
 
 
+def _dotfiles(home: Path) -> None:
+    (home / "dotfiles" / "config" / "git").mkdir(parents=True)
+    (home / "dotfiles" / "bashrc").write_text("# managed\n")
+    (home / ".bashrc").unlink()
+    (home / ".bashrc").symlink_to("dotfiles/bashrc")
+    (home / ".config").symlink_to("dotfiles/config")
+
+
+async def test_symlinked_dotfiles_cannot_be_swapped(tether_home: Path, home: Path) -> None:
+    _dotfiles(home)
+    tail, marker = _benign(home)
+    swap = (
+        "echo evil >> ~/.bashrc; rm ~/.bashrc; echo evil > ~/.bashrc; "
+        "rm ~/.config; mkdir -p ~/.config/git; echo '[core] pager = evil' > ~/.config/git/config"
+    )
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(client, swap + tail)
+    assert os.readlink(home / ".bashrc") == "dotfiles/bashrc" and _read(home / ".bashrc") == "# managed\n"
+    assert os.readlink(home / ".config") == "dotfiles/config"
+    assert not (home / "dotfiles/config/git/config").exists()
+    found = {target: detail for kind, target, detail in _all_denials(data)}
+    assert "restored" in found[str(home / ".bashrc")] and "restored" in found[str(home / ".config")], text
+    assert 'sandbox_permissions="require_escalated"' in text
+    _benign_done(home, marker)
+
+
+def _all_denials(data: dict[str, object]) -> list[tuple[str, str, str]]:
+    sandbox = data["sandbox"]
+    assert isinstance(sandbox, dict)
+    return [(d["kind"], d["target"], d["detail"]) for d in sandbox["denials"]]
+
+
 async def test_touching_proc_1_root_returns_a_denial_at_once(tether_home: Path, home: Path) -> None:
     tail, marker = _benign(home)
     async with server(tether_home, home, "--sandbox") as client:

@@ -46,6 +46,7 @@ from tether.shell.sandbox_denials import (
     hint_for,
 )
 from tether.shell.sandbox_git import neutralise
+from tether.shell.sandbox_links import restore_links
 from tether.shell.sandbox_policy import (
     DEFAULT_MODE,
     MODE_SUMMARIES,
@@ -169,6 +170,7 @@ class BubblewrapConfinement(ShellConfinement):
             try:
                 after = await asyncio.to_thread(self.repositories.snapshot, base)
                 denials += await asyncio.to_thread(neutralise, before, after)
+                denials += restore_links(policy.links, inside=run.inside_writable_root)
             except Exception as exc:  # never a hang or a traceback: say what could not be checked
                 logger.exception("sandbox: checking the repositories after a command failed")
                 denials.append(

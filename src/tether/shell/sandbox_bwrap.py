@@ -190,6 +190,9 @@ class SandboxRun:
         """The tracer's relevant lines (call once the process settled)."""
         return "" if self._trace is None else self._trace.finish()
 
+    def inside_writable_root(self, path: str) -> bool:
+        return self._writable_root_of(path) is not None
+
     def _writable_root_of(self, path: str) -> str | None:
         if self.policy.host_write:
             return "/"

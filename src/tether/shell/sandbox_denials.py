@@ -322,6 +322,7 @@ def needed_mode(denials: Iterable[ShellSandboxDenial], policy: SandboxPolicy) ->
             or _is_tether_home(denial.target, policy)
             or denial.target.startswith(("/proc/", "/sys/"))
             or "mount point" in denial.detail
+            or denial.detail.startswith("the link to")  # a symlinked persistence path, put back
         ):
             modes.add("allow_host_write")
         else:

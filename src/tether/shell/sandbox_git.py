@@ -92,7 +92,7 @@ def neutralise(before: RepoSnapshot, after: RepoSnapshot) -> tuple[ShellSandboxD
 
 
 @contextlib.contextmanager
-def _directory(path: str) -> Iterator[int]:
+def directory_fd(path: str) -> Iterator[int]:
     """An fd of ``path`` opened one component at a time, never through a symlink."""
     fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -107,12 +107,12 @@ def _directory(path: str) -> Iterator[int]:
 
 
 def _neutralise_control(gitdir: str, name: str) -> list[ShellSandboxDenial]:
-    with _directory(gitdir) as dirfd:
+    with directory_fd(gitdir) as dirfd:
         mode = os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
         if name == "hooks" and stat.S_ISDIR(mode):
             return _disable_hooks(gitdir, dirfd)
         if name == "hooks" or not stat.S_ISREG(mode):
-            moved = _disable(dirfd, name)
+            moved = move_aside(dirfd, name)
             what = "hooks" if name == "hooks" else "not a regular file"
             return [_denial(gitdir, name, f"{what}: renamed to {moved}")]
         return _sanitise_config(gitdir, dirfd, name)
@@ -122,7 +122,7 @@ def _denial(gitdir: str, name: str, detail: str) -> ShellSandboxDenial:
     return ShellSandboxDenial(kind="git", target=os.path.join(gitdir, name), detail=detail)
 
 
-def _disable(dirfd: int, name: str) -> str:
+def move_aside(dirfd: int, name: str) -> str:
     """Rename ``name`` out of git's way and drop its execute bits; returns the new name."""
     target = name + DISABLED_SUFFIX
     counter = 1
@@ -158,7 +158,7 @@ def _disable_hooks(gitdir: str, gitfd: int) -> list[ShellSandboxDenial]:
         for name in sorted(names):
             if name.endswith(".sample") or DISABLED_SUFFIX in name:
                 continue  # git never runs these
-            moved = _disable(hooks, name)
+            moved = move_aside(hooks, name)
             denials.append(_denial(gitdir, f"hooks/{name}", f"hook disabled: renamed to {moved}"))
     finally:
         os.close(hooks)
@@ -173,7 +173,7 @@ def _sanitise_config(gitdir: str, dirfd: int, name: str) -> list[ShellSandboxDen
         os.close(fd)
     entries = None if len(content) > MAX_CONFIG_BYTES else parse_config(content)
     if entries is None:
-        moved = _disable(dirfd, name)
+        moved = move_aside(dirfd, name)
         return [_denial(gitdir, name, f"configuration git cannot check safely: renamed to {moved}")]
     removed = [key for key, value in entries if not safe_entry(key, value)]
     if not removed:

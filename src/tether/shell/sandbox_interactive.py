@@ -37,6 +37,7 @@ from tether.errors import UsageError
 from tether.shell import sandbox_launch
 from tether.shell.sandbox_bwrap import ExtraBind, SandboxRun
 from tether.shell.sandbox_git import neutralise
+from tether.shell.sandbox_links import restore_links
 from tether.shell.sandbox_policy import (
     PermissionMode,
     SandboxPolicy,
@@ -69,8 +70,10 @@ class ConfinedInteractive:
 
     def check_repositories(self) -> tuple[ShellSandboxDenial, ...]:
         """Neutralise hooks and configuration that appeared in git directories since the shell
-        started (blocking: a directory walk and a ``git config`` per new repository)."""
-        return neutralise(self.started, self._guard.snapshot(self._base))
+        started, and put back symlinked persistence paths it replaced (blocking: a directory walk
+        and a ``git config`` per new repository)."""
+        found = neutralise(self.started, self._guard.snapshot(self._base))
+        return found + tuple(restore_links(self.policy.links, inside=self._run.inside_writable_root))
 
     def release(self) -> None:
         """Remove the placeholders and the spec file (idempotent; call once the shell ended)."""

@@ -12,6 +12,10 @@ read-only placeholder stands in while the command runs).
 Relative ``PATH`` entries (``.``, empty) are not protected: they name the working directory of
 whoever runs the lookup, and making the working directory read-only would defeat the sandbox's
 purpose (README, Limits).
+
+``PathResolver`` is ``realpath`` for all of them at once: each path component costs one
+``readlink`` however many paths share it (they all start with the home directory), and every
+symlink it followed is remembered (``sandbox_links`` puts back one a command replaced).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ HOME_DIRECTORIES: Final = (".ssh", ".local/bin", "bin", ".local/share/systemd/us
 # Relative to $XDG_CONFIG_HOME (default ~/.config).
 CONFIG_DIRECTORIES: Final = ("git", "autostart", "systemd/user", "environment.d", "fish")
 SYSTEM_DIRECTORIES: Final = ("/var/spool/cron",)
+_MAX_HOPS: Final = 40  # the kernel's own limit on symlinks in one lookup
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,3 +96,41 @@ def persistence_paths(
     for item in found:
         unique.setdefault(item.path, item)
     return tuple(unique.values())
+
+
+class PathResolver:
+    """``realpath`` for many paths at once, remembering every symlink it followed."""
+
+    def __init__(self) -> None:
+        self._targets: dict[str, str | None] = {}
+        self.links: dict[str, str] = {}
+
+    def _readlink(self, path: str) -> str | None:
+        if path not in self._targets:
+            try:
+                self._targets[path] = os.readlink(path)
+            except (OSError, ValueError):
+                self._targets[path] = None  # not a link, or absent: taken as written
+        return self._targets[path]
+
+    def resolve(self, path: str) -> str:
+        pending = [part for part in path.split("/") if part]
+        current, hops = "/", 0
+        while pending:
+            part = pending.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                current = os.path.dirname(current)
+                continue
+            candidate = os.path.join(current, part)
+            target = self._readlink(candidate)
+            if target is None or hops >= _MAX_HOPS:
+                current = candidate
+                continue
+            hops += 1
+            self.links.setdefault(candidate, target)
+            if target.startswith("/"):
+                current = "/"
+            pending = [p for p in target.split("/") if p] + pending
+        return current

@@ -35,7 +35,7 @@ from typing import Any, Final, Literal, Protocol
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
-from tether.shell.sandbox_persistence import PersistencePath, persistence_paths
+from tether.shell.sandbox_persistence import PathResolver, PersistencePath, persistence_paths
 
 PermissionMode = Literal["use_default", "allow_network", "allow_host_write", "require_escalated"]
 DEFAULT_MODE: Final = "use_default"
@@ -204,6 +204,7 @@ class SandboxPolicy:
     protected_dirs: frozenset[str] = frozenset()  # protected paths that stand in as directories
     standins: frozenset[str] = frozenset()  # absent protected paths that get a placeholder
     unix_sockets: bool = False
+    links: tuple[tuple[str, str], ...] = ()  # symlinks on the way to protected paths → their targets
 
     def may_stand_in(self, path: str) -> bool:
         """Whether an absent protected path is guarded by a placeholder while the command runs."""
@@ -264,13 +265,15 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
         path_env=os.environ.get("PATH", ""),
         xdg_config_home=os.environ.get("XDG_CONFIG_HOME"),
     )
-    # Real paths: a protected name that is a symlink (dotfiles managers) is protected where it points.
+    # Real paths: a protected name that is a symlink (dotfiles managers) is protected where it
+    # points, and the links on the way are remembered (a command could replace them).
+    resolver = PathResolver()
     protected: dict[str, PersistencePath] = {}
     for item in persistence:
-        protected.setdefault(os.path.realpath(item.path), item)
+        protected.setdefault(resolver.resolve(item.path), item)
     for path in settings.read_only_paths:
         protected.setdefault(
-            os.path.realpath(path), PersistencePath(path=path, kind="file", placeholder=True)
+            resolver.resolve(path), PersistencePath(path=path, kind="file", placeholder=True)
         )
     return SandboxPolicy(
         mode=mode,
@@ -284,4 +287,5 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
         protected_dirs=frozenset(p for p, item in protected.items() if item.kind == "dir"),
         standins=frozenset(p for p, item in protected.items() if item.placeholder),
         unix_sockets=settings.allow_unix_sockets,
+        links=tuple(resolver.links.items()),
     )
