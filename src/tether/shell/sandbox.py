@@ -45,7 +45,7 @@ from tether.shell.sandbox_denials import (
     denials_from_trace,
     hint_for,
 )
-from tether.shell.sandbox_git import neutralise
+from tether.shell.sandbox_git import appeared, neutralise
 from tether.shell.sandbox_links import restore_links
 from tether.shell.sandbox_policy import (
     DEFAULT_MODE,
@@ -57,7 +57,7 @@ from tether.shell.sandbox_policy import (
     build_policy,
     with_repositories,
 )
-from tether.shell.sandbox_repos import RepositoryGuard
+from tether.shell.sandbox_repos import RepositoryGuard, RepoSnapshot
 from tether.shell.types import (
     AbortSignal,
     ConfinedLaunch,
@@ -156,7 +156,7 @@ class BubblewrapConfinement(ShellConfinement):
         # The repositories as they are right before the command: their control files are bound
         # read-only, and whatever git directory appears meanwhile is neutralised afterwards.
         base = self.policy(mode, spec.cwd)
-        before = await asyncio.to_thread(self.repositories.snapshot, base)
+        before = await self._snapshot(base)
         policy = with_repositories(base, before)
         run = SandboxRun(policy, trace=self.strace is not None, repos=before)
         try:
@@ -168,8 +168,9 @@ class BubblewrapConfinement(ShellConfinement):
         async def report(stderr_tail: str) -> ShellSandboxInfo:
             denials = list(self._denials(run, policy, stderr_tail))
             try:
-                after = await asyncio.to_thread(self.repositories.snapshot, base)
-                denials += await asyncio.to_thread(neutralise, before, after)
+                after = await self._snapshot(base)
+                if appeared(before, after):  # renames, rewrites, maybe a git subprocess: off the loop
+                    denials += await asyncio.to_thread(neutralise, before, after)
                 denials += restore_links(policy.links, inside=run.inside_writable_root)
             except Exception as exc:  # never a hang or a traceback: say what could not be checked
                 logger.exception("sandbox: checking the repositories after a command failed")
@@ -190,6 +191,11 @@ class BubblewrapConfinement(ShellConfinement):
             )
 
         return ConfinedLaunch(argv=wrapped, report=report, cleanup=run.cleanup, pass_fds=run.pass_fds)
+
+    async def _snapshot(self, policy: SandboxPolicy) -> RepoSnapshot:
+        if self.repositories.small(policy):
+            return self.repositories.snapshot(policy)
+        return await asyncio.to_thread(self.repositories.snapshot, policy)
 
     def _denials(
         self, run: SandboxRun, policy: SandboxPolicy, stderr_tail: str

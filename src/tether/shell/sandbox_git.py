@@ -70,6 +70,19 @@ _SUBMODULE_UPDATE: Final = frozenset({"checkout", "rebase", "merge", "none"})
 _RUNS_A_PROGRAM_URL: Final = ("ext::", "fd::")
 
 
+def appeared(before: RepoSnapshot, after: RepoSnapshot) -> bool:
+    """Whether ``after`` has a git directory or control file ``before`` did not (cheap, no I/O)."""
+    for path, state in after.gitdirs.items():
+        old = before.gitdirs.get(path)
+        if state.ident is None:
+            continue
+        if old is None or old.ident != state.ident:
+            return True
+        if any(ident is not None and old.control.get(name) is None for name, ident in state.control.items()):
+            return True
+    return False
+
+
 def neutralise(before: RepoSnapshot, after: RepoSnapshot) -> tuple[ShellSandboxDenial, ...]:
     """Disable hooks and strip configuration that appeared between the two snapshots."""
     denials: list[ShellSandboxDenial] = []

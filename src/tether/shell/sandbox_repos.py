@@ -41,6 +41,7 @@ from tether.shell.sandbox_policy import SandboxPolicy
 
 CTIME_MARGIN_NS: Final = 3_000_000_000
 MAX_DIRECTORIES: Final = 500_000
+SMALL_TREE: Final = 1_000
 CONTROL_FILES: Final = ("config", "config.worktree", "hooks")
 _MARKS: Final = frozenset({".git", "HEAD", "objects", "commondir"})
 # Filesystems that update a directory's ctime on every entry change, seen by every reader at once.
@@ -135,6 +136,11 @@ class RepositoryIndex:
         self._dirs: dict[str, _Dir] = {}
         self._filesystems = _Filesystems()
         self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """How many directories the index holds (0 before the first refresh)."""
+        return len(self._dirs)
 
     # -- listing -------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -346,8 +352,17 @@ class RepositoryGuard:
                 self._indexes[key] = RepositoryIndex(root, excluded=excluded)
             return self._indexes[key]
 
+    def small(self, policy: SandboxPolicy, *, limit: int = SMALL_TREE) -> bool:
+        """Whether every root of ``policy`` is indexed already and holds at most ``limit``
+        directories: refreshing it costs a few milliseconds, less than a thread hop on a busy
+        machine, so the caller may snapshot on the event loop."""
+        excluded = frozenset([policy.tether_home, *policy.hidden])
+        with self._lock:
+            indexes = [self._indexes.get((root, excluded)) for root in repository_roots(policy)]
+        return all(index is not None and 0 < index.size <= limit for index in indexes)
+
     def snapshot(self, policy: SandboxPolicy) -> RepoSnapshot:
-        """Every git directory the command could write, as it is now (blocking: run in a thread)."""
+        """Every git directory the command could write, as it is now (blocking)."""
         excluded = frozenset([policy.tether_home, *policy.hidden])
         gitdirs: dict[str, GitDirState] = {}
         pointers: list[str] = []
