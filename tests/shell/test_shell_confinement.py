@@ -28,8 +28,8 @@ class EnvWrapConfinement(ShellConfinement):
     def __init__(self) -> None:
         self.cleaned = 0
 
-    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
-        def report(stderr_tail: str) -> ShellSandboxInfo:
+    async def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
+        async def report(stderr_tail: str) -> ShellSandboxInfo:
             denials = tuple(
                 ShellSandboxDenial(kind="write", target=line.split(":", 1)[1].strip())
                 for line in stderr_tail.splitlines()
@@ -73,3 +73,30 @@ async def test_wrapped_argv_runs_and_the_report_lands_on_handle_and_result(tethe
 
 def test_local_executor_is_not_confining() -> None:
     assert not LocalBashExecutor().confining
+
+
+class BrokenReportConfinement(ShellConfinement):
+    """A confinement whose verdict raises: the result must still arrive, and cleanup still run."""
+
+    name = "broken-report"
+
+    def __init__(self) -> None:
+        self.cleaned = 0
+
+    async def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
+        async def report(stderr_tail: str) -> ShellSandboxInfo:
+            raise PermissionError(13, "Permission denied", "/proc/1/root")
+
+        def cleanup() -> None:
+            self.cleaned += 1
+
+        return ConfinedLaunch(argv=tuple(argv), report=report, cleanup=cleanup)
+
+
+async def test_a_failing_report_never_holds_the_result_back(tether_home: Path) -> None:
+    confinement = BrokenReportConfinement()
+    executor = LocalBashExecutor(confinement=confinement)
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command="echo done")))
+    result = await asyncio.wait_for(execution.result(), 30)
+    assert result.exit_code == 0 and result.stdout.text == "done\n"
+    assert result.sandbox is None and confinement.cleaned == 1

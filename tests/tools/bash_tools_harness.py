@@ -43,8 +43,8 @@ class FakeConfinement(ShellConfinement):
 
     name = "fake-sandbox"
 
-    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
-        def report(stderr_tail: str) -> ShellSandboxInfo:
+    async def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
+        async def report(stderr_tail: str) -> ShellSandboxInfo:
             denials = ()
             if "DENY " in stderr_tail:
                 target = stderr_tail.split("DENY ", 1)[1].split()[0]

@@ -21,6 +21,7 @@ from typing import TextIO
 from tether.config import MIB, load_config
 from tether.errors import UsageError
 from tether.process.reads import OutputReader
+from tether.process.seal import seal_environment
 from tether.shell.execution import LocalShellExecution
 from tether.shell.options import LocalShellOptions
 from tether.shell.providers import executor_from_config
@@ -123,6 +124,7 @@ async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal
 
 async def _run(command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool) -> int:
     config = load_config()
+    seal_environment(config.env)  # the command cannot read our credentials in /proc/$PPID/environ
     base = LocalShellOptions.from_config(config)
     options = dataclasses.replace(base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER))
     executor = executor_from_config(config, options=options, keep_background=background_ok)

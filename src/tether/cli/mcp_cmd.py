@@ -20,6 +20,7 @@ from tether.errors import UsageError
 from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor, new_conversation_id
 from tether.mcp.stdio import serve_stdio
+from tether.process.seal import seal_environment
 from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import ToolCatalog, build_catalog
 
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.sandbox:
         config = with_sandbox(config)
     conversation = conversation_from_env()
+    seal_environment(config.env)  # before any thread, child or tmux server exists
     configure_logging(home, "mcp")
     logger.info("tether mcp serving conversation %s (pid %d)", conversation, os.getpid())
     anyio.run(_serve, config, conversation)

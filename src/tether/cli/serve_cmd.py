@@ -31,6 +31,7 @@ from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.token import load_or_create_token
 from tether.panel.app import build_panel_app, login_url, missing_assets, unavailable_panel_routes
+from tether.process.seal import seal_environment
 from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import build_catalog
 
@@ -167,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(home)
     if args.sandbox:
         config = with_sandbox(config)
+    seal_environment(config.env)  # before any thread, child or tmux server exists
     host = (args.host or config.server.host).strip()
     port = config.server.port if args.port is None else args.port
     if not 0 <= port <= 65535:
