@@ -15,7 +15,6 @@ Sections owned by a feature module (``[guard]``, ``[sandbox]``) are validated by
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -205,6 +204,8 @@ def load_config(home: Path | None = None) -> Config:
     path = home / "config.toml"
     raw: dict[str, Any] = {}
     if path.exists():
+        import tomllib  # here, not at the top: `tether mcp` reaches this module before it needs TOML
+
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -38,6 +37,8 @@ from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from tether import __version__
 from tether.errors import TetherError
+from tether.mcp.handshake import DISCOVER_METHOD, DISCOVER_REFUSAL
+from tether.mcp.ids import new_conversation_id
 from tether.mcp.notifier import ConnectionNotifier, subscriptions
 from tether.tools.registry import CallContext, ResourceSource, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shell_results import ToolAborted
@@ -55,10 +56,6 @@ DEFAULT_INSTRUCTIONS: Final = (
     "tether gives you a shell. Use `bash` for one-shot commands (each call is a fresh process with a "
     "deadline); long commands can run in the background and be followed with job_output."
 )
-
-
-def new_conversation_id() -> str:
-    return "conv-" + secrets.token_hex(8)
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
@@ -99,7 +96,7 @@ class McpFrontDoor:
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
         )
-        self.server.add_request_handler("server/discover", types.RequestParams, _no_discover)
+        self.server.add_request_handler(DISCOVER_METHOD, types.RequestParams, _no_discover)
         self.server.middleware.append(self._track_connection)
 
     def initialization_options(self) -> InitializationOptions:
@@ -278,7 +275,7 @@ def _nudger(send: MemoryObjectSendStream[None]) -> Callable[[], None]:
 
 
 async def _no_discover(_ctx: ServerRequestContext[Any, Any], _params: types.RequestParams) -> HandlerResult:
-    raise MCPError(METHOD_NOT_FOUND, "server/discover is not served: tether speaks the initialize handshake")
+    raise MCPError(METHOD_NOT_FOUND, DISCOVER_REFUSAL)
 
 
 def _wire_tool(tool: ToolDef) -> types.Tool:
