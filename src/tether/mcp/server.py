@@ -5,6 +5,8 @@ Invariants this module owns:
 - It holds no tool logic. ``tools/list`` is the registry at this moment; ``tools/call`` runs
   ``ToolRegistry.call`` (handler plus audit and masking middleware) with a ``CallContext`` naming
   the conversation (one per MCP connection).
+- Unusable request parameters are answered naming the field (``tether.mcp.requests``): a
+  ``tools/call`` whose ``arguments`` is not an object is a tool error, like any argument error.
 - A ``TetherError`` becomes a tool error result (``isError``) whose text starts with its stable
   code; any other exception is logged with its traceback and answered with a generic tool error.
   Neither stops the server. Cancellation (``notifications/cancelled``) is not an error: it
@@ -34,12 +36,14 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
+from pydantic import ValidationError
 
 from tether import __version__
 from tether.errors import TetherError
 from tether.mcp.handshake import DISCOVER_METHOD, DISCOVER_REFUSAL
 from tether.mcp.ids import new_conversation_id
 from tether.mcp.notifier import ConnectionNotifier, subscriptions
+from tether.mcp.requests import check_call, named_invalid_params
 from tether.tools.registry import CallContext, ResourceSource, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shell_results import ToolAborted
 
@@ -98,6 +102,7 @@ class McpFrontDoor:
         )
         self.server.add_request_handler(DISCOVER_METHOD, types.RequestParams, _no_discover)
         self.server.middleware.append(self._track_connection)
+        self.server.middleware.append(self._checked_params)
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
@@ -130,6 +135,19 @@ class McpFrontDoor:
                 connection.exit_stack.push_async_callback(self._end_conversation, connection)
             logger.info("conversation %s connected", self.conversation_of(connection))
         return await call_next(ctx)
+
+    async def _checked_params(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        # Ahead of the SDK's own validation, whose errors name no field (see tether.mcp.requests).
+        if ctx.method == "tools/call":
+            refusal = check_call(ctx.params, self.registry)
+            if refusal is not None:
+                return refusal
+        try:
+            return await call_next(ctx)
+        except ValidationError as exc:
+            raise named_invalid_params(ctx.method, exc) from None
 
     async def _end_conversation(self, connection: Connection) -> None:
         conversation = self.conversation_of(connection)

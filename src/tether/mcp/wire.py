@@ -75,7 +75,12 @@ def parse_line(line: bytes) -> Message | Rejected:
         value = json.loads(text)
     except RecursionError:
         rid = recover_id(text)
-        return _reject(rid, INVALID_REQUEST, "the message nests arrays/objects too deeply to parse")
+        return _reject(
+            rid,
+            INVALID_REQUEST,
+            "the message nests arrays/objects too deeply to parse (hundreds of levels); "
+            "MCP messages and tool arguments are only a few levels deep",
+        )
     except ValueError as exc:
         rid = recover_id(text)
         return _reject(rid, PARSE_ERROR, f"Parse error: the line is not valid JSON ({exc})")
