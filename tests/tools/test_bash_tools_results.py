@@ -38,7 +38,10 @@ async def test_foreground_render_rules(tether_home: Path) -> None:
             assert text_of(result) == expected, command
             structured = result.structured_content
             assert structured is not None and structured["kind"] == "foreground"
-            assert structured["rendered"] == expected
+            # The rendered text is the text content only: structured clients read no second copy.
+            assert "rendered" not in structured
+            for stream in ("stdout", "stderr"):
+                assert structured[stream]["text"].rstrip("\n") in text_of(result)
 
         exited = (await client.call_tool("bash", run("exit 3"))).structured_content
         assert exited is not None
@@ -122,7 +125,7 @@ async def test_promoted_shape(tether_home: Path, background: bool) -> None:
         structured = result.structured_content
         assert structured is not None and structured["kind"] == "promoted"
         job_id = structured["jobId"]
-        assert set(structured) == {"kind", "jobId", "timeoutMs", "output", "rendered"}
+        assert set(structured) == {"kind", "jobId", "timeoutMs", "output"}
         assert structured["output"] == "early\n" and structured["timeoutMs"] == 300
         assert text_of(result) == f"early\n[still running after 300ms; moved to background job {job_id}]"
         listed = await client.call_tool("job_list", {})

@@ -315,9 +315,7 @@ class ShellToolPlugin:
             raise shapes.ToolAborted(abort.reason or "the command was aborted")
         stopped = job.stop_reason if job is not None else None
         rendered = render_shell_result(result, stopped=stopped)
-        return ToolResult(
-            text=rendered, structured=shapes.foreground(result, stopped=stopped, rendered=rendered)
-        )
+        return ToolResult(text=rendered, structured=shapes.foreground(result, stopped=stopped))
 
     async def _settles_in_time(self, execution: ShellExecution, spec: ShellExecSpec) -> bool:
         # The deadline counts from resolve (spec: time before spawn counts against timeoutMs).
@@ -334,7 +332,8 @@ class ShellToolPlugin:
             output = "[earlier output was dropped: it exceeded the in-memory budget]\n" + output
         value = shapes.promoted(job_id=job.job_id, timeout_ms=timeout_ms, output=output)
         logger.info("%s command promoted to background job %s after %dms", self.shell, job.job_id, timeout_ms)
-        return ToolResult(text=value["rendered"], structured=value)
+        text = shapes.promoted_text(output, timeout_ms=timeout_ms, job_id=job.job_id)
+        return ToolResult(text=text, structured=value)
 
     async def _kill_for_cancel(self, abort: AbortSignal, execution: ShellExecution) -> None:
         abort.fire("cancelled by the caller")

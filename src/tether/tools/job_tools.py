@@ -127,7 +127,6 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
             **_job_fields(read.info),
             "output": read.text,
             "lossy": read.lossy,
-            "rendered": rendered,
         }
         return ToolResult(text=rendered, structured=structured)
 
@@ -157,9 +156,8 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
                 **_JOB_FIELDS,
                 "output": {"type": "string"},
                 "lossy": {"type": "boolean"},
-                "rendered": {"type": "string"},
             },
-            "required": ["jobId", "status", "output", "lossy", "rendered"],
+            "required": ["jobId", "status", "output", "lossy"],
         },
         handler=handler,
     )

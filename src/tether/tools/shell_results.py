@@ -3,6 +3,11 @@
 Invariant: every successful call returns exactly one of ``foreground``, ``promoted`` or
 ``background`` (``kind`` says which), and the structured value always validates against
 ``OUTPUT_SCHEMA``. Cancellation is never one of them: it is ``ToolAborted``.
+
+The spec's ``rendered`` text is the result's text content, not a field of the structured value:
+clients that hand the model ``structuredContent`` (Claude Code, Codex) would otherwise pay for the
+output twice (``stdout.text`` and ``rendered``). Everything ``rendered`` says is in the fields
+(exit code, signal, timeout, stop reason, truncation and spill path, sandbox denials).
 """
 
 from __future__ import annotations
@@ -78,7 +83,6 @@ FOREGROUND_SCHEMA: Final[dict[str, Any]] = {
         "stdout": _STREAM,
         "stderr": _STREAM,
         "sandbox": _SANDBOX,
-        "rendered": {"type": "string"},
     },
     "required": [
         "kind",
@@ -90,7 +94,6 @@ FOREGROUND_SCHEMA: Final[dict[str, Any]] = {
         "timeoutMs",
         "stdout",
         "stderr",
-        "rendered",
     ],
 }
 
@@ -101,9 +104,8 @@ PROMOTED_SCHEMA: Final[dict[str, Any]] = {
         "jobId": {"type": "string"},
         "timeoutMs": {"type": "integer"},
         "output": {"type": "string"},
-        "rendered": {"type": "string"},
     },
-    "required": ["kind", "jobId", "timeoutMs", "output", "rendered"],
+    "required": ["kind", "jobId", "timeoutMs", "output"],
 }
 
 BACKGROUND_SCHEMA: Final[dict[str, Any]] = {
@@ -132,7 +134,7 @@ def _sandbox(info: ShellSandboxInfo) -> dict[str, Any]:
     }
 
 
-def foreground(result: ShellRunResult, *, stopped: str | None, rendered: str) -> dict[str, Any]:
+def foreground(result: ShellRunResult, *, stopped: str | None) -> dict[str, Any]:
     value: dict[str, Any] = {
         "kind": "foreground",
         "exitCode": result.exit_code,
@@ -143,7 +145,6 @@ def foreground(result: ShellRunResult, *, stopped: str | None, rendered: str) ->
         "timeoutMs": result.timeout_ms,
         "stdout": _stream(result.stdout),
         "stderr": _stream(result.stderr),
-        "rendered": rendered,
     }
     if result.sandbox is not None:
         value["sandbox"] = _sandbox(result.sandbox)
@@ -163,7 +164,6 @@ def promoted(*, job_id: str, timeout_ms: int, output: str) -> dict[str, Any]:
         "jobId": job_id,
         "timeoutMs": timeout_ms,
         "output": output,
-        "rendered": promoted_text(output, timeout_ms=timeout_ms, job_id=job_id),
     }
 
 
