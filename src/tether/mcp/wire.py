@@ -278,6 +278,11 @@ class StdioWire:
                         skipping = False
                         self._reject_oversized(oversized_head)
                         continue
+                    if len(pending) + len(piece) > MAX_LINE_BYTES:
+                        head = bytes((pending + piece)[:_ID_SCAN_BYTES])
+                        pending.clear()
+                        self._reject_oversized(head)
+                        continue
                     pending += piece
                     line = bytes(pending)
                     pending.clear()
