@@ -9,11 +9,14 @@ argparse, and each command pays only for its own imports.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-Handler = Callable[[argparse.Namespace], int]
+if TYPE_CHECKING:
+    import argparse
+
+Handler = Callable[["argparse.Namespace"], int]
 
 
 def handler(module: str, name: str) -> Handler:

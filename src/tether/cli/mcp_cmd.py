@@ -11,8 +11,11 @@ shells), else a fresh random one. Logs go to stderr and ``$TETHER_HOME/logs/mcp.
 
 from __future__ import annotations
 
-import argparse
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the fast path (tether.cli.main) runs without argparse
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +35,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from tether.config import ensure_home, resolve_home
+    return serve(sandbox=bool(args.sandbox))
+
+
+def serve(*, sandbox: bool) -> int:
+    from tether.home import ensure_home, resolve_home
     from tether.mcp.handshake import EarlyFront, HandshakeCache, build_key
     from tether.mcp.ids import conversation_id
     from tether.mcp.logs import configure_logging
@@ -42,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     conversation = conversation_id(os.environ.get("TETHER_CONVERSATION", ""))
     configure_logging(home, "mcp")
     wire = StdioWire.claim()
-    flags = ("--sandbox",) if args.sandbox else ()
+    flags = ("--sandbox",) if sandbox else ()
     cache = HandshakeCache(home, build_key(home, flags))
     early = EarlyFront(wire, cache.load())
     wire.start_reader(early.offer)
@@ -51,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return mcp_actions.serve(
-            home=home, sandbox=args.sandbox, conversation=conversation, wire=wire, early=early, cache=cache
+            home=home, sandbox=sandbox, conversation=conversation, wire=wire, early=early, cache=cache
         )
     finally:
         wire.close_writer()

@@ -33,7 +33,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -92,14 +91,21 @@ def _distribution_stamp(package: str) -> list[object]:
     return ["absent"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Handshake:
-    """What the SDK answered to ``initialize`` and ``tools/list`` for one key."""
+    """What the SDK answered to ``initialize`` and ``tools/list`` for one key.
 
-    initialize: Message  # the InitializeResult, as sent
-    tools: Message  # the ListToolsResult, as sent
-    versions: tuple[str, ...]  # handshake protocol versions the SDK accepts
-    latest: str  # what it answers to any other requested version
+    (A plain class, like everything on this early path: ``dataclasses`` imports ``inspect``.)
+    """
+
+    __slots__ = ("initialize", "latest", "tools", "versions")
+
+    def __init__(
+        self, *, initialize: Message, tools: Message, versions: tuple[str, ...], latest: str
+    ) -> None:
+        self.initialize = initialize  # the InitializeResult, as sent
+        self.tools = tools  # the ListToolsResult, as sent
+        self.versions = versions  # handshake protocol versions the SDK accepts
+        self.latest = latest  # what it answers to any other requested version
 
     def initialize_for(self, requested: Any) -> Message:
         """The result for a client asking ``requested`` (the SDK's negotiation rule)."""

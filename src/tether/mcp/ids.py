@@ -7,8 +7,8 @@ library only: ``tether mcp`` checks the variable before anything heavy is import
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 from typing import Final
 
 from tether.errors import UsageError
@@ -17,7 +17,7 @@ CONVERSATION_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
 def new_conversation_id() -> str:
-    return "conv-" + secrets.token_hex(8)
+    return "conv-" + os.urandom(8).hex()  # what secrets.token_hex does, without importing random
 
 
 def conversation_id(value: str) -> str:

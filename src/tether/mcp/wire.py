@@ -25,7 +25,6 @@ import queue
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 logger = logging.getLogger(__name__)
@@ -51,12 +50,17 @@ Message = dict[str, Any]
 Item = Message | Eof
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Rejected:
-    """A line that is not a usable JSON-RPC message, and the error response it gets."""
+    """A line that is not a usable JSON-RPC message, and the error response it gets.
 
-    reply: Message
-    reason: str
+    (A plain class: ``dataclasses`` costs this early path more than the whole class is worth.)
+    """
+
+    __slots__ = ("reason", "reply")
+
+    def __init__(self, *, reply: Message, reason: str) -> None:
+        self.reply = reply
+        self.reason = reason
 
 
 def error_response(request_id: Any, code: int, message: str) -> Message:
