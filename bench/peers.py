@@ -98,7 +98,13 @@ PEERS = [
         command=["bin/tmux-mcp"],
         no_shell="send_keys and a polling read only: no call returns when a command has finished",
     ),
-    Peer(name="tmux-mcp-server", pypi=["tmux-mcp-server"], command=["bin/tmux-mcp-server"]),
+    Peer(
+        name="tmux-mcp-server",
+        pypi=["tmux-mcp-server"],
+        command=["bin/tmux-mcp-server"],
+        open_shell=lambda name: ("create_session", {"name": name}),
+        run_in_shell=lambda shell, cmd: ("run_command", {"target": shell, "command": cmd, "wait": True}),
+    ),
 ]
 
 
@@ -226,7 +232,9 @@ async def connect(server: Server, env: dict[str, str], stack: Any) -> None:
         server.shells = [t["shell"] for t in opened.structured_content["tasks"]]
     elif server.peer.open_shell is not None:
         for i in range(8):
-            name = f"bench{i}"
+            name = (
+                f"bench{i}-{server.name}-{len(server.results.get('cold', []))}-{time.monotonic_ns() % 10**6}"
+            )
             await call(server, server.peer.open_shell(name))
             server.shells.append(name)
     for index in range(len(server.shells)):  # warm: the first command of a shell waits for its prompt
@@ -264,19 +272,23 @@ MEASURES = [
 ]
 
 
-async def measure(servers: list[Server], env: dict[str, str], rounds: int) -> None:
+async def measure(servers: list[Server], env: dict[str, str], rounds: int, scratch: Path) -> None:
+    """Round-robin; one server alive at a time, so no idle peer's polling steals CPU from another."""
     from contextlib import AsyncExitStack
 
-    async with AsyncExitStack() as stack:
-        for server in list(servers):
-            try:
-                await connect(server, env, stack)
-            except Exception as exc:
-                server.notes["all"] = f"failed to start or open shells: {type(exc).__name__}: {exc}"[:160]
-                server.client = None
-        live = [s for s in servers if s.client is not None]
-        for _ in range(rounds):
-            for server in live:
+    for round_ in range(rounds):
+        for server in servers:
+            if "all" in server.notes:
+                continue
+            # tether keeps its shells after a conversation (max 8 a home): a fresh home per round
+            own = {**env, "TETHER_HOME": str(scratch / f"tether-{round_}")} if server.peer is None else env
+            async with AsyncExitStack() as stack:
+                server.shells = []
+                try:
+                    await connect(server, own, stack)
+                except Exception as exc:
+                    server.notes["all"] = f"failed to start or open shells: {type(exc).__name__}: {exc}"[:160]
+                    continue
                 for _ in range(20):
                     if (ms := await _guard(server, "oneshot", oneshot_echo(server))) is not None:
                         server.record("oneshot", ms)
@@ -318,6 +330,7 @@ def main() -> None:
         else:
             servers.append(Server(peer=peer, name=peer.name, argv=peer.argv))
     try:
+        handshake(servers[0].argv, env)  # tether records its handshake cache, as any first session does
         for _ in range(args.rounds):  # cold starts, round-robin
             for server in servers:
                 try:
@@ -325,7 +338,7 @@ def main() -> None:
                     server.record("cold", listed)
                 except Exception as exc:
                     server.notes.setdefault("cold", f"{type(exc).__name__}: {exc}"[:160])
-        asyncio.run(measure(servers, env, args.rounds))
+        asyncio.run(measure(servers, env, args.rounds, scratch))
         rss = tether_rss_growth(env, scratch)
     finally:
         for sock_dir in (scratch / "tmux").glob("tmux-*"):
