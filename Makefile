@@ -106,6 +106,7 @@ bench: venv
 	$(PY) bench/sessions.py
 	$(PY) bench/termtext.py
 	$(PY) bench/audit.py
+	$(PY) bench/startup.py
 
 clean:
 	rm -rf $(VENV) $(DIST) $(SCRATCH) $(SCRATCH).build.log src/tether/panel/node_modules src/tether/panel/static/vendor build
