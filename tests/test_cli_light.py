@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.audit import SOURCES
+from tether.audit import DEFAULT_EVERY, SOURCES
 from tether.cli import COMMAND_MODULES, audit_cmd, vault_cmd
 from tether.store.vault import DEFAULT_GROUP
 
@@ -57,3 +57,4 @@ def test_version_and_help_work(argv: list[str]) -> None:
 def test_constants_the_light_modules_repeat_are_the_real_ones() -> None:
     assert audit_cmd.SOURCES == SOURCES
     assert vault_cmd.DEFAULT_GROUP == DEFAULT_GROUP
+    assert audit_cmd.DEFAULT_EVERY == DEFAULT_EVERY

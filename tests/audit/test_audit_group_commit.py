@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import tether.audit.log as audit_log
-from tether.audit import AuditError, AuditLog, GroupCommit, verify
+from tether.audit import AuditError, AuditLog, GroupCommit, parse_verification_key, query, verify
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -96,3 +96,21 @@ async def test_the_async_append_returns_the_durable_record(tmp_path: Path, fsync
     assert fsyncs.file_syncs() >= 1
     with pytest.raises(Exception, match="audit source"):
         await committer.append(log, actor="a", source="nope", tool="t", action="x")  # type: ignore[arg-type]
+
+
+def test_a_batch_across_seal_positions_keeps_the_seals_provable(tmp_path: Path, fsyncs: _Fsyncs) -> None:
+    log = AuditLog(tmp_path)
+    key = log.setup_keys(every=4)
+    log.append(actor="conv-g", source="tool", tool="bash", action="run", command="echo 0")
+    committer = GroupCommit()
+    fsyncs.hold_next.set()
+    first = committer.submit(log, _body(log, 1))
+    assert fsyncs.holding.wait(30)
+    rest = [committer.submit(log, _body(log, n)) for n in range(2, 12)]  # one batch over two seals
+    fsyncs.release.set()
+    records = [first.result(30), *(f.result(30) for f in rest)]
+    assert [r.command for r in records] == [f"echo {n}" for n in range(1, 12)]
+    report = verify(tmp_path, key=parse_verification_key(key.text()))
+    assert report.ok, report.summary()
+    seals = [r for r in query(tmp_path, days=1, limit=100) if r.action == "seal"]
+    assert len(seals) >= 2

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.audit.batch import Batch, DayFile, Head, PartialAppend, fsync_dir, write_all
+from tether.audit.batch import Batch, DayFile, Head, PartialAppend, fsync_dir
+from tether.audit.batch import write_all as _write_all  # a module global: tests tear writes here
 from tether.audit.lines import complete_end, iter_lines_reverse
 from tether.audit.record import (
     FORMAT_VERSION,
@@ -343,7 +344,7 @@ class AuditLog:
             if day.torn:
                 completed = _completed_torn(day.torn, head)
                 if completed is not None:
-                    write_all(day.fd, b"\n")
+                    _write_all(day.fd, b"\n")
                     os.fsync(day.fd)
                     head = completed
                 else:
@@ -378,7 +379,7 @@ class AuditLog:
             "prev": head.hash,
         }
         record["hash"] = record_hash(record)
-        write_all(day.fd, canonical_json(record).encode("ascii") + b"\n")
+        _write_all(day.fd, canonical_json(record).encode("ascii") + b"\n")
         return AuditRecord.from_dict(record)
 
     def _repair_body(self, repair: _Repair) -> dict[str, Any]:
