@@ -241,6 +241,22 @@ async def connect(server: Server, env: dict[str, str], stack: Any) -> None:
         await shell_run(server, index, "true")
 
 
+def fsync_floor(scratch: Path, n: int = 200) -> float:
+    """p50 (ms) of appending a 400-byte line and fsync-ing it here: what every audited call waits for."""
+    path = scratch / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    times = []
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            os.write(fd, b"x" * 400 + b"\n")
+            os.fsync(fd)
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        os.close(fd)
+    return statistics.median(times)
+
+
 def tether_rss_growth(env: dict[str, str], scratch: Path) -> float:
     """RSS growth (MiB) of tether mcp while 10 MB stream through a shell."""
 
@@ -340,6 +356,7 @@ def main() -> None:
                     server.notes.setdefault("cold", f"{type(exc).__name__}: {exc}"[:160])
         asyncio.run(measure(servers, env, args.rounds, scratch))
         rss = tether_rss_growth(env, scratch)
+        floor = fsync_floor(scratch)
     finally:
         for sock_dir in (scratch / "tmux").glob("tmux-*"):
             for sock in sock_dir.iterdir():
@@ -347,7 +364,7 @@ def main() -> None:
         for sock in scratch.rglob("tmux.sock"):
             subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
         shutil.rmtree(scratch, ignore_errors=True)
-    report(servers, skipped, args.rounds, rss)
+    report(servers, skipped, args.rounds, rss, floor)
 
 
 def _figure(server: Server, key: str) -> float | None:
@@ -358,7 +375,9 @@ def _figure(server: Server, key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def report(servers: list[Server], skipped: list[tuple[str, str]], rounds: int, rss: float) -> None:
+def report(
+    servers: list[Server], skipped: list[tuple[str, str]], rounds: int, rss: float, floor: float
+) -> None:
     load = os.getloadavg()
     print(f"bench/peers.py  {datetime.datetime.now():%Y-%m-%d %H:%M}  load average "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}  rounds {rounds}")  # fmt: skip
@@ -377,6 +396,7 @@ def report(servers: list[Server], skipped: list[tuple[str, str]], rounds: int, r
         if peers:
             print("  " + "; ".join(peers))
     print(f"\ntether RSS growth while 10 MB stream through a shell: {rss:.1f} MiB (budget ≤ 16 MiB)")
+    print(f"fsync of one audit-sized append here, p50: {floor:.2f} ms (each tether call waits for one)")
     for server in servers:
         for measure_key, note in server.notes.items():
             print(f"note: {server.name} {measure_key}: {note}")

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tether.audit.record import AuditRecord
 from tether.audit.seal import SealKey, seal_extra, write_writer_key
@@ -21,6 +21,8 @@ from tether.audit.seal import SealKey, seal_extra, write_writer_key
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Head:
+    """The chain's newest record: the next one gets ``seq + 1`` and ``prev = hash``."""
+
     seq: int
     hash: str
 
@@ -44,7 +46,7 @@ class Batch:
     """Records being appended under one lock hold: chained in order, synced together.
 
     What was written since the last ``sync`` is not yet durable; a failure truncates it away, so
-    nothing unacknowledged stays behind. A seal position (``seal``) makes the records before it
+    nothing unacknowledged stays behind. A seal position makes the records before it
     durable first, then the seal itself, and only then moves the key on disk forward: a crash
     before that leaves a key for an index already sealed, which the next seal steps past.
     """
@@ -84,9 +86,10 @@ class Batch:
             record = self._write(body)
             self.pending.append(record)
             return record
+        except PartialAppend:
+            raise  # the sync before the seal failed and has already cleaned up
         except OSError as exc:
             self._fail(exc)
-            raise AssertionError("unreachable") from exc
 
     def sync(self) -> None:
         try:
@@ -105,7 +108,7 @@ class Batch:
         self.head = Head(seq=record.seq, hash=record.hash)
         return record
 
-    def _fail(self, exc: OSError) -> None:
+    def _fail(self, exc: OSError) -> NoReturn:
         # Never leave part of a batch behind a failure we report: the records not yet synced go.
         truncate_quietly(self.day.fd, self.start)
         raise PartialAppend(exc, self.durable) from exc
