@@ -58,17 +58,30 @@ def _resumes(lines: list[str], index: int, fd: str) -> bool:
     return False
 
 
+def _server_of(home: Path) -> psutil.Process:
+    """This test's ``tether mcp`` (pytest may hold other children, zombies among them)."""
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.cmdline()[-1:] == ["mcp"] and proc.environ().get("TETHER_HOME") == str(home):
+                return proc
+        except psutil.Error:
+            continue
+    raise AssertionError(f"no tether mcp serving {home} among this test's processes")
+
+
 async def test_a_record_survives_sigkill_right_after_the_reply(tether_home: Path) -> None:
     word = "acked-" + secrets.token_hex(4)
     params = StdioServerParameters(command=TETHER, args=["mcp"], env=tether_env(tether_home))
+    answered = False
     with pytest.raises(Exception):  # noqa: B017 - the server dies under the client; any error is fine
         async with Client(params) as client:
-            server = next(p for p in psutil.Process().children(recursive=True) if "mcp" in p.cmdline())
+            server = _server_of(tether_home)
             result = await client.call_tool("bash", {"command": f"echo {word}", "description": "x"})
             server.send_signal(signal.SIGKILL)  # before anything else can run in the server
-            assert text_of(result) == word
+            answered = text_of(result) == word
             server.wait(30)
             await client.call_tool("job_list", {})
+    assert answered
     records = [r for r in query(tether_home, days=1, limit=100) if r.command == f"echo {word}"]
     assert len(records) == 1 and records[0].outcome == "ok"
     assert verify(tether_home).ok
