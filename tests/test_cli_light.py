@@ -40,7 +40,7 @@ def test_building_the_parser_imports_no_command_implementation() -> None:
 def test_the_early_front_of_tether_mcp_imports_nothing_heavy() -> None:
     loaded = _loaded_after(
         "import tether.cli.mcp_cmd, tether.config, tether.mcp.wire, tether.mcp.handshake, "
-        "tether.mcp.ids, tether.mcp.logs"
+        "tether.mcp.ids, tether.mcp.logs, tether.process.seal"
     )
     assert not loaded & HEAVY, sorted(loaded & HEAVY)
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from pathlib import Path
 
 import anyio
 
-from tether.config import Config, load_config
+from tether.config import Config
 from tether.mcp.handshake import EarlyFront, HandshakeCache
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.stdio import serve_stdio
@@ -69,14 +68,13 @@ async def _serve(
 
 def serve(
     *,
-    home: Path,
+    config: Config,
     sandbox: bool,
     conversation: str,
     wire: StdioWire,
     early: EarlyFront,
     cache: HandshakeCache,
 ) -> int:
-    config = load_config(home)
     if sandbox:
         config = with_sandbox(config)
     logger.info("tether mcp serving conversation %s (pid %d)", conversation, os.getpid())

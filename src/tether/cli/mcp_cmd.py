@@ -1,9 +1,10 @@
 """``tether mcp``: serve one MCP conversation over stdio, answering the handshake at once.
 
 Invariant: until ``mcp_actions`` is imported, only the standard library and tether's light
-modules run. In that time the wire is claimed (stdout carries MCP only from here on), the reader
-thread starts, and ``initialize`` / ``tools/list`` are answered from the handshake cache
-(``tether.mcp.handshake``) while the SDK and the tools load.
+modules run. In that time the configuration is read, the process's own credentials are sealed
+away (``tether.process.seal``, before any thread exists), the wire is claimed (stdout carries
+MCP only from here on), the reader thread starts, and ``initialize`` / ``tools/list`` are
+answered from the handshake cache (``tether.mcp.handshake``) while the SDK and the tools load.
 
 The conversation id is ``$TETHER_CONVERSATION`` when set (so a restarted client keeps owning its
 shells), else a fresh random one. Logs go to stderr and ``$TETHER_HOME/logs/mcp.log``.
@@ -39,14 +40,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(*, sandbox: bool) -> int:
+    from tether.config import load_config
     from tether.home import ensure_home, resolve_home
     from tether.mcp.handshake import EarlyFront, HandshakeCache, build_key
     from tether.mcp.ids import conversation_id
     from tether.mcp.logs import configure_logging
     from tether.mcp.wire import StdioWire
+    from tether.process.seal import seal_environment
 
     home = ensure_home(resolve_home())
     conversation = conversation_id(os.environ.get("TETHER_CONVERSATION", ""))
+    config = load_config(home)  # a bad config.toml is refused before anything is answered
+    seal_environment(config.env)  # before any thread (the wire's), child or tmux server exists
     configure_logging(home, "mcp")
     wire = StdioWire.claim()
     flags = ("--sandbox",) if sandbox else ()
@@ -58,7 +63,7 @@ def serve(*, sandbox: bool) -> int:
 
     try:
         return mcp_actions.serve(
-            home=home, sandbox=sandbox, conversation=conversation, wire=wire, early=early, cache=cache
+            config=config, sandbox=sandbox, conversation=conversation, wire=wire, early=early, cache=cache
         )
     finally:
         wire.close_writer()
