@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.shell import ConfinedInteractive, ExtraBind, SandboxSettings, confine_interactive
+from tether.shell import ConfinedShell, ExtraBind, SandboxSettings, confine_interactive
 
 pytestmark = pytest.mark.timeout(120)
 SYSCTL = Path("/proc/sys/kernel/printk_ratelimit")
@@ -53,7 +53,7 @@ def _wait_for_line(fifo: Path, timeout_s: float = 60) -> str:
 
 
 @contextlib.contextmanager
-def confined_pane(tether_home: Path, work: Path) -> Iterator[tuple[ConfinedInteractive, list[str]]]:
+def confined_pane(tether_home: Path, work: Path) -> Iterator[tuple[ConfinedShell, list[str]]]:
     shell_dir = tether_home / "shells" / "one"
     shell_dir.mkdir(parents=True)
     (shell_dir / "rc").write_text("PS1='confined$ '\n")
@@ -62,7 +62,7 @@ def confined_pane(tether_home: Path, work: Path) -> Iterator[tuple[ConfinedInter
         home=tether_home,
         cwd=str(work),
         command=["bash", "--rcfile", "/run/tether-shell/rc", "-i"],
-        spec_path=tether_home / "sandbox" / "shells" / "one.json",
+        state_dir=tether_home / "sandbox" / "shells" / "one",
         extra_binds=[ExtraBind(source=str(shell_dir), dest="/run/tether-shell")],
     )
     tmux = ["tmux", "-S", str(tether_home / "tmux.sock"), "-f", "/dev/null"]
@@ -72,7 +72,7 @@ def confined_pane(tether_home: Path, work: Path) -> Iterator[tuple[ConfinedInter
         yield confined, tmux
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
-        confined.release()
+        ConfinedShell.release(confined.state_dir, home=tether_home)
 
 
 def _type(tmux: list[str], line: str) -> None:
@@ -151,4 +151,4 @@ def test_an_interactive_shell_in_a_pane_holds_the_escape_matrix(tether_home: Pat
     assert not Path("/usr/tether-escape").exists() and not (work / "sub/.git/hooks/pre-commit").exists()
     assert [(d.kind, d.target) for d in repository_denials] == [("git", f"{work}/new/.git/hooks/pre-commit")]
     assert (work / "new/.git/hooks/pre-commit.disabled-by-tether").exists()
-    assert not (tether_home / "sandbox" / "shells" / "one.json").exists()  # released with the shell
+    assert not (tether_home / "sandbox" / "shells" / "one").exists()  # released with the shell

@@ -269,13 +269,14 @@ def test_the_sweep_removes_what_a_dead_process_left_behind(tmp_path: Path) -> No
     (state / f"placeholders.{os.getpid()}").write_text(f"{empty}\n")  # a live holder: untouched
     assert placeholders.sweep_stale(str(tmp_path / "th")) == 1
     assert not empty.exists() and not hooks.exists() and kept.read_text() == "someone wrote this\n"
-    assert sorted(p.name for p in state.iterdir()) == [f"placeholders.{os.getpid()}"]
+    assert sorted(p.name for p in state.iterdir()) == [f"placeholders.{os.getpid()}", "placeholders.lock"]
     (state / f"run-{dead.pid}-abc").mkdir()
     (state / f"run-{dead.pid}-abc" / "trace").write_text("7 kill(1, SIGTERM) = -1 EPERM (x)\n")
     (state / f"run-{os.getpid()}-def").mkdir()
     assert sweep_stale_traces(str(tmp_path / "th")) == 1
     assert sorted(p.name for p in state.iterdir()) == [
         f"placeholders.{os.getpid()}",
+        "placeholders.lock",
         f"run-{os.getpid()}-def",
     ]
 

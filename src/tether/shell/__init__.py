@@ -19,7 +19,7 @@ from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellE
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import footer_lines, render_shell_result
 from tether.shell.sandbox_bwrap import ExtraBind
-from tether.shell.sandbox_interactive import ConfinedInteractive, confine_interactive
+from tether.shell.sandbox_interactive import ConfinedShell, confine_interactive, mark_path
 from tether.shell.sandbox_policy import SandboxSettings
 from tether.shell.types import (
     AbortSignal,
@@ -43,7 +43,7 @@ from tether.shell.types import (
 
 __all__ = [
     "AbortSignal",
-    "ConfinedInteractive",
+    "ConfinedShell",
     "ConfinedLaunch",
     "DoneSignal",
     "ExtraBind",
@@ -73,6 +73,7 @@ __all__ = [
     "ShellSandboxDenial",
     "ShellSandboxInfo",
     "confine_interactive",
+    "mark_path",
     "discover_pwsh",
     "footer_lines",
     "render_shell_result",

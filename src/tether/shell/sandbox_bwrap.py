@@ -29,10 +29,10 @@ writable ``hooks`` beside the protected one; with them every directory on the wa
 
 A protected path that does not exist yet still has to be protected (``echo … > ~/.bashrc`` must not
 create it). bubblewrap can only mount over something that exists, so the run binds an empty
-read-only placeholder there (``sandbox_placeholders``: shared, counted, removed when the last user
-ends, swept after a crash). Two tether *processes* racing on the same absent path can still remove
-one another's placeholder early (documented limit). Inside git directories, absent control files
-are not given placeholders: ``sandbox_git`` neutralises whatever appears there instead.
+read-only placeholder there (``sandbox_placeholders``: listed in a ledger before it exists, removed
+when no live sandbox lists it, swept after a crash; a persistent shell's are listed in the
+shell's own ledger for its whole life). Inside git directories, absent control files are not given
+placeholders: ``sandbox_git`` neutralises whatever appears there instead.
 
 Reading is not narrowed: the whole filesystem stays readable except ``TETHER_HOME`` and the
 configured ``hidden_paths``. Unix sockets cannot be created at all (``sandbox_seccomp``), which is
@@ -158,11 +158,18 @@ class SandboxRun:
         repos: RepoSnapshot | None = None,
         extra_binds: Sequence[ExtraBind] = (),
         seccomp: bytes | None = None,
+        trace_dir: str | None = None,
+        shell_placeholders: placeholders.ShellPlaceholders | None = None,
     ) -> None:
+        """``trace=True``: a FIFO this process reads (``trace_text``). ``trace_dir``: a directory
+        holding the FIFO ``TRACE_FILE`` that someone else reads (a persistent shell's collector).
+        ``shell_placeholders``: the stand-ins belong to a persistent shell's ledger, not to this
+        process (``cleanup`` then leaves them)."""
         self.policy = policy
         self.repos = repos or RepoSnapshot(gitdirs={}, pointers=())
         self.extra_binds = tuple(extra_binds)
-        self.trace_dir: str | None = None
+        self.trace_dir: str | None = trace_dir
+        self._shell_placeholders = shell_placeholders
         self._trace: TraceReader | None = None
         self._held: list[list[str]] = []
         self._fds: list[int] = []
@@ -214,7 +221,12 @@ class SandboxRun:
     def _placeholders(self, guarded: list[str]) -> None:
         for path in guarded:
             kind = "dir" if path in self.policy.protected_dirs else "file"
-            if os.path.lexists(path) or not self.policy.may_stand_in(path):
+            if not self.policy.may_stand_in(path):
+                continue
+            if os.path.lexists(path) and not placeholders.is_placeholder(path):
+                continue  # the real thing: bound read-only as it is
+            if self._shell_placeholders is not None:
+                self._shell_placeholders.hold(path, kind=kind)
                 continue
             held = placeholders.acquire(path, kind=kind, home=self.policy.tether_home)
             if held is not None:
@@ -322,8 +334,8 @@ class SandboxRun:
         self._fds.clear()
         if self._trace is not None:
             self._trace.close()
-        if self.trace_dir is not None:
-            shutil.rmtree(self.trace_dir, ignore_errors=True)
+            if self.trace_dir is not None:
+                shutil.rmtree(self.trace_dir, ignore_errors=True)
         for held in reversed(self._held):
             placeholders.release(held)
         self._held.clear()

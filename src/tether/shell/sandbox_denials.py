@@ -331,8 +331,14 @@ def needed_mode(denials: Iterable[ShellSandboxDenial], policy: SandboxPolicy) ->
 
 
 def hint_for(
-    denials: tuple[ShellSandboxDenial, ...], policy: SandboxPolicy, settings: SandboxSettings
+    denials: tuple[ShellSandboxDenial, ...],
+    policy: SandboxPolicy,
+    settings: SandboxSettings,
+    *,
+    again: str = "call again with",
 ) -> str | None:
+    """``again`` says how to ask: a one-shot command is called again, a persistent shell is
+    reopened (its sandbox was fixed when it started)."""
     if not denials:
         return None
     mode = needed_mode(denials, policy)
@@ -342,7 +348,7 @@ def hint_for(
         else "this deployment refuses it without a person's approval ([sandbox].allow_escalations)"
     )
     hint = (
-        f"policy {policy.summary()}; to allow this, call again with "
+        f"policy {policy.summary()}; to allow this, {again} "
         f'sandbox_permissions="{mode}" and a justification ({granted})'
     )
     if any(d.kind == "socket" for d in denials):

@@ -9,11 +9,14 @@ This file imports nothing from tether on purpose: a persistent shell's pane comm
 tmux server, which cannot inherit descriptors from tether, so the pane runs this file as a script
 (``python -I sandbox_launch.py SPEC``) to open them where bubblewrap starts. ``SPEC`` is a JSON
 file written by ``sandbox_interactive``; importing the tether package there would cost the shell's
-start-up 100 ms for nothing.
+start-up 100 ms for nothing. When the spec names a trace (``collect``), the launcher first forks
+the collector of ``sandbox_collect`` (loaded from its file beside this one, never through
+``sys.path``: this directory holds a ``types.py``), which outlives the exec and ends with it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -112,15 +115,33 @@ def decode(values: Sequence[object]) -> list[PlanItem]:
     return plan
 
 
+def start_collector(collect: object) -> None:
+    """Fork the trace collector named by a spec's ``collect`` entry (``fifo``, ``runs``, ``nonce``)."""
+    if not isinstance(collect, dict) or not all(
+        isinstance(collect.get(k), str) for k in ("fifo", "runs", "nonce")
+    ):
+        raise ValueError(f"not a trace collector: {collect!r}")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_collect.py")
+    spec = importlib.util.spec_from_file_location("_tether_sandbox_collect", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.start(collect["fifo"], collect["runs"], collect["nonce"])
+
+
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 2:
         print("usage: sandbox_launch.py SPEC", file=sys.stderr)
         return 2
     try:
         with open(argv[1], encoding="utf-8") as handle:
-            plan = decode(json.load(handle)["plan"])
+            spec = json.load(handle)
+        plan = decode(spec["plan"])
+        if spec.get("collect") is not None:
+            start_collector(spec["collect"])
         args, fds = materialise(plan)
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         # Printed in the pane: the shell never starts unconfined.
         print(f"tether: cannot start the confined shell: {exc}", file=sys.stderr)
         return 1

@@ -79,6 +79,35 @@ class RepoSnapshot:
         ]
         return tuple(dict.fromkeys([*paths, *self.pointers]))
 
+    def to_json(self) -> dict[str, object]:
+        """A JSON value ``from_json`` turns back into this snapshot (a persistent shell keeps the
+        one taken when it started, for every tether process that checks it later)."""
+        return {
+            "gitdirs": [
+                {"path": g.path, "ident": g.ident, "control": dict(g.control)} for g in self.gitdirs.values()
+            ],
+            "pointers": list(self.pointers),
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> RepoSnapshot:
+        if not isinstance(data, dict):
+            raise ValueError("a repository snapshot is a JSON object")
+        gitdirs: dict[str, GitDirState] = {}
+        for item in data.get("gitdirs", []):
+            control = {name: _as_ident(ident) for name, ident in item["control"].items()}
+            state = GitDirState(path=str(item["path"]), ident=_as_ident(item["ident"]), control=control)
+            gitdirs[state.path] = state
+        return cls(gitdirs=gitdirs, pointers=tuple(str(p) for p in data.get("pointers", [])))
+
+
+def _as_ident(value: object) -> Ident | None:
+    if value is None:
+        return None
+    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return (value[0], value[1])
+    raise ValueError(f"not an inode identity: {value!r}")
+
 
 class RepositoryScanTooLarge(RefusedError):
     """A writable root holds more directories than the index will follow."""

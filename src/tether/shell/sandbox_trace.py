@@ -17,17 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 from typing import Final
+
+from tether.shell.sandbox_collect import RELEVANT
 
 MAX_LINES: Final = 4096
 MAX_LINE_CHARS: Final = 4096
 _READ_SIZE: Final = 1 << 16
-# The errnos a denial can carry (see sandbox_denials); everything else is ordinary failure noise.
-_RELEVANT = re.compile(
-    rb"= -1 (?:EROFS|EBUSY|EACCES|EPERM|ESRCH|EINVAL|ENETUNREACH|ECONNREFUSED|EHOSTUNREACH|ETIMEDOUT|"
-    rb"EADDRNOTAVAIL|EINPROGRESS) "
-)
 
 
 class TraceReader:
@@ -62,14 +58,14 @@ class TraceReader:
             if len(self._partial) > MAX_LINE_CHARS:
                 self._partial = self._partial[:MAX_LINE_CHARS]
             for line in complete:
-                if len(self._lines) < MAX_LINES and _RELEVANT.search(line):
+                if len(self._lines) < MAX_LINES and RELEVANT.search(line):
                     self._lines.append(line[:MAX_LINE_CHARS])
 
     def finish(self) -> str:
         """Everything kept, after one last drain (call once the process settled; memoized)."""
         if self._result is None:
             self._drain(max_chunks=1 << 30)
-            if self._partial and _RELEVANT.search(self._partial) and len(self._lines) < MAX_LINES:
+            if self._partial and RELEVANT.search(self._partial) and len(self._lines) < MAX_LINES:
                 self._lines.append(self._partial)
             self.close()
             self._result = b"\n".join(self._lines).decode("utf-8", "replace")
