@@ -17,10 +17,17 @@ from tether.shell.env_registry import (
 )
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
-from tether.shell.render import footer_lines, render_shell_result
+from tether.shell.render import footer_lines, render_shell_result, sandbox_lines
 from tether.shell.sandbox_bwrap import ExtraBind
 from tether.shell.sandbox_interactive import ConfinedShell, confine_interactive, mark_path
-from tether.shell.sandbox_policy import SandboxSettings
+from tether.shell.sandbox_placeholders import sweep_stale as sweep_placeholders
+from tether.shell.sandbox_policy import (
+    DEFAULT_MODE,
+    MODE_SUMMARIES,
+    PERMISSION_MODES,
+    PermissionMode,
+    SandboxSettings,
+)
 from tether.shell.types import (
     AbortSignal,
     ConfinedLaunch,
@@ -42,15 +49,19 @@ from tether.shell.types import (
 )
 
 __all__ = [
+    "DEFAULT_MODE",
+    "MODE_SUMMARIES",
+    "PERMISSION_MODES",
     "AbortSignal",
-    "ConfinedShell",
     "ConfinedLaunch",
+    "ConfinedShell",
     "DoneSignal",
     "ExtraBind",
     "LocalBashExecutor",
     "LocalPwshExecutor",
     "LocalShellExecutor",
     "LocalShellOptions",
+    "PermissionMode",
     "ProfileContext",
     "SandboxSettings",
     "ShellAborted",
@@ -73,8 +84,10 @@ __all__ = [
     "ShellSandboxDenial",
     "ShellSandboxInfo",
     "confine_interactive",
-    "mark_path",
     "discover_pwsh",
     "footer_lines",
+    "mark_path",
     "render_shell_result",
+    "sandbox_lines",
+    "sweep_placeholders",
 ]

@@ -203,7 +203,8 @@ def confine_interactive(
     bwrap = settings.bwrap_path()
     repositories = guard or _GUARD
     base = build_policy(settings, mode=mode, cwd=cwd, home=home)
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for directory in (*reversed(state_dir.parents[: len(state_dir.relative_to(home).parts) - 1]), state_dir):
+        directory.mkdir(mode=0o700, exist_ok=True)
     started = repositories.snapshot(base)
     _write_private(state_dir / REPOS_FILE, json.dumps(started.to_json()))
     policy = with_repositories(base, started)
@@ -212,6 +213,7 @@ def confine_interactive(
     if strace is not None and mark_nonce is not None:
         trace_dir, collect = _trace_plan(state_dir, mark_nonce)
     held = ShellPlaceholders(state_dir / LEDGER_FILE, home=policy.tether_home)
+    held.owned_by(os.getpid())  # until the pane runs: a sweep elsewhere leaves the directory alone
     run = SandboxRun(
         policy,
         trace=False,

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from tether.config import Config, ensure_home
-from tether.errors import NotFoundError
+from tether.errors import NotFoundError, RefusedError
+from tether.shell import SandboxSettings
 from tether.shells.host import ShellHost
+from tether.shells.hosts.confined import Confinement, default_confinement
 from tether.shells.hosts.local import LocalHost
 from tether.shells.integration.events import EventScanner
 from tether.shells.integration.tracker import Activity, activity_of, last_activity
@@ -68,6 +70,7 @@ class Shells:
         # so far with the scanner that continues from where it stopped: a phase costs the bytes
         # printed since the last look, not a scan of the log.
         self._nonces: dict[str, str] = {}
+        self._confinements: dict[str, Confinement | None] = {}
         self._phases: dict[str, tuple[EventScanner, Activity]] = {}
         self.ai_busy: dict[str, set[str]] = {}
         self._closed = False
@@ -155,6 +158,40 @@ class Shells:
                 return None
             nonce = self._nonces[shell_id] = rec.nonce
         return nonce
+
+    # ---- confinement ------------------------------------------------------------------------------
+
+    @property
+    def confines(self) -> bool:
+        """This deployment confines every shell (``--sandbox``, ``[shell] provider = "sandbox"``)."""
+        return self.config.shell.provider == "sandbox"
+
+    def default_confinement(self) -> Confinement | None:
+        """What a shell opened here without asking for more gets (``None``: unconfined)."""
+        return default_confinement(SandboxSettings.from_config(self.config)) if self.confines else None
+
+    def confinement_of(self, shell_id: str) -> Confinement | None:
+        """The shell's confinement as its record carries it (fixed for its life)."""
+        if shell_id not in self._confinements:
+            rec = self.records.shell(shell_id)
+            if rec is None:
+                return None  # no record: nobody knows how it started
+            self._confinements[shell_id] = Confinement.from_json(rec.confinement)
+        return self._confinements[shell_id]
+
+    def set_confinement(self, shell_id: str, confinement: Confinement | None) -> None:
+        self.records.set_confinement(shell_id, confinement.to_json() if confinement is not None else "")
+        self._confinements[shell_id] = confinement
+
+    def check_writable(self, shell_id: str) -> None:
+        """A confining deployment writes only to shells that are confined or were granted to run
+        unconfined: a shell opened before it confined (or not by tether) runs as the user."""
+        if self.confines and self.confinement_of(shell_id) is None:
+            raise RefusedError(
+                f"shell {shell_id} runs unconfined (it was opened without the sandbox), and this deployment "
+                "confines every shell; nothing was sent. Open a new shell with shell_open (it is confined), "
+                "or ask the user to close this one"
+            )
 
     def set_nonce(self, shell_id: str, nonce: str) -> None:
         self.records.set_nonce(shell_id, nonce)

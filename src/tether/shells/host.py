@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.errors import NotFoundError
+from tether.shell import ShellSandboxInfo
+from tether.shells.hosts.confined import Confinement, refuse_unconfinable
 from tether.shells.logs import LogWatcher, log_path
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo
@@ -35,10 +37,13 @@ class Foreground:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShellStart:
-    """How a new shell starts: its start-up file and the command tmux runs in its pane."""
+    """How a new shell starts: its start-up file, its environment, and its confinement (``None``:
+    it runs as the user; a sandboxed one is started inside bubblewrap by a host that can)."""
 
     rc_text: str  # the integration script (see ``integration.script``)
+    nonce: str = ""
     env: tuple[tuple[str, str], ...] = ()
+    confinement: Confinement | None = None
 
 
 class ShellHost(ABC):
@@ -198,6 +203,31 @@ class ShellHost(ABC):
     async def reading_line(self, pane: PaneInfo) -> bool | None:
         """The shell in front reads a line in readline's mode with nothing typed pending
         (``None``: cannot tell on this host)."""
+
+    # ---- confinement --------------------------------------------------------------------------------
+
+    def check_start(self, start: ShellStart) -> None:
+        """Refuse a start this host cannot honour (a sandboxed shell on a host that cannot confine)."""
+        if start.confinement is not None and start.confinement.sandboxed:
+            raise refuse_unconfinable(self.name)
+
+    async def sandbox_report(
+        self,
+        pane: PaneInfo,
+        confinement: Confinement,
+        *,
+        cwd: str,
+        token: int,
+        ended: bool,
+        output: str,
+    ) -> ShellSandboxInfo | None:
+        """What the sandbox denied during one run of a confined shell (``None``: not confined here)."""
+        return None
+
+    async def check_confined(self, shell_id: str, cwd: str, confinement: Confinement) -> None:
+        """Neutralise what a confined shell left in git directories outside a run."""
+        if confinement.sandboxed:  # a host that cannot confine never started one
+            raise refuse_unconfinable(self.name)
 
     # ---- people -----------------------------------------------------------------------------------
 

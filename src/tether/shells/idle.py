@@ -68,6 +68,18 @@ async def remove_ended(shells: Shells, seen: set[str]) -> set[str]:
     return ended - seen
 
 
+async def check_confined(shells: Shells) -> None:
+    """Confined shells between runs: what their people left in git directories is neutralised,
+    and the sandbox state of shells that ended is released."""
+    from tether.shells import lifecycle
+
+    live = await shells.live()
+    for shell_id in live:
+        if shells.confinement_of(shell_id) is not None:
+            await lifecycle.check_confined(shells, shells.host_of(shell_id), shell_id)
+    shells.local.confined.sweep(lambda shell_id: shell_id in live)
+
+
 async def sweep_forever(shells: Shells) -> None:
     seen: set[str] = set()
     while True:
@@ -75,5 +87,6 @@ async def sweep_forever(shells: Shells) -> None:
         try:
             await close_idle(shells, now_ms())
             seen = await remove_ended(shells, seen)
+            await check_confined(shells)
         except Exception:
             logger.exception("idle sweep failed")

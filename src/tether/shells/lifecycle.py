@@ -13,15 +13,18 @@ records idle for at least ``REAP_MIN_IDLE_MS``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether.errors import NotFoundError, UsageError
+from tether.shell import mark_path
 from tether.shells import ids
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost, ShellStart
+from tether.shells.hosts.confined import Confinement
 from tether.shells.integration.script import integration_script
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
@@ -34,6 +37,7 @@ from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore
 from tether.store.vault import Vault
 from tether.store.vault_crypto import VaultKeyError
 
+logger = logging.getLogger(__name__)
 _FIRST_PROMPT_MS = 10_000
 
 REAP_MIN_IDLE_MS = 10 * 60_000
@@ -127,19 +131,43 @@ async def resize(shells: Shells, shell_id: str, cols: int, rows: int) -> PaneInf
     return await host.pane_now(shell_id)
 
 
-def start_of(shell_id: str, nonce: str) -> ShellStart:
-    return ShellStart(rc_text=integration_script(nonce), env=(("TETHER_SHELL", shell_id),))
+def rc_text(nonce: str, confinement: Confinement | None) -> str:
+    """The shell's start-up file: a confined one marks the end of each command for its tracer."""
+    sandboxed = confinement is not None and confinement.sandboxed
+    return integration_script(nonce, mark=mark_path(nonce) if sandboxed else None)
+
+
+def start_of(shell_id: str, nonce: str, confinement: Confinement | None = None) -> ShellStart:
+    return ShellStart(
+        rc_text=rc_text(nonce, confinement),
+        nonce=nonce,
+        env=(("TETHER_SHELL", shell_id),),
+        confinement=confinement,
+    )
 
 
 async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
     """Restart the shell process in the same pane (same id, session environment and log)."""
     host, pane = await shells.pane(shell_id)
+    confinement = shells.confinement_of(shell_id)
+    if confinement is None and shells.confines:
+        confinement = shells.default_confinement()
+        shells.set_confinement(shell_id, confinement)
+    if confinement is not None and confinement.sandboxed:
+        rec = shells.record(shell_id)
+        cwd = rec.cwd if rec is not None and _is_dir(rec.cwd) else None
+        if cwd is None:
+            raise UsageError(
+                f"shell {shell_id} is confined to the directory it was opened in, which no longer "
+                "exists; close it and open a new one"
+            )
+    host.check_start(start_of(shell_id, "0", confinement))
     start = cwd if cwd and _is_dir(cwd) else None
     # The same nonce: the shell keeps its identity, and every process keeps reading its events.
     nonce = shells.nonce_of(shell_id) or ids.new_nonce()
     offset = log_size(host.log_of(shell_id))
     shells.set_nonce(shell_id, nonce)
-    await host.respawn(pane, cwd=start, start=start_of(shell_id, nonce))
+    await host.respawn(pane, cwd=start, start=start_of(shell_id, nonce, confinement))
     fresh = await host.pane_now(shell_id)
     await first_prompt(shells, host, fresh, offset, nonce)
     shells.records.touch(shell_id)
@@ -164,10 +192,14 @@ async def open_shell(
     idle_minutes: int | None,
     preamble: Callable[[str], bytes] | None = None,
     host_name: str = "local",
+    confinement: Confinement | None = None,
 ) -> tuple[ShellRecord, bool]:
-    """Open a shell; ``preamble(new_id)`` (a revived shell's old scrollback) starts its log. Returns
-    the record and whether the shell reached its first prompt in time."""
+    """Open a shell; ``preamble(new_id)`` (a revived shell's old scrollback) starts its log;
+    ``confinement``: a granted one (else the deployment's default). Returns the record and whether
+    the shell reached its first prompt in time."""
     host = shells.hosts[host_name]
+    confinement = confinement if confinement is not None else shells.default_confinement()
+    host.check_start(start_of("dsh-000000", "0", confinement))
     start_dir = _start_dir(cwd, shells.config.shell.cwd)
     if start_dir is None:
         raise UsageError(f"open.cwd {cwd!r} is not a directory; give an existing directory or omit cwd")
@@ -199,9 +231,11 @@ async def open_shell(
             idle_minutes=idle_minutes,
             host=host.name,
             nonce=nonce,
+            confinement=confinement.to_json() if confinement is not None else "",
         )
         try:
-            await host.create(shell_id, cwd=start_dir, cols=cols, rows=rows, start=start_of(shell_id, nonce))
+            start = start_of(shell_id, nonce, confinement)
+            await host.create(shell_id, cwd=start_dir, cols=cols, rows=rows, start=start)
         except SessionError as exc:
             # Another process took this id in the same instant: draw again.
             if "duplicate session" in exc.message and attempt < 4:
@@ -233,11 +267,25 @@ async def close(
     host = shells.host_of(shell_id)
     pane = (await host.panes()).get(shell_id)
     snap = take_snapshot(shells, shell_id, reason=reason, actor=actor, pane=pane)
+    await check_confined(shells, host, shell_id)  # what a person left in git, before the sandbox goes
     if pane is not None:
         with contextlib.suppress(SessionError):  # already gone: closing is idempotent
             await host.kill(shell_id)
     shells.records.mark_closed(shell_id, at_ms if at_ms is not None else now_ms())
     return snap
+
+
+async def check_confined(shells: Shells, host: ShellHost, shell_id: str) -> None:
+    """Neutralise what a confined shell left in git directories (outside a run: a person's
+    commands, a background job); never fails the caller."""
+    confinement = shells.confinement_of(shell_id)
+    rec = shells.record(shell_id)
+    if confinement is None or rec is None:
+        return
+    try:
+        await host.check_confined(shell_id, rec.cwd, confinement)
+    except Exception:
+        logger.exception("sandbox: checking the repositories of %s failed", shell_id)
 
 
 async def lost_shells(shells: Shells, now: int, min_idle_ms: int = REAP_MIN_IDLE_MS) -> list[LostShell]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tether.shell import ShellSandboxInfo
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
@@ -23,3 +25,4 @@ class Outcome:
     met: bool | None = None
     elapsed_ms: int | None = None
     lines: tuple[str, ...] = ()
+    sandbox: ShellSandboxInfo | None = None  # a confined shell's run: what its sandbox denied

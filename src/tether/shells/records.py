@@ -27,7 +27,8 @@ register_schema(
         idle_minutes INTEGER,
         closed_ms INTEGER,
         host TEXT NOT NULL DEFAULT 'local',
-        nonce TEXT NOT NULL DEFAULT ''
+        nonce TEXT NOT NULL DEFAULT '',
+        confinement TEXT NOT NULL DEFAULT ''
     );
     CREATE TABLE IF NOT EXISTS shell_runs (
         run_id TEXT PRIMARY KEY,
@@ -56,6 +57,7 @@ register_schema(
     added=(
         ("shells", "host", "TEXT NOT NULL DEFAULT 'local'"),
         ("shells", "nonce", "TEXT NOT NULL DEFAULT ''"),
+        ("shells", "confinement", "TEXT NOT NULL DEFAULT ''"),
         ("shell_runs", "token", "INTEGER NOT NULL DEFAULT 0"),
         ("shell_runs", "typed_as_input", "TEXT"),
         ("shell_runs", "prompt_before", "INTEGER NOT NULL DEFAULT 0"),
@@ -78,6 +80,7 @@ class ShellRecord:
     idle_minutes: int | None
     host: str = "local"
     nonce: str = ""  # the shell's integration nonce ("" for a shell opened before integration)
+    confinement: str = ""  # its sandbox (``hosts.confined.Confinement`` as JSON; "" = unconfined)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,6 +113,7 @@ def _shell(r: sqlite3.Row) -> ShellRecord:
         idle_minutes=r["idle_minutes"],
         host=r["host"],
         nonce=r["nonce"],
+        confinement=r["confinement"],
     )
 
 
@@ -122,7 +126,7 @@ class Records:
     def add_shell(self, rec: ShellRecord) -> None:
         self.store.execute(
             "INSERT INTO shells (id, owner, label, created_ms, cwd, last_activity_ms, idle_minutes, "
-            "host, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "host, nonce, confinement) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rec.id,
                 rec.owner,
@@ -133,6 +137,7 @@ class Records:
                 rec.idle_minutes,
                 rec.host,
                 rec.nonce,
+                rec.confinement,
             ),
         )
 
@@ -146,6 +151,14 @@ class Records:
 
     def set_nonce(self, shell_id: str, nonce: str) -> None:
         self.store.execute("UPDATE shells SET nonce = ? WHERE id = ?", (nonce, shell_id))
+
+    def set_confinement(self, shell_id: str, confinement: str) -> None:
+        self.store.execute("UPDATE shells SET confinement = ? WHERE id = ?", (confinement, shell_id))
+
+    def any_shell(self, shell_id: str) -> ShellRecord | None:
+        """The record of ``shell_id`` whether it is open or closed (what a revived shell came from)."""
+        rows = self.store.query("SELECT * FROM shells WHERE id = ?", (shell_id,))
+        return _shell(rows[0]) if rows else None
 
     def known_ids(self) -> set[str]:
         return {r["id"] for r in self.store.query("SELECT id FROM shells")}

@@ -6,15 +6,19 @@ command, and the run's token binds the shell's own start and end events to it, s
 is the shell's ``$?``. When another program holds the terminal, the text goes to that program as
 input, the result says so, and no exit status is ever promised for it (``wait.kind=exit`` on it is
 refused before anything is sent). ``timeoutMs`` only reports; nothing here kills a process.
+A run in a confined shell ends with what its sandbox denied (``Outcome.sandbox``, and the same
+deny marker and hint a one-shot result carries) and what the repository check neutralised.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Sequence
 from dataclasses import replace
 
 from tether.errors import NotFoundError, RefusedError
+from tether.shell import ShellSandboxInfo, sandbox_lines
 from tether.shells import views
 from tether.shells.domain import PendingRun, Shells
 from tether.shells.host import ShellHost
@@ -152,7 +156,7 @@ async def _typed_run(
             out = await both(typing, waiting)
     finally:
         _save(shells, pending, out, reader=w.actor)
-    return await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where)
+    return await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where, token=token)
 
 
 async def _shape_run(
@@ -164,10 +168,13 @@ async def _shape_run(
     out: WaitOutcome,
     offset: int,
     where: Readiness,
+    *,
+    token: int = 0,
 ) -> Outcome:
     start = out.begin_offset if out.begin_offset is not None else offset
     lines = await views.shaped(shells, host, pane, w.output, w.actor, start, out.end_offset)
-    notes: list[str] = []
+    sandbox = await _sandbox(shells, host, pane, token, out, lines) if token else None
+    notes: list[str] = sandbox_lines(sandbox)
     if where.waited_ms >= 50:
         notes.append(f"[waited {where.waited_ms} ms for the shell's prompt before typing]")
     if not out.met:
@@ -182,6 +189,25 @@ async def _shape_run(
         met=out.met,
         elapsed_ms=out.elapsed_ms,
         lines=(*lines, *notes),
+        sandbox=sandbox,
+    )
+
+
+async def _sandbox(
+    shells: Shells, host: ShellHost, pane: PaneInfo, token: int, out: WaitOutcome, lines: Sequence[str]
+) -> ShellSandboxInfo | None:
+    """What a confined shell's sandbox denied during this run (``None``: not confined)."""
+    confinement = shells.confinement_of(pane.shell_id)
+    rec = shells.record(pane.shell_id)
+    if confinement is None or rec is None:
+        return None
+    return await host.sandbox_report(
+        pane,
+        confinement,
+        cwd=rec.cwd,
+        token=token,
+        ended=out.run_verdict == "ended",
+        output="\n".join(lines),
     )
 
 

@@ -2,7 +2,8 @@
 the small helpers that type and settle.
 
 Invariant: every write passes ``SessionHooks.before_write`` (locks, guard, macros, vault) before a
-byte is typed and ``after_write`` afterwards, on every path (``guarded``).
+byte is typed and ``after_write`` afterwards, on every path (``guarded``); in a confining
+deployment, only into a shell that is confined or was granted to run unconfined.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ async def guarded(
 ) -> AsyncIterator[WriteDecision]:
     """``before_write`` … ``after_write`` around one write, with the same intent; the release runs
     whatever happens after a successful ``before_write`` (a refusal, a timeout, a cancellation)."""
+    shells.check_writable(w.shell_id)
     intent = WriteIntent(
         shell_id=w.shell_id,
         actor=w.actor,

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import RefusedError, TetherError
+from tether.shell import ShellSandboxInfo
 from tether.shells import Outcome
+from tether.tools.shell_results import SANDBOX_SCHEMA, sandbox_json
 
 # ---- results ------------------------------------------------------------------------------------
 
@@ -41,6 +43,7 @@ class TaskOutcome:
     error: str | None = None
     error_code: str | None = None  # the error's stable code (REFUSED, BLOCKED, NOT_FOUND, …)
     refused: bool = False  # a policy said no (lock, person typing, guard): the text says so first
+    sandbox: ShellSandboxInfo | None = None  # a run in a confined shell: what its sandbox denied
 
     @property
     def ok(self) -> bool:
@@ -58,6 +61,7 @@ class TaskOutcome:
             met=o.met,
             elapsed_ms=o.elapsed_ms,
             lines=o.lines,
+            sandbox=o.sandbox,
         )
 
     @classmethod
@@ -153,6 +157,7 @@ def outcome_json(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
             "met": o.met,
             "elapsedMs": o.elapsed_ms,
             "lines": list(o.lines),
+            **({"sandbox": sandbox_json(o.sandbox)} if o.sandbox is not None else {}),
         }
         for o in outcomes
     ]
@@ -190,6 +195,11 @@ RESULT_SCHEMA: dict[str, Any] = {
                     "met": {**_nullable("boolean"), "description": "false = timed out."},
                     "elapsedMs": _nullable("integer"),
                     "lines": {"type": "array", "items": {"type": "string"}},
+                    "sandbox": {
+                        **SANDBOX_SCHEMA,
+                        "description": "A run in a confined shell: the mode it runs under and each "
+                        "operation its sandbox denied, as a one-shot result reports them.",
+                    },
                 },
                 "required": ["index", "ok", "lines"],
             },

@@ -47,7 +47,7 @@ _STREAM: dict[str, Any] = {
     "required": ["text", "truncated", "spillPath"],
 }
 
-_SANDBOX: dict[str, Any] = {
+SANDBOX_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "provider": {"type": "string"},
@@ -82,7 +82,7 @@ FOREGROUND_SCHEMA: Final[dict[str, Any]] = {
         "timeoutMs": {"type": "integer"},
         "stdout": _STREAM,
         "stderr": _STREAM,
-        "sandbox": _SANDBOX,
+        "sandbox": SANDBOX_SCHEMA,
     },
     "required": [
         "kind",
@@ -124,7 +124,8 @@ def _stream(output: ShellCollectedOutput) -> dict[str, Any]:
     return {"text": output.text, "truncated": output.truncated, "spillPath": output.spill_path}
 
 
-def _sandbox(info: ShellSandboxInfo) -> dict[str, Any]:
+def sandbox_json(info: ShellSandboxInfo) -> dict[str, Any]:
+    """``structuredContent.sandbox`` of a confined result (one-shot, or a run in a confined shell)."""
     return {
         "provider": info.provider,
         "permissions": info.permissions,
@@ -147,7 +148,7 @@ def foreground(result: ShellRunResult, *, stopped: str | None) -> dict[str, Any]
         "stderr": _stream(result.stderr),
     }
     if result.sandbox is not None:
-        value["sandbox"] = _sandbox(result.sandbox)
+        value["sandbox"] = sandbox_json(result.sandbox)
     return value
 
 

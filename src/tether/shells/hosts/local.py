@@ -2,8 +2,11 @@
 
 Invariant: the tmux server is started by this process's control client with the credential-scrubbed
 environment, so no shell inherits a secret of the server; each shell's start-up file lives in
-``$TETHER_HOME/rc`` (0700 directory, 0600 file) and the pane runs ``bash --rcfile`` on it. Process
-facts come from ``/proc`` and the pane's terminal (``procinfo``): microsecond reads, no tmux call.
+``$TETHER_HOME/rc`` (0700 directory, 0600 file) and the pane runs ``bash --rcfile`` on it — or, for a
+confined shell, the pane runs bubblewrap around that bash (``confined``: its start-up file and
+state under ``$TETHER_HOME/sandbox/shells``). Process facts come from ``/proc`` and the pane's
+terminal (``procinfo``), starting from the shell itself (inside the sandbox for a confined one):
+microsecond reads, no tmux call.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from pathlib import Path
 
 from tether.config import Config, ensure_home
 from tether.process.env import scrub_environment
+from tether.shell import ShellSandboxInfo
 from tether.shells.host import Foreground, ShellHost, ShellStart
 from tether.shells.hosts import procinfo
+from tether.shells.hosts.confined import ConfinedPanes, Confinement
 from tether.shells.logs import LogWatcher
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
@@ -52,6 +57,7 @@ class LocalHost(ShellHost):
         self.control = ControlClient(self.socket, env=server_environment(config))
         self.watcher = LogWatcher(self.logs_dir, cap=config.sessions.log_max_bytes)
         self.shell = config.sessions.shell or "bash"
+        self.confined = ConfinedPanes(self.home)
         self._configured = False
 
     def start(self) -> None:
@@ -59,12 +65,28 @@ class LocalHost(ShellHost):
 
     # ---- creating shells ------------------------------------------------------------------------
 
-    def pane_command(self, shell_id: str, start: ShellStart) -> str:
-        """What tmux runs in the pane: bash on the shell's own start-up file."""
+    def check_start(self, start: ShellStart) -> None:
+        return None  # bubblewrap confines shells here
+
+    def pane_command(self, shell_id: str, start: ShellStart, cwd: str) -> str:
+        """What tmux runs in the pane: bash on the shell's own start-up file (confined: inside
+        bubblewrap, the sandbox's writable root being ``cwd``)."""
+        confinement = start.confinement
+        if confinement is not None and confinement.sandboxed:
+            return self.confined.command(
+                shell_id,
+                shell=self.shell,
+                cwd=cwd,
+                rc_text=start.rc_text,
+                nonce=start.nonce,
+                confinement=confinement,
+            )
         rc = self.write_rc(shell_id, start.rc_text)
         return f"exec {sh_quote(self.shell)} --rcfile {sh_quote(rc)} -i"
 
     def write_rc(self, shell_id: str, text: str) -> str:
+        if self.confined.is_confined(shell_id):
+            return self.confined.write_rc(shell_id, text)
         self.rc_dir.mkdir(mode=0o700, exist_ok=True)
         path = self.rc_dir / f"{shell_id}.bash"
         tmp = path.with_suffix(".tmp")
@@ -85,7 +107,7 @@ class LocalHost(ShellHost):
 
     async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
         log = self.log_of(shell_id)
-        command = self.pane_command(shell_id, start)
+        command = self.pane_command(shell_id, start, cwd)
         # One write: tmux runs these before its event loop reads the new pane, so the log gets the
         # shell's very first byte, and the server options hold before the shell can end.
         await self.control.run_many(
@@ -95,9 +117,14 @@ class LocalHost(ShellHost):
                 commands.pipe_pane(commands.session(shell_id), str(log)),
             ]
         )
+        await self._started(shell_id, start)
+
+    async def _started(self, shell_id: str, start: ShellStart) -> None:
+        if start.confinement is not None and start.confinement.sandboxed:
+            self.confined.started(shell_id, (await self.pane_now(shell_id)).pid)
 
     async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
-        command = self.pane_command(pane.shell_id, start)
+        command = self.pane_command(pane.shell_id, start, cwd or pane.cwd)
         log = str(self.log_of(pane.shell_id))
         # The old pipe ends with the old process, but only later: close it first and open a fresh
         # one in the same batch, so tmux pipes the new shell's first byte into the log.
@@ -110,10 +137,35 @@ class LocalHost(ShellHost):
             ]
         )
         self.forget(pane.shell_id)
+        await self._started(pane.shell_id, start)
 
     async def kill(self, shell_id: str) -> None:
+        pane = self._panes.get(shell_id)
         await super().kill(shell_id)
         self.rc_path(shell_id).unlink(missing_ok=True)
+        await self.confined.ended(shell_id, pane.pid if pane is not None else None)
+
+    # ---- confinement --------------------------------------------------------------------------------
+
+    async def sandbox_report(
+        self,
+        pane: PaneInfo,
+        confinement: Confinement,
+        *,
+        cwd: str,
+        token: int,
+        ended: bool,
+        output: str,
+    ) -> ShellSandboxInfo | None:
+        if not confinement.sandboxed:
+            return None
+        return await self.confined.report(
+            pane.shell_id, cwd, confinement, token=token, ended=ended, output=output
+        )
+
+    async def check_confined(self, shell_id: str, cwd: str, confinement: Confinement) -> None:
+        if confinement.sandboxed and self.confined.is_confined(shell_id):
+            await self.confined.check(shell_id, cwd, confinement)
 
     async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
         try:
@@ -145,21 +197,25 @@ class LocalHost(ShellHost):
     async def alive(self, pane: PaneInfo) -> bool:
         return procinfo.alive(pane.pid)
 
+    def _shell(self, pane: PaneInfo) -> int:
+        """The pid of the pane's shell (inside bubblewrap, for a confined shell)."""
+        return self.confined.shell_pid(pane.pid)
+
     async def foreground(self, pane: PaneInfo) -> Foreground:
-        fg = procinfo.foreground(pane.pid)
+        fg = procinfo.foreground(self._shell(pane))
         return Foreground(pgid=fg.pgid, shell_in_front=fg.shell_in_front, command=fg.command)
 
     async def tree_names(self, pane: PaneInfo) -> list[str]:
-        return procinfo.tree_names(pane.pid)
+        return procinfo.tree_names(self._shell(pane))
 
     async def group_names(self, pane: PaneInfo, pgid: int) -> list[str]:
-        return procinfo.group_names(pane.pid, pgid)
+        return procinfo.group_names(self._shell(pane), pgid)
 
     async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float:
-        return procinfo.group_cpu_seconds(pane.pid, pgid)
+        return procinfo.group_cpu_seconds(self._shell(pane), pgid)
 
     async def reading_line(self, pane: PaneInfo) -> bool | None:
-        fg = procinfo.foreground(pane.pid)
+        fg = procinfo.foreground(self._shell(pane))
         if not fg.shell_in_front:
             return False
         canonical = procinfo.terminal_canonical(pane.tty)

@@ -15,6 +15,8 @@ itself, each carrying the shell's secret nonce so that program output cannot for
     ESC ] 6973 ; NONCE ; H ; <history 1> BEL          the text of a command a person typed
     ESC ] 6973 ; NONCE ; X ; STATUS BEL               the shell exits (EXIT trap)
 
+A confined shell's first prompt hook also marks the end of each command for the tracer (``mark``).
+
 TIME is ``$EPOCHREALTIME`` (seconds with microseconds; empty before bash 5), so the log itself
 says when each command started and ended.
 
@@ -83,7 +85,7 @@ __tether_arm() {
 }
 __tether_pc0() {
   local s=$?
-  printf '\e]6973;%s;E;%d\a' "$__tether_n" "$s"
+@MARK@  printf '\e]6973;%s;E;%d\a' "$__tether_n" "$s"
   return $s
 }
 __tether_pc() {
@@ -126,12 +128,21 @@ __tether_arm
 """
 
 
-def integration_script(nonce: str) -> str:
-    """The start-up file of one shell (its nonce inlined: never in the environment)."""
+# A confined shell's prompt hook first makes a failed open under /proc (nothing can be created
+# there) that names the run's token: the trace collector cuts the shell's trace there (see
+# tether.shell.sandbox_collect). ``2>&-`` keeps bash's message out of sight without an open.
+_MARK = '  { : >"@MARKDIR@$__tether_cur"; } 2>&-\n'
+
+
+def integration_script(nonce: str, *, mark: str | None = None) -> str:
+    """The start-up file of one shell (its nonce inlined: never in the environment); ``mark``: the
+    directory a confined shell's prompt hook names at the end of each command."""
     if not nonce.isalnum():
         raise ValueError("nonce must be alphanumeric")
+    marking = _MARK.replace("@MARKDIR@", mark) if mark is not None else ""
     return (
         _TEMPLATE.replace("@NONCE@", nonce)
+        .replace("@MARK@", marking)
         .replace("@END@", PAYLOAD_END)
         .replace("@LOAD@", LOAD_SEQ)
         .replace("@ACCEPT@", ACCEPT_SEQ)
