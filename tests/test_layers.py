@@ -15,6 +15,7 @@ RANK = {
     "store": 2,
     "audit": 2,
     "process": 3,
+    "approvals": 3,
     "shell": 4,
     "jobs": 5,
     "shells": 5,
@@ -25,7 +26,14 @@ RANK = {
     "__main__": 8,
 }
 # Siblings in one rank that must not import each other.
-FORBIDDEN_SIBLINGS = {("jobs", "shells"), ("shells", "jobs"), ("mcp", "panel"), ("store", "audit")}
+FORBIDDEN_SIBLINGS = {
+    ("jobs", "shells"),
+    ("shells", "jobs"),
+    ("mcp", "panel"),
+    ("store", "audit"),
+    ("approvals", "process"),
+    ("process", "approvals"),
+}
 
 
 def _layer(module: str) -> str | None:

@@ -117,6 +117,13 @@ class SessionsSection:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalsSection:
+    """``[approvals]``: questions put to a person (an escalation, a guard block with ``ask``)."""
+
+    timeout_s: int = 120  # how long a question waits for an answer; then it is refused
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSection:
     """``[server]``: ``tether serve``."""
 
@@ -131,6 +138,7 @@ _TYPED: dict[str, type[Any]] = {
     "tools": ToolsSection,
     "sessions": SessionsSection,
     "server": ServerSection,
+    "approvals": ApprovalsSection,
 }
 # Sections validated by the module that owns them.
 _OWNED_ELSEWHERE = ("guard", "sandbox", "vault")
@@ -145,6 +153,7 @@ class Config:
     tools: ToolsSection = field(default_factory=ToolsSection)
     sessions: SessionsSection = field(default_factory=SessionsSection)
     server: ServerSection = field(default_factory=ServerSection)
+    approvals: ApprovalsSection = field(default_factory=ApprovalsSection)
     raw: dict[str, Any] = field(default_factory=dict)
 
     def section(self, name: str) -> dict[str, Any]:

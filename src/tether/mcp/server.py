@@ -4,7 +4,8 @@ Invariants this module owns:
 
 - It holds no tool logic. ``tools/list`` is the registry at this moment; ``tools/call`` runs
   ``ToolRegistry.call`` (handler plus audit and masking middleware) with a ``CallContext`` naming
-  the conversation (one per MCP connection).
+  the conversation (one per MCP connection) and, when the client declared form elicitation, the
+  person at the client (``elicitation``) whom an escalation or a guard block is put to.
 - Unusable request parameters are answered naming the field (``tether.mcp.requests``): a
   ``tools/call`` whose ``arguments`` is not an object is a tool error, like any argument error.
 - A ``TetherError`` becomes a tool error result (``isError``) whose text starts with its stable
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -40,6 +42,7 @@ from pydantic import ValidationError
 
 from tether import __version__
 from tether.errors import TetherError
+from tether.mcp.elicitation import ElicitationChannel, person_name, supports_forms
 from tether.mcp.handshake import DISCOVER_METHOD, DISCOVER_REFUSAL
 from tether.mcp.ids import new_conversation_id
 from tether.mcp.notifier import ConnectionNotifier, subscriptions
@@ -195,6 +198,11 @@ class McpFrontDoor:
             names = ", ".join(sorted(t.name for t in self.registry.list())) or "(none)"
             return _error_result("NOT_FOUND", f"unknown tool {params.name!r}; available tools: {names}")
         call = self.call_context(connection_of(ctx))
+        if supports_forms(ctx.session.client_capabilities):
+            who = person_name(ctx.session, call.actor)
+            call = dataclasses.replace(
+                call, person=ElicitationChannel(ctx.session, request_id=ctx.request_id, who=who)
+            )
         try:
             # Through the registry's door: the audit record and secret masking happen there.
             result = await self.registry.call(tool.name, params.arguments or {}, call)

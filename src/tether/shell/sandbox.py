@@ -6,7 +6,9 @@ that unattended — never unconfined by accident. A missing ``bwrap``, an invali
 table or a working directory the sandbox cannot host refuses the command (or, at start-up, the
 server) with an error saying how to fix it. Every escalation, granted or refused, is logged and
 appended to the audit log (source ``tool``, action ``sandbox_escalation``) with its justification
-before anything runs; if the audit log cannot be written, the escalation is refused.
+before anything runs; if the audit log cannot be written, the escalation is refused. A mode the
+configuration does not grant is put to a person by ``authorize`` (``sandbox_grants``), which the
+tools call before ``resolve``; ``resolve`` alone grants only what the configuration lists.
 
 The provider adds nothing to the process layer: it wraps the provider argv through the
 ``ShellConfinement`` seam of ``tether.shell.local`` (spawn, capture and tree kill stay in
@@ -29,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Literal
 
+from tether.approvals import Approvals, PersonChannel
 from tether.audit.log import AuditLog
 from tether.config import Config, EnvSection, ensure_home
 from tether.errors import RefusedError, TetherError
@@ -46,6 +49,7 @@ from tether.shell.sandbox_denials import (
     hint_for,
 )
 from tether.shell.sandbox_git import appeared, neutralise
+from tether.shell.sandbox_grants import EscalationGate, record_escalation
 from tether.shell.sandbox_links import restore_links
 from tether.shell.sandbox_policy import (
     DEFAULT_MODE,
@@ -215,6 +219,13 @@ class BubblewrapConfinement(ShellConfinement):
             )
 
 
+def _as_known(name: str) -> PermissionMode:
+    for mode in PERMISSION_MODES:
+        if mode == name:
+            return mode
+    raise RefusedError(f"sandbox mode {name!r} is not one of {', '.join(PERMISSION_MODES)}")
+
+
 def _mode_of(spec: ShellExecSpec) -> PermissionMode:
     for mode in PERMISSION_MODES:
         if mode == (spec.sandbox_permissions or DEFAULT_MODE):
@@ -238,6 +249,7 @@ class _SandboxedExecutor(LocalShellExecutor):
         settings: SandboxSettings,
         home: Path,
         audit: AuditLog | None = None,
+        approvals: Approvals | None = None,
         env_registry: ShellEnvRegistry | None = None,
         keep_background: bool = False,
     ) -> None:
@@ -247,6 +259,7 @@ class _SandboxedExecutor(LocalShellExecutor):
         )
         self.settings = settings
         self.audit = audit
+        self.gate = EscalationGate(settings, audit=audit, approvals=approvals)
 
     @property
     def sandbox_hint(self) -> str:
@@ -272,10 +285,38 @@ class _SandboxedExecutor(LocalShellExecutor):
             await self.sandbox.check_tracer(spec.cwd)
         return await super().execute(spec, abort=abort)
 
+    async def authorize(self, request: ShellExecRequest, *, person: PersonChannel | None) -> ShellExecRequest:
+        """``request`` with its wider mode granted — by configuration, else by a person (asked
+        through ``person``, else the panel's queue) — or ``RefusedError``; audited either way."""
+        wanted = (request.sandbox_permissions or "").strip() or DEFAULT_MODE
+        if wanted == DEFAULT_MODE:
+            return request
+        cwd = LocalShellExecutor.resolve(self, request).cwd
+        if wanted != "require_escalated":
+            self.sandbox.policy(
+                _as_known(wanted), cwd
+            )  # a cwd the sandbox cannot host: refused before asking
+        grant = await self.gate.grant(
+            mode=wanted,
+            justification=request.justification,
+            tool=self.shell_tool,
+            subject=f"run `{request.command[:300]}` in {cwd}",
+            command=request.command,
+            asker=request.session_id or "local",
+            targets=[cwd],
+            person=person,
+        )
+        return dataclasses.replace(request, sandbox_permissions=grant.mode, granted_by=grant.granted_by)
+
     def resolve(self, request: ShellExecRequest) -> ShellExecSpec:
         spec = super().resolve(request)
         wanted = (request.sandbox_permissions or "").strip() or DEFAULT_MODE
         justification = (request.justification or "").strip() or None
+        if request.granted_by is not None:  # granted (and audited) by ``authorize``
+            mode = _as_known(wanted)
+            if mode != "require_escalated":
+                self.sandbox.policy(mode, spec.cwd)
+            return dataclasses.replace(spec, sandbox_permissions=mode, justification=justification)
         try:
             mode = self.settings.check_escalation(wanted, justification)
             if mode != "require_escalated":
@@ -298,28 +339,17 @@ class _SandboxedExecutor(LocalShellExecutor):
         outcome: Literal["ok", "refused"],
         detail: str,
     ) -> None:
-        logger.warning(
-            "sandbox escalation %s: sandbox_permissions=%s justification=%r cwd=%s command=%r",
-            "granted" if outcome == "ok" else "refused",
-            mode,
-            justification,
-            spec.cwd,
-            request.command[:200],
+        record_escalation(
+            self.audit,
+            actor=request.session_id or "local",
+            tool=self.shell_tool,
+            targets=[spec.cwd],
+            command=request.command,
+            mode=mode,
+            justification=justification,
+            outcome=outcome,
+            detail=detail,
         )
-        if self.audit is not None:
-            self.audit.append(
-                actor=request.session_id or "local",
-                source="tool",
-                tool=self.shell_tool,
-                action="sandbox_escalation",
-                targets=[spec.cwd],
-                command=request.command,
-                outcome=outcome,
-                detail=detail,
-                reason=justification,
-                flags=[f"sandbox:{mode}"],
-                extra={"sandbox_permissions": mode},
-            )
 
 
 class SandboxBashExecutor(_SandboxedExecutor, LocalBashExecutor):
@@ -356,6 +386,7 @@ def sandbox_executor(
         settings=settings,
         home=config.home,
         audit=AuditLog(config.home),
+        approvals=Approvals(config.home, timeout_s=config.approvals.timeout_s),
         env_registry=env_registry or ShellEnvRegistry(home=config.home),
         keep_background=keep_background,
     )

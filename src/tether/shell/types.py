@@ -135,9 +135,11 @@ class ShellExecRequest:
     stdout_max_bytes: int | None = None
     session_id: str | None = None
     # A confining executor's permission request (spec: sandbox_permissions + justification);
-    # unconfined providers ignore both.
+    # unconfined providers ignore both. ``granted_by``: the mode was already granted (and audited)
+    # by ``authorize`` — by configuration or by the person named.
     sandbox_permissions: str | None = None
     justification: str | None = None
+    granted_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

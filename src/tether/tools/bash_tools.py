@@ -255,10 +255,19 @@ class ShellToolPlugin:
             return await self._background(args, ctx, self.jobs)
         return await self._foreground(args, ctx)
 
+    async def _authorized(self, request: ShellExecRequest, ctx: CallContext) -> ShellExecRequest:
+        """A wider sandbox mode granted by configuration or a person (the executor asks), or refused."""
+        authorize = getattr(self.executor, "authorize", None)
+        if authorize is None or request.sandbox_permissions is None:
+            return request
+        granted: ShellExecRequest = await authorize(request, person=ctx.person)
+        return granted
+
     async def _background(self, args: _ShellArgs, ctx: CallContext, jobs: JobRegistry) -> ToolResult:
+        request = await self._authorized(self._request(args, ctx, ShellExpiryPolicy.NONE), ctx)
         job = jobs.reserve(command=args.command, description=args.description, owner=ctx.actor)
         try:
-            spec = self.executor.resolve(self._request(args, ctx, ShellExpiryPolicy.NONE))
+            spec = self.executor.resolve(request)
             execution = await self.executor.execute(spec)
         except BaseException:
             jobs.release(job)
@@ -286,12 +295,13 @@ class ShellToolPlugin:
             return None
 
     async def _foreground(self, args: _ShellArgs, ctx: CallContext) -> ToolResult:
+        request = await self._authorized(self._request(args, ctx, ShellExpiryPolicy.KILL), ctx)
         job = await self._admit(args, ctx)
         promote = job is not None and self.options.promote_on_timeout
         expiry = ShellExpiryPolicy.NONE if promote else ShellExpiryPolicy.KILL
         abort = AbortSignal()
         try:
-            spec = self.executor.resolve(self._request(args, ctx, expiry))
+            spec = self.executor.resolve(dataclasses.replace(request, on_expiry=expiry))
             execution = await self.executor.execute(spec, abort=abort)
         except BaseException:
             if job is not None and self.jobs is not None:

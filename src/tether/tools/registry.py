@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from tether.approvals import PersonChannel
 from tether.errors import NotFoundError
 
 Source = Literal["tool", "panel", "host", "cli"]
@@ -32,11 +33,14 @@ class Notifier(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallContext:
-    """Who is calling: ``actor`` is the conversation id (MCP session), ``panel`` or ``cli``."""
+    """Who is calling: ``actor`` is the conversation id (MCP session), ``panel`` or ``cli``;
+    ``person``: the person at the client, when the front door can ask them during this call (MCP
+    elicitation) — an escalation or a guard block is put to them, else to the panel's queue."""
 
     actor: str
     source: Source = "tool"
     notifier: Notifier | None = None
+    person: PersonChannel | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

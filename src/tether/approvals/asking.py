@@ -1,0 +1,302 @@
+"""Putting one question to a person, and auditing the answer.
+
+Invariant: ``Approvals.ask`` returns only an ``Answer``, and every answer — approved, denied,
+timed out, cancelled — is in the audit log before the asker acts on it: a person's decision in
+the panel is audited by the process that took it (``decide``, source ``panel``); an answer given
+through MCP elicitation, a timeout and a cancellation by the asking process (source ``tool``).
+Nothing is granted when the audit log cannot be written.
+
+Where the question goes: to the person at the MCP client when the client declared the
+elicitation capability (``PersonChannel``), else to the panel's queue (``store.approvals``),
+visible to every tether process of the home — the panel may run in ``tether serve`` while the
+asking call runs in a ``tether mcp``. The wait is woken by inotify (``close_watch``), never by
+polling, and ends at ``[approvals] timeout_s`` with a refusal. An elicitation that fails (the
+client errs, the connection drops) falls back to the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from tether.audit.log import AuditLog
+from tether.errors import NotFoundError
+from tether.store.approvals import ApprovalQueue, ApprovalRow, Channel, now_ms
+from tether.store.close_watch import CloseWatch
+from tether.store.db import Store
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["sandbox_escalation", "bypass-guard"]
+Outcome = Literal["approved", "denied", "timeout", "cancelled"]
+_BACKOFF_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)  # only without inotify
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Question:
+    """What a person is asked. ``subject``: the command, or the shell being opened; ``mode``: the
+    sandbox mode asked for, or the guard rule that blocked the command."""
+
+    kind: Kind
+    tool: str
+    subject: str
+    mode: str
+    justification: str
+    asker: str
+    targets: tuple[str, ...] = ()
+
+    def message(self) -> str:
+        """The question as a person reads it (an elicitation's message, the panel's entry)."""
+        why = f' Justification: "{self.justification}".' if self.justification else ""
+        if self.kind == "bypass-guard":
+            return (
+                f"The agent ({self.asker}) wants to run `{self.subject}`, which tether's guard blocks "
+                f"(rule {self.mode}).{why} Let this one command through?"
+            )
+        return (
+            f"The agent ({self.asker}) asks to {self.subject} with sandbox permissions "
+            f"{self.mode!r} instead of the default sandbox.{why} Allow it?"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PersonReply:
+    """What the person at an MCP client answered (``None`` outcome fields: they did not)."""
+
+    outcome: Outcome
+    reason: str = ""
+
+
+class PersonChannel(Protocol):
+    """A person reachable during one call (MCP elicitation); ``who`` names them for the audit."""
+
+    @property
+    def who(self) -> str: ...
+
+    async def confirm(self, message: str, *, timeout_s: float) -> PersonReply:
+        """Ask; raises ``PersonUnavailable`` when the question cannot be put at all."""
+        ...
+
+
+class PersonUnavailable(Exception):
+    """The channel could not carry the question (the caller falls back to the panel's queue)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    approved: bool
+    outcome: Outcome
+    by: str  # who answered ("" when nobody did)
+    channel: Channel
+    reason: str  # the person's own words, if they gave any
+    approval_id: str
+
+    def refusal(self, what: str) -> str:
+        """Why ``what`` is refused, for an error message."""
+        if self.outcome == "denied":
+            said = f': "{self.reason}"' if self.reason else ""
+            return f"{self.by} denied {what}{said}"
+        if self.outcome == "timeout":
+            where = "at the MCP client" if self.channel == "elicitation" else "in the panel (tether serve)"
+            return f"nobody answered {what} {where} in time ([approvals] timeout_s)"
+        return f"the question about {what} was withdrawn before anyone answered"
+
+
+class Approvals:
+    """The questions of one ``TETHER_HOME`` (see the module docstring)."""
+
+    def __init__(self, home: Path, *, timeout_s: float, store: Store | None = None) -> None:
+        self.home = home
+        self.timeout_s = timeout_s
+        self._store = store
+        self._audit = AuditLog(home)
+
+    @property
+    def queue(self) -> ApprovalQueue:
+        if self._store is None:
+            self._store = Store.open(self.home)
+        return ApprovalQueue(self._store, self.home)
+
+    async def ask(self, question: Question, *, person: PersonChannel | None) -> Answer:
+        if person is not None:
+            try:
+                return await self._elicit(question, person)
+            except PersonUnavailable as exc:
+                logger.warning("approvals: the client could not be asked (%s); asking in the panel", exc)
+        return await self._queued(question)
+
+    # ---- elicitation --------------------------------------------------------------------------------
+
+    async def _elicit(self, question: Question, person: PersonChannel) -> Answer:
+        row = self._row(question, "elicitation")
+        try:
+            reply = await person.confirm(question.message(), timeout_s=self.timeout_s)
+        except PersonUnavailable:
+            self.queue.close(row.id, "cancelled")
+            raise
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.queue.close(row.id, "cancelled")
+                self._record(question, row, outcome="cancelled", by="", reason="", channel="elicitation")
+            raise
+        by = person.who if reply.outcome in ("approved", "denied") else ""
+        if reply.outcome in ("approved", "denied"):
+            self.queue.decide(row.id, approve=reply.outcome == "approved", by=by, reason=reply.reason)
+        else:
+            self.queue.close(row.id, "expired" if reply.outcome == "timeout" else "cancelled", by=by)
+        self._record(question, row, outcome=reply.outcome, by=by, reason=reply.reason, channel="elicitation")
+        return Answer(
+            approved=reply.outcome == "approved",
+            outcome=reply.outcome,
+            by=by,
+            channel="elicitation",
+            reason=reply.reason,
+            approval_id=row.id,
+        )
+
+    # ---- the panel's queue -------------------------------------------------------------------------
+
+    async def _queued(self, question: Question) -> Answer:
+        queue = self.queue
+        row = self._row(question, "panel")
+        event = CloseWatch.register(queue.dir, row.id)
+        try:
+            answered = await self._wait(queue, row, event)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if queue.close(row.id, "cancelled"):
+                    self._record(question, row, outcome="cancelled", by="", reason="", channel="panel")
+            raise
+        finally:
+            if event is not None:
+                CloseWatch.unregister(queue.dir, row.id, event)
+            queue.forget_wake(row.id)
+        if answered.status in ("approved", "denied"):
+            outcome: Outcome = "approved" if answered.status == "approved" else "denied"
+        else:
+            outcome = "timeout" if answered.status == "expired" else "cancelled"
+        return Answer(
+            approved=outcome == "approved",
+            outcome=outcome,
+            by=answered.decided_by,
+            channel="panel",
+            reason=answered.reason,
+            approval_id=row.id,
+        )
+
+    async def _wait(self, queue: ApprovalQueue, row: ApprovalRow, event: asyncio.Event | None) -> ApprovalRow:
+        """The row once it is answered, or once it expired (then audited here)."""
+        step = 0
+        while True:
+            if event is not None:
+                event.clear()
+            current = queue.get(row.id)
+            if current is not None and current.status != "pending":
+                return current
+            left = (row.expires_ms - now_ms()) / 1000
+            if left <= 0:
+                if queue.close(row.id, "expired"):
+                    question = _question_of(row)
+                    self._record(question, row, outcome="timeout", by="", reason="", channel="panel")
+                continue  # answered at the last moment, or expired now: read it back
+            if event is None:  # no inotify: a bounded back-off
+                await asyncio.sleep(min(left, _BACKOFF_S[min(step, len(_BACKOFF_S) - 1)]))
+                step += 1
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout=left)
+
+    # ---- deciding (the panel) ----------------------------------------------------------------------
+
+    def decide(self, approval_id: str, *, approve: bool, by: str, reason: str = "") -> ApprovalRow:
+        """A person's answer to a pending question in the panel's queue, audited before it counts;
+        ``NotFoundError`` when it is no longer pending (answered, expired, unknown)."""
+        queue = self.queue
+        row = queue.get(approval_id)
+        if row is None or row.status != "pending" or row.expires_ms <= now_ms():
+            state = "unknown" if row is None else ("expired" if row.status == "pending" else row.status)
+            raise NotFoundError(f"approval {approval_id} is {state}; only a pending question can be answered")
+        outcome: Outcome = "approved" if approve else "denied"
+        # Audited first: a decision that cannot be recorded is not taken.
+        question = _question_of(row)
+        self._record(question, row, outcome=outcome, by=by, reason=reason, channel="panel", source="panel")
+        if not queue.decide(approval_id, approve=approve, by=by, reason=reason):
+            raise NotFoundError(f"approval {approval_id} was answered or expired meanwhile")
+        answered = queue.get(approval_id)
+        assert answered is not None
+        return answered
+
+    # ---- records -------------------------------------------------------------------------------------
+
+    def _row(self, question: Question, channel: Channel) -> ApprovalRow:
+        return self.queue.ask(
+            kind=question.kind,
+            tool=question.tool,
+            subject=question.subject,
+            mode=question.mode,
+            justification=question.justification,
+            asker=question.asker,
+            targets=question.targets,
+            channel=channel,
+            timeout_ms=int(self.timeout_s * 1000),
+        )
+
+    def _record(
+        self,
+        question: Question,
+        row: ApprovalRow,
+        *,
+        outcome: Outcome,
+        by: str,
+        reason: str,
+        channel: Channel,
+        source: Literal["tool", "panel"] = "tool",
+    ) -> None:
+        """One audit record per answer: who (``actor``), when, what (tool, command, mode), the answer."""
+        flags = ["bypass-guard"] if question.kind == "bypass-guard" else [f"sandbox:{question.mode}"]
+        detail = {
+            "approved": f"approved by {by}",
+            "denied": f"denied by {by}",
+            "timeout": f"nobody answered within {self.timeout_s:g} s; refused",
+            "cancelled": "withdrawn before anyone answered",
+        }[outcome]
+        self._audit.append(
+            actor=by or question.asker,
+            source=source,
+            tool=question.tool,
+            action="approval",
+            targets=list(question.targets),
+            command=question.subject,
+            outcome="ok" if outcome == "approved" else ("timeout" if outcome == "timeout" else "refused"),
+            detail=detail,
+            # The person's words are the reason of their answer (``by`` is its author).
+            reason=(reason or detail) if by else (question.justification or None),
+            flags=flags,
+            extra={
+                "approval": row.id,
+                "kind": question.kind,
+                "mode": question.mode,
+                "asker": question.asker,
+                "channel": channel,
+                "answer": outcome,
+                "justification": question.justification,
+                "asked_ms": row.created_ms,
+            },
+        )
+
+
+def _question_of(row: ApprovalRow) -> Question:
+    kind: Kind = "bypass-guard" if row.kind == "bypass-guard" else "sandbox_escalation"
+    return Question(
+        kind=kind,
+        tool=row.tool,
+        subject=row.subject,
+        mode=row.mode,
+        justification=row.justification,
+        asker=row.asker,
+        targets=row.targets,
+    )

@@ -1,0 +1,83 @@
+"""The person at an MCP client, reached through elicitation during one tool call.
+
+Invariant: a tool's ``CallContext.person`` is an ``ElicitationChannel`` only when the client
+declared the elicitation capability for forms; the question rides the call's own request
+(``related_request_id``, so over streamable HTTP it arrives on that request's stream), and it
+gets exactly one ``PersonReply``: approved or denied (the form's ``approve``, and an optional
+``reason`` in the person's words), cancelled (the person dismissed it), or timeout (no answer in
+``timeout_s``; the request is cancelled). A client that cannot take the request raises
+``PersonUnavailable``, and the question goes to the panel's queue instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from tether.approvals import PersonReply, PersonUnavailable
+
+SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Allow",
+            "description": "Allow it (this once, for this command or shell).",
+        },
+        "reason": {
+            "type": "string",
+            "title": "Reason",
+            "description": "Optional: why (kept in tether's audit log).",
+        },
+    },
+    "required": ["approve"],
+}
+
+
+def supports_forms(capabilities: types.ClientCapabilities | None) -> bool:
+    """Form elicitation: declared as ``elicitation.form``, or as a bare ``elicitation`` (the form
+    of the capability before modes existed)."""
+    found = capabilities.elicitation if capabilities is not None else None
+    return found is not None and (found.form is not None or found.url is None)
+
+
+class ElicitationChannel:
+    """Asks the person at one MCP client during one request (see the module docstring)."""
+
+    def __init__(self, session: Any, *, request_id: types.RequestId | None, who: str) -> None:
+        self._session = session
+        self._request_id = request_id
+        self._who = who
+
+    @property
+    def who(self) -> str:
+        return self._who
+
+    async def confirm(self, message: str, *, timeout_s: float) -> PersonReply:
+        result: types.ElicitResult | None = None
+        with anyio.move_on_after(timeout_s):
+            try:
+                result = await self._session.elicit_form(message, SCHEMA, related_request_id=self._request_id)
+            except MCPError as exc:
+                raise PersonUnavailable(f"elicitation failed: {exc}") from exc
+        if result is None:
+            return PersonReply(outcome="timeout")
+        if result.action == "cancel":
+            return PersonReply(outcome="cancelled")
+        content = result.content or {}
+        reason = content.get("reason")
+        words = reason.strip() if isinstance(reason, str) else ""
+        if result.action == "accept" and content.get("approve") is True:
+            return PersonReply(outcome="approved", reason=words)
+        return PersonReply(outcome="denied", reason=words)
+
+
+def person_name(capabilities_owner: Any, conversation: str) -> str:
+    """Who answers, for the audit log: the person at the client, named by the client's name."""
+    params = getattr(capabilities_owner, "client_params", None)
+    info = getattr(params, "client_info", None)
+    client = getattr(info, "name", None) or "the MCP client"
+    return f"person at {client} ({conversation})"
