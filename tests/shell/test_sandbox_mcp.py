@@ -61,6 +61,8 @@ async def test_schema_has_sandbox_fields_only_when_sandboxed(tether_home: Path, 
 
 async def test_a_denial_reaches_the_model_with_marker_and_hint(tether_home: Path, work: Path) -> None:
     target = "/usr/tether-sandbox-mcp-test"
+    # Nobody is there to approve (no elicitation, no panel): the question expires at once.
+    (tether_home / "config.toml").write_text("[approvals]\ntimeout_s = 0\n")
     async with Client(_params(tether_home, work, "--sandbox")) as client:
         result = await client.call_tool(
             "bash", {"command": f"echo ok > ok.txt; echo x > {target}", "description": "write outside"}
@@ -94,7 +96,7 @@ async def test_a_denial_reaches_the_model_with_marker_and_hint(tether_home: Path
                 "justification": "fetch packages",
             },
         )
-        assert refused.is_error and "needs a person's approval" in _text(refused)
+        assert refused.is_error and "nobody answered sandbox_permissions 'allow_network'" in _text(refused)
     assert not _exists(target)
 
 

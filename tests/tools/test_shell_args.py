@@ -50,7 +50,7 @@ from tether.tools.shell_args import (
     parse_call,
     parse_state,
 )
-from tether.tools.shell_args_actions import KINDS
+from tether.tools.shell_args_actions import CONFINED_OPEN_FIELDS, KINDS
 from tether.tools.shell_args_blocks import WAIT_KINDS
 
 ID = "dsh-ab12cd"
@@ -1107,14 +1107,20 @@ def test_schema_is_2020_12_and_closed(tool: str) -> None:
 
 
 @pytest.mark.parametrize("tool", sa.TOOLS)
-def test_schema_lists_exactly_the_tools_blocks_and_kinds(tool: ToolName) -> None:
-    task = sa.input_schema(tool)["properties"]["tasks"]["items"]
+@pytest.mark.parametrize("confining", [False, True], ids=["unconfined", "confining"])
+def test_schema_lists_exactly_the_tools_blocks_and_kinds(tool: ToolName, confining: bool) -> None:
+    modes = ("use_default", "allow_network") if confining else None
+    task = sa.input_schema(tool, sandbox_modes=modes)["properties"]["tasks"]["items"]
     assert set(task["properties"]) == {*sa.BLOCKS[tool], "label"}
     kinds = [variant["properties"]["kind"]["const"] for variant in task["properties"]["action"]["oneOf"]]
     assert kinds == list(KINDS[tool])
     for variant in task["properties"]["action"]["oneOf"]:
         allowed, _ = KINDS[tool][variant["properties"]["kind"]["const"]]
-        assert set(variant["properties"]) == {"kind", *allowed}
+        # sandbox_permissions and justification exist only where the deployment confines
+        only_confined = set() if confining else set(CONFINED_OPEN_FIELDS)
+        assert set(variant["properties"]) == {"kind", *allowed} - only_confined
+        if confining and variant["properties"]["kind"]["const"] == "open":
+            assert variant["properties"]["sandbox_permissions"]["enum"] == list(modes or ())
 
 
 def test_schema_wait_per_tool() -> None:

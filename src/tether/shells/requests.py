@@ -90,7 +90,9 @@ class Safety:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpenAction:
-    """``idle_minutes=None`` means "follow the global setting"; 0 means never close."""
+    """``idle_minutes=None`` means "follow the global setting"; 0 means never close.
+    ``sandbox_permissions`` + ``justification``: a wider sandbox for the new shells (only where
+    the deployment confines)."""
 
     kind: Literal["open"] = "open"
     count: int = 1
@@ -101,6 +103,8 @@ class OpenAction:
     idle_minutes: int | None = None
     watch: bool = False
     from_id: str | None = None
+    sandbox_permissions: str | None = None
+    justification: str | None = None
 
 
 # ---- shell_run ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tether.errors import UsageError
+from tether.shell import PERMISSION_MODES
 from tether.tools.shell_args_fields import Fields, describe, join
 from tether.tools.shell_args_model import (
     Action,
@@ -157,6 +158,8 @@ def _open(f: Fields) -> OpenAction:
         idle_minutes=f.integer("idleMinutes", lo=0, hi=1440, default=None, unit="minutes"),
         watch=f.boolean("watch", default=False),
         from_id=None if from_id is None else check_shell_id(from_id, f.at("from")),
+        sandbox_permissions=f.enum("sandbox_permissions", PERMISSION_MODES, default=None),
+        justification=f.string("justification", what="why the shell needs a wider sandbox"),
     )
 
 
@@ -258,10 +261,16 @@ def _audit(f: Fields) -> AuditAction:
     )
 
 
+# Fields of kind=open that exist only where the deployment confines (the tool refuses them elsewhere).
+CONFINED_OPEN_FIELDS = ("sandbox_permissions", "justification")
+
 # kind -> (allowed payload fields besides "kind", parser), per tool, in the spec's order.
 KINDS: Mapping[ToolName, Mapping[str, tuple[tuple[str, ...], ActionParser]]] = {
     "shell_open": {
-        "open": (("count", "cwd", "label", "cols", "rows", "idleMinutes", "watch", "from"), _open),
+        "open": (
+            ("count", "cwd", "label", "cols", "rows", "idleMinutes", "watch", "from", *CONFINED_OPEN_FIELDS),
+            _open,
+        ),
     },
     "shell_run": {
         "run": (("command",), _run),

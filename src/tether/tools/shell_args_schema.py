@@ -10,7 +10,7 @@ never refused for shape. They are documentation for the model; the validator sta
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from tether.tools.shell_args_schema_actions import (
     ACTION_SCHEMAS,
@@ -201,6 +201,19 @@ _STATE: Schema = {
 SCHEMAS: Mapping[str, Schema] = {**{tool: _tasks_schema(tool) for tool in _BLOCKS}, "shell_state": _STATE}
 
 
-def input_schema(tool: str) -> Schema:
-    """The input JSON Schema of ``tool`` (any of the seven); ``KeyError`` for another name."""
-    return copy.deepcopy(SCHEMAS[tool])
+def input_schema(tool: str, *, sandbox_modes: Sequence[str] | None = None) -> Schema:
+    """The input JSON Schema of ``tool`` (any of the seven); ``KeyError`` for another name.
+    ``sandbox_modes``: the deployment confines, so ``shell_open`` kind=open offers
+    ``sandbox_permissions`` + ``justification`` (exactly as the ``bash`` tool does)."""
+    schema = copy.deepcopy(SCHEMAS[tool])
+    if tool == "shell_open" and sandbox_modes is not None:
+        action = schema["properties"]["tasks"]["items"]["properties"]["action"]["oneOf"][0]
+        action["properties"]["sandbox_permissions"] = s_enum(
+            list(sandbox_modes),
+            "Sandbox mode of the new shell(s) for their whole life (default 'use_default'); a wider "
+            "mode needs a justification and is granted by configuration or by a person.",
+        )
+        action["properties"]["justification"] = s_str(
+            "Why the shell needs a wider sandbox mode (required when widening)."
+        )
+    return schema

@@ -4,20 +4,28 @@
 Invariant: handlers translate, nothing more: arguments come only from ``shell_args`` (validated
 dataclasses), text only from ``shell_render``, shell work only from the ``tether.shells`` face.
 Every task tool returns the summary-plus-blocks text (or plain text) and the same facts as
-``structuredContent`` matching ``shell_render.RESULT_SCHEMA``.
+``structuredContent`` matching ``shell_render.RESULT_SCHEMA``. Where the deployment confines,
+``shell_open`` takes ``sandbox_permissions`` + ``justification`` and opens the shell only under a
+mode the escalation gate granted (``tether.shell.sandbox_grants``: configuration, else a person).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from tether.approvals import Approvals
+from tether.audit.log import AuditLog
 from tether.config import Config
 from tether.errors import UsageError
+from tether.shell import PERMISSION_MODES, SandboxSettings
+from tether.shell.sandbox_grants import EscalationGate
 from tether.shells import (
     NOT_READY,
+    Confinement,
     SessionHooks,
     Shells,
     Write,
@@ -51,6 +59,12 @@ from tether.tools.shell_render import TaskOutcome
 from tether.tools.shell_state_tool import STATE_SCHEMA, shell_state
 from tether.tools.shell_subscriptions import ShellResources, Subscriptions, shell_uri
 
+CONFINED_HINT = (
+    "Every shell runs in the sandbox for its whole life (its directory writable, no network, no Unix "
+    "sockets, tether's state hidden); a run's result ends with `[sandbox denied: …]` when something was "
+    "refused. For more, open a new shell with sandbox_permissions and a justification: granted by the "
+    "deployment's configuration or by the user."
+)
 HINT = """Persistent shells (tmux) that keep state between calls. Open one with shell_open, run
 commands with shell_run (wait.kind exit gives the exit code; the result says run=<id>), type into
 programs (REPLs, prompts, less, vim) with shell_send (text, then keys such as ["Enter"] or ["C-c"]),
@@ -67,6 +81,8 @@ class ShellTools:
         self.subscriptions = Subscriptions()
         self._hooks_for = hooks_for
         self._hooked: Shells | None = None
+        self.confining = config.shell.provider == "sandbox"
+        self._gate: EscalationGate | None = None
 
     def shells(self) -> Shells:
         shells = Shells.get(self.config)
@@ -97,6 +113,53 @@ class ShellTools:
 
     # ---- shell_open -----------------------------------------------------------------------
 
+    def _escalations(self) -> EscalationGate:
+        if self._gate is None:
+            home = self.config.home
+            approvals = Approvals(home, timeout_s=self.config.approvals.timeout_s)
+            settings = SandboxSettings.from_config(self.config)
+            self._gate = EscalationGate(settings, audit=AuditLog(home), approvals=approvals)
+        return self._gate
+
+    async def _confinement(self, task: Task[OpenAction], ctx: CallContext) -> Confinement | None:
+        """The sandbox the task's shells open under: the deployment's default, or a wider mode
+        the gate granted (``None``: unconfined, where the deployment does not confine)."""
+        a, path = task.action, f"tasks[{task.index}].action"
+        given = [name for name in ("sandbox_permissions", "justification") if getattr(a, name) is not None]
+        if not self.confining:
+            if given:
+                raise UsageError(
+                    f"{path}: unknown field {given[0]!r}: shells run unconfined in this deployment, so "
+                    "there are no sandbox permissions to request"
+                )
+            return None
+        if a.sandbox_permissions in (None, "use_default"):
+            return None  # the deployment's default
+        if not (a.justification or "").strip():
+            raise UsageError(
+                f"{path}.sandbox_permissions asks for {a.sandbox_permissions!r}, wider than 'use_default'; "
+                "give a non-empty justification saying why"
+            )
+        cwd = a.cwd or self.config.shell.cwd or os.getcwd()
+        many = f"{a.count} persistent shells" if a.count > 1 else "a persistent shell"
+        gate = self._escalations()
+        grant = await gate.grant(
+            mode=a.sandbox_permissions,
+            justification=a.justification,
+            tool="shell_open",
+            subject=f"open {many} in {cwd}",
+            command=f"shell_open cwd={cwd} count={a.count}",
+            asker=ctx.actor,
+            targets=[cwd],
+            person=ctx.person,
+        )
+        return Confinement(
+            mode=grant.mode,
+            settings=gate.settings,
+            granted_by=grant.granted_by,
+            justification=(a.justification or "").strip(),
+        )
+
     async def open(self, raw: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         call = parse_open(raw)
         shells = self.shells()
@@ -105,9 +168,11 @@ class ShellTools:
 
         async def one(task: Task[OpenAction]) -> list[TaskOutcome]:
             a = task.action
+            confinement = await self._confinement(task, ctx)
             if a.from_id is not None:
                 async with gate:
-                    shell_id, lines = await revive(shells, a, ctx.actor, f"tasks[{task.index}].action")
+                    path = f"tasks[{task.index}].action"
+                    shell_id, lines = await revive(shells, a, ctx.actor, path, confinement=confinement)
                 return [TaskOutcome(index=task.index, shell=shell_id, label=task.label, lines=tuple(lines))]
 
             async def make(n: int) -> TaskOutcome:
@@ -123,8 +188,12 @@ class ShellTools:
                         cols=a.cols,
                         rows=a.rows,
                         idle_minutes=a.idle_minutes,
+                        confinement=confinement,
                     )
-                    lines = [f"opened {rec.id} label={rec.label} cwd={rec.cwd}"]
+                    lines = [
+                        f"opened {rec.id} label={rec.label} cwd={rec.cwd}",
+                        *sandbox_note(shells, rec.id),
+                    ]
                     if not reached:
                         lines.append(NOT_READY)
                     if a.watch and ctx.notifier is not None:
@@ -228,6 +297,14 @@ class ShellTools:
         return await shell_state(self.shells(), parse_state(raw), ctx.actor)
 
 
+def sandbox_note(shells: Shells, shell_id: str) -> list[str]:
+    """How a new shell is confined, in one line (nothing for an unconfined deployment)."""
+    confinement = shells.confinement_of(shell_id)
+    if confinement is None:
+        return []
+    return [f"[sandbox: {confinement.summary()}]"]
+
+
 def _write(unit: Unit, actor: str) -> Write:
     t = unit.task
     return Write(shell_id=unit.shell_id, actor=actor, wait=t.wait, output=t.output, safety=t.safety)
@@ -266,13 +343,16 @@ def register_shell_tools(
     tools = ShellTools(config, hooks_for=hooks_for)
     result = shell_render.RESULT_SCHEMA
     registry.add(
-        _tool(
-            "shell_open",
-            "Open persistent shells",
-            "Open persistent tmux shells (action.kind=open: "
-            "count, cwd, label, cols, rows, idleMinutes, watch, from).",
-            tools.open,
-            read_only=False,
+        ToolDef(
+            name="shell_open",
+            title="Open persistent shells",
+            description="Open persistent tmux shells (action.kind=open: "
+            "count, cwd, label, cols, rows, idleMinutes, watch, from"
+            + (", sandbox_permissions, justification). " + CONFINED_HINT if tools.confining else ")."),
+            input_schema=input_schema(
+                "shell_open", sandbox_modes=PERMISSION_MODES if tools.confining else None
+            ),
+            handler=tools.open,
             output_schema=result,
         )
     )

@@ -17,6 +17,7 @@ from tether.audit import AuditLog
 from tether.errors import NotFoundError, RefusedError
 from tether.shells import lifecycle
 from tether.shells.domain import Shells
+from tether.shells.hosts.confined import Confinement, default_confinement
 from tether.shells.requests import (
     CloseAction,
     IdleAction,
@@ -158,10 +159,16 @@ def snapshot_list(shells: Shells, target: Target, actor: str) -> Done:
     return Done(lines=tuple(lines), data={"snapshots": [snapshot_json(s) for s in snaps]})
 
 
-async def revive(shells: Shells, action: OpenAction, actor: str, path: str) -> tuple[str, list[str]]:
-    """``shell_open from``: a new shell from the latest snapshot of ``action.from_id``."""
+async def revive(
+    shells: Shells, action: OpenAction, actor: str, path: str, *, confinement: Confinement | None = None
+) -> tuple[str, list[str]]:
+    """``shell_open from``: a new shell from the latest snapshot of ``action.from_id``. A shell that
+    was confined is revived confined (the default mode: a wider one is granted anew, never
+    inherited), whether or not this deployment confines."""
     old = action.from_id
     assert old is not None
+    if confinement is None:
+        confinement = shells.default_confinement() or _was_confined(shells, old)
     store = lifecycle.snapshots(shells)
     snap = store.latest(old)
     if snap is None:
@@ -184,6 +191,7 @@ async def revive(shells: Shells, action: OpenAction, actor: str, path: str) -> t
         rows=snap.rows,
         idle_minutes=action.idle_minutes,
         preamble=lambda new_id: lifecycle.preamble(snap, text, new_id),
+        confinement=confinement,
     )
     lines = [
         f"opened {rec.id} label={rec.label} cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
@@ -195,6 +203,12 @@ async def revive(shells: Shells, action: OpenAction, actor: str, path: str) -> t
     if not reached:
         lines.append(NOT_READY)
     return rec.id, lines
+
+
+def _was_confined(shells: Shells, old: str) -> Confinement | None:
+    rec = shells.records.any_shell(old)
+    was = Confinement.from_json(rec.confinement) if rec is not None else None
+    return default_confinement(was.settings) if was is not None and was.sandboxed else None
 
 
 def _is_dir(path: str) -> bool:
