@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tether.approvals import PersonChannel
 from tether.errors import RefusedError
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
@@ -39,6 +40,7 @@ class Write:
     wait: Wait | None
     output: Output
     safety: Safety
+    person: PersonChannel | None = None  # the person at the caller's client, when one can be asked
 
 
 def wait_spec(wait: Wait | None, mask: Callable[[str], str] | None = None) -> WaitSpec:
@@ -85,6 +87,7 @@ async def guarded(
         force=w.safety.force,
         wait_kind=w.wait.kind if w.wait is not None else None,
         submit=submit,
+        person=w.person,
     )
     decision = await shells.hooks.before_write(intent)
     try:

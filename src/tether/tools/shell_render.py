@@ -157,7 +157,7 @@ def outcome_json(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
             "met": o.met,
             "elapsedMs": o.elapsed_ms,
             "lines": list(o.lines),
-            **({"sandbox": sandbox_json(o.sandbox)} if o.sandbox is not None else {}),
+            "sandbox": sandbox_json(o.sandbox) if o.sandbox is not None else None,
         }
         for o in outcomes
     ]
@@ -196,9 +196,9 @@ RESULT_SCHEMA: dict[str, Any] = {
                     "elapsedMs": _nullable("integer"),
                     "lines": {"type": "array", "items": {"type": "string"}},
                     "sandbox": {
-                        **SANDBOX_SCHEMA,
+                        "anyOf": [SANDBOX_SCHEMA, {"type": "null"}],
                         "description": "A run in a confined shell: the mode it runs under and each "
-                        "operation its sandbox denied, as a one-shot result reports them.",
+                        "operation its sandbox denied, as a one-shot result reports them (else null).",
                     },
                 },
                 "required": ["index", "ok", "lines"],

@@ -222,6 +222,7 @@ class ShellTools:
                 wait=task.wait,
                 output=task.output,
                 safety=task.safety,
+                person=ctx.person,
             )
             action = task.action
             if isinstance(action, RunAction):
@@ -250,6 +251,7 @@ class ShellTools:
                 wait=task.wait,
                 output=task.output,
                 safety=task.safety,
+                person=ctx.person,
             )
             return TaskOutcome.of(task.index, task.label, await send(shells, w, task.action))
 

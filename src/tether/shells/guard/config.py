@@ -7,6 +7,7 @@ error, never ignored, so a typo can neither silently switch a rule off nor leave
     [guard]
     disable = ["git-force-push"]      # ids of default rules to switch off
     protect = ["/data", "~/photos"]   # more directories treated like system directories
+    ask = true                        # a blocked agent command is put to a person (approvals)
 
     [[guard.rules]]
     id = "terraform-destroy"          # lowercase letters, digits and '-'; unique
@@ -28,7 +29,7 @@ from tether.errors import UsageError
 from tether.shells.guard.defaults import DEFAULT_IDS
 from tether.shells.guard.rule import CommandMatch, Rule
 
-_SECTION_KEYS = ("disable", "protect", "rules")
+_SECTION_KEYS = ("disable", "protect", "rules", "ask")
 _RULE_KEYS = ("id", "command", "args_any", "args_all", "why", "advice")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 _EXAMPLE = (
@@ -43,6 +44,7 @@ class GuardSettings:
     disabled: frozenset[str] = frozenset()
     protect: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
+    ask: bool = False  # put a blocked agent command to a person instead of refusing it outright
 
 
 def parse_section(table: Mapping[str, Any]) -> GuardSettings:
@@ -81,7 +83,12 @@ def parse_section(table: Mapping[str, Any]) -> GuardSettings:
             )
         seen.add(rule.id)
         rules.append(rule)
-    return GuardSettings(disabled=frozenset(disabled), protect=tuple(protect), rules=tuple(rules))
+    ask = table.get("ask", False)
+    if not isinstance(ask, bool):
+        raise UsageError(
+            "config.toml: [guard].ask must be true or false (ask a person to let a blocked command through)"
+        )
+    return GuardSettings(disabled=frozenset(disabled), protect=tuple(protect), rules=tuple(rules), ask=ask)
 
 
 def _rule(raw: Mapping[str, Any], position: int) -> Rule:

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tether.approvals import PersonChannel
+
 WriteKind = Literal["run", "send", "steps", "retry"]
 
 
@@ -30,6 +32,7 @@ class WriteIntent:
     force: bool = False  # proceed past references into a locked vault group (they stay unexpanded)
     wait_kind: str | None = None  # the task's wait.kind (a macro with ``exit`` is refused)
     submit: bool = True  # whether the write ends with Enter (send: its keys include Enter)
+    person: PersonChannel | None = None  # the person at the caller's client (a guard block is put to them)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,11 @@ of it passes:
 2. a person typing (``sessions.user_busy``, the same test ``shell_state`` shows) refuses;
 3. a ``/NAME args`` macro expands (``wait.kind=exit`` on one is refused with the spec's message);
 4. the dangerous-command guard judges the text after macro expansion and before vault expansion,
-   when the pane's foreground is a shell; ``bypassGuard`` needs a non-blank ``reason``;
+   when the pane's foreground is a shell; ``bypassGuard`` needs a non-blank ``reason``; with
+   ``[guard] ask = true`` an agent's blocked command is put to a person instead (``approvals``:
+   the person at the client through elicitation, else the panel's queue) — approved, that one
+   command goes through as a ``bypass-guard`` whose reason the person authored; denied or
+   unanswered, it is blocked;
 5. ``{{vault.NAME}}`` references resolve (``force`` semantics in ``vault_refs``); a dry run stops
    here and reports the text with each value as ``[vault:NAME]``;
 6. ``safety.lock: require`` waits (no timeout, cancellable) for the cross-process write lock;
@@ -30,9 +34,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tether.approvals import Approvals, Question
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
 from tether.shells.domain import Shells
+from tether.shells.guard.config import parse_section
 from tether.shells.guard.guard import Guard, Verdict
 from tether.shells.macros.expand import MacroExpander
 from tether.shells.safety.call_notes import note_command, note_flag, note_outcome
@@ -48,6 +54,7 @@ from tether.shells.vault.refs import (
 )
 from tether.store.locks import ShellLocks, WriteLease
 from tether.store.macros import MacroStore, MacroView
+from tether.store.manual_locks import PERSON_ACTORS
 from tether.store.vault import Vault
 from tether.store.vault_rules import vault_settings
 
@@ -56,6 +63,7 @@ SHELL_NAMES = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "bus
 # Later steps of ``steps`` usually talk to a program the first step started (a REPL), whose input
 # bash could not parse: only these verdicts are about text that is shell code at all.
 _NOT_SHELL_RULES = frozenset({"unparseable", "dynamic-command"})
+_TOOL_OF = {"run": "shell_run", "retry": "shell_run", "steps": "shell_run", "send": "shell_send"}
 
 
 class GuardBlockedError(RefusedError):
@@ -70,17 +78,21 @@ class SafetyPolicy:
 
     config: Config
     guard: Guard
+    ask: bool = False  # [guard] ask: a blocked agent command is put to a person
     redactor: SecretRedactor = field(init=False)
+    approvals: Approvals = field(init=False)
     _vaults: dict[int, Vault] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: Config) -> SafetyPolicy:
         """Validates ``[guard]`` and ``[vault]`` now (a ``UsageError`` names the bad key)."""
         vault_settings(config)
-        return cls(config=config, guard=Guard.from_config(config))
+        guard = Guard.from_config(config)
+        return cls(config=config, guard=guard, ask=parse_section(config.section("guard")).ask)
 
     def __post_init__(self) -> None:
         self.redactor = SecretRedactor(self._any_vault)
+        self.approvals = Approvals(self.config.home, timeout_s=self.config.approvals.timeout_s)
 
     def _any_vault(self) -> Vault:
         found = next(iter(self._vaults.values()), None)
@@ -168,7 +180,7 @@ class _WritePath:
                 note_command(text)  # the audit shows what the macro became (references as written)
         notes: list[str] = []
         if shell_in_front:
-            notes.extend(self._judge(intent, text))
+            notes.extend(await self._judge(intent, text))
         refs = reference_names(text)
         if refs and intent.kind == "steps":
             raise UsageError(
@@ -196,7 +208,7 @@ class _WritePath:
             lease.release()
             raise
 
-    def _judge(self, intent: WriteIntent, text: str) -> list[str]:
+    async def _judge(self, intent: WriteIntent, text: str) -> list[str]:
         pieces = text.split("\n") if intent.kind == "steps" else [text]
         notes: list[str] = []
         for n, piece in enumerate(pieces):
@@ -205,11 +217,13 @@ class _WritePath:
             verdict = self.policy.guard.check(piece)
             if verdict.allowed or (n > 0 and verdict.rule in _NOT_SHELL_RULES):
                 continue
-            notes.append(self._blocked(intent, verdict))
+            notes.append(await self._blocked(intent, verdict, piece))
         return notes
 
-    def _blocked(self, intent: WriteIntent, verdict: Verdict) -> str:
+    async def _blocked(self, intent: WriteIntent, verdict: Verdict, piece: str) -> str:
         if not intent.bypass_guard:
+            if self.policy.ask and not intent.dryrun and intent.actor not in PERSON_ACTORS:
+                return await self._ask(intent, verdict, piece)
             raise GuardBlockedError(verdict.message)
         if intent.reason is None or not intent.reason.strip():
             raise RefusedError(
@@ -218,6 +232,26 @@ class _WritePath:
             )
         note_flag("bypass-guard")
         return f"[guard bypassed: rule {verdict.rule} ({verdict.why}); reason: {intent.reason.strip()}]"
+
+    async def _ask(self, intent: WriteIntent, verdict: Verdict, piece: str) -> str:
+        """``[guard] ask``: a person lets this one command through, or it stays blocked."""
+        question = Question(
+            kind="bypass-guard",
+            tool=_TOOL_OF[intent.kind],
+            subject=piece.strip(),
+            mode=verdict.rule,
+            justification=(intent.reason or "").strip(),
+            asker=intent.actor,
+            targets=(intent.shell_id,),
+        )
+        answer = await self.policy.approvals.ask(question, person=intent.person)
+        if not answer.approved:
+            raise GuardBlockedError(
+                f"{verdict.message}\nA person was asked to let it through: {answer.refusal('it')}"
+            )
+        note_flag("bypass-guard")
+        said = f": {answer.reason}" if answer.reason else ""
+        return f"[guard bypassed: rule {verdict.rule} ({verdict.why}); approved by {answer.by}{said}]"
 
     def _deliver(
         self,
