@@ -31,7 +31,7 @@ async def jobs() -> AsyncIterator[JobRegistry]:
 
 async def start(jobs: JobRegistry, executor: LocalBashExecutor, command: str, owner: str = "conv-a") -> Job:
     job = jobs.reserve(command=command, description=f"run {command[:20]}", owner=owner)
-    spec = executor.resolve(ShellExecRequest(command=command, on_expiry=ShellExpiryPolicy.NONE))
+    spec = executor.resolve(ShellExecRequest(command, on_expiry=ShellExpiryPolicy.NONE))
     job.attach(await executor.execute(spec))
     return job
 

@@ -56,7 +56,7 @@ def make_box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Box:
 
 
 async def run(executor: SandboxBashExecutor, command: str, **request: str) -> ShellRunResult:
-    spec = executor.resolve(ShellExecRequest(command=command, timeout_ms=30_000, **request))  # type: ignore[arg-type]
+    spec = executor.resolve(ShellExecRequest(command, timeout_ms=30_000, **request))  # type: ignore[arg-type]
     execution = await executor.execute(spec)
     return await asyncio.wait_for(execution.result(), 40)
 

@@ -41,7 +41,7 @@ async def test_blank_justification_is_refused_and_audited(box: Box) -> None:
     for blank in ("", "   "):
         with pytest.raises(UsageError, match="needs a non-empty justification"):
             executor.resolve(
-                ShellExecRequest(command="true", sandbox_permissions="allow_network", justification=blank)
+                ShellExecRequest("true", sandbox_permissions="allow_network", justification=blank)
             )
     records = _audit(box)
     assert [r["outcome"] for r in records] == ["refused", "refused"]
@@ -74,7 +74,7 @@ async def test_a_mode_the_deployment_does_not_grant_is_refused_before_running(bo
     with pytest.raises(RefusedError, match="needs a person's approval") as refused:
         executor.resolve(
             ShellExecRequest(
-                command=f"touch {marker}", sandbox_permissions="require_escalated", justification="please"
+                f"touch {marker}", sandbox_permissions="require_escalated", justification="please"
             )
         )
     assert "granted without approval: allow_network" in refused.value.message

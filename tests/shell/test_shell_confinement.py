@@ -58,7 +58,7 @@ async def test_wrapped_argv_runs_and_the_report_lands_on_handle_and_result(tethe
     executor = LocalBashExecutor(confinement=confinement)
     assert executor.confining
     spec = executor.resolve(
-        ShellExecRequest(command='echo "$CONFINED $CONFINED_BY"; echo "DENIED: /etc/x" >&2; exit 1')
+        ShellExecRequest('echo "$CONFINED $CONFINED_BY"; echo "DENIED: /etc/x" >&2; exit 1')
     )
     assert spec.argv[0] == "bash"  # the spec stays provider-shaped; wrapping happens at execute
     execution = await executor.execute(spec)

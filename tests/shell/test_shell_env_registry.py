@@ -99,7 +99,7 @@ async def test_the_child_sees_registry_values_and_explicit_env_overrides_them(te
     command = 'echo "$TETHER_SHELL $TETHER_HOME $TETHER_PROJECT $TETHER_SESSION_ID"'
     execution = await executor.execute(
         executor.resolve(
-            ShellExecRequest(command=command, session_id="sess-9", env={"TETHER_PROJECT": "explicit"})
+            ShellExecRequest(command, session_id="sess-9", env={"TETHER_PROJECT": "explicit"})
         )
     )
     result = await asyncio.wait_for(execution.result(), 30)

@@ -229,7 +229,7 @@ class ShellToolPlugin:
 
     def _request(self, args: _ShellArgs, ctx: CallContext, on_expiry: ShellExpiryPolicy) -> ShellExecRequest:
         request = ShellExecRequest(
-            command=args.command,
+            args.command,
             workdir=args.workdir,
             timeout_ms=args.timeout_ms,
             on_expiry=on_expiry,
