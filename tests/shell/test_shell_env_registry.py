@@ -98,9 +98,7 @@ async def test_the_child_sees_registry_values_and_explicit_env_overrides_them(te
     executor = LocalBashExecutor(env_registry=registry)
     command = 'echo "$TETHER_SHELL $TETHER_HOME $TETHER_PROJECT $TETHER_SESSION_ID"'
     execution = await executor.execute(
-        executor.resolve(
-            ShellExecRequest(command, session_id="sess-9", env={"TETHER_PROJECT": "explicit"})
-        )
+        executor.resolve(ShellExecRequest(command, session_id="sess-9", env={"TETHER_PROJECT": "explicit"}))
     )
     result = await asyncio.wait_for(execution.result(), 30)
     assert result.stdout.text == f"1 {tether_home} explicit sess-9\n"

@@ -52,10 +52,14 @@ def test_resolve_fills_defaults_and_caps_the_timeout(tether_home: Path) -> None:
 def test_request_takes_the_command_positionally_and_the_rest_by_keyword() -> None:
     # The spec's form: new ShellExecRequest("rg --files | head -20") { Workdir = … }.
     request = ShellExecRequest("rg --files | head -20", workdir="/repo", timeout_ms=30_000)
-    assert (request.command, request.workdir, request.timeout_ms) == ("rg --files | head -20", "/repo", 30_000)
+    assert (request.command, request.workdir, request.timeout_ms) == (
+        "rg --files | head -20",
+        "/repo",
+        30_000,
+    )
     assert ShellExecRequest(command="echo hi") == ShellExecRequest("echo hi")
     with pytest.raises(TypeError):
-        ShellExecRequest("echo hi", "/repo")  # type: ignore[misc]
+        ShellExecRequest("echo hi", "/repo")  # type: ignore[call-arg]
 
 
 def test_default_cwd_is_the_process_cwd(tether_home: Path) -> None:

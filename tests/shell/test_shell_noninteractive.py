@@ -30,9 +30,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def _run(cwd: Path, command: str) -> ShellRunResult:
     executor = LocalBashExecutor(LocalShellOptions(cwd=str(cwd)))
-    execution = await executor.execute(
-        executor.resolve(ShellExecRequest(command, timeout_ms=TIMEOUT_MS))
-    )
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command, timeout_ms=TIMEOUT_MS)))
     return await asyncio.wait_for(execution.result(), 60)
 
 

@@ -89,8 +89,6 @@ def test_discovery_elsewhere_is_explicit_path_or_bare_name() -> None:
 @pytest.mark.skipif(shutil.which("pwsh") is None, reason="PowerShell (pwsh) is not installed on this machine")
 async def test_real_pwsh(tether_home: Path) -> None:
     executor = LocalPwshExecutor()
-    execution = await executor.execute(
-        executor.resolve(ShellExecRequest("Write-Output (6*7); exit 3"))
-    )
+    execution = await executor.execute(executor.resolve(ShellExecRequest("Write-Output (6*7); exit 3")))
     result = await asyncio.wait_for(execution.result(), 60)
     assert result.stdout.text.strip() == "42" and result.exit_code == 3

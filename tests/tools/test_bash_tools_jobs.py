@@ -92,8 +92,21 @@ async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
         assert unknown.is_error and text_of(unknown).startswith("NOT_FOUND: no job 'job-zzzzzz'")
         missing = await client.call_tool("job_output", {})
         assert missing.is_error and "field 'jobId' is required" in text_of(missing)
-        wide = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_001})
-        assert wide.is_error and "timeoutMs" in text_of(wide) and "600000" in text_of(wide)
+        # The job has ended, so even the longest wait returns at once: over the cap is clamped, said.
+        wide = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_001.0})
+        assert not wide.is_error, text_of(wide)
+        assert text_of(wide).startswith("[timeoutMs 600001 clamped to 600000, the longest job_output waits]")
+        assert (
+            wide.structured_content is not None and wide.structured_content["requestedTimeoutMs"] == 600_001
+        )
+        for bad, why in (
+            (-1, "input should be greater than or equal to 0"),
+            (2.5, "must be an integer (a whole number); got 2.5"),
+        ):
+            refused = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": bad})
+            assert refused.is_error and f"field 'timeoutMs': {why}" in text_of(refused), text_of(refused)
+        plain = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 0.0})
+        assert not plain.is_error and "requestedTimeoutMs" not in (plain.structured_content or {})
 
 
 async def test_promotion_loses_nothing(tether_home: Path) -> None:

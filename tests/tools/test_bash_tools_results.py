@@ -21,6 +21,38 @@ def run(command: str, **extra: Any) -> dict[str, Any]:
     return {"command": command, "description": "test command", **extra}
 
 
+async def test_timeout_above_the_maximum_is_clamped_and_reported(tether_home: Path) -> None:
+    # Spec 000: Resolve caps per-call overrides; timeoutMs in the result is the deadline that applied.
+    async with connected(make_setup(tether_home, promote=False, max_timeout_ms=400)) as client:
+        result = await client.call_tool("bash", run("echo started; sleep 30", timeoutMs=900_000))
+        assert not result.is_error, text_of(result)
+        assert text_of(result) == (
+            "[timeoutMs 900000 clamped to 400, the maximum ([shell].max_timeout_ms)]\n"
+            "started\n[timed out after 400ms]\n[killed by signal: SIGTERM]"
+        )
+        value = result.structured_content
+        assert value is not None and value["kind"] == "foreground"
+        assert (value["timeoutMs"], value["requestedTimeoutMs"], value["timedOut"]) == (400, 900_000, True)
+        # At or under the maximum nothing is said; an integral float is an integer.
+        quick = await client.call_tool("bash", run("echo quick", timeoutMs=400.0))
+        assert text_of(quick) == "quick"
+        assert quick.structured_content is not None and "requestedTimeoutMs" not in quick.structured_content
+        assert quick.structured_content["timeoutMs"] == 400
+    async with connected(make_setup(tether_home, max_timeout_ms=300)) as client:
+        promoted = await client.call_tool("bash", run("echo early; sleep 30", timeoutMs=5_000))
+        value = promoted.structured_content
+        assert value is not None and value["kind"] == "promoted", text_of(promoted)
+        assert (value["timeoutMs"], value["requestedTimeoutMs"]) == (300, 5_000)
+        assert text_of(promoted).startswith(
+            "[timeoutMs 5000 clamped to 300, the maximum ([shell].max_timeout_ms)]\n"
+        )
+        assert text_of(promoted).endswith(
+            f"[still running after 300ms; moved to background job {value['jobId']}]"
+        )
+        killed = await client.call_tool("job_kill", {"jobId": value["jobId"]})
+        assert not killed.is_error
+
+
 async def test_foreground_render_rules(tether_home: Path) -> None:
     async with connected(make_setup(tether_home, promote=False)) as client:
         cases = [
