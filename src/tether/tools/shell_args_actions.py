@@ -207,7 +207,7 @@ def _read(f: Fields) -> ReadAction:
     return ReadAction(
         search=search,
         regex=None if search is None else compile_js_regex(search, field=f.at("search")),
-        context=f.integer("context", lo=0, hi=8, default=0, unit="lines"),
+        context=f.budget("context", lo=0, hi=8, default=0, unit="lines"),
         match_offset=f.integer("matchOffset", lo=0, hi=100_000, default=0, unit="matches"),
         mode=f.enum("mode", ("tail", "screen", "history", "since", "diff", "summary"), default="tail"),
         if_changed=f.boolean("ifChanged", default=False),
@@ -253,7 +253,7 @@ def _audit(f: Fields) -> AuditAction:
     return AuditAction(
         actor=f.string("actor", non_blank=True, what="an actor id (conversation id, panel or cli)"),
         source=f.enum("source", AUDIT_SOURCES, default=None),
-        days=f.integer("days", lo=1, hi=3650, default=1, unit="days"),
+        days=f.budget("days", lo=1, hi=3650, default=1, unit="days"),
         export=f.boolean("export", default=False),
     )
 
@@ -296,7 +296,7 @@ KINDS: Mapping[ToolName, Mapping[str, tuple[tuple[str, ...], ActionParser]]] = {
         "macro-history": (
             ("name", "days"),
             lambda f: MacroHistoryAction(
-                name=_macro_name(f), days=f.integer("days", lo=1, hi=3650, default=7, unit="days")
+                name=_macro_name(f), days=f.budget("days", lo=1, hi=3650, default=7, unit="days")
             ),
         ),
         "macro-restore": (

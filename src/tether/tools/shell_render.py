@@ -7,7 +7,7 @@ with its stable code.
 API::
 
     TaskOutcome(...);  render_result(outcomes, *, structured=True, notes=()) -> str
-    summary_header(outcomes) -> "3 tasks: 2 ok, 1 error";  outcome_json(outcomes) -> dict
+    summary_header(outcomes) -> "3 tasks: 2 ok, 1 error";  outcome_json(outcomes, *, notes=()) -> dict
 """
 
 from __future__ import annotations
@@ -137,8 +137,9 @@ def _error(o: TaskOutcome) -> str:
     return o.error or ""
 
 
-def outcome_json(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
-    """``structuredContent`` of a call: ``{ ok, failed, tasks: [...] }`` (see ``RESULT_SCHEMA``)."""
+def outcome_json(outcomes: Sequence[TaskOutcome], *, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """``structuredContent`` of a call: ``{ ok, failed, notes, tasks: [...] }`` (``RESULT_SCHEMA``);
+    ``notes`` are the call's clamped values, as the text shows them in brackets."""
     tasks = [
         {
             "index": o.index,
@@ -157,7 +158,7 @@ def outcome_json(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
         for o in outcomes
     ]
     failed = sum(1 for o in outcomes if not o.ok)
-    return {"ok": len(outcomes) - failed, "failed": failed, "tasks": tasks}
+    return {"ok": len(outcomes) - failed, "failed": failed, "notes": list(notes), "tasks": tasks}
 
 
 def _nullable(kind: str) -> dict[str, Any]:
@@ -170,6 +171,11 @@ RESULT_SCHEMA: dict[str, Any] = {
     "properties": {
         "ok": {"type": "integer", "description": "Tasks that succeeded."},
         "failed": {"type": "integer", "description": "Tasks that failed."},
+        "notes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Values of the call clamped into range, e.g. 'concurrency 12 clamped to 8'.",
+        },
         "tasks": {
             "type": "array",
             "items": {
