@@ -1358,3 +1358,23 @@ def test_mutated_inputs_never_crash() -> None:
             except UsageError:
                 outcomes["refused"] += 1
     assert outcomes["accepted"] > 0 and outcomes["refused"] > 0
+
+
+def test_history_before_is_a_log_offset_for_mode_history_only() -> None:
+    action = task0("shell_read", {"kind": "read", "mode": "history", "before": 1234.0}).action
+    assert isinstance(action, ReadAction) and action.before == 1234
+    expect_refusal(
+        "shell_read", one("shell_read", {"kind": "read", "before": 5}), "tasks[0].action.before", "mode=tail"
+    )
+    expect_refusal(
+        "shell_read",
+        one("shell_read", {"kind": "read", "mode": "history", "search": "x", "before": 5}),
+        "tasks[0].action.before",
+        "search",
+    )
+    expect_refusal(
+        "shell_read",
+        one("shell_read", {"kind": "read", "mode": "history", "before": -1}),
+        "action.before",
+        "0 to",
+    )

@@ -269,7 +269,8 @@ async def test_read_modes_and_search(tether_home: Path) -> None:
         assert "3000" in screen["lines"]  # type: ignore[operator]
         hist = await read({"mode": "history"})
         lines = hist["lines"]
-        assert isinstance(lines, list) and lines[0].endswith("earlier lines dropped]") and "3000" in lines
+        assert isinstance(lines, list) and "earlier lines not shown" in lines[0] and "3000" in lines
+        assert len(lines) == 21 and isinstance(hist["before"], int)  # output.lines (20) + the note
         summary = await read({"mode": "summary"})
         assert isinstance(summary["lines"], list) and summary["lines"][-1].endswith("lines total]")
         found = await read({"search": "^29\\d\\d$", "context": 1}, output={"lines": 10})
@@ -404,8 +405,21 @@ async def test_hundred_megabytes_history_and_search(tether_home: Path) -> None:
             "shell_read",
             {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "history"}}]},
         )
-        lines = data["tasks"][0]["lines"]
-        assert str(n) in lines and str(n - 1000) in lines
+        task = data["tasks"][0]
+        lines = task["lines"]
+        # output.lines (20): the last numbers and the prompt after them, behind the paging note.
+        assert len(lines) == 21 and "earlier lines not shown" in lines[0] and task["before"] > 100_000_000
+        numbers = [int(x) for x in lines[1:] if x.isdigit()]
+        assert numbers == list(range(n - len(numbers) + 1, n + 1)) and len(numbers) >= 18, lines
+        last_shown = numbers[0]
+        # The page before, 2000 lines, ends exactly where this one began.
+        task_ = {"kind": "read", "mode": "history", "before": task["before"]}
+        _, data = await call(
+            client,
+            "shell_read",
+            {"tasks": [{"target": {"sessions": shell}, "action": task_, "output": {"lines": 2000}}]},
+        )
+        assert data["tasks"][0]["lines"][1:] == [str(k) for k in range(last_shown - 2000, last_shown)]
         _, data = await call(
             client,
             "shell_read",
@@ -486,8 +500,8 @@ async def test_every_validation_error_reaches_the_model(tether_home: Path) -> No
         ),
         (
             "shell_run",
-            {"tasks": [{"target": t, "action": run_, "wait": {"kind": "exit", "timeoutMs": 90000000}}]},
-            "from 0 to 86400000",
+            {"tasks": [{"target": t, "action": run_, "wait": {"kind": "exit", "timeoutMs": -5}}]},
+            "tasks[0].wait.timeoutMs: must be an integer of at least 0 (ms)",
         ),
         (
             "shell_read",

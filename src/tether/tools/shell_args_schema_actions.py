@@ -192,12 +192,19 @@ ACTION_SCHEMAS: Mapping[str, Sequence[Schema]] = {
                 ),
                 "mode": s_enum(
                     ["tail", "screen", "history", "since", "diff", "summary"],
-                    "tail = end of buffer, screen = visible screen, history = history buffer, "
+                    "tail = end of buffer, screen = visible screen, history = the full log, "
+                    "output.lines lines at a time, paged back with before, "
                     "since = new since the last read, diff = change since the last read, "
                     "summary = last lines plus total count.",
                     "tail",
                 ),
                 "ifChanged": s_bool(False, "Return content only if the screen changed (else 'unchanged')."),
+                "before": s_int(
+                    0,
+                    None,
+                    "mode=history: read the output.lines lines that end at this log offset, i.e. the "
+                    "page before the one that returned before=N (omit for the newest page).",
+                ),
             },
             "Read output.",
         ),

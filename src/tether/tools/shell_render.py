@@ -41,6 +41,7 @@ class TaskOutcome:
     error: str | None = None
     error_code: str | None = None  # the error's stable code (REFUSED, BLOCKED, NOT_FOUND, …)
     refused: bool = False  # a policy said no (lock, person typing, guard): the text says so first
+    before: int | None = None  # shell_read history: the action.before of the page before this one
 
     @property
     def ok(self) -> bool:
@@ -58,6 +59,7 @@ class TaskOutcome:
             met=o.met,
             elapsed_ms=o.elapsed_ms,
             lines=o.lines,
+            before=o.before,
         )
 
     @classmethod
@@ -154,6 +156,7 @@ def outcome_json(outcomes: Sequence[TaskOutcome], *, notes: Sequence[str] = ()) 
             "met": o.met,
             "elapsedMs": o.elapsed_ms,
             "lines": list(o.lines),
+            "before": o.before,
         }
         for o in outcomes
     ]
@@ -196,6 +199,11 @@ RESULT_SCHEMA: dict[str, Any] = {
                     "met": {**_nullable("boolean"), "description": "false = timed out."},
                     "elapsedMs": _nullable("integer"),
                     "lines": {"type": "array", "items": {"type": "string"}},
+                    "before": {
+                        **_nullable("integer"),
+                        "description": "shell_read mode=history, when older output exists: pass it as "
+                        "action.before to read the page before this one (else null).",
+                    },
                 },
                 "required": ["index", "ok", "lines"],
             },
