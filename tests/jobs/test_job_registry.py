@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hang import HANG_S
 from tether.errors import NotFoundError, RefusedError
 from tether.jobs.registry import Job, JobInfo, JobLimitError, JobRegistry
 from tether.shell.local import LocalBashExecutor
@@ -38,7 +39,7 @@ async def start(jobs: JobRegistry, executor: LocalBashExecutor, command: str, ow
 
 async def settle(job: Job) -> None:
     assert job.execution is not None
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         await job.execution.done
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from proc_probe import alive_with, kill_all, open_fd_set, unique_sleep_arg, wait_until, zombie_children
 from tether.config import EnvSection
 from tether.process import tree
@@ -26,7 +27,7 @@ def _request(command: str, **kw: object) -> SpawnRequest:
 
 async def run(command: str, **kw: object) -> ManagedProcess:
     process = spawn(_request(command, **kw))
-    await asyncio.wait_for(process.wait(), 30)
+    await asyncio.wait_for(process.wait(), HANG_S)
     return process
 
 
@@ -89,7 +90,7 @@ async def test_kill_ends_the_whole_tree_including_term_ignoring_members() -> Non
     process = spawn(_request(f"sleep {a} & (trap '' TERM; setsid sleep {b}) & wait", grace_ms=200))
     assert process.kill() is True
     assert process.kill() is True  # idempotent while settling
-    await asyncio.wait_for(process.wait(), 30)
+    await asyncio.wait_for(process.wait(), HANG_S)
     assert process.state is ProcessState.KILLED
     assert process.kill() is False  # settled
     assert alive_with(a) == [] and alive_with(b) == []
@@ -204,7 +205,7 @@ def test_trees_still_running_when_the_interpreter_exits_are_ended(tmp_path: Path
         "asyncio.run(main())\n"
     )
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_S, check=False
     )
     assert done.returncode == 0, done.stderr
     assert wait_until(lambda: not alive_with(a) and not alive_with(b))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sandbox_harness import Box, loopback_listener, make_box, run
 
+from hang import HANG_S
 from tether.errors import RefusedError, UsageError
 from tether.shell import ShellExecRequest
 from tether.shell.render import render_shell_result
@@ -59,7 +60,7 @@ async def test_a_granted_network_escalation_reaches_the_host_listener(box: Box) 
         result = await run(
             executor, command, sandbox_permissions="allow_network", justification="talk to the test listener"
         )
-        assert await asyncio.wait_for(received, 30) == b"hello\n"
+        assert await asyncio.wait_for(received, HANG_S) == b"hello\n"
     assert result.exit_code == 0, render_shell_result(result)
     assert result.sandbox is not None and result.sandbox.permissions == "allow_network"
     assert result.sandbox.denials == ()

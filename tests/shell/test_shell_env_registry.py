@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.shell import (
     LocalBashExecutor,
     ProfileContext,
@@ -100,5 +101,5 @@ async def test_the_child_sees_registry_values_and_explicit_env_overrides_them(te
     execution = await executor.execute(
         executor.resolve(ShellExecRequest(command, session_id="sess-9", env={"TETHER_PROJECT": "explicit"}))
     )
-    result = await asyncio.wait_for(execution.result(), 30)
+    result = await asyncio.wait_for(execution.result(), HANG_S)
     assert result.stdout.text == f"1 {tether_home} explicit sess-9\n"

@@ -14,6 +14,7 @@ import pytest
 from bash_tools_harness import connected, make_setup, text_of
 from mcp.client.session import IncomingMessage
 
+from hang import HANG_S
 from proc_probe import alive_with, unique_sleep_arg
 from tether.tools.registry import CallContext
 from tether.tools.shell_results import ToolAborted
@@ -62,7 +63,7 @@ async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
         gate.touch()
         outputs = ""
         status = "running"
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while status == "running":
                 read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 5_000})
                 assert read.structured_content is not None
@@ -118,7 +119,7 @@ async def test_promotion_loses_nothing(tether_home: Path) -> None:
         assert structured is not None and structured["kind"] == "promoted", text_of(promoted)
         seen = structured["output"]
         status = "running"
-        with anyio.fail_after(30):
+        with anyio.fail_after(HANG_S):
             while status == "running":
                 read = await client.call_tool(
                     "job_output", {"jobId": structured["jobId"], "timeoutMs": 2_000}
@@ -140,7 +141,7 @@ async def test_job_kill_stops_a_foreground_call(tether_home: Path) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(foreground)
             job_id = ""
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while not job_id:
                     jobs = (await first.call_tool("job_list", {})).structured_content
                     assert jobs is not None

@@ -11,6 +11,7 @@ import pytest
 from bash_tools_harness import connected, make_setup, text_of
 from mcp.client.session import IncomingMessage
 
+from hang import HANG_S
 from tether.jobs.registry import JobRegistry
 from tether.shell import LocalPwshExecutor, LocalShellOptions
 from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin
@@ -69,12 +70,12 @@ async def test_schema_hot_switch_follows_the_job_registry(tether_home: Path) -> 
 
         assert "run_in_background" not in await properties()
         setup.plugin.set_job_registry(JobRegistry())
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await changed.wait()
         assert "run_in_background" in await properties()
         changed = anyio.Event()
         setup.plugin.set_job_registry(None)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await changed.wait()
         assert "run_in_background" not in await properties()
         setup.plugin.set_job_registry(None)  # no change: no announcement

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
 from shell_harness import call, open_shell, run, shell_client, text_of
+
+from hang import HANG_S
 
 
 async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) -> None:
@@ -56,11 +59,15 @@ async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) 
             },
         )
         assert data["tasks"][0]["met"] is True
-        # A timeout reports and never kills: the command is still running afterwards.
-        out = await run(client, shell, "sleep 5", wait={"kind": "exit", "timeoutMs": 200})
+        # A timeout reports and never kills: the command is still running afterwards. It ends
+        # when the test says so (the fifo), not after a time the test must beat.
+        gate = tmp_path / "gate"
+        os.mkfifo(gate)
+        out = await run(client, shell, f"cat {gate} >/dev/null", wait={"kind": "exit", "timeoutMs": 200})
         assert out["met"] is False and out["exitCode"] is None, out["error"]
-        text, data = await call(client, "shell_state", {"sessions": shell, "fg": "sleep"})
-        assert data["shells"] and data["shells"][0]["fg"] == "sleep", text
+        text, data = await call(client, "shell_state", {"sessions": shell, "fg": "cat"})
+        assert data["shells"] and data["shells"][0]["fg"] == "cat", text
+        gate.write_text("go\n")
         # exit bound to a runId from shell_read
         _, data = await call(
             client,
@@ -70,7 +77,7 @@ async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) 
                     {
                         "target": {"sessions": shell},
                         "action": {"kind": "read"},
-                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 10000},
+                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 600_000},
                     }
                 ]
             },
@@ -78,7 +85,7 @@ async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) 
         assert data["tasks"][0]["exitCode"] == 0 and data["tasks"][0]["met"] is True
 
 
-async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
+async def test_async_run_then_read_since_and_exit(tether_home: Path, tmp_path: Path) -> None:
     async with shell_client(tether_home) as client:
         shell = await open_shell(client)
         first = await run(
@@ -108,8 +115,15 @@ async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
             {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "since"}}]},
         )
         assert not [x for x in data["tasks"][0]["lines"] if x.startswith("n")]
-        # shell_read waits for output that appears after the wait starts: match and bell
-        await run(client, shell, "sleep 0.3; echo LATE-LINE; sleep 0.6; printf '\\a'", wait={"kind": "none"})
+        # shell_read waits for output that appears after the wait starts: match and bell. The
+        # command repeats both until the test is done, so the waits see one whenever they start.
+        stop = tmp_path / "stop"
+        await run(
+            client,
+            shell,
+            f"until [ -e {stop} ]; do echo LATE-LINE; printf '\\a'; sleep 0.05; done",
+            wait={"kind": "none"},
+        )
         for wait in ({"kind": "match", "pattern": "^LATE-LINE$"}, {"kind": "bell"}):
             _, data = await call(
                 client,
@@ -117,6 +131,7 @@ async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
                 {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read"}, "wait": wait}]},
             )
             assert data["tasks"][0]["met"] is True, (wait, data["tasks"][0])
+        stop.touch()
 
 
 async def test_interactive_programs(tether_home: Path, tmp_path: Path) -> None:
@@ -233,7 +248,7 @@ async def test_interactive_programs(tether_home: Path, tmp_path: Path) -> None:
                     {
                         "target": tgt,
                         "action": {"kind": "read", "mode": "tail"},
-                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 5000},
+                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 600_000},
                     }
                 ]
             },
@@ -461,7 +476,7 @@ async def test_killed_server_leaves_no_client_and_a_new_one_finds_mine(tether_ho
             assert controls, "the tmux control client was not found"
             for proc in servers:
                 os.kill(proc.pid, signal.SIGKILL)
-            with anyio.fail_after(10):  # the control client sees EOF on its stdin and exits
+            with anyio.fail_after(HANG_S):  # the control client sees EOF on its stdin and exits
                 while any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in controls):
                     await anyio.sleep(0.02)
             for c in controls:  # orphaned by the kill, it was handed to us (the subreaper): collect it
