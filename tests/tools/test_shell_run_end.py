@@ -89,3 +89,22 @@ async def test_an_exit_status_is_never_concluded_ahead_of_the_log(
         out = await call
         assert (out["exitCode"], out["met"]) == (0, True), out
         assert (await run(client, shell, "(exit 18)"))["exitCode"] == 18
+
+
+async def test_exec_bash_keeps_exit_codes_with_a_bashrc_that_prepends_a_prompt_hook(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # What version managers (pyenv, direnv, …) do in ~/.bashrc: a slow start-up, then their own
+    # hook in front of PROMPT_COMMAND. The new shell of `exec bash` reads it, not tether's rcfile.
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / ".bashrc").write_text(
+        "__slow_start=$(seq 1 20000 | tail -n 1)\n"
+        "__user_hook() { local s=$?; : > /dev/null; return $s; }\n"
+        'PROMPT_COMMAND="__user_hook${PROMPT_COMMAND:+;$PROMPT_COMMAND}"\n'
+    )
+    async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
+        shell = await open_shell(client)
+        for _ in range(3):
+            assert (await run(client, shell, "exec bash"))["exitCode"] == 0
+            assert (await run(client, shell, "(exit 7)"))["exitCode"] == 7
