@@ -90,7 +90,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         # An agent's output streams into the page's terminal.
         ok, text = await _run(client, shell, "echo agent-says-$((20+1))")
         assert ok, text
-        await wait_terminal_contains(page, "agent-says-21", timeout_ms=1000)
+        await wait_terminal_contains(page, "agent-says-21")
 
         # What the person types runs in the shell (the agent reads it back).
         await page.click("#terminal")

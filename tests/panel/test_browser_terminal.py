@@ -58,7 +58,7 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
         assert await tmux_client.terminal_clients(sock, SHELL) == 1
 
         _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "echo streamed-$((40+2))", "Enter")
-        await wait_terminal_contains(page, "streamed-42", timeout_ms=1000)
+        await wait_terminal_contains(page, "streamed-42")
 
         await page.click("#terminal")
         await page.keyboard.type("echo typed-$((6*7))")
