@@ -75,13 +75,17 @@ async def test_setsid_and_double_fork_escapees_are_ended() -> None:
 
 
 async def test_escapee_that_clears_its_environment_is_caught_by_the_cgroup() -> None:
-    # The shell lives long enough to be moved into its cgroup; the escapee drops the tree marker
-    # (env -i) and leaves the process group (setsid), so only the cgroup still knows it.
-    token = unique_sleep_arg()
-    process = await run(f"env -i setsid sleep {token} > /dev/null 2>&1 & sleep 0.3")
-    if process.tree.cgroup is None:
-        kill_all(alive_with(token))
+    # The escapee drops the tree marker (env -i) and leaves the process group (setsid), so only
+    # the cgroup still knows it. The shell forks it once it sees itself moved into its cgroup
+    # (the move follows the spawn), not after a sleep it hopes is long enough.
+    if tree.cgroup_root() is None:
         return  # no writable cgroup v2 here: this escape is outside the degraded guarantees
+    token = unique_sleep_arg()
+    process = await run(
+        'c0=$(cat /proc/$$/cgroup); until [ "$(cat /proc/$$/cgroup)" != "$c0" ]; do :; done; '
+        f"env -i setsid sleep {token} > /dev/null 2>&1 &"
+    )
+    assert process.tree.cgroup is not None
     assert alive_with(token) == []
 
 
