@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hang import HANG_S
-from proc_probe import alive_with, kill_all, open_fd_set, unique_sleep_arg, wait_until, zombie_children
+from proc_probe import alive_with, open_fd_set, unique_sleep_arg, wait_until, zombie_children
 from tether.config import EnvSection
 from tether.process import tree
 from tether.process.env import build_child_env
