@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -1378,3 +1379,109 @@ def test_history_before_is_a_log_offset_for_mode_history_only() -> None:
         "action.before",
         "0 to",
     )
+
+
+def _integer_paths(schema: Any, path: str = "") -> list[str]:
+    """Every integer field of a tool's input schema, as ``tasks[].action[kind].field`` paths."""
+    if not isinstance(schema, dict):
+        return []
+    found = [path] if schema.get("type") == "integer" else []
+    for name, sub in schema.get("properties", {}).items():
+        found += _integer_paths(sub, f"{path}.{name}" if path else name)
+    for branch in (*schema.get("oneOf", ()), *schema.get("anyOf", ())):
+        kind = branch.get("properties", {}).get("kind", {}).get("const") if isinstance(branch, dict) else None
+        found += _integer_paths(branch, f"{path}[{kind}]" if kind else path)
+    if "items" in schema:
+        found += _integer_paths(schema["items"], path + "[]")
+    return found
+
+
+# One valid task per integer field (as ``path`` in the schema), the field given as 5.0, and where
+# the parsed value lives in the task. A new integer field without a row here fails the test below.
+_INTEGER_FIELDS: list[tuple[str, str, dict[str, Any], str]] = [
+    ("shell_open", "action[open].count", {"action": {"kind": "open", "count": 5.0}}, "action.count"),
+    ("shell_open", "action[open].cols", {"action": {"kind": "open", "cols": 50.0}}, "action.cols"),
+    ("shell_open", "action[open].rows", {"action": {"kind": "open", "rows": 5.0}}, "action.rows"),
+    (
+        "shell_open",
+        "action[open].idleMinutes",
+        {"action": {"kind": "open", "idleMinutes": 5.0}},
+        "action.idle_minutes",
+    ),
+    (
+        "shell_run",
+        "action[steps].steps[].timeoutMs",
+        {"action": {"kind": "steps", "steps": [{"send": "x", "timeoutMs": 5.0}]}},
+        "action.steps.0.timeout_ms",
+    ),
+    ("shell_run", "wait.timeoutMs", {"wait": {"timeoutMs": 5.0}}, "wait.timeout_ms"),
+    ("shell_run", "wait.pollMs", {"wait": {"pollMs": 50.0}}, "wait.poll_ms"),
+    ("shell_run", "wait.code", {"wait": {"kind": "exit", "code": 5.0}}, "wait.code"),
+    ("shell_run", "output.lines", {"output": {"lines": 5.0}}, "output.lines"),
+    ("shell_send", "wait.pollMs", {"wait": {"pollMs": 50.0}}, "wait.poll_ms"),
+    ("shell_send", "output.lines", {"output": {"lines": 5.0}}, "output.lines"),
+    ("shell_read", "action[read].context", {"action": {"kind": "read", "context": 5.0}}, "action.context"),
+    (
+        "shell_read",
+        "action[read].matchOffset",
+        {"action": {"kind": "read", "matchOffset": 5.0}},
+        "action.match_offset",
+    ),
+    (
+        "shell_read",
+        "action[read].before",
+        {"action": {"kind": "read", "mode": "history", "before": 5.0}},
+        "action.before",
+    ),
+    ("shell_read", "wait.timeoutMs", {"wait": {"timeoutMs": 5.0}}, "wait.timeout_ms"),
+    ("shell_read", "wait.code", {"wait": {"kind": "exit", "code": 5.0}}, "wait.code"),
+    ("shell_read", "output.lines", {"output": {"lines": 5.0}}, "output.lines"),
+    ("shell_manage", "action[resize].cols", {"action": {"kind": "resize", "cols": 50.0}}, "action.cols"),
+    ("shell_manage", "action[resize].rows", {"action": {"kind": "resize", "rows": 5.0}}, "action.rows"),
+    (
+        "shell_manage",
+        "action[idle].idleMinutes",
+        {"action": {"kind": "idle", "idleMinutes": 5.0}},
+        "action.idle_minutes",
+    ),
+    (
+        "shell_manage",
+        "action[macro-history].days",
+        {"action": {"kind": "macro-history", "name": "m", "days": 5.0}},
+        "action.days",
+    ),
+    (
+        "shell_manage",
+        "action[macro-restore].at",
+        {"action": {"kind": "macro-restore", "name": "m", "at": 5.0}},
+        "action.at",
+    ),
+    ("shell_audit", "action[audit].days", {"action": {"kind": "audit", "days": 5.0}}, "action.days"),
+    ("shell_audit", "output.lines", {"output": {"lines": 5.0}}, "output.lines"),
+]
+
+
+def _value_at(task: object, where: str) -> object:
+    for part in where.split("."):
+        task = task[int(part)] if part.isdigit() else getattr(task, part)  # type: ignore[index]
+    return task
+
+
+@pytest.mark.parametrize("tool", [*sa.TOOLS, "shell_state"])
+def test_every_integer_field_is_listed(tool: str) -> None:
+    paths = {p.removeprefix("tasks[].") for p in _integer_paths(sa.input_schema(tool))} - {"concurrency"}
+    assert paths == {path for t, path, _, _ in _INTEGER_FIELDS if t == tool}
+
+
+@pytest.mark.parametrize(("tool", "path", "blocks", "where"), _INTEGER_FIELDS)
+def test_every_integer_field_takes_an_integral_float_and_refuses_a_fraction(
+    tool: str, path: str, blocks: dict[str, Any], where: str
+) -> None:
+    blocks = dict(blocks)
+    action = blocks.pop("action", None)
+    task = task0(tool, action, **blocks)
+    value = _value_at(task, where)
+    assert value in (5, 50) and isinstance(value, int), (path, value)
+    fraction = json.loads(json.dumps({"action": action, **blocks}).replace(".0", ".5"))
+    expect_refusal(tool, one(tool, fraction.pop("action"), **fraction), path.rsplit(".", 1)[1], ".5")
+    assert parse_call(tool, {**one(tool), "concurrency": 5.0}).concurrency == 5
