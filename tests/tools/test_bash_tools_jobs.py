@@ -53,7 +53,7 @@ async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
         listed = await client.call_tool("job_list", {})
         assert job_id in text_of(listed) and "running" in text_of(listed)
 
-        first = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 10_000})
+        first = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_000})
         assert first.structured_content is not None
         assert (
             first.structured_content["output"] == "one\n" and first.structured_content["status"] == "running"

@@ -142,7 +142,7 @@ async def test_background_shape_and_fixed_texts(tether_home: Path) -> None:
         )
         job_id = structured["jobId"]
         assert job_id in text_of(started)
-        output = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 10_000})
+        output = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_000})
         assert text_of(output).startswith("from the background\n")
 
     async with connected(make_setup(tether_home, background=False)) as client:

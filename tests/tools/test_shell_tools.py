@@ -410,7 +410,7 @@ async def test_hundred_megabytes_history_and_search(tether_home: Path) -> None:
             client,
             shell,
             f"seq 1 {n}",
-            wait={"kind": "exit", "timeoutMs": 120000},
+            wait={"kind": "exit", "timeoutMs": 600_000},
             output={"showing": "summary"},
         )
         assert out["exitCode"] == 0 and out["lines"][-1] == f"[{n} lines total]"
