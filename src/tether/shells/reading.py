@@ -200,7 +200,7 @@ def _history_page(path: Path, limit: int, before: int | None) -> HistoryPage:
     """The last ``limit`` rendered lines that end at offset ``before`` (default: the log's end).
 
     The range starts ``limit`` log lines back and grows by the lines rendering hid (tether's own
-    wrapper lines) until it renders ``limit`` lines or reaches the oldest retained byte; rendering
+    events) until it renders ``limit`` lines or reaches the oldest retained byte; rendering
     never makes more lines than the log holds, so the page is exactly ``limit`` lines and its
     ``start`` is exact.
     """
