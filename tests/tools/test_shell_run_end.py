@@ -55,13 +55,7 @@ async def _log_holds(logs: Path, shell: str, needle: bytes) -> None:
         watcher.close()
 
 
-# After `exec bash` the new shell has no integration until tether installs it again, and the run
-# that exec'd reports no exit status yet (test_shell_tools.py::test_interactive_programs fails on
-# the same line). Not run until it does: each such run would wait out its whole timeout.
-_EXEC_PENDING = pytest.mark.xfail(run=False, reason="exec bash: the exec'ing run reports no exit status yet")
-
-
-@pytest.mark.parametrize("ending", [pytest.param("exec bash", marks=_EXEC_PENDING), "true"])
+@pytest.mark.parametrize("ending", ["exec bash", "true"])
 async def test_an_exit_status_is_never_concluded_ahead_of_the_log(
     tether_home: Path, tmp_path: Path, ending: str
 ) -> None:
@@ -87,7 +81,6 @@ async def test_an_exit_status_is_never_concluded_ahead_of_the_log(
         assert (await run(client, shell, "(exit 18)"))["exitCode"] == 18
 
 
-@_EXEC_PENDING
 async def test_exec_bash_keeps_exit_codes_with_a_bashrc_that_prepends_a_prompt_hook(
     tether_home: Path, tmp_path: Path
 ) -> None:
