@@ -49,7 +49,8 @@ async def test_history_pages_read_the_whole_log_exactly_once(tether_home: Path) 
                 pages.append(lines)
                 break
             assert lines[0].startswith("[") and f'"before": {page["before"]} }}]' in lines[0]
-            assert len(lines) == 2001  # a full page: the note and output.lines lines
+            # A full page: output.lines lines, or as many as the result's byte budget holds.
+            assert 1000 <= len(lines) - 1 <= 2000, len(lines)
             pages.append(lines[1:])
             before = page["before"]
         everything = [line for page in reversed(pages) for line in page]

@@ -230,9 +230,16 @@ async def test_a_timeout_names_the_program_that_waits_for_input(tether_home: Pat
             shell,
             "git init -q r && cd r && for i in 1 2 3; do git commit -q --allow-empty -m c$i; done",
         )
-        out = await run(
-            client, shell, "LESS= GIT_PAGER=less git log", wait={"kind": "exit", "timeoutMs": 1500}
+        # The pager shows the log before the exit wait times out (not a race with a 1.5 s deadline).
+        started = await run(
+            client,
+            shell,
+            "LESS= GIT_PAGER=less git log",
+            wait={"kind": "match", "pattern": "c1$", "timeoutMs": 600_000},
         )
+        assert started["met"] is True, started
+        out = await read(client, shell, wait={"kind": "exit", "runId": started["runId"], "timeoutMs": 1})
+        out["runId"] = started["runId"]
         assert out["met"] is False
         assert any(
             'less is in front of the shell and is probably waiting for a key: send "q"' in line

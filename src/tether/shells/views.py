@@ -150,7 +150,9 @@ def history_view(
             f"{where}.before: {before} is past the end of {shell_id}'s log ({size} bytes); "
             "pass the before=N a history read of this shell returned"
         )
-    page = history_page(path_of_log, limit, before, max_bytes=max_bytes)
+    # The page leaves room for its own note (and a wait's), so the result's budget never cuts it:
+    # a page cut by that budget would lose lines between it and the page before.
+    page = history_page(path_of_log, limit, before, max_bytes=max_bytes - 512)
     if not page.earlier:
         return ReadView(lines=list(page.lines))
     note = (
