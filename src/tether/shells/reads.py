@@ -106,7 +106,7 @@ async def read(
             )
         offset = previous[0] if previous is not None else 0
         shells.records.set_read_position(shell_id, actor, offset, "\n".join(current))
-    lines = await views.read_view(shells, host, pane, action, output.lines, actor)
+    view = await views.read_view(shells, host, pane, action, output.lines, actor, f"{path}.action")
     return Outcome(
         shell=shell_id,
         run_id=run_id,
@@ -114,5 +114,6 @@ async def read(
         waited=waited,
         met=met,
         elapsed_ms=elapsed,
-        lines=(*lines, *notes),
+        lines=(*view.lines, *notes),
+        before=view.before,
     )
