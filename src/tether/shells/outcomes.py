@@ -26,3 +26,4 @@ class Outcome:
     elapsed_ms: int | None = None
     lines: tuple[str, ...] = ()
     sandbox: ShellSandboxInfo | None = None  # a confined shell's run: what its sandbox denied
+    before: int | None = None  # shell_read history: the action.before of the page before this one
