@@ -1,0 +1,144 @@
+"""The escape matrix of a confined persistent shell, through the official MCP client, as root.
+
+``tether mcp --sandbox`` with the user's ``$HOME`` as the working directory: ``shell_open`` +
+``shell_run`` must be exactly as confined as one-shot ``bash``. Each attempt below fails with a
+structured denial in the run's result (or, where the sandbox hides the target, simply finds
+nothing), while a benign write in the workdir from the same shell succeeds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from sandbox_mcp_harness import plant, server, tree
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / "tools" / "bin").mkdir(parents=True)  # a directory on the server's PATH
+    (home / ".bashrc").write_text("# the user's bashrc\n")
+    (home / ".ssh").mkdir(mode=0o700)
+    (home / ".gitconfig").write_text("[user]\n\tname = the user\n")
+    subprocess.run(["git", "init", "-q", str(home / "sub")], check=True)  # a nested repository
+    return home
+
+
+async def _open(client: Client, **action: Any) -> str:
+    opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open", **action}}]})
+    task = (opened.structured_content or {})["tasks"][0]
+    assert task["ok"], task
+    return str(task["shell"])
+
+
+async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
+    task = {"target": {"sessions": shell}, "action": {"kind": "run", "command": command}, "wait": {"kind": "exit"}}
+    result = await client.call_tool("shell_run", {"tasks": [task]})
+    out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
+    assert out["met"] is True, out  # came back at the command's exit, never by a timeout
+    return out
+
+
+def _denied(out: dict[str, Any]) -> list[tuple[str, str]]:
+    assert out["sandbox"] is not None and out["sandbox"]["permissions"] == "use_default", out
+    return [(d["kind"], d["target"]) for d in out["sandbox"]["denials"]]
+
+
+@contextlib.contextmanager
+def _listener() -> Iterator[socket.socket]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(4)
+        sock.setblocking(False)
+        yield sock
+    finally:
+        sock.close()
+
+
+@contextlib.contextmanager
+def _outside_process() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_a_confined_shell_cannot_step_around_the_sandbox(tether_home: Path, home: Path) -> None:
+    env, secret_values = plant()
+    protected = (home / ".bashrc", home / ".gitconfig", home / "sub" / ".git")
+    before = {str(p): tree(p) if p.is_dir() else p.read_text() for p in protected}
+    sock = tether_home / "tmux.sock"
+    target = f"/etc/tether-confined-{secrets.token_hex(4)}"
+    with _listener() as listener, _outside_process() as victim:
+        async with server(tether_home, home, "--sandbox", extra_env=env) as client:
+            shell = await _open(client)
+            marker = secrets.token_hex(4)
+            benign = await _run(client, shell, f"echo {marker} > benign.txt; cat benign.txt")
+            assert marker in benign["lines"] and benign["exitCode"] == 0
+            assert benign["sandbox"]["denials"] == []
+
+            outside = await _run(client, shell, f"touch {target}; echo x >> ~/.bashrc; echo x > ~/.gitconfig")
+            assert ("write", target) in _denied(outside)
+            assert ("write", str(home / ".bashrc")) in _denied(outside)
+            assert "sandbox_permissions" in outside["sandbox"]["escalationHint"]
+
+            state = await _run(
+                client,
+                shell,
+                f"ls {tether_home}; echo x > {tether_home}/planted; echo home=$?; "
+                f"tmux -S {sock} ls; echo tmux=$?; tmux ls; echo env=$?; "
+                f"tmux -S {sock} new-window 'touch /etc/owned'; echo new=$?",
+            )
+            assert "home=1" in state["lines"] and "tmux=1" in state["lines"] and "env=1" in state["lines"]
+            assert "new=1" in state["lines"]
+            assert ("write", f"{tether_home}/planted") in _denied(state)
+
+            proc1 = await _run(client, shell, "touch /proc/1/root/etc/x; echo rc=$?")
+            assert "rc=1" in proc1["lines"] and _denied(proc1)
+
+            port = listener.getsockname()[1]
+            net = await _run(client, shell, f"echo hi > /dev/tcp/127.0.0.1/{port}; echo net=$?")
+            assert "net=1" in net["lines"]
+            assert ("network", f"127.0.0.1:{port}") in _denied(net)
+
+            repos = await _run(
+                client,
+                shell,
+                "echo x > sub/.git/hooks/pre-commit; echo '[core] hooksPath=/tmp' >> sub/.git/config; "
+                "mkdir -p new/.git/hooks && echo x > new/.git/hooks/pre-commit; true",
+            )
+            assert _denied(repos)
+
+            kill = await _run(client, shell, f"kill -9 {victim.pid}; echo kill=$?")
+            assert "kill=1" in kill["lines"]
+
+            environ = await _run(
+                client, shell, "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done; echo read-all"
+            )
+            assert "read-all" in environ["lines"]
+            seen = "\n".join(environ["lines"])
+            assert [v for v in secret_values if v in seen] == []
+        windows = subprocess.run(["tmux", "-S", str(sock), "list-windows", "-a"], capture_output=True, text=True)
+        assert victim.poll() is None  # the process outside was never reached
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing connected to the host's loopback listener
+    assert not Path(target).exists() and not Path("/etc/owned").exists()
+    assert not (tether_home / "planted").exists()
+    assert "owned" not in windows.stdout
+    after = {str(p): tree(p) if p.is_dir() else p.read_text() for p in protected}
+    assert after == before
+    assert not (home / "new" / ".git" / "hooks" / "pre-commit").exists()
+    assert (home / "benign.txt").read_text() == f"{marker}\n"
