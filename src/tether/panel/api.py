@@ -25,6 +25,7 @@ from tether.audit import query as audit_query
 from tether.audit import verify as audit_verify
 from tether.config import Config
 from tether.errors import TetherError, UsageError
+from tether.panel.approvals import ApprovalFeed, approval_routes
 from tether.panel.calls import PanelCalls, PanelError, error_from, task_rows, task_summary
 from tether.panel.shells import ShellFeed
 from tether.panel.tmux_client import check_shell_id
@@ -76,7 +77,9 @@ def _shell(request: Request) -> str:
     return check_shell_id(str(request.path_params["shell"]))
 
 
-def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[BaseRoute]:
+def api_routes(
+    *, calls: PanelCalls, feed: ShellFeed, config: Config, approvals: ApprovalFeed
+) -> list[BaseRoute]:
     home = config.home
 
     async def manage(shell: str | None, action: dict[str, Any]) -> dict[str, Any]:
@@ -233,6 +236,7 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
         Route("/vault", _json_endpoint(list_vault), methods=["GET"]),
         Route("/vault/{group}/unlock", _json_endpoint(unlock_group), methods=post),
         Route("/vault/{group}/lock", _json_endpoint(lock_group), methods=post),
+        *approval_routes(approvals, _body, _json_endpoint),
     ]
 
 

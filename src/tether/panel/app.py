@@ -16,6 +16,7 @@ request into one call of ``PanelCalls`` (tools as actor ``panel``) or of a lower
 from __future__ import annotations
 
 import html
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -33,6 +34,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from tether.config import Config
 from tether.errors import UsageError
 from tether.panel.api import api_routes
+from tether.panel.approvals import ApprovalFeed
 from tether.panel.auth import PanelAuth, PanelGuard, served_names, token_matches
 from tether.panel.calls import PanelCalls
 from tether.panel.shells import ShellFeed
@@ -111,6 +113,7 @@ def build_panel_app(
     auth = PanelAuth(token=token, names=served_names(bind_host, extra_hosts))
     calls = PanelCalls(registry=registry, config=config)
     feed = ShellFeed(calls=calls)
+    approvals = ApprovalFeed(config)
     terminal = TerminalEndpoint(socket=config.home / "tmux.sock", calls=calls)
 
     async def index(request: Request) -> Response:
@@ -139,17 +142,21 @@ def build_panel_app(
     async def events(websocket: WebSocket) -> None:
         await websocket.accept()
 
-        async def push(scope: anyio.CancelScope) -> None:
+        sending = anyio.Lock()  # two streams (shells, approvals), one message at a time
+
+        async def push(stream: AsyncIterator[str], scope: anyio.CancelScope) -> None:
             try:
-                async for message in feed.stream():
-                    await websocket.send_text(message)
+                async for message in stream:
+                    async with sending:
+                        await websocket.send_text(message)
             except (WebSocketDisconnect, RuntimeError, OSError):
                 pass
             scope.cancel()
 
         # The page sends nothing; reading is how a closed page is noticed while the list is quiet.
         async with anyio.create_task_group() as tg:
-            tg.start_soon(push, tg.cancel_scope)
+            tg.start_soon(push, feed.stream(), tg.cancel_scope)
+            tg.start_soon(push, approvals.stream(), tg.cancel_scope)
             while (await websocket.receive())["type"] != "websocket.disconnect":
                 pass
             tg.cancel_scope.cancel()
@@ -165,7 +172,7 @@ def build_panel_app(
             Mount("/static", app=StaticFiles(directory=static_dir)),
             WebSocketRoute("/ws/events", events),
             WebSocketRoute("/ws/term/{shell}", terminal.serve),
-            Mount("/api", routes=api_routes(calls=calls, feed=feed, config=config)),
+            Mount("/api", routes=api_routes(calls=calls, feed=feed, config=config, approvals=approvals)),
         ],
         middleware=[Middleware(PanelGuard, auth=auth)],
     )

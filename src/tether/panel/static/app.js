@@ -122,6 +122,8 @@ function connectEvents(delay = 500) {
       state.shells = msg.shells;
       state.serverSkewMs = msg.now - Date.now();
       renderShells();
+    } else if (msg.type === "approvals") {
+      renderApprovals(msg.pending, msg.now - Date.now());
     } else if (msg.type === "error") {
       live.textContent = `list unavailable: ${msg.message}`; live.className = "live down";
     }
@@ -406,6 +408,27 @@ async function loadVault() {
     $("#vault-items").replaceChildren(...out.items.map((i) =>
       el("li", { title: `group ${i.group}${i.locked ? " (locked)" : ""}` }, `${i.name}`, el("span", { class: "sr-only" }, ` in ${i.group}`))));
   } catch (e) { body.replaceChildren(); toast(`Vault: ${e.message}`, true); }
+}
+
+/* ---------- approvals: an agent's question to a person ---------- */
+
+function renderApprovals(pending, skewMs) {
+  $("#approvals").hidden = pending.length === 0;
+  $("#approval-count").textContent = `(${pending.length})`;
+  $("#approval-list").replaceChildren(...pending.map((a) => {
+    const reason = el("input", { type: "text", name: "reason", maxlength: 500, placeholder: "your words (optional)", "aria-label": "Reason" });
+    const answer = (approve) => act(approve ? "Approve" : "Deny", async () => {
+      const out = await api("POST", `approvals/${encodeURIComponent(a.id)}`, { approve, reason: reason.value });
+      return { message: `${out.status}: ${a.subject}` };
+    });
+    const until = new Date(a.expiresMs - skewMs).toLocaleTimeString();
+    return el("li", { class: "approval", "data-id": a.id },
+      el("p", {}, a.question),
+      el("p", { class: "note" }, `${a.tool} · ${a.kind === "bypass-guard" ? `guard rule ${a.mode}` : `sandbox ${a.mode}`} · refused at ${until} if nobody answers`),
+      el("div", { class: "approval-actions" }, reason,
+        el("button", { type: "button", class: "approve", onclick: () => answer(true) }, "Approve"),
+        el("button", { type: "button", class: "danger deny", onclick: () => answer(false) }, "Deny")));
+  }));
 }
 
 /* ---------- start ---------- */

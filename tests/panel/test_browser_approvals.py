@@ -1,0 +1,128 @@
+"""Person approvals in the panel, driven in chromium: an agent's ``shell_open`` escalation waits
+as a pending question; the person approves one and denies another; each decision is audited; a
+confined shell stays confined for what a person types in the panel too."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from browser import chromium, panel_page, screenshot, wait_terminal_contains
+from mcp import Client
+from panel_harness import TOKEN, agent, serving_tools, text_of
+from playwright.async_api import Page
+
+from hang import HANG_MS, HANG_S
+from tether.panel.app import login_url
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _approval_records(home: Path) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for day in sorted((home / "audit").glob("*.jsonl")):
+        records.extend(json.loads(line) for line in day.read_text().splitlines())
+    return [r for r in records if r.get("action") == "approval"]
+
+
+def _exists(path: str) -> bool:
+    return Path(path).exists()
+
+
+async def _ask_and_answer(
+    client: Client, page: Page, justification: str, *, approve: bool, reason: str
+) -> tuple[bool, str, dict[str, Any]]:
+    """The agent asks for ``allow_host_write`` while the person answers in the page."""
+    outcome: dict[str, Any] = {}
+
+    async def ask() -> None:
+        action = {"kind": "open", "sandbox_permissions": "allow_host_write", "justification": justification}
+        outcome["result"] = await client.call_tool("shell_open", {"tasks": [{"action": action}]})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ask)
+        entry = page.locator("#approval-list li.approval").filter(has_text=justification)
+        await entry.wait_for(timeout=HANG_MS)
+        question = await entry.inner_text()
+        await entry.locator('input[name="reason"]').fill(reason)
+        await entry.locator("button.approve" if approve else "button.deny").click()
+        await entry.wait_for(state="detached", timeout=HANG_MS)
+    result = outcome["result"]
+    return (
+        not result.is_error,
+        text_of(result),
+        {"question": question, "structured": result.structured_content},
+    )
+
+
+@pytest.mark.browser
+async def test_a_person_approves_and_denies_escalations_in_the_panel(tether_home: Path) -> None:
+    (tether_home / "config.toml").write_text(
+        f'[shell]\nprovider = "sandbox"\n[approvals]\ntimeout_s = {HANG_S}\n'
+    )
+    outside = Path("/var/tmp") / f"tether-approved-{secrets.token_hex(4)}"
+    typed_target = f"/etc/tether-typed-{secrets.token_hex(4)}"
+    try:
+        async with (
+            serving_tools(tether_home) as served,
+            agent(served) as client,
+            chromium() as browser,
+            panel_page(browser, login_url(served.base, TOKEN)) as page,
+        ):
+            await page.goto(f"{served.base}/panel/#/shells")
+            ok, text, seen = await _ask_and_answer(
+                client, page, "write the build cache in /var/tmp", approve=True, reason="just this once"
+            )
+            assert ok, text
+            assert (
+                "allow_host_write" in seen["question"]
+                and "write the build cache in /var/tmp" in seen["question"]
+            )
+            shell = seen["structured"]["tasks"][0]["shell"]
+            run = {
+                "target": {"sessions": shell},
+                "action": {
+                    "kind": "run",
+                    "command": f"echo granted > {outside}; echo hi > /dev/tcp/127.0.0.1/9; true",
+                },
+                "wait": {"kind": "exit"},
+            }
+            granted = (await client.call_tool("shell_run", {"tasks": [run]})).structured_content or {}
+            sandbox = granted["tasks"][0]["sandbox"]
+            assert sandbox["permissions"] == "allow_host_write"
+            assert [d["kind"] for d in sandbox["denials"]] == ["network"]  # granted writes, not the network
+            assert outside.read_text() == "granted\n"
+
+            ok, text, _ = await _ask_and_answer(
+                client, page, "install a package globally", approve=False, reason="not on this machine"
+            )
+            assert not ok and "person at the panel denied sandbox_permissions" in text, text
+
+            # A person typing in a confined shell is confined too (the pane's shell is in the sandbox).
+            opened = await client.call_tool(
+                "shell_open", {"tasks": [{"action": {"kind": "open", "cols": 100}}]}
+            )
+            plain = (opened.structured_content or {})["tasks"][0]["shell"]
+            await page.goto(f"{served.base}/panel/#/shells/{plain}")
+            await page.locator(f'#shells tbody tr[data-id="{plain}"] .badge.attached').wait_for(
+                timeout=HANG_MS
+            )
+            await page.click("#terminal")
+            await page.keyboard.type(f"touch {typed_target}; echo typed=$?")
+            await page.keyboard.press("Enter")
+            await wait_terminal_contains(page, "typed=1")
+            await screenshot(page, "approvals")
+    finally:
+        outside.unlink(missing_ok=True)
+    assert not _exists(typed_target)
+    records = _approval_records(tether_home)
+    answers = [(r["extra"]["answer"], r["actor"], r["source"], r["reason"]) for r in records]
+    assert answers == [
+        ("approved", "person at the panel", "panel", "just this once"),
+        ("denied", "person at the panel", "panel", "not on this machine"),
+    ]
+    assert all(r["tool"] == "shell_open" and r["extra"]["mode"] == "allow_host_write" for r in records)
