@@ -135,11 +135,7 @@ class ShellTools:
             return None
         if a.sandbox_permissions in (None, "use_default"):
             return None  # the deployment's default
-        if not (a.justification or "").strip():
-            raise UsageError(
-                f"{path}.sandbox_permissions asks for {a.sandbox_permissions!r}, wider than 'use_default'; "
-                "give a non-empty justification saying why"
-            )
+        # A blank justification is the gate's to refuse: refused there, it is audited too.
         cwd = a.cwd or self.config.shell.cwd or os.getcwd()
         many = f"{a.count} persistent shells" if a.count > 1 else "a persistent shell"
         gate = self._escalations()
