@@ -148,3 +148,25 @@ async def test_a_confined_shell_cannot_step_around_the_sandbox(tether_home: Path
     assert after == before
     assert not (home / "new" / ".git" / "hooks" / "pre-commit").exists()
     assert (home / "benign.txt").read_text() == f"{marker}\n"
+
+
+async def test_a_confined_shell_revived_by_an_unconfined_server_stays_confined(
+    tether_home: Path, home: Path
+) -> None:
+    target = f"/etc/tether-revived-{secrets.token_hex(4)}"
+    async with server(tether_home, home, "--sandbox") as client:
+        old = await _open(client, label="build")
+        close = {"target": {"sessions": old}, "action": {"kind": "close"}}
+        closed = await client.call_tool("shell_manage", {"tasks": [close]})
+        assert not closed.is_error
+    # The same home served without --sandbox: reviving the old shell must not step out of it.
+    async with server(tether_home, home) as client:
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open", "from": old}}]})
+        new = (opened.structured_content or {})["tasks"][0]["shell"]
+        assert new != old
+        out = await _run(client, new, f"touch {target}; echo rc=$?")
+        assert "rc=1" in out["lines"] and ("write", target) in _denied(out)
+        fresh = await _open(client)  # a new shell of this deployment is unconfined, as configured
+        plain = await _run(client, fresh, "echo plain")
+        assert plain["sandbox"] is None and "plain" in plain["lines"]
+    assert not _exists(target)
