@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -210,5 +211,52 @@ async def main() -> None:
         subprocess.run(["tmux", "-S", str(home / "tmux.sock"), "kill-server"], check=False)  # noqa: ASYNC221
 
 
+async def open_ms(engine: Shells, cwd: str) -> tuple[float, str]:
+    t = time.perf_counter()
+    rec, reached = await sh.open_shell(
+        engine, owner="bench", label="c", cwd=cwd, cols=120, rows=32, idle_minutes=None
+    )
+    assert reached
+    return (time.perf_counter() - t) * 1000, rec.id
+
+
+async def confined_cost() -> None:
+    """A confined shell (bubblewrap + the strace denial tracer around bash) against an unconfined
+    one, measured in the same run: opening it, and a warm ``echo hi`` with its denial report."""
+    figures: dict[str, tuple[float, float]] = {}
+    for name, table in (("unconfined", ""), ("confined", '[shell]\nprovider = "sandbox"\n')):
+        home = Path(tempfile.mkdtemp(prefix="thc", dir="/tmp"))
+        (home / "config.toml").write_text(table)
+        work = Path(tempfile.mkdtemp(prefix="thcw", dir="/tmp"))  # outside TETHER_HOME, which is hidden
+        catalog = build_catalog(load_config(home), with_jobs=False)
+        assert catalog.shell_tools is not None
+        engine = catalog.shell_tools.shells()
+        try:
+            opens, shell = [], ""
+            for _ in range(10):
+                ms, shell = await open_ms(engine, str(work))
+                opens.append(ms)
+            for _ in range(10):
+                await echo_once(engine, shell)
+            echoes = []
+            for _ in range(100):
+                await asyncio.sleep(0.01)  # calls are never back to back
+                echoes.append(await echo_once(engine, shell))
+            figures[name] = (statistics.median(opens), statistics.median(echoes))
+        finally:
+            await catalog.aclose()
+            subprocess.run(["tmux", "-S", str(home / "tmux.sock"), "kill-server"], check=False)  # noqa: ASYNC221
+            shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+    (o_open, o_echo), (c_open, c_echo) = figures["unconfined"], figures["confined"]
+    print(
+        f"confined shell open: p50 {c_open:.1f} ms vs unconfined {o_open:.1f} ms, ratio {c_open / o_open:.2f}x"  # noqa: E501
+    )
+    print(
+        f"confined warm echo hi: p50 {c_echo:.2f} ms vs unconfined {o_echo:.2f} ms, ratio {c_echo / o_echo:.2f}x"  # noqa: E501
+    )
+
+
 if __name__ == "__main__":
     asyncio.run(main())
+    asyncio.run(confined_cost())
