@@ -200,5 +200,7 @@ async def test_guard_ask_lets_one_blocked_command_through_a_person(
         for r in _audit(tether_home, "run")
         if r.get("command") == "git push --force origin main; echo pushed=$?"
     ]
-    if answer == "accept":
+    if answer == "accept":  # the run's own record: bypass-guard, the person as the reason's author
         assert runs and "bypass-guard" in runs[-1]["flags"]
+        assert runs[-1]["reason"].startswith("approved by person at ")
+        assert runs[-1]["reason"].endswith(": no repository here, harmless")

@@ -169,7 +169,8 @@ class AuditMiddleware:
                 flags.add("dryrun")
             if s.get("force") is True:
                 flags.add("force")
-        reasons = _distinct(str(s["reason"]) for s in safety if isinstance(s, Mapping) and s.get("reason"))
+        given = [str(s["reason"]) for s in safety if isinstance(s, Mapping) and s.get("reason")]
+        reasons = _distinct([*given, *notes.reasons])  # the caller's, then those a person authored
         commands = _commands(tool.name, arguments, tasks)
         extra: dict[str, Any] = {}
         if notes.commands:

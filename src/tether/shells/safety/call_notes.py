@@ -21,11 +21,13 @@ _CURRENT: ContextVar[CallNotes | None] = ContextVar("tether_call_notes", default
 class CallNotes:
     """``outcomes``: (shell, outcome, detail) of writes the safety path decided (refused, blocked,
     dry-run); ``flags``: e.g. ``bypass-guard``; ``commands``: commands as shown (macros expanded,
-    references as written) when they differ from the call's arguments."""
+    references as written) when they differ from the call's arguments; ``reasons``: reasons
+    someone other than the caller authored (a person who let a guard block through)."""
 
     outcomes: list[tuple[str, str, str]] = field(default_factory=list)
     flags: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
 
 
 def current() -> CallNotes | None:
@@ -42,6 +44,12 @@ def note_flag(flag: str) -> None:
     notes = _CURRENT.get()
     if notes is not None:
         notes.flags.add(flag)
+
+
+def note_reason(reason: str) -> None:
+    notes = _CURRENT.get()
+    if notes is not None and reason not in notes.reasons:
+        notes.reasons.append(reason)
 
 
 def note_command(shown: str) -> None:

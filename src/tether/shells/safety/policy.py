@@ -41,7 +41,7 @@ from tether.shells.domain import Shells
 from tether.shells.guard.config import parse_section
 from tether.shells.guard.guard import Guard, Verdict
 from tether.shells.macros.expand import MacroExpander
-from tether.shells.safety.call_notes import note_command, note_flag, note_outcome
+from tether.shells.safety.call_notes import note_command, note_flag, note_outcome, note_reason
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
 from tether.shells.safety.user_busy import client_activity, is_user_busy
 from tether.shells.tmux.commands import PaneInfo
@@ -251,6 +251,7 @@ class _WritePath:
             )
         note_flag("bypass-guard")
         said = f": {answer.reason}" if answer.reason else ""
+        note_reason(f"approved by {answer.by}{said}")  # the run's own record names the person too
         return f"[guard bypassed: rule {verdict.rule} ({verdict.why}); approved by {answer.by}{said}]"
 
     def _deliver(
