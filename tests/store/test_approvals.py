@@ -1,0 +1,149 @@
+"""The approval queue across processes: one answer per question (a decision and an expiry race,
+exactly one wins), a decision after the deadline is refused, and a question asked in one process
+is answered from another, the asker woken by inotify."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hang import HANG_S
+from tether.approvals import Approvals
+from tether.errors import NotFoundError
+from tether.store.approvals import QUEUE_FILE, ApprovalQueue
+from tether.store.close_watch import CloseWatch
+from tether.store.db import Store
+
+
+@pytest.fixture
+def queue(tether_home: Path) -> Iterator[ApprovalQueue]:
+    store = Store.open(tether_home)
+    yield ApprovalQueue(store, tether_home)
+    store.close()
+
+
+def _ask(queue: ApprovalQueue, timeout_ms: int) -> str:
+    row = queue.ask(
+        kind="sandbox_escalation",
+        tool="bash",
+        subject="run `make`",
+        mode="allow_network",
+        justification="fetch",
+        asker="conv-a",
+        targets=("/w",),
+        channel="panel",
+        timeout_ms=timeout_ms,
+    )
+    return row.id
+
+
+def _audit(home: Path) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for day in sorted((home / "audit").glob("*.jsonl")):
+        records.extend(json.loads(line) for line in day.read_text().splitlines())
+    return [r for r in records if r.get("action") == "approval"]
+
+
+def test_one_answer_per_question(queue: ApprovalQueue) -> None:
+    decided = _ask(queue, 60_000)
+    assert queue.decide(decided, approve=True, by="p")
+    assert not queue.decide(decided, approve=False, by="q")  # the first answer stands
+    assert not queue.close(decided, "expired")
+    row = queue.get(decided)
+    assert row is not None and row.status == "approved" and row.decided_by == "p"
+
+    expired = _ask(queue, 60_000)
+    assert queue.close(expired, "expired")
+    assert not queue.decide(expired, approve=True, by="p")  # too late: it was refused
+    late = _ask(queue, 0)  # past its deadline at once, before anyone closed it
+    assert not queue.decide(late, approve=True, by="p")
+    assert [r.id for r in queue.pending()] == []
+
+
+def test_decide_refuses_what_is_not_pending(tether_home: Path, queue: ApprovalQueue) -> None:
+    approvals = Approvals(tether_home, timeout_s=60)
+    with pytest.raises(NotFoundError, match="apr-nothing is unknown"):
+        approvals.decide("apr-nothing", approve=True, by="p")
+    gone = _ask(queue, 0)
+    with pytest.raises(NotFoundError, match="is expired"):
+        approvals.decide(gone, approve=True, by="p")
+    assert _audit(tether_home) == []  # nothing decided, nothing recorded
+
+
+_ASKER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from tether.approvals import Approvals, Question
+
+    async def main():
+        approvals = Approvals(Path(sys.argv[1]), timeout_s=float(sys.argv[2]))
+        question = Question(kind="sandbox_escalation", tool="shell_open", subject="open a shell in /w",
+                            mode="allow_host_write", justification="cache", asker="conv-child")
+        answer = await approvals.ask(question, person=None)
+        print(answer.outcome, answer.by, answer.reason, sep="|", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def _pending_row(queue: ApprovalQueue) -> str:
+    """The one pending question, waiting on the queue's wake-up file (never on a period)."""
+    queue.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    event = CloseWatch.register(queue.dir, QUEUE_FILE)
+    assert event is not None
+    try:
+        while not queue.pending():
+            event.clear()
+            if queue.pending():
+                break
+            await asyncio.wait_for(event.wait(), HANG_S)
+    finally:
+        CloseWatch.unregister(queue.dir, QUEUE_FILE, event)
+    [row] = queue.pending()
+    return row.id
+
+
+@pytest.mark.parametrize("answer", ["approve", "deny", "nobody"])
+async def test_a_question_asked_in_one_process_is_answered_from_another(
+    tether_home: Path, queue: ApprovalQueue, answer: str
+) -> None:
+    timeout = "1" if answer == "nobody" else str(HANG_S)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _ASKER, str(tether_home), timeout, stdout=subprocess.PIPE, env=dict(os.environ)
+    )
+    try:
+        assert child.stdout is not None
+        row_id = await _pending_row(queue)
+        if answer != "nobody":
+            Approvals(tether_home, timeout_s=60).decide(
+                row_id, approve=answer == "approve", by="person at the panel", reason="ok"
+            )
+        line = await asyncio.wait_for(child.stdout.readline(), HANG_S)
+    finally:
+        if child.returncode is None:
+            await asyncio.wait_for(child.wait(), HANG_S)
+    expected = {
+        "approve": "approved|person at the panel|ok",
+        "deny": "denied|person at the panel|ok",
+        "nobody": "timeout||",
+    }[answer]
+    assert line.decode().strip() == expected
+    [record] = _audit(tether_home)
+    assert record["extra"]["answer"] == {"approve": "approved", "deny": "denied", "nobody": "timeout"}[answer]
+    assert record["source"] == ("tool" if answer == "nobody" else "panel")
+    row = queue.get(row_id)
+    assert (
+        row is not None
+        and row.status == {"approve": "approved", "deny": "denied", "nobody": "expired"}[answer]
+    )
