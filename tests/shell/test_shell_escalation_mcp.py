@@ -204,3 +204,28 @@ async def test_guard_ask_lets_one_blocked_command_through_a_person(
         assert runs and "bypass-guard" in runs[-1]["flags"]
         assert runs[-1]["reason"].startswith("approved by person at ")
         assert runs[-1]["reason"].endswith(": no repository here, harmless")
+
+
+def _open_action_schema(tools: types.ListToolsResult) -> dict[str, Any]:
+    [tool] = [t for t in tools.tools if t.name == "shell_open"]
+    [action] = tool.input_schema["properties"]["tasks"]["items"]["properties"]["action"]["oneOf"]
+    return dict(action["properties"])
+
+
+async def test_shell_open_offers_sandbox_fields_only_where_the_deployment_confines(
+    tether_home: Path, home: Path
+) -> None:
+    async with Client(params(tether_home, home)) as client:
+        plain = _open_action_schema(await client.list_tools())
+        sent = await _open(client, sandbox_permissions="allow_network", justification="x")
+        assert sent.is_error and "unknown field 'sandbox_permissions'" in text_of(sent)
+    assert "sandbox_permissions" not in plain and "justification" not in plain
+    async with Client(params(tether_home, home, "--sandbox")) as client:
+        confined = _open_action_schema(await client.list_tools())
+    assert confined["sandbox_permissions"]["enum"] == [
+        "use_default",
+        "allow_network",
+        "allow_host_write",
+        "require_escalated",
+    ]
+    assert confined["justification"]["type"] == "string"
