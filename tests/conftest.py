@@ -101,6 +101,14 @@ def _no_inherited_tether_home(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv("TETHER_HOME")
 
 
+def _zombie(pid: int) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True  # gone
+    return raw[raw.rfind(b")") + 2 :].split()[0] == b"Z"
+
+
 def _stale_tmux(base: Path) -> list[tuple[int, str]]:
     """tmux processes (servers and clients) on a socket under this run's temporary directory."""
     found = []
@@ -111,6 +119,8 @@ def _stale_tmux(base: Path) -> list[tuple[int, str]]:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
+        if _zombie(int(entry)):
+            continue  # dead already: its parent (init, for a daemon orphaned by its tether) reaps it
         if argv and argv[0].endswith(b"tmux") and any(str(base).encode() in a for a in argv):
             found.append((int(entry), b" ".join(argv).decode("utf-8", "replace")[:120]))
     return found
