@@ -21,8 +21,9 @@ import pytest
 from mcp_harness import http_client, text_of
 
 import tether
+from tether.panel.app import VENDOR_FILES
 
-VENDOR = ("xterm.js", "xterm.css", "addon-fit.js")
+VENDOR = VENDOR_FILES
 
 
 @pytest.fixture

@@ -60,7 +60,12 @@ async def serving(
     registry = registry if registry is not None else ToolRegistry()
     panel = build_panel_app(registry=registry, config=config, token=token, bind_host="127.0.0.1")
     front_door = McpFrontDoor(registry)
-    app = build_http_app(front_door, HttpSettings(host="127.0.0.1", token=token), routes=panel.routes)
+    app = build_http_app(
+        front_door,
+        HttpSettings(host="127.0.0.1", token=token),
+        routes=panel.routes,
+        lifespans=[panel.lifespan],
+    )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)

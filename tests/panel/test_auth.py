@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import websockets
-from panel_harness import TOKEN, browserless, serving
+from panel_harness import TOKEN, browserless, serving, serving_tools
 
 from tether.audit import query as audit_query
 from tether.panel.auth import COOKIE_NAME, session_cookie_value
@@ -61,7 +61,7 @@ async def test_requests_without_the_cookie_are_refused(tether_home: Path) -> Non
 
 
 async def test_foreign_origin_and_cross_site_writes_are_refused(tether_home: Path) -> None:
-    async with serving(tether_home) as served, browserless(served) as client:
+    async with serving_tools(tether_home) as served, browserless(served) as client:
         ok = await client.get("/panel/api/vault")
         assert ok.status_code == 200, ok.text
 

@@ -10,8 +10,8 @@ import pytest
 from browser import chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
 from panel_harness import TOKEN, serving
 
-from tether.panel import tmux_client
 from tether.panel.app import login_url
+from tether.shells import Shells, terminal_clients
 
 SHELL = "dsh-br0wse"
 
@@ -23,7 +23,9 @@ def _tmux(home: Path, *args: str) -> str:
 
 
 @pytest.mark.browser
-async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_home: Path) -> None:
+async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
+    tether_home: Path, home_shells: Shells
+) -> None:
     _tmux(
         tether_home,
         "-f",
@@ -53,8 +55,7 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
         await wait_terminal_contains(page, "old-line-60")
         # Lines that scrolled off tmux's screen before the page attached are in xterm's scrollback.
         await wait_terminal_contains(page, "old-line-1")
-        sock = tether_home / "tmux.sock"
-        assert await tmux_client.terminal_clients(sock, SHELL) == 1
+        assert await terminal_clients(home_shells, SHELL) == 1
 
         _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "echo streamed-$((40+2))", "Enter")
         await wait_terminal_contains(page, "streamed-42", timeout_ms=1000)
@@ -65,7 +66,7 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
         with anyio.fail_after(10):
             while "typed-42" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={SHELL}:"):
                 await anyio.sleep(0.02)
-        stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", tmux_client.USER_INPUT_OPTION)
+        stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", "@tether_user_input_at")
         assert stamp.strip().isdigit()
         await wait_terminal_contains(page, "typed-42")
         assert "old-line-1" in await terminal_text(page)
@@ -73,5 +74,5 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
 
         await page.click("#act-detach")
         with anyio.fail_after(10):
-            while await tmux_client.terminal_clients(sock, SHELL) != 0:
+            while await terminal_clients(home_shells, SHELL) != 0:
                 await anyio.sleep(0.02)
