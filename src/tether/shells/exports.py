@@ -2,8 +2,9 @@
 
 Invariant: exports read the log (every byte the pane printed, by offset) and never contain a vault
 value: ``command_output`` is rendered text the tool layer masks like any result, and ``asciicast``
-masks the stream itself, before it is cut into timed events (``StreamMasker``: a value split
-across two events is still caught), because no later pass could see across the cut. The shell's
+masks the stream itself, before it is cut into timed events (``TimedStreamMasker``: a value split
+across two events is still caught, and the text it holds back keeps its own time), because no
+later pass could see across the cut. The shell's
 integration events (nonce and all) are removed from a recording; every other byte is kept, so a
 player draws exactly what a terminal drew.
 
@@ -29,7 +30,7 @@ from tether.shells.logs import data_start, log_size, read_range
 from tether.shells.reading import Lines, log_lines, safe_end
 from tether.shells.timeline import timeline
 from tether.shells.timing import read_samples, times_path
-from tether.shells.vault.mask import SecretMasker, StreamMasker
+from tether.shells.vault.mask import SecretMasker, TimedStreamMasker
 
 _PIECE = 1 << 20
 _OPEN = b"\x1b]6973;"
@@ -66,9 +67,12 @@ def _anchors(shells: Shells, shell_id: str, first: int, end: int) -> tuple[list[
                 break
             pos += len(chunk)
             points.extend((e.end, e.at) for e in scanner.feed(chunk) if e.at is not None)
-    with contextlib.suppress(FileNotFoundError):  # the last write: every byte is older
-        points.append((end, os.stat(path).st_mtime))
     points.sort()
+    # The last write: every byte is older. The kernel stamps it with a coarse clock (a tick behind
+    # the shell's own times), so it only times what no sample or event after it covers.
+    with contextlib.suppress(FileNotFoundError):
+        last = max((t for _o, t in points), default=0.0)
+        points.append((end, max(last, os.stat(path).st_mtime)))
     offsets = [o for o, _t in points]
     times = [t for _o, t in points]
     for i in range(len(times) - 2, -1, -1):
@@ -141,7 +145,7 @@ def asciicast(
     }
     out = _CastWriter(header=header, start=start_t, masker=masker)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    stream = StreamMasker(masker) if masker else None
+    stream = TimedStreamMasker(masker)
     stripper = _Stripper()
     marks = sorted(
         (e.started_at, e.text) for e in timeline(shells, shell_id, limit=100_000) if e.started_at is not None
@@ -150,9 +154,11 @@ def asciicast(
         while marks and marks[0][0] <= at:
             out.mark(*marks.pop(0))
         text = decoder.decode(stripper.feed(read_range(path, lo, hi)))
-        out.output(at, stream.feed(text) if stream is not None else text)
+        for when, part in stream.feed(text, at):
+            out.output(when, part)
     tail = decoder.decode(stripper.flush(), final=True)
-    out.output(times[-1] if times else start_t, (stream.feed(tail) + stream.flush()) if stream else tail)
+    for when, part in [*stream.feed(tail, times[-1] if times else start_t), *stream.flush()]:
+        out.output(when, part)
     for when, label in marks:
         out.mark(when, label)
     return Recording(text=out.text(), events=out.events, duration_s=out.last, bytes=end - first)
