@@ -53,7 +53,7 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
 
         # A person types: the shell is user-busy and an agent write is refused, saying why.
-        await page.click("#terminal")
+        await page.click(f'.cell[data-shell="{shell}"] .cell-term')
         await page.keyboard.type("echo person-was-here")
         await page.keyboard.press("Enter")
         # Its echo in the page proves the keystrokes (stamped before they are written) reached tmux.
@@ -70,15 +70,17 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         assert ok, text
         await wait_terminal_contains(page, "agent-after-typing")
 
-        # Lock from the page: the agent is refused at once; unlock: it succeeds.
-        await page.click("#act-lock")
+        # Lock from the page (the terminal's own Lock): the agent is refused at once; unlock: it succeeds.
+        lock = page.locator(f'.cell[data-shell="{shell}"] .cell-lock')
+        await lock.click()
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.locked').first.wait_for(
             timeout=10_000
         )
         ok, text = await _run(client, shell, "echo agent-while-locked")
         assert not ok and "REFUSED" in text and "locked" in text, text
         await screenshot(page, "locked")
-        await page.click("#act-lock")  # now labelled Unlock
+        await page.locator(f'.cell[data-shell="{shell}"] .cell-lock[aria-pressed="true"]').wait_for()
+        await lock.click()  # now labelled Unlock
         with anyio.fail_after(10):
             while "locked" in await _states(client, shell):
                 await anyio.sleep(0.05)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from browser import chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
+from browser import cell_cursor, chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
 from panel_harness import TOKEN, serving
+from playwright.async_api import Page
 
 from tether.panel.app import login_url
 from tether.shells import Shells, terminal_clients
@@ -22,10 +23,32 @@ def _tmux(home: Path, *args: str) -> str:
     ).stdout
 
 
+def _tmux_cursor(home: Path) -> tuple[int, int, int, int]:
+    out = _tmux(
+        home,
+        "display-message",
+        "-p",
+        "-t",
+        f"={SHELL}:",
+        "#{cursor_x} #{cursor_y} #{pane_width} #{pane_height}",
+    )
+    x, y, w, h = (int(v) for v in out.split())
+    return x, y, w, h
+
+
+async def _cursor_agrees(page: Page, home: Path) -> None:
+    """xterm.js and tmux agree on the size and on where the cursor is (no status line: the pane is
+    the whole screen)."""
+    with anyio.fail_after(10):
+        while (await cell_cursor(page, SHELL)) != _tmux_cursor(home):
+            await anyio.sleep(0.05)
+
+
 @pytest.mark.browser
 async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
     tether_home: Path, home_shells: Shells
 ) -> None:
+    # A session tether did not make (a server without tether's options: tmux's status bar is on).
     _tmux(
         tether_home,
         "-f",
@@ -56,11 +79,15 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
         # Lines that scrolled off tmux's screen before the page attached are in xterm's scrollback.
         await wait_terminal_contains(page, "old-line-1")
         assert await terminal_clients(home_shells, SHELL) == 1
+        # No tmux status bar inside the terminal: the session's status is off before the attach.
+        assert _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", "status").strip() == "off"
+        assert f"[{SHELL}]" not in await terminal_text(page)
+        await _cursor_agrees(page, tether_home)
 
         _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "echo streamed-$((40+2))", "Enter")
         await wait_terminal_contains(page, "streamed-42", timeout_ms=1000)
 
-        await page.click("#terminal")
+        await page.click(f'.cell[data-shell="{SHELL}"] .cell-term')
         await page.keyboard.type("echo typed-$((6*7))")
         await page.keyboard.press("Enter")
         with anyio.fail_after(10):
@@ -72,7 +99,17 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
         assert "old-line-1" in await terminal_text(page)
         await screenshot(page, "terminal")
 
-        await page.click("#act-detach")
-        with anyio.fail_after(10):
-            while await terminal_clients(home_shells, SHELL) != 0:
-                await anyio.sleep(0.02)
+        # Detach and attach again, twice: the cursor is where tmux has it each time (it was off by
+        # the rows a late refit changed, before the terminal sent its size once connected).
+        for _ in range(2):
+            await page.click(f'.cell[data-shell="{SHELL}"] .cell-close')
+            with anyio.fail_after(10):
+                while await terminal_clients(home_shells, SHELL) != 0:
+                    await anyio.sleep(0.02)
+            await page.goto(f"{served.base}/panel/#/shells/{SHELL}")
+            await wait_terminal_contains(page, "typed-42")
+            await _cursor_agrees(page, tether_home)
+            await page.keyboard.type("echo again")
+            await wait_terminal_contains(page, "echo again")
+            await _cursor_agrees(page, tether_home)
+            await page.keyboard.press("Control+C")

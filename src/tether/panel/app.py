@@ -211,4 +211,7 @@ or paste the token from <code>$TETHER_HOME/token</code>.</p>
 <label>Token <input name="token" type="password" autocomplete="off" required autofocus></label>
 <button type="submit">Sign in</button>
 </form></main></body></html>"""
-    return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+    # same-origin, not the panel's usual no-referrer: with no-referrer a browser posts the form
+    # with ``Origin: null``, which the server refuses as it must. Its own URL holds no token.
+    headers = {"Cache-Control": "no-store", "Referrer-Policy": "same-origin"}
+    return HTMLResponse(body, status_code=status, headers=headers)
