@@ -73,6 +73,10 @@ async def test_a_recording_keeps_text_order_and_pauses_and_masks_secrets(
     labels = [label for _t, label in marks]
     assert labels[:2] == ["echo first-$((40+1))", "sleep 1; echo second-$((40+2))"]
     second_start = marks[1][0]
+    # Markers sit among the output in time: the first command's output comes before the second's.
+    where = [i for i, e in enumerate(events) if e[1] == "m"]
+    first_out = next(i for i, e in enumerate(events) if e[1] == "o" and "first-41\r" in e[2])
+    assert where[0] < first_out < where[1]
     second_out = next(e[0] for e in events if e[1] == "o" and "second-42" in e[2] and "echo" not in e[2])
     assert second_out - second_start >= 1.0 - 1e-3
     records = [r for r in (tether_home / "audit").glob("*.jsonl")]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import codecs
 import contextlib
+import heapq
 import json
 import os
 from collections.abc import Iterator
@@ -150,17 +151,22 @@ def asciicast(
     marks = sorted(
         (e.started_at, e.text) for e in timeline(shells, shell_id, limit=100_000) if e.started_at is not None
     )
+    parts: list[tuple[float, str]] = []
     for lo, hi, at in _pieces(end, offsets, times, first):
-        while marks and marks[0][0] <= at:
-            out.mark(*marks.pop(0))
-        text = decoder.decode(stripper.feed(read_range(path, lo, hi)))
-        for when, part in stream.feed(text, at):
-            out.output(when, part)
+        parts.extend(stream.feed(decoder.decode(stripper.feed(read_range(path, lo, hi))), at))
     tail = decoder.decode(stripper.flush(), final=True)
-    for when, part in [*stream.feed(tail, times[-1] if times else start_t), *stream.flush()]:
-        out.output(when, part)
-    for when, label in marks:
-        out.mark(when, label)
+    parts.extend(stream.feed(tail, times[-1] if times else start_t))
+    parts.extend(stream.flush())
+    # The masker releases text late (it holds a tail back until it knows no secret starts there),
+    # with the text's own times: markers are merged in by time, output first when times tie.
+    merged = heapq.merge(
+        ((when, 0, text) for when, text in parts), ((when, 1, label) for when, label in marks)
+    )
+    for when, kind, text in merged:
+        if kind == 0:
+            out.output(when, text)
+        else:
+            out.mark(when, text)
     return Recording(text=out.text(), events=out.events, duration_s=out.last, bytes=end - first)
 
 

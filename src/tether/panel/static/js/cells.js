@@ -115,7 +115,9 @@ export class TermCell {
   render(row) {
     const label = row && row.label && row.label !== this.id ? row.label : "";
     this.title.textContent = label ? `${this.id} · ${label}` : this.id;
-    const badges = row ? [el("span", { class: "badge host" }, row.host), ...row.states.filter((s) => s !== "unlocked" && s !== "attached")
+    // A person's lock has its own badge (who holds it): "locked" would say it twice.
+    const hidden = new Set(["unlocked", "attached", ...(row && row.lockedBy ? ["locked"] : [])]);
+    const badges = row ? [el("span", { class: "badge host" }, row.host), ...row.states.filter((s) => !hidden.has(s))
       .map((s) => el("span", { class: `badge ${s}` }, s))] : [];
     if (row && row.lockedBy) badges.push(el("span", { class: "badge locked", title: row.lockReason || "" }, `lock: ${row.lockedBy}`));
     this.state.replaceChildren(...badges);

@@ -87,7 +87,8 @@ export function renderShells() {
       el("td", {}, open, add, label ? el("span", { class: "sub" }, label) : null,
         el("span", { class: "badge host", title: `host ${s.host}` }, s.host)),
       ownerCell(s),
-      el("td", {}, s.states.filter((x) => x !== "unlocked").map((x) => el("span", { class: `badge ${x}` }, x)),
+      el("td", {}, s.states.filter((x) => x !== "unlocked" && !(x === "locked" && s.lockedBy))
+        .map((x) => el("span", { class: `badge ${x}` }, x)),
         s.lockedBy ? el("span", { class: "badge locked", title: `locked by ${s.lockedBy}${s.lockReason ? ": " + s.lockReason : ""}; agents are refused` },
           `lock: ${s.lockedBy}`) : null),
       el("td", {}, el("span", { class: "sub mono", style: "color:inherit", title: cmd }, cmd),

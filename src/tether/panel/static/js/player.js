@@ -4,7 +4,9 @@ import { $, el } from "./util.js";
 
 const IDLE_CAP_S = 2;
 
-export const player = { term: null, events: [], marks: [], at: 0, clock: 0, speed: 1, playing: false, timer: 0, done: false };
+export const player = {
+  term: null, events: [], marks: [], at: 0, speed: 1, playing: false, timer: 0, done: false, drawing: false,
+};
 window.tetherPlayer = player;  // for the browser tests
 
 function parse(cast) {
@@ -51,7 +53,8 @@ function seek(index) {
   player.term.reset();
   let chunk = "";
   for (let i = 0; i < index; i++) if (player.events[i][1] === "o") chunk += player.events[i][2];
-  player.term.write(chunk);
+  player.drawing = true;  // xterm.js parses a write later; this says when the jump is on screen
+  player.term.write(chunk, () => { player.drawing = false; });
   player.at = index;
   player.done = false;
   status();
