@@ -63,7 +63,7 @@ def publish_screenshot(path: Path) -> None:
     """Copy a good screenshot to docs/panel.png (committed; shown in docs/panel.md).
 
     Only when ``TETHER_PUBLISH_SCREENSHOT=1``, so an ordinary test run leaves the tree clean:
-    ``TETHER_PUBLISH_SCREENSHOT=1 .venv/bin/pytest tests/panel/test_browser_agent.py`` refreshes it.
+    ``TETHER_PUBLISH_SCREENSHOT=1 .venv/bin/pytest tests/panel/test_browser_timeline.py`` refreshes it.
     """
     if os.environ.get("TETHER_PUBLISH_SCREENSHOT") == "1":
         DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
