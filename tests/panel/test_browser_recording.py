@@ -62,7 +62,11 @@ async def test_a_recording_is_exported_and_replayed_with_the_same_text(tether_ho
         lines = raw.splitlines()
         header: dict[str, Any] = json.loads(lines[0])
         events = [json.loads(line) for line in lines[1:]]
-        assert (header["version"], header["width"], header["height"]) == (2, 80, 20)
+        # The size the shell has now (the person's terminal sized its window when it attached).
+        size = await page.evaluate(
+            f"() => [window.tetherTerms['{shell}'].cols, window.tetherTerms['{shell}'].rows]"
+        )
+        assert [header["version"], header["width"], header["height"]] == [2, *size]
         assert [e[0] for e in events] == sorted(e[0] for e in events)
         output = "".join(e[2] for e in events if e[1] == "o")
         assert "step-one-2" in output and "step-two-4" in output and "key=[vault:API_KEY]" in output

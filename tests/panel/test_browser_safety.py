@@ -91,12 +91,19 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         await page.goto(f"{served.base}/panel/#/audit")
         await page.fill('#audit-filters input[name="shell"]', shell)
         await page.click('#audit-filters button[type="submit"]')
-        table = page.locator("#audit tbody")
-        await table.locator("tr").first.wait_for(timeout=10_000)
-        rows = await table.locator("tr").all_inner_texts()
+        # The filtered answer (the view first shows every record): every row names the shell.
+        await page.wait_for_function(
+            """(shell) => { const rows = [...document.querySelectorAll('#audit tbody tr')];
+                return rows.length > 0 && rows.every((tr) => tr.cells[4].textContent.includes(shell)); }""",
+            arg=shell,
+        )
+        rows: list[str] = await page.evaluate(
+            """() => [...document.querySelectorAll('#audit tbody tr')].map(
+                (tr) => [...tr.cells].map((td) => td.textContent).join('\\t'))"""
+        )
         refused_tool = [r for r in rows if "shell_run" in r and "refused" in r]
         ok_tool = [r for r in rows if "shell_run" in r and "refused" not in r]
-        panel_rows = [r for r in rows if "\tpanel\t" in r]
+        panel_rows = [r for r in rows if r.split("\t")[1] == "panel"]
         assert len(refused_tool) == 2, rows
         assert len(ok_tool) >= 1, rows
         assert any("lock" in r for r in panel_rows) and any("unlock" in r for r in panel_rows), rows

@@ -148,8 +148,12 @@ def asciicast(
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     stream = TimedStreamMasker(masker)
     stripper = _Stripper()
+    # A marker per command anyone ran (a line without text that was no run is tether's own
+    # re-install of the integration, which removes itself from history).
     marks = sorted(
-        (e.started_at, e.text) for e in timeline(shells, shell_id, limit=100_000) if e.started_at is not None
+        (e.started_at, e.text)
+        for e in timeline(shells, shell_id, limit=100_000)
+        if e.started_at is not None and (e.text or e.run_id)
     )
     parts: list[tuple[float, str]] = []
     for lo, hi, at in _pieces(end, offsets, times, first):

@@ -157,7 +157,10 @@ class PeopleShellTools:
         shell_id = self._known(shells, args.shell)
         clients = client_names(shells.store)
         entries = []
-        for i, e in enumerate(timeline(shells, shell_id, limit=args.limit)):
+        # A line without text that was no run is tether's own re-install of the integration (it
+        # removes itself from history): nobody's command.
+        listed = [e for e in timeline(shells, shell_id, limit=args.limit) if e.text or e.run_id]
+        for i, e in enumerate(listed):
             started = round(e.started_at * 1000) if e.started_at is not None else None
             ended = round(e.ended_at * 1000) if e.ended_at is not None else None
             entries.append(
