@@ -23,7 +23,16 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from tether.errors import NotFoundError
-from tether.shells import SecretRedactor, Shells, asciicast, check_shell_id, command_output, timeline
+from tether.shells import (
+    SecretRedactor,
+    Shells,
+    asciicast,
+    check_shell_id,
+    command_output,
+    session_exists,
+    timeline,
+    window_size,
+)
 from tether.store.locks import ShellLocks
 from tether.store.manual_locks import ManualLock, utc_text
 from tether.tools.arguments import parse_arguments
@@ -208,11 +217,10 @@ class PeopleShellTools:
         shell_id = self._known(shells, args.shell)
         rec = shells.record(shell_id)
         width, height = 80, 24
-        try:
-            _host, pane = await shells.pane(shell_id)
-            width, height = pane.cols or width, pane.rows or height
-        except NotFoundError:
-            pass  # a closed shell's log is still there; its size is not
+        if await session_exists(shells, shell_id):  # a closed shell's log is still there; its size is not
+            # Asked now: a person's terminal may have resized the window since the last listing.
+            cols, rows = await window_size(shells, shell_id)
+            width, height = cols or width, rows or height
         label = rec.label if rec is not None and rec.label else shell_id
         title = f"{shell_id} {label}" if label != shell_id else shell_id
         masker = self._redactor.masker()
