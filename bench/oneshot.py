@@ -25,6 +25,7 @@ from tether.process.container import Container, container
 from tether.shell import LocalBashExecutor, LocalShellOptions, ShellExecRequest, ShellExecutor
 from tether.shell.sandbox import SandboxBashExecutor
 from tether.shell.sandbox_policy import SandboxSettings
+from tether.shell.sandbox_repos import CTIME_MARGIN_NS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +60,7 @@ def raw_subprocess_once() -> float:
 
 async def executor_once(executor: ShellExecutor) -> float:
     start = time.perf_counter()
-    execution = await executor.execute(executor.resolve(ShellExecRequest(command="true")))
+    execution = await executor.execute(executor.resolve(ShellExecRequest("true")))
     await execution.result()
     return time.perf_counter() - start
 
@@ -101,9 +102,7 @@ async def drain_gib(cfg: BenchConfig) -> list[Measurement]:
     size = int(cfg.gib * (1 << 30))
     before = _rss_mib()
     start = time.perf_counter()
-    execution = await executor.execute(
-        executor.resolve(ShellExecRequest(command=f"head -c {size} /dev/zero"))
-    )
+    execution = await executor.execute(executor.resolve(ShellExecRequest(f"head -c {size} /dev/zero")))
     result = await execution.result()
     elapsed = time.perf_counter() - start
     growth = _rss_mib() - before
@@ -224,11 +223,90 @@ async def container_overhead(cfg: BenchConfig) -> list[Measurement]:
     ]
 
 
+def bare_bwrap_once(work: Path) -> float:
+    """bubblewrap with only the namespaces and a writable working directory: what any sandbox pays."""
+    start = time.perf_counter()
+    subprocess.run(
+        ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+         "--bind", str(work), str(work), "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+         "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(work), "--",
+         "bash", "-c", "true"],
+        check=True,
+    )  # fmt: skip
+    return time.perf_counter() - start
+
+
+def _many_repositories(work: Path, *, repos: int, dirs_per_repo: int) -> None:
+    for index in range(repos):
+        repo = work / f"vendor/r{index}"
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        for sub in range(dirs_per_repo):
+            (repo / f"src/d{sub}").mkdir(parents=True, exist_ok=True)
+
+
+async def _policy_vs_bare(cfg: BenchConfig, repos: int) -> tuple[float, float]:
+    """Medians (ms) of bare bubblewrap and of tether's sandbox (no tracer) in a workdir holding
+    ``repos`` git repositories (50 directories each)."""
+    work = cfg.spill_dir / f"policy-{repos}"
+    work.mkdir(exist_ok=True)
+    _many_repositories(work, repos=repos, dirs_per_repo=50)
+    # A tree is re-listed while its ctimes are younger than the index's margin; the steady state
+    # is a project older than that.
+    await asyncio.sleep(CTIME_MARGIN_NS / 1e9)
+    executor = SandboxBashExecutor(
+        LocalShellOptions(cwd=str(work), spill_dir=cfg.spill_dir),
+        settings=SandboxSettings(trace=False),
+        home=cfg.spill_dir / "home",
+    )
+    for _ in range(5):
+        bare_bwrap_once(work)
+        await executor_once(executor)
+    bare: list[float] = []
+    ours: list[float] = []
+    for _ in range(max(5, cfg.runs // 4)):
+        bare.append(bare_bwrap_once(work))
+        ours.append(await executor_once(executor))
+    return _median_ms(bare), _median_ms(ours)
+
+
+async def sandbox_policy_cost(cfg: BenchConfig) -> list[Measurement]:
+    """What tether's policy adds on top of bare bubblewrap (both without the tracer): kernel
+    interfaces read-only, the system-call filter, descriptor binds, persistence paths, and the
+    repository snapshots before and after each command. Each repository under the roots adds two
+    read-only mounts (its hooks and config), which bubblewrap sets up one by one."""
+    bare, ours = await _policy_vs_bare(cfg, 0)
+    bare10, ours10 = await _policy_vs_bare(cfg, 10)
+    ratio = ours / bare
+    return [
+        Measurement(
+            name="bare bwrap (namespaces only) median", value=bare, unit="ms", budget="baseline", ok=True
+        ),
+        Measurement(
+            name="tether policy / bare bwrap", value=ratio, unit="x", budget="<= 2.5", ok=ratio <= 2.5
+        ),
+        Measurement(
+            name="tether policy / bare bwrap, 10 repos in workdir",
+            value=ours10 / bare10,
+            unit="x",
+            budget="-",
+            ok=True,
+        ),
+        Measurement(
+            name="cost of one repository under the roots",
+            value=(ours10 - bare10 - (ours - bare)) / 10,
+            unit="ms",
+            budget="-",
+            ok=True,
+        ),
+    ]
+
+
 MEASUREMENTS: list[Callable[[BenchConfig], Awaitable[list[Measurement]]]] = [
     overhead_ratio,
     container_overhead,
     drain_gib,
     sandbox_overhead,
+    sandbox_policy_cost,
 ]
 
 

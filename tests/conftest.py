@@ -112,3 +112,35 @@ async def home_shells(tether_home: Path) -> AsyncIterator[Shells]:
         yield shells
     finally:
         await shells.close()
+
+
+def _stale_tmux(base: Path) -> list[tuple[int, str]]:
+    """tmux processes (servers and clients) on a socket under this run's temporary directory."""
+    found = []
+    for entry in _listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"tmux") and any(str(base).encode() in a for a in argv):
+            found.append((int(entry), b" ".join(argv).decode("utf-8", "replace")[:120]))
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Nothing outlives the tests: a tmux server or client left on a test's socket fails the run
+    (and is ended, so it does not outlive the run either)."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    base = factory.getbasetemp()
+    stale = _stale_tmux(base)
+    for pid, _ in stale:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+    if stale:
+        lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in stale)
+        print(f"\nstale tmux processes after the tests (ended now):\n{lines}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

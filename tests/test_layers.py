@@ -11,6 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tether"
 RANK = {
     "errors": 0,
     "config": 1,
+    "home": 1,
     "store": 2,
     "audit": 2,
     "process": 3,

@@ -14,30 +14,15 @@ Sections owned by a feature module (``[guard]``, ``[sandbox]``) are validated by
 
 from __future__ import annotations
 
-import os
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from tether.errors import UsageError
+from tether.home import ensure_home as ensure_home  # one rule for every door
+from tether.home import resolve_home as resolve_home
 
 MIB = 1024 * 1024
-
-
-def resolve_home(environ: dict[str, str] | None = None) -> Path:
-    """``$TETHER_HOME`` if set and non-empty, else ``~/.tether`` (same rule everywhere)."""
-    env = os.environ if environ is None else environ
-    value = env.get("TETHER_HOME", "").strip()
-    return Path(value).expanduser() if value else Path.home() / ".tether"
-
-
-def ensure_home(home: Path) -> Path:
-    """Create the state directory (mode 0700) and its fixed subdirectories."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for sub in ("audit", "spill", "logs"):
-        (home / sub).mkdir(mode=0o700, exist_ok=True)
-    return home
 
 
 # Names are matched case-insensitively with fnmatch; a value that looks like a URL carrying a
@@ -205,6 +190,8 @@ def load_config(home: Path | None = None) -> Config:
     path = home / "config.toml"
     raw: dict[str, Any] = {}
     if path.exists():
+        import tomllib  # here, not at the top: `tether mcp` reaches this module before it needs TOML
+
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:

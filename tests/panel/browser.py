@@ -10,6 +10,8 @@ from pathlib import Path
 
 from playwright.async_api import Browser, Page, async_playwright
 
+from hang import HANG_MS
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--no-sandbox",
@@ -89,7 +91,7 @@ async def terminal_text(page: Page, shell: str | None = None) -> str:
 
 
 async def wait_terminal_contains(
-    page: Page, needle: str, timeout_ms: int = 10_000, shell: str | None = None
+    page: Page, needle: str, timeout_ms: int = HANG_MS, shell: str | None = None
 ) -> None:
     await page.wait_for_function(
         f"""([needle, shell]) => {{

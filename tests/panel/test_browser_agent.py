@@ -12,6 +12,7 @@ from browser import chromium, panel_page, screenshot, terminal_text, wait_termin
 from mcp import Client
 from panel_harness import TOKEN, agent, serving_tools, text_of
 
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 
 
@@ -74,7 +75,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
 
         # The page lists the agent's shell by itself (pushed), owned by a conversation.
         row = page.locator(f'#shells tbody tr[data-id="{shell}"]')
-        await row.wait_for(timeout=10_000)
+        await row.wait_for(timeout=HANG_MS)
         # Owned by a conversation: its id, under the name its client gave (the SDK's default here).
         assert "conv-" in await row.inner_text() and "mcp 0.1.0" in await row.inner_text()
         assert "build" in await row.inner_text()
@@ -83,7 +84,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         # attaching is not typing, so it is not "user-busy".
         await page.focus(f'#shells .open-btn[data-shell="{shell}"]')
         await page.keyboard.press("Enter")
-        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
+        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
         ok, text, state = await _call(client, "shell_state", {"scope": "*"})
         states = next(r["states"] for r in state["shells"] if r["shell"] == shell)
         assert ok and "attached" in states and "user-busy" not in states, text
@@ -93,7 +94,10 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         command = "echo agent-says-$((20+1))"
         ok, text = await _run(client, shell, command)
         assert ok, text
-        await wait_terminal_contains(page, "agent-says-21", timeout_ms=1000)
+        await wait_terminal_contains(
+            page,
+            "agent-says-21",
+        )
         shown = await terminal_text(page, shell)
         typed = [line for line in shown.split("\n") if "agent-says" in line and "echo" in line]
         assert [re.sub(r"^.*?[#$] ", "", line) for line in typed] == [command], shown
@@ -108,7 +112,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         await page.click(f'.cell[data-shell="{shell}"] .cell-term')
         await page.keyboard.type("echo person-$((3*5))")
         await page.keyboard.press("Enter")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while True:
                 ok, text, _ = await _call(
                     client,
@@ -123,7 +127,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         await page.keyboard.press("Control+BracketRight")
         focused = await page.evaluate("document.activeElement.dataset.shell || document.activeElement.id")
         assert focused == shell
-        await page.locator(f'#shells tbody tr[data-id="{other}"] .badge.busy').wait_for(timeout=10_000)
+        await page.locator(f'#shells tbody tr[data-id="{other}"] .badge.busy').wait_for(timeout=HANG_MS)
         await screenshot(page, "agent-and-person")
 
         # A person opens a shell of their own from the page: owner "panel", opened in the terminal.
@@ -135,7 +139,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         )
         mine = page.url.rsplit("/", 1)[1]
         own_row = page.locator(f'#shells tbody tr[data-id="{mine}"]')
-        await own_row.locator(".badge.attached").wait_for(timeout=10_000)
+        await own_row.locator(".badge.attached").wait_for(timeout=HANG_MS)
         assert "panel" in await own_row.inner_text() and "notes" in await own_row.inner_text()
         ok, text, state = await _call(client, "shell_state", {"scope": "*", "owner": "panel"})
         assert ok and [r["shell"] for r in state["shells"]] == [mine], text

@@ -10,6 +10,7 @@ import pytest
 from browser import chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
 from panel_harness import TOKEN, agent, browserless, open_shells, run_in, serving_tools
 
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 
 
@@ -44,14 +45,14 @@ async def test_a_2x2_grid_streams_four_shells_with_their_own_focus_and_locks(tet
         await page.locator("#grid.n4 .cell").nth(3).wait_for()
         assert page.url.endswith("#/shells/" + ",".join(shells))
         for shell in shells:
-            await page.locator(f'#shells tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
+            await page.locator(f'#shells tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
 
         # Four agents' outputs stream at once, each into its own terminal only.
         async with anyio.create_task_group() as tg:
             for i, shell in enumerate(shells):
                 tg.start_soon(run_in, client, shell, f"echo live-in-{i}-$((100+{i}))")
         for i, shell in enumerate(shells):
-            await wait_terminal_contains(page, f"live-in-{i}-{100 + i}", shell=shell, timeout_ms=5000)
+            await wait_terminal_contains(page, f"live-in-{i}-{100 + i}", shell=shell)
         for i, shell in enumerate(shells):
             text = await terminal_text(page, shell)
             assert all(f"live-in-{j}-{100 + j}" not in text for j in range(4) if j != i), text
@@ -61,7 +62,7 @@ async def test_a_2x2_grid_streams_four_shells_with_their_own_focus_and_locks(tet
         await page.keyboard.press("2")
         await page.keyboard.type("echo typed-into-two")
         await page.keyboard.press("Enter")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while "typed-into-two" not in _screen(tether_home, shells[1]):
                 await anyio.sleep(0.05)
         assert all("typed-into-two" not in _screen(tether_home, s) for s in (shells[0], shells[2], shells[3]))

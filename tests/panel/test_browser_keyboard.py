@@ -11,6 +11,7 @@ from browser import chromium, panel_page, screenshot, wait_terminal_contains
 from panel_harness import TOKEN, agent, open_shells, run_in, serving_tools
 from playwright.async_api import Page
 
+from hang import HANG_S
 from tether.panel.app import login_url
 
 
@@ -81,7 +82,7 @@ async def test_the_panel_without_a_mouse(tether_home: Path) -> None:
         await page.keyboard.press("t")
         row = page.locator("#timeline tbody tr").first
         await row.wait_for()
-        with anyio.fail_after(15):  # the person's command arrives with the next push of the list
+        with anyio.fail_after(HANG_S):  # the person's command arrives with the next push of the list
             while "by-keyboard" not in await row.inner_text():
                 await anyio.sleep(0.05)
         await row.focus()

@@ -12,6 +12,7 @@ from browser import chromium, panel_page, screenshot, wait_terminal_contains
 from panel_harness import TOKEN, agent, open_shells, run_in, serving_tools
 from playwright.async_api import Page
 
+from hang import HANG_MS
 from tether.config import load_config
 from tether.panel.app import login_url
 from tether.store.vault import Vault
@@ -78,7 +79,7 @@ async def test_a_recording_is_exported_and_replayed_with_the_same_text(tether_ho
         await page.locator("#player-dialog[open]").wait_for()
         await page.keyboard.press("4")
         await page.locator('#player-speed-4[aria-pressed="true"]').wait_for()
-        await page.wait_for_function("() => window.tetherPlayer.done", timeout=30_000)
+        await page.wait_for_function("() => window.tetherPlayer.done", timeout=HANG_MS)
         replayed = await _player_text(page)
         for expected in ("step-one-2", "step-two-4", "key=[vault:API_KEY]", *commands[:2]):
             assert expected in replayed, replayed
@@ -95,7 +96,7 @@ async def test_a_recording_is_exported_and_replayed_with_the_same_text(tether_ho
         await page.keyboard.press("1")
         await page.locator('#player-speed-1[aria-pressed="true"]').wait_for()
         await page.keyboard.press("Space")  # play on from the second command at 1×
-        await page.wait_for_function("() => window.tetherPlayer.done", timeout=30_000)
+        await page.wait_for_function("() => window.tetherPlayer.done", timeout=HANG_MS)
         assert "key=[vault:API_KEY]" in await _player_text(page)
         await page.keyboard.press("Escape")
         await page.locator("#player-dialog[open]").wait_for(state="detached")

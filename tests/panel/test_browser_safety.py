@@ -11,6 +11,7 @@ from browser import chromium, panel_page, screenshot, wait_terminal_contains
 from mcp import Client
 from panel_harness import TOKEN, agent, serving_tools, text_of
 
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 
 
@@ -50,7 +51,7 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         )
         shell = (opened.structured_content or {})["tasks"][0]["shell"]
         await page.goto(f"{served.base}/panel/#/shells/{shell}")
-        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
+        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
 
         # A person types: the shell is user-busy and an agent write is refused, saying why.
         await page.click(f'.cell[data-shell="{shell}"] .cell-term')
@@ -63,7 +64,7 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         assert "user-busy" in await _states(client, shell)
 
         # When the person stops, the agent may write again.
-        with anyio.fail_after(15):
+        with anyio.fail_after(HANG_S):
             while "user-busy" in await _states(client, shell):
                 await anyio.sleep(0.1)
         ok, text = await _run(client, shell, "echo agent-after-typing")
@@ -74,14 +75,14 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         lock = page.locator(f'.cell[data-shell="{shell}"] .cell-lock')
         await lock.click()
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.locked').first.wait_for(
-            timeout=10_000
+            timeout=HANG_MS
         )
         ok, text = await _run(client, shell, "echo agent-while-locked")
         assert not ok and "REFUSED" in text and "locked" in text, text
         await screenshot(page, "locked")
         await page.locator(f'.cell[data-shell="{shell}"] .cell-lock[aria-pressed="true"]').wait_for()
         await lock.click()  # now labelled Unlock
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while "locked" in await _states(client, shell):
                 await anyio.sleep(0.05)
         ok, text = await _run(client, shell, "echo agent-after-unlock")
@@ -109,5 +110,5 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         assert any("lock" in r for r in panel_rows) and any("unlock" in r for r in panel_rows), rows
         assert any("terminal-attach" in r for r in panel_rows), rows
         await page.click("#audit-verify")
-        await page.locator("#verify-result.verify-ok").wait_for(timeout=10_000)
+        await page.locator("#verify-result.verify-ok").wait_for(timeout=HANG_MS)
         await screenshot(page, "audit")

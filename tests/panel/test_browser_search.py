@@ -11,6 +11,7 @@ from browser import chromium, clipboard, panel_page, screenshot, terminal_text, 
 from panel_harness import TOKEN, agent, open_shells, run_in, serving_tools
 from playwright.async_api import Page
 
+from hang import HANG_S
 from tether.panel.app import login_url
 
 
@@ -66,7 +67,7 @@ async def test_search_finds_a_line_that_left_the_scrollback(tether_home: Path) -
         selection = await page.evaluate(f"() => window.tetherTerms['{shell}'].getSelection()")
         assert selection.startswith("needle-NEW")
         await page.keyboard.press("c")  # the focus is on the Next button: a shortcut, not typing
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while not (await clipboard(page)).startswith("needle-NEW"):
                 await anyio.sleep(0.05)
 

@@ -11,6 +11,7 @@ from browser import cell_cursor, chromium, panel_page, screenshot, terminal_text
 from panel_harness import TOKEN, serving
 from playwright.async_api import Page
 
+from hang import HANG_S
 from tether.panel.app import login_url
 from tether.shells import Shells, terminal_clients
 
@@ -39,7 +40,7 @@ def _tmux_cursor(home: Path) -> tuple[int, int, int, int]:
 async def _cursor_agrees(page: Page, home: Path) -> None:
     """xterm.js and tmux agree on the size and on where the cursor is (no status line: the pane is
     the whole screen)."""
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while (await cell_cursor(page, SHELL)) != _tmux_cursor(home):
             await anyio.sleep(0.05)
 
@@ -64,7 +65,7 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
         "bash --norc",
     )
     _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "seq -f 'old-line-%g' 1 60", "Enter")
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while "old-line-60" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={SHELL}:"):
             await anyio.sleep(0.02)
 
@@ -85,12 +86,12 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
         await _cursor_agrees(page, tether_home)
 
         _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "echo streamed-$((40+2))", "Enter")
-        await wait_terminal_contains(page, "streamed-42", timeout_ms=1000)
+        await wait_terminal_contains(page, "streamed-42")
 
         await page.click(f'.cell[data-shell="{SHELL}"] .cell-term')
         await page.keyboard.type("echo typed-$((6*7))")
         await page.keyboard.press("Enter")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while "typed-42" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={SHELL}:"):
                 await anyio.sleep(0.02)
         stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", "@tether_user_input_at")
@@ -103,7 +104,7 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
         # the rows a late refit changed, before the terminal sent its size once connected).
         for _ in range(2):
             await page.click(f'.cell[data-shell="{SHELL}"] .cell-close')
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while await terminal_clients(home_shells, SHELL) != 0:
                     await anyio.sleep(0.02)
             await page.goto(f"{served.base}/panel/#/shells/{SHELL}")

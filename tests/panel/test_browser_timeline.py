@@ -13,6 +13,7 @@ from browser import chromium, clipboard, panel_page, publish_screenshot, screens
 from panel_harness import TOKEN, agent, open_shells, run_in, serving_tools
 from playwright.async_api import Page
 
+from hang import HANG_S
 from tether.panel.app import login_url
 
 CLIENT = types.Implementation(name="claude-code", version="2.1.0")
@@ -53,7 +54,7 @@ async def test_the_timeline_lists_agent_and_person_commands_and_jumps_to_output(
             ["✗ 3", "agent claude-code 2.1.0", "sh -c 'exit 3'"],
             ["✓ 0", "agent claude-code 2.1.0", "seq 1 5"],
         ]
-        with anyio.fail_after(15):  # newest first; the person's command arrives with the next push
+        with anyio.fail_after(HANG_S):  # newest first; the person's command arrives with the next push
             while await _rows(page) != expected:
                 await anyio.sleep(0.05)
         started = await page.locator("#timeline tbody tr").first.locator("td").first.inner_text()
@@ -71,12 +72,12 @@ async def test_the_timeline_lists_agent_and_person_commands_and_jumps_to_output(
 
         # Copy a command's whole output (y on its row, or its Copy button).
         await seq_row.locator("button", has_text="Copy").click()
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await clipboard(page) != "1\n2\n3\n4\n5":
                 await anyio.sleep(0.05)
         await page.locator("#timeline tbody tr").nth(1).focus()
         await page.keyboard.press("y")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await clipboard(page) != "":  # sh -c 'exit 3' printed nothing
                 await anyio.sleep(0.05)
         shot = await screenshot(page, "timeline")

@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hang import HANG_S
 from tether.errors import NotFoundError, UsageError
 from tether.panel.terminal import PanelTerminal
 from tether.shells import (
@@ -51,7 +52,7 @@ def shell(tether_home: Path) -> str:
 
 
 async def _read_until(term: PanelTerminal, needle: bytes, seen: bytearray) -> None:
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while needle not in seen:
             chunk = await term.read()
             assert chunk, f"client exited before {needle!r} appeared; saw {bytes(seen[-400:])!r}"
@@ -78,7 +79,7 @@ async def test_attach_type_resize_detach_restores_size(shell: str, home_shells: 
         await _read_until(term, b"typed-42", seen)
 
         term.resize(100, 30)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await window_size(home_shells, shell) != (100, 30):
                 await term.read()  # the redraw after SIGWINCH
     finally:
@@ -90,7 +91,7 @@ async def test_attach_type_resize_detach_restores_size(shell: str, home_shells: 
     # The next attach still drives the size (the restore did not leave the window pinned).
     again = await PanelTerminal.open(shells=home_shells, shell_id=shell, cols=80, rows=20)
     try:
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await window_size(home_shells, shell) != (80, 20):
                 await again.read()
     finally:
@@ -99,7 +100,7 @@ async def test_attach_type_resize_detach_restores_size(shell: str, home_shells: 
 
 async def test_history_and_user_input_stamp(tether_home: Path, shell: str, home_shells: Shells) -> None:
     _tmux(tether_home, "send-keys", "-t", f"={shell}:", "seq 1 200", "Enter")
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while (
             b"200"
             not in await first_paint(home_shells, shell, 1000)
@@ -121,7 +122,7 @@ async def test_client_ends_when_shell_closes(tether_home: Path, shell: str, home
     term = await PanelTerminal.open(shells=home_shells, shell_id=shell, cols=80, rows=24)
     try:
         _tmux(tether_home, "kill-session", "-t", f"={shell}")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await term.read():
                 pass
     finally:

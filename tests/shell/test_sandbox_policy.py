@@ -15,8 +15,17 @@ from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.providers import executor_from_config
 from tether.shell.sandbox import SandboxBashExecutor, SandboxPwshExecutor, sandbox_executor, with_sandbox
 from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
-from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for, needed_mode
-from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy
+from tether.shell.sandbox_denials import (
+    denials_from_filter,
+    denials_from_stderr,
+    denials_from_trace,
+    hint_for,
+    needed_mode,
+    sandbox_path,
+)
+from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy, with_repositories
+from tether.shell.sandbox_repos import RepositoryGuard
+from tether.shell.sandbox_seccomp import build_filter
 from tether.shell.sandbox_trace import MAX_LINES, TraceReader
 from tether.shell.types import ShellSandboxDenial
 from tether.tools.bash_tools import make_executor
@@ -96,13 +105,16 @@ def test_system_directories_cannot_become_writable_roots(tmp_path: Path, cwd: st
 def _policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, network: bool = False) -> SandboxPolicy:
     work = tmp_path / "work"
     (work / ".git" / "hooks").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
-    return build_policy(
+    policy = build_policy(
         SandboxSettings(),
         mode="allow_network" if network else "use_default",
         cwd=str(work),
         home=tmp_path / "th",
     )
+    # What the executor does before each command: the repositories' control files join the policy.
+    return with_repositories(policy, RepositoryGuard().snapshot(policy))
 
 
 def test_strace_lines_become_structured_denials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,27 +206,54 @@ def test_mounts_narrow_in_order_and_placeholders_are_removed(
     (user / ".bashrc").write_text("original\n")
     monkeypatch.setenv("HOME", str(user))
     work = tmp_path / "work"
-    (work / ".git").mkdir(parents=True)
+    (work / ".git" / "hooks").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
+    (work / "sub" / ".git").mkdir(parents=True)  # a nested repository, mid-creation
     settings = SandboxSettings(writable_roots=(str(tmp_path),))
-    policy = build_policy(settings, mode="use_default", cwd=str(work), home=tmp_path / "th")
-    run = SandboxRun(policy, trace=False)
-    args = run.mounts()
+    base = build_policy(settings, mode="use_default", cwd=str(work), home=tmp_path / "th")
+    repos = RepositoryGuard().snapshot(base)
+    assert set(repos.gitdirs) == {f"{work}/.git", f"{work}/sub/.git"}
+    run = SandboxRun(with_repositories(base, repos), trace=False, repos=repos)
+    args = list(run.argv("bwrap", None, ("true",)))
     joined = " ".join(args)
-    assert args[:3] == ["--ro-bind", "/", "/"]
-    assert f"--bind {tmp_path} {tmp_path}" in joined
-    # Directories between the writable root and a protected path are pinned (cannot be renamed).
-    assert f"--bind {work}/.git {work}/.git" in joined and f"--bind {user} {user}" in joined
+
+    def bind_fd(path: Path) -> str:
+        index = args.index(str(path))
+        assert args[index - 2] == "--bind-fd", f"{path} is not bound writable through a descriptor"
+        assert os.readlink(f"/proc/self/fd/{args[index - 1]}") == str(path)
+        return " ".join(args[index - 2 : index + 1])
+
+    assert args[:4] == ["bwrap", "--ro-bind", "/", "/"]
+    seccomp = args[args.index("--seccomp") + 1]
+    assert seccomp in map(str, run.pass_fds) and os.read(int(seccomp), 4096) == build_filter()
+    # /proc's kernel interfaces are read-only over the fresh /proc, before anything writable.
+    root = bind_fd(tmp_path)
+    assert joined.index("--proc /proc") < joined.index("--ro-bind /proc/sys /proc/sys") < joined.index(root)
+    # Git directories and the directories between a root and a protected path are pinned.
+    pins = [bind_fd(work / ".git"), bind_fd(user)]
+    assert f"{work}/sub/.git {work}/sub/.git" not in joined  # nested: neutralised if replaced
     assert f"--ro-bind {user}/.bashrc {user}/.bashrc" in joined
-    assert joined.index(f"--bind {tmp_path} ") < joined.index(f"--ro-bind {user}/.bashrc")
-    # Absent protected paths got placeholders so they cannot be created inside the sandbox.
-    assert (user / ".profile").is_file() and (work / ".git" / "hooks").is_dir()
+    assert f"--ro-bind {work}/.git/hooks {work}/.git/hooks" in joined
+    assert f"--ro-bind {work}/.git/config {work}/.git/config" in joined
+    first_pin = min(joined.index(pin) for pin in pins)
+    assert joined.index(root) < first_pin < joined.index(f"--ro-bind {user}/.bashrc")
+    # Absent protected paths got placeholders so they cannot be created inside the sandbox:
+    # files, directories, and the parents they need.
+    assert (user / ".profile").is_file() and (user / ".ssh").is_dir()
+    assert (user / ".config/systemd/user").is_dir()
     assert f"--ro-bind {user}/.profile {user}/.profile" in joined
+    assert f"--ro-bind {user}/.config/git {user}/.config/git" in joined
+    assert not (work / "sub/.git/hooks").exists()  # inside git directories: neutralised afterwards instead
     ledger = tmp_path / "th" / "sandbox" / f"placeholders.{os.getpid()}"
     assert f"{user}/.profile\n" in ledger.read_text()  # listed while in use, for the crash sweep
+    fds = run.pass_fds
     run.cleanup()
     assert not ledger.exists()
-    assert not (user / ".profile").exists() and not (work / ".git" / "hooks").exists()
+    assert not any((user / name).exists() for name in (".profile", ".ssh", ".config"))
     assert (user / ".bashrc").read_text() == "original\n"
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
 
 
 def test_the_sweep_removes_what_a_dead_process_left_behind(tmp_path: Path) -> None:
@@ -270,3 +309,45 @@ def test_both_shell_tools_are_confined_when_the_sandbox_is_configured(tether_hom
             "require_escalated",
         )
     assert isinstance(executor_from_config(config), SandboxBashExecutor)
+
+
+def test_paths_the_command_chose_never_make_the_reporter_raise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = _policy(tmp_path, monkeypatch)
+    assert sandbox_path("/proc/1/root/etc/x", policy) == ("/etc/x", "through /proc/1/root/etc/x")
+    assert sandbox_path("/proc/self/root", policy) == ("/", "through /proc/self/root")
+    assert sandbox_path("/tmp/private/file", policy) == ("/tmp/private/file", "")  # the sandbox's own /tmp
+    trace = "\n".join(
+        [
+            '7 openat(AT_FDCWD, "/proc/1/root/etc/x", O_WRONLY|O_CREAT|O_NOCTTY, 0666) = -1 EROFS (x)',
+            '7 openat(AT_FDCWD, "/proc/1/cwd/y", O_WRONLY|O_CREAT, 0666) = -1 EROFS (x)',
+            r'7 openat(AT_FDCWD, "/usr/cut\x", O_WRONLY|O_CREAT, 0666) = -1 EROFS (x)',  # a broken escape
+            r'7 mkdir("/usr/a\\", 0777) = -1 EROFS (x)',
+        ]
+    )
+
+    def refuse(path: str, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(os.path, "realpath", refuse)  # what readlink('/proc/1/root') does on the host
+    found = denials_from_trace(trace, policy)
+    assert ("write", "/etc/x") in [(d.kind, d.target) for d in found]
+    assert ("write", "/usr/a\\") in [(d.kind, d.target) for d in found]
+    assert sandbox_path("/usr/x", policy) == ("/usr/x", "")
+
+
+def test_filter_refusals_are_recognised_from_what_programs_print() -> None:
+    stderr = (
+        "error connecting to /var/tmp/other/s (Operation not permitted)\n"
+        "Error connecting to agent: Operation not permitted\n"
+        '  File "/usr/lib/python3.11/socket.py", line 232, in __init__\n'
+        "    _socket.socket.__init__(self, family, type, proto, fileno)\n"
+        "PermissionError: [Errno 1] Operation not permitted\n"
+        "2026/01/01 E socket(1, 1, 0): Operation not permitted\n"
+        "chmod: changing permissions of 'x': Operation not permitted\n"  # not a filter refusal
+    )
+    assert [(d.kind, d.target) for d in denials_from_filter(stderr)] == [
+        ("socket", "/var/tmp/other/s"),
+        ("socket", "AF_UNIX"),
+    ]

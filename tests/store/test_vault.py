@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.config import load_config
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.store.db import Store
@@ -172,7 +174,7 @@ def test_unlock_and_lock_cross_processes(tether_home: Path) -> None:
             [sys.executable, "-c", _RESOLVE_SCRIPT, str(tether_home)],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=HANG_S,
         )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
@@ -299,3 +301,56 @@ def test_racing_key_creation_yields_one_key(tmp_path: Path) -> None:
         t.join()
     assert len(set(keys)) == 1 and read_master_key(path) == keys[0]
     assert sorted(os.listdir(tmp_path)) == ["vault.key"], "temporary files must not be left behind"
+
+
+_SET_SCRIPT = """
+import sys
+from pathlib import Path
+from tether.store.db import Store
+from tether.store.vault import Vault
+home = Path(sys.argv[1])
+store = Store.open(home)
+vault = Vault(store, home)
+if sys.argv[2] == "set":
+    vault.set(sys.argv[3], sys.argv[4])
+elif sys.argv[2] == "unlock":
+    vault.unlock(sys.argv[3], sys.argv[4])
+else:
+    vault.lock(sys.argv[3])
+store.close()
+"""
+
+
+def _in_another_process(home: Path, *args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _SET_SCRIPT, str(home), *args], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_readable_values_follow_every_change_although_they_are_kept(tether_home: Path) -> None:
+    """readable_values() is kept between calls (it runs on every tool call); any write by any
+    process, and the end of an unlock, must still show in the very next answer."""
+    clock = Clock(time.time())  # the other process unlocks by the real clock
+    vault = _vault(tether_home, clock)
+    assert vault.readable_values() == {}
+    assert vault.readable_values() == {}  # served from what was kept
+    _in_another_process(tether_home, "set", "API_TOKEN", CANARY)
+    assert vault.readable_values() == {"API_TOKEN": CANARY}
+    vault.set("OTHER", "second-value-1234")  # this process's own write
+    assert vault.readable_values() == {"API_TOKEN": CANARY, "OTHER": "second-value-1234"}
+    vault.create_group("prod", PASSPHRASE)
+    vault.set("DB", "db-secret-5678", group="prod", passphrase=PASSPHRASE)
+    assert "DB" not in vault.readable_values()
+    _in_another_process(tether_home, "unlock", "prod", PASSPHRASE)
+    assert vault.readable_values()["DB"] == "db-secret-5678"
+    until = vault.group_info("prod").unlocked_until_ms
+    assert until is not None
+    clock.now = until / 1000  # the unlock has just run out: nothing was written, time passed
+    assert "DB" not in vault.readable_values()
+    _in_another_process(tether_home, "unlock", "prod", PASSPHRASE)
+    assert "DB" in vault.readable_values()
+    _in_another_process(tether_home, "lock", "prod")
+    assert "DB" not in vault.readable_values()
+    vault.remove("API_TOKEN")
+    assert "API_TOKEN" not in vault.readable_values()

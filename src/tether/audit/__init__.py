@@ -1,9 +1,11 @@
 """tether.audit: the append-only, hash-chained JSONL audit log (``$TETHER_HOME/audit/``).
 
-Write with ``AuditLog(home).append(...)``; prove it intact with ``verify(home)``; read it back
-with ``query`` / ``export``. See ``docs/audit.md`` for the record format.
+Write with ``AuditLog(home).append(...)`` (or, from the event loop, ``COMMITTER.append(log, ...)``,
+which shares one ``fsync`` among concurrent callers); prove it intact with ``verify(home)``; read it
+back with ``query`` / ``export``. See ``docs/audit.md`` for the record format.
 """
 
+from tether.audit.commit import COMMITTER, GroupCommit
 from tether.audit.log import AuditLog, Clock, Redactor
 from tether.audit.query import AuditFilter, export, query
 from tether.audit.record import GENESIS_HASH, OUTCOMES, SOURCES, AuditError, AuditRecord, Outcome, Source
@@ -11,6 +13,7 @@ from tether.audit.seal import DEFAULT_EVERY, SealKey, parse_verification_key
 from tether.audit.verify import AuditBreak, VerifyReport, verify
 
 __all__ = [
+    "COMMITTER",
     "DEFAULT_EVERY",
     "GENESIS_HASH",
     "OUTCOMES",
@@ -21,6 +24,7 @@ __all__ = [
     "AuditLog",
     "AuditRecord",
     "Clock",
+    "GroupCommit",
     "Outcome",
     "Redactor",
     "SealKey",

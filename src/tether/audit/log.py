@@ -2,8 +2,10 @@
 
 Invariant: ``AuditLog.append`` returns only after its record is one complete line on disk
 (``write()`` of the whole line, then ``fsync`` of the file, and of the directory when the file is
-new) and chained to the record before it. Such a record is *acknowledged* and is never lost or
-rewritten afterwards; a record whose writer died before ``append`` returned may be lost.
+new) and chained to the record before it; ``append_bodies`` does the same for several records
+under one lock hold and one ``fsync`` (group commit, ``tether.audit.commit``). Such a record is
+*acknowledged* and is never lost or rewritten afterwards; a record whose writer died before
+``append`` returned may be lost.
 
 How several threads and processes sharing one home keep one chain: every append holds an
 exclusive ``flock`` on ``audit/.lock`` (a fresh open file description per call, so threads of one
@@ -25,7 +27,6 @@ before anything is serialised.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import time
@@ -35,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.audit.batch import Batch, DayFile, Head, PartialAppend, fsync_dir
+from tether.audit.batch import write_all as _write_all  # a module global: tests tear writes here
 from tether.audit.lines import complete_end, iter_lines_reverse
 from tether.audit.record import (
     FORMAT_VERSION,
@@ -60,7 +63,6 @@ from tether.audit.seal import (
     SealKey,
     new_key,
     read_writer_key,
-    seal_extra,
     write_writer_key,
 )
 from tether.errors import UsageError
@@ -74,24 +76,7 @@ Redactor = Callable[[str], str]
 Clock = Callable[[], float]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Head:
-    seq: int
-    hash: str
-
-
-_GENESIS = _Head(seq=0, hash=GENESIS_HASH)
-
-
-@dataclass(slots=True, kw_only=True)
-class _DayFile:
-    """One opened day file as found under the lock: where its complete lines end, what follows."""
-
-    path: Path
-    fd: int
-    end: int  # just past the last newline
-    torn: bytes  # bytes after ``end`` (a record whose writer has not finished)
-    head: _Head | None  # newest parseable record among the complete lines
+_GENESIS = Head(seq=0, hash=GENESIS_HASH)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,14 +117,7 @@ class AuditLog:
         Raises ``UsageError`` for a bad ``source``/``outcome`` or empty ``actor``/``tool``/``action``,
         ``AuditError`` when the log cannot be written.
         """
-        if source not in SOURCES:
-            raise UsageError(f"audit source {source!r} is not allowed; use one of {', '.join(SOURCES)}")
-        if outcome not in OUTCOMES:
-            raise UsageError(f"audit outcome {outcome!r} is not allowed; use one of {', '.join(OUTCOMES)}")
-        for name, value in (("actor", actor), ("tool", tool), ("action", action)):
-            if not value.strip():
-                raise UsageError(f"audit {name} must be a non-empty string")
-        body = self._body(
+        body = self.body(
             actor=actor,
             source=source,
             tool=tool,
@@ -152,39 +130,32 @@ class AuditLog:
             flags=flags,
             extra=extra,
         )
-        try:
-            return self._append_locked(body)
-        except OSError as exc:
-            raise AuditError(
-                f"cannot append to the audit log in {self.dir}: {exc}; "
-                "check free disk space and the directory's permissions"
-            ) from exc
+        return self.append_bodies([body])[0]
 
-    # -- building the record -------------------------------------------------------------------
-
-    def _text(self, value: str, limit: int = MAX_TEXT_CHARS) -> str:
-        if self._redact is not None:
-            value = self._redact(value)
-        if len(value) > limit:
-            value = f"{value[:limit]}…[{len(value) - limit} more characters not logged]"
-        return value
-
-    def _body(
+    def body(
         self,
         *,
         actor: str,
-        source: str,
+        source: Source,
         tool: str,
         action: str,
-        targets: Sequence[str],
-        command: str | None,
-        outcome: str,
-        detail: str,
-        reason: str | None,
-        flags: Sequence[str],
-        extra: Mapping[str, Any] | None,
+        targets: Sequence[str] = (),
+        command: str | None = None,
+        outcome: Outcome = "ok",
+        detail: str = "",
+        reason: str | None = None,
+        flags: Sequence[str] = (),
+        extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Every field but the chain ones (``v``, ``seq``, ``time``, ``ts``, ``prev``, ``hash``)."""
+        """The checked, redacted and capped fields of one record, ready for ``append_bodies``:
+        every field but the chain ones (``v``, ``seq``, ``time``, ``ts``, ``prev``, ``hash``)."""
+        if source not in SOURCES:
+            raise UsageError(f"audit source {source!r} is not allowed; use one of {', '.join(SOURCES)}")
+        if outcome not in OUTCOMES:
+            raise UsageError(f"audit outcome {outcome!r} is not allowed; use one of {', '.join(OUTCOMES)}")
+        for name, value in (("actor", actor), ("tool", tool), ("action", action)):
+            if not value.strip():
+                raise UsageError(f"audit {name} must be a non-empty string")
         # A lone string is one id / one flag, never a sequence of characters.
         targets = [targets] if isinstance(targets, str) else targets
         flags = [flags] if isinstance(flags, str) else flags
@@ -207,6 +178,32 @@ class AuditLog:
             "flags": all_flags,
             "extra": self._extra(extra or {}),
         }
+
+    def append_bodies(self, bodies: Sequence[dict[str, Any]]) -> list[AuditRecord]:
+        """Chain and append ``bodies`` in order under one lock hold and one ``fsync``.
+
+        Returns once every one of them is durable. On failure an ``AuditAppendError`` says which
+        of them were made durable before it (``durable``: a prefix, usually empty — only a seal
+        falling inside the batch syncs early); nothing of the others is left in the file.
+        """
+        try:
+            return self._append_locked(bodies)
+        except OSError as exc:
+            durable = exc.durable if isinstance(exc, PartialAppend) else []
+            raise AuditAppendError(
+                f"cannot append to the audit log in {self.dir}: {exc}; "
+                "check free disk space and the directory's permissions",
+                durable=durable,
+            ) from exc
+
+    # -- building the record -------------------------------------------------------------------
+
+    def _text(self, value: str, limit: int = MAX_TEXT_CHARS) -> str:
+        if self._redact is not None:
+            value = self._redact(value)
+        if len(value) > limit:
+            value = f"{value[:limit]}…[{len(value) - limit} more characters not logged]"
+        return value
 
     def _extra(self, extra: Mapping[str, Any]) -> dict[str, Any]:
         def clean(value: Any) -> Any:
@@ -233,7 +230,7 @@ class AuditLog:
 
     # -- writing under the lock ----------------------------------------------------------------
 
-    def _append_locked(self, body: dict[str, Any]) -> AuditRecord:
+    def _append_locked(self, bodies: Sequence[dict[str, Any]]) -> list[AuditRecord]:
         self._ensure_dir()
         lock_fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -242,26 +239,30 @@ class AuditLog:
                 # The clock is read under the lock so records are filed in the order they are chained.
                 ts = int(self._clock() * 1000)
                 target, head, repairs = self._settle(day_name(ts), stack)
-                sealer = read_writer_key(self.dir)
-                for repair in repairs:
-                    head, _ = self._write_sealed(target, self._repair_body(repair), head, ts, sealer)
-                return self._write_sealed(target, body, head, ts, sealer)[1]
+                batch = Batch(
+                    directory=self.dir,
+                    write=self._write,
+                    seal_body=self._seal_body,
+                    day=target,
+                    head=head,
+                    ts=ts,
+                    sealer=read_writer_key(self.dir),
+                )
+                if repairs:
+                    # A repair is durable on its own: the bytes it accounts for are already gone.
+                    for repair in repairs:
+                        batch.write(self._repair_body(repair))
+                    batch.sync()
+                ours = len(batch.durable)
+                try:
+                    written = [batch.write(body) for body in bodies]
+                    batch.sync()
+                except PartialAppend as exc:
+                    exc.durable = exc.durable[ours:]  # the caller's records only
+                    raise
+                return written
         finally:
             os.close(lock_fd)  # releases the flock
-
-    def _write_sealed(
-        self, day: _DayFile, body: dict[str, Any], head: _Head, ts: int, sealer: SealKey | None
-    ) -> tuple[_Head, AuditRecord]:
-        """Write ``body`` after the seal its position needs, if sealing is set up (see ``seal``)."""
-        if sealer is not None and (head.seq + 1) % sealer.every == 0:
-            extra, following = seal_extra(sealer, prev=head.hash, seq=head.seq + 1)
-            seal = self._write(day, self._seal_body(extra), head, ts)
-            # The seal is durable; only now forget its key (a crash before this only leaves a key
-            # for an index already sealed, which the next seal steps past).
-            write_writer_key(self.dir, following)
-            head = _Head(seq=seal.seq, hash=seal.hash)
-        record = self._write(day, body, head, ts)
-        return _Head(seq=record.seq, hash=record.hash), record
 
     def setup_keys(self, *, every: int = DEFAULT_EVERY) -> SealKey:
         """Start sealing: store the writer's first key and return it — the verification key.
@@ -281,8 +282,19 @@ class AuditLog:
             with ExitStack() as stack:
                 ts = int(self._clock() * 1000)
                 target, head, repairs = self._settle(day_name(ts), stack)
+                batch = Batch(
+                    directory=self.dir,
+                    write=self._write,
+                    seal_body=self._seal_body,
+                    day=target,
+                    head=head,
+                    ts=ts,
+                    sealer=None,
+                )
                 for repair in repairs:  # settling discarded a torn tail: account for it as always
-                    head, _ = self._write_sealed(target, self._repair_body(repair), head, ts, None)
+                    batch.write(self._repair_body(repair))
+                batch.sync()
+                head = batch.head
             key = new_key(every=every, head_seq=head.seq)
             write_writer_key(self.dir, key)
             return key
@@ -290,7 +302,7 @@ class AuditLog:
             os.close(lock_fd)
 
     def _seal_body(self, extra: dict[str, Any]) -> dict[str, Any]:
-        return self._body(
+        return self.body(
             actor="host",
             source="host",
             tool="audit",
@@ -312,9 +324,9 @@ class AuditLog:
             self.dir.mkdir(mode=0o700)
         except FileExistsError:
             return
-        _fsync_dir(self.home)
+        fsync_dir(self.home)
 
-    def _settle(self, today: str, stack: ExitStack) -> tuple[_DayFile, _Head, list[_Repair]]:
+    def _settle(self, today: str, stack: ExitStack) -> tuple[DayFile, Head, list[_Repair]]:
         """Open the file to write and find the chain head, settling torn tails on the way."""
         files = list_day_files(self.dir)
         # A clock that steps back never reorders the chain: records go on into the newest file.
@@ -343,7 +355,7 @@ class AuditLog:
                 head = day.head
         return visited[0], head, repairs
 
-    def _open(self, path: Path, stack: ExitStack) -> _DayFile:
+    def _open(self, path: Path, stack: ExitStack) -> DayFile:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stack.callback(os.close, fd)
         size = os.fstat(fd).st_size
@@ -354,9 +366,10 @@ class AuditLog:
             head = _head_of(line)
             if head is not None:
                 break
-        return _DayFile(path=path, fd=fd, end=end, torn=torn, head=head)
+        return DayFile(path=path, fd=fd, end=end, torn=torn, head=head)
 
-    def _write(self, day: _DayFile, body: dict[str, Any], head: _Head, ts: int) -> AuditRecord:
+    def _write(self, day: DayFile, body: dict[str, Any], head: Head, ts: int) -> AuditRecord:
+        """One ``write()`` of one whole line; the caller syncs the batch."""
         record = {
             **body,
             "v": FORMAT_VERSION,
@@ -366,21 +379,11 @@ class AuditLog:
             "prev": head.hash,
         }
         record["hash"] = record_hash(record)
-        line = canonical_json(record).encode("ascii") + b"\n"
-        offset = os.fstat(day.fd).st_size
-        try:
-            _write_all(day.fd, line)
-            os.fsync(day.fd)
-        except OSError:
-            # Never leave half a line behind a failure we report: the caller was told "not logged".
-            _truncate_quietly(day.fd, offset)
-            raise
-        if offset == 0:
-            _fsync_dir(self.dir)  # the file's directory entry must be as durable as its data
+        _write_all(day.fd, canonical_json(record).encode("ascii") + b"\n")
         return AuditRecord.from_dict(record)
 
     def _repair_body(self, repair: _Repair) -> dict[str, Any]:
-        return self._body(
+        return self.body(
             actor="host",
             source="host",
             tool="audit",
@@ -398,7 +401,15 @@ class AuditLog:
         )
 
 
-def _head_of(line: bytes) -> _Head | None:
+class AuditAppendError(AuditError):
+    """The log could not be appended to; ``durable`` are the records of the call that were."""
+
+    def __init__(self, message: str, *, durable: list[AuditRecord]) -> None:
+        super().__init__(message)
+        self.durable = durable
+
+
+def _head_of(line: bytes) -> Head | None:
     """The chain position a complete line claims, or ``None`` if it is not a record at all."""
     try:
         data = parse_object(line)
@@ -406,11 +417,11 @@ def _head_of(line: bytes) -> _Head | None:
         return None
     seq, digest = data.get("seq"), data.get("hash")
     if isinstance(seq, int) and not isinstance(seq, bool) and isinstance(digest, str) and len(digest) == 64:
-        return _Head(seq=seq, hash=digest)
+        return Head(seq=seq, hash=digest)
     return None
 
 
-def _completed_torn(torn: bytes, head: _Head) -> _Head | None:
+def _completed_torn(torn: bytes, head: Head) -> Head | None:
     """The head a torn tail becomes if it is a whole valid record that only lacks its newline."""
     try:
         data = check_line(torn)
@@ -418,27 +429,4 @@ def _completed_torn(torn: bytes, head: _Head) -> _Head | None:
         return None
     if data["prev"] != head.hash or data["seq"] != head.seq + 1:
         return None
-    return _Head(seq=data["seq"], hash=data["hash"])
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """One ``write()``; a short write (disk full, signal) is reported, never continued piecemeal."""
-    written = os.write(fd, data)
-    if written != len(data):
-        raise OSError(errno.ENOSPC, f"short write to the audit log ({written} of {len(data)} bytes)")
-
-
-def _truncate_quietly(fd: int, size: int) -> None:
-    try:
-        os.ftruncate(fd, size)
-        os.fsync(fd)
-    except OSError:
-        pass  # the next appender's tail settling discards the partial line instead
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return Head(seq=data["seq"], hash=data["hash"])

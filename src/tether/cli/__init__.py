@@ -3,17 +3,24 @@
 Each command group lives in its own module exposing ``register(subparsers)``; the module sets
 ``func`` on its parser, which returns the process exit status. A ``TetherError`` becomes one line
 on stderr and exit status 2 — never a traceback.
+
+Two command lines skip argparse altogether, because their start-up time is the product:
+``tether --version`` and ``tether mcp [--sandbox]`` (a client waits for its ``initialize``
+answer). Anything else, including ``tether mcp --help`` or a bad flag, goes through the parser.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tether import __version__
 from tether.errors import TetherError
+
+if TYPE_CHECKING:
+    import argparse
 
 # Command-group modules, in the order ``tether --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -27,6 +34,8 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="tether",
         description="tether: a shell for AI agents — one-shot commands with bounded, non-hanging "
@@ -40,20 +49,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words == ["--version"]:
+        print(f"tether {__version__}")
+        return 0
+    if words[:1] == ["mcp"] and set(words[1:]) <= {"--sandbox"}:
+        from tether.cli.mcp_cmd import serve
+
+        return _guarded(lambda: serve(sandbox="--sandbox" in words))
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
         return 2
+    return _guarded(lambda: int(func(args)))
+
+
+def _guarded(run: Callable[[], int]) -> int:
     try:
-        status: int = func(args)
+        return run()
     except TetherError as exc:
         print(f"tether: {exc.code}: {exc.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    return status
 
 
 if __name__ == "__main__":

@@ -1,31 +1,22 @@
-"""``tether mcp``: serve one MCP conversation over stdio.
+"""``tether mcp``: serve one MCP conversation over stdio, answering the handshake at once.
+
+Invariant: until ``mcp_actions`` is imported, only the standard library and tether's light
+modules run. In that time the configuration is read, the process's own credentials are sealed
+away (``tether.process.seal``, before any thread exists), the wire is claimed (stdout carries
+MCP only from here on), the reader thread starts, and ``initialize`` / ``tools/list`` are
+answered from the handshake cache (``tether.mcp.handshake``) while the SDK and the tools load.
 
 The conversation id is ``$TETHER_CONVERSATION`` when set (so a restarted client keeps owning its
-shells), else a fresh random one. Nothing but MCP goes to stdout; logs go to stderr and
-``$TETHER_HOME/logs/mcp.log``.
+shells), else a fresh random one. Logs go to stderr and ``$TETHER_HOME/logs/mcp.log``.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
-import re
-import signal
+from typing import TYPE_CHECKING
 
-import anyio
-
-from tether.config import Config, ensure_home, load_config, resolve_home
-from tether.errors import UsageError
-from tether.mcp.logs import configure_logging
-from tether.mcp.server import McpFrontDoor, new_conversation_id
-from tether.mcp.stdio import serve_stdio
-from tether.shell.sandbox import with_sandbox
-from tether.tools.catalog import ToolCatalog, build_catalog
-
-logger = logging.getLogger(__name__)
-
-_CONVERSATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+if TYPE_CHECKING:  # the fast path (tether.cli.main) runs without argparse
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,55 +35,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-def conversation_from_env() -> str:
-    value = os.environ.get("TETHER_CONVERSATION", "").strip()
-    if not value:
-        return new_conversation_id()
-    if not _CONVERSATION.match(value):
-        raise UsageError(
-            f"TETHER_CONVERSATION={value[:40]!r} is not a valid conversation id; use 1-128 characters "
-            "from A-Z a-z 0-9 . _ : - starting with a letter or digit"
-        )
-    return value
-
-
-async def _stop_on_signal(catalog: ToolCatalog) -> None:
-    # SIGTERM/SIGHUP (a client going away, a service manager) must still kill every job of this
-    # conversation. The loop cannot simply be cancelled: the SDK reads stdin in a worker thread that
-    # a cancellation cannot interrupt, so it would wait for an EOF that may never come. Close the
-    # catalog here, then leave at once.
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-        async for signum in signals:
-            name = signal.Signals(signum).name
-            logger.info("received %s; stopping this conversation's jobs and exiting", name)
-            with anyio.CancelScope(shield=True):
-                await catalog.aclose()
-            logging.shutdown()
-            os._exit(128 + signum)
-
-
-async def _serve(config: Config, conversation: str) -> None:
-    catalog = build_catalog(config)
-    try:
-        front_door = McpFrontDoor(
-            catalog.registry, instructions=catalog.instructions(), conversation=conversation
-        )
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, catalog)
-            await serve_stdio(front_door)
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await catalog.aclose()
-
-
 def run(args: argparse.Namespace) -> int:
+    return serve(sandbox=bool(args.sandbox))
+
+
+def serve(*, sandbox: bool) -> int:
+    from tether.config import load_config
+    from tether.home import ensure_home, resolve_home
+    from tether.mcp.handshake import EarlyFront, HandshakeCache, build_key
+    from tether.mcp.ids import conversation_id
+    from tether.mcp.logs import configure_logging
+    from tether.mcp.wire import StdioWire
+    from tether.process.seal import seal_environment
+
     home = ensure_home(resolve_home())
-    config = load_config(home)
-    if args.sandbox:
-        config = with_sandbox(config)
-    conversation = conversation_from_env()
+    conversation = conversation_id(os.environ.get("TETHER_CONVERSATION", ""))
+    config = load_config(home)  # a bad config.toml is refused before anything is answered
+    seal_environment(config.env)  # before any thread (the wire's), child or tmux server exists
     configure_logging(home, "mcp")
-    logger.info("tether mcp serving conversation %s (pid %d)", conversation, os.getpid())
-    anyio.run(_serve, config, conversation)
-    return 0
+    wire = StdioWire.claim()
+    flags = ("--sandbox",) if sandbox else ()
+    cache = HandshakeCache(home, build_key(home, flags))
+    early = EarlyFront(wire, cache.load())
+    wire.start_reader(early.offer)
+
+    from tether.cli import mcp_actions  # the SDK and the tools: about a second
+
+    try:
+        return mcp_actions.serve(
+            config=config, sandbox=sandbox, conversation=conversation, wire=wire, early=early, cache=cache
+        )
+    finally:
+        wire.close_writer()

@@ -7,6 +7,8 @@ Invariants this module owns:
   ``tools/call`` runs ``ToolRegistry.call`` (handler plus audit and masking middleware) with a
   ``CallContext`` naming the conversation (one per MCP connection) and the client's own name for
   itself (``clientInfo`` of ``initialize``).
+- Unusable request parameters are answered naming the field (``tether.mcp.requests``): a
+  ``tools/call`` whose ``arguments`` is not an object is a tool error, like any argument error.
 - A ``TetherError`` becomes a tool error result (``isError``) whose text starts with its stable
   code; any other exception is logged with its traceback and answered with a generic tool error.
   Neither stops the server. Cancellation (``notifications/cancelled``) is not an error: it
@@ -23,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -37,10 +38,14 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
+from pydantic import ValidationError
 
 from tether import __version__
 from tether.errors import TetherError
+from tether.mcp.handshake import DISCOVER_METHOD, DISCOVER_REFUSAL
+from tether.mcp.ids import new_conversation_id
 from tether.mcp.notifier import ConnectionNotifier, subscriptions
+from tether.mcp.requests import check_call, named_invalid_params
 from tether.tools.registry import CallContext, ResourceSource, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shell_results import ToolAborted
 
@@ -57,10 +62,6 @@ DEFAULT_INSTRUCTIONS: Final = (
     "tether gives you a shell. Use `bash` for one-shot commands (each call is a fresh process with a "
     "deadline); long commands can run in the background and be followed with job_output."
 )
-
-
-def new_conversation_id() -> str:
-    return "conv-" + secrets.token_hex(8)
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
@@ -101,8 +102,9 @@ class McpFrontDoor:
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
         )
-        self.server.add_request_handler("server/discover", types.RequestParams, _no_discover)
+        self.server.add_request_handler(DISCOVER_METHOD, types.RequestParams, _no_discover)
         self.server.middleware.append(self._track_connection)
+        self.server.middleware.append(self._checked_params)
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
@@ -140,6 +142,19 @@ class McpFrontDoor:
                 connection.exit_stack.push_async_callback(self._end_conversation, connection)
             logger.info("conversation %s connected", self.conversation_of(connection))
         return await call_next(ctx)
+
+    async def _checked_params(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        # Ahead of the SDK's own validation, whose errors name no field (see tether.mcp.requests).
+        if ctx.method == "tools/call":
+            refusal = check_call(ctx.params, self.registry)
+            if refusal is not None:
+                return refusal
+        try:
+            return await call_next(ctx)
+        except ValidationError as exc:
+            raise named_invalid_params(ctx.method, exc) from None
 
     async def _end_conversation(self, connection: Connection) -> None:
         conversation = self.conversation_of(connection)
@@ -294,7 +309,7 @@ def _nudger(send: MemoryObjectSendStream[None]) -> Callable[[], None]:
 
 
 async def _no_discover(_ctx: ServerRequestContext[Any, Any], _params: types.RequestParams) -> HandlerResult:
-    raise MCPError(METHOD_NOT_FOUND, "server/discover is not served: tether speaks the initialize handshake")
+    raise MCPError(METHOD_NOT_FOUND, DISCOVER_REFUSAL)
 
 
 def _wire_tool(tool: ToolDef) -> types.Tool:

@@ -1,31 +1,228 @@
-"""``tether mcp``: one MCP conversation over the process's stdin and stdout.
+"""``tether mcp``: one MCP conversation on the claimed stdio wire, served by the SDK.
 
-Invariant: stdout carries only MCP messages. The SDK's ``stdio_server`` points fd 1 at stderr
-while serving, so a child process or a stray ``print`` cannot corrupt the wire. The handshake
-loop (not the dual-era loop) is used on purpose: see ``tether.mcp.server`` on protocol eras.
+Invariants this module owns:
+
+- stdout carries only MCP messages: the wire was claimed by ``StdioWire.claim`` before anything
+  else ran. The handshake loop (not the dual-era loop) is used on purpose: see
+  ``tether.mcp.server`` on protocol eras.
+- The hand-over from ``EarlyFront`` keeps order: its backlog reaches the SDK first, then the live
+  stream. The SDK's answer to an ``initialize`` that was already answered early is dropped, so the
+  client gets exactly one. Right behind the client's ``initialize``, a private ``tools/list`` (an id
+  no client can guess) asks the SDK for the real tool list; its answer never reaches the client.
+  If the list given early differs from it, the client gets ``notifications/tools/list_changed``;
+  whenever the real answers differ from the cache, the cache is rewritten.
+- A message the SDK's models refuse is answered with INVALID_REQUEST naming the field, never
+  dropped. The reader thread is held back when 64 messages wait for the SDK (backpressure).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Final
 
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.runner import serve_loop
-from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import ValidationError
 
+from tether.mcp.handshake import EarlyFront, Handshake, HandshakeCache
 from tether.mcp.server import McpFrontDoor
+from tether.mcp.wire import EOF, INVALID_REQUEST, Item, Message, StdioWire, error_response
 
 logger = logging.getLogger(__name__)
 
+_IN_FLIGHT: Final = 64
 
-async def serve_stdio(front_door: McpFrontDoor) -> None:
-    """Serve one conversation until the client closes stdin."""
+
+class _Broken:
+    """The client closed its end of stdout: end the conversation as if stdin had closed."""
+
+
+_BROKEN: Final = _Broken()
+
+
+@dataclass(slots=True, kw_only=True)
+class _Handover:
+    """What the two pumps share about the early answers and the cache."""
+
+    early: EarlyFront
+    cache: HandshakeCache
+    cached: Handshake | None
+    wire: StdioWire
+    probe_id: str = field(default_factory=lambda: "tether-probe-" + secrets.token_hex(16))
+    init_id: Any = None  # the client's initialize, once delivered to the SDK
+    init_result: Message | None = None
+    tools_result: Message | None = None
+    init_seen: bool = False
+
+    def swallow(self, message: types.JSONRPCMessage) -> bool:
+        """Whether an outgoing SDK message is ours to consume rather than the client's."""
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            return False
+        if message.id == self.probe_id:
+            if isinstance(message, types.JSONRPCResponse):
+                self._tools_known(message.result)
+            else:
+                logger.warning("the SDK refused tether's own tools/list: %s", message.error.message)
+            return True
+        if self.init_seen or self.init_id is None or message.id != self.init_id:
+            return False
+        self.init_seen = True
+        answered_early = self.early.answered_initialize is not None
+        if isinstance(message, types.JSONRPCError):
+            if answered_early:
+                logger.warning(
+                    "initialize was answered early but the SDK refused it: %s", message.error.message
+                )
+            return False
+        self.init_result = message.result
+        if answered_early and self.cached is not None:
+            early = self.cached.initialize_for(message.result.get("protocolVersion"))
+            if early != message.result:
+                logger.warning("the early initialize answer differed from the SDK's; the cache is rewritten")
+        self._maybe_save()
+        return answered_early
+
+    def _tools_known(self, result: Message) -> None:
+        self.tools_result = result
+        served = self.early.served_tools
+        if served is not None and served != result:
+            logger.info("the tool list given early was stale; sending notifications/tools/list_changed")
+            self.wire.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        self._maybe_save()
+
+    def _maybe_save(self) -> None:
+        if self.init_result is None or self.tools_result is None:
+            return
+        fresh = Handshake(
+            initialize=self.init_result,
+            tools=self.tools_result,
+            versions=tuple(HANDSHAKE_PROTOCOL_VERSIONS),
+            latest=LATEST_HANDSHAKE_VERSION,
+        )
+        cached = self.cached
+        same = (
+            cached is not None
+            and cached.tools == fresh.tools
+            and cached.versions == fresh.versions
+            and cached.latest == fresh.latest
+            and cached.initialize_for(fresh.initialize.get("protocolVersion")) == fresh.initialize
+        )
+        if not same:
+            self.cache.save(fresh)
+            self.cached = fresh
+
+
+async def serve_stdio(
+    front_door: McpFrontDoor, *, wire: StdioWire, early: EarlyFront, cache: HandshakeCache
+) -> None:
+    """Serve the conversation until the client closes stdin (or stops reading stdout)."""
     server = front_door.server
-    async with server.lifespan(server) as state, stdio_server() as (read_stream, write_stream):
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[Item | _Broken] = asyncio.Queue()
+    room = threading.Semaphore(_IN_FLIGHT)
+
+    def deliver(item: Item) -> None:  # the reader thread, once attached
+        room.acquire()
+        loop.call_soon_threadsafe(inbox.put_nowait, item)
+
+    def broken() -> None:  # the writer thread
+        with contextlib.suppress(RuntimeError):  # the loop has already finished
+            loop.call_soon_threadsafe(inbox.put_nowait, _BROKEN)
+
+    wire.on_broken(broken)
+    handover = _Handover(early=early, cache=cache, cached=cache.load(), wire=wire)
+    backlog = early.attach(deliver)
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    async with server.lifespan(server) as state, anyio.create_task_group() as tg:
+        tg.start_soon(_pump_in, backlog, inbox, room, read_send, handover)
+        tg.start_soon(_pump_out, write_recv, handover)
         await serve_loop(
             server,
-            read_stream,
-            write_stream,
+            read_recv,
+            write_send,
             lifespan_state=state,
             init_options=front_door.initialization_options(),
         )
+        tg.cancel_scope.cancel()
     logger.info("stdio client closed the connection")
+
+
+async def _pump_in(
+    backlog: list[Item],
+    inbox: asyncio.Queue[Item | _Broken],
+    room: threading.Semaphore,
+    read_send: MemoryObjectSendStream[SessionMessage | Exception],
+    handover: _Handover,
+) -> None:
+    async with read_send:
+        for item in backlog:
+            if not await _feed(item, read_send, handover):
+                return
+        while True:
+            got = await inbox.get()
+            if isinstance(got, _Broken):
+                return
+            room.release()
+            if not await _feed(got, read_send, handover):
+                return
+
+
+async def _feed(
+    item: Item, read_send: MemoryObjectSendStream[SessionMessage | Exception], handover: _Handover
+) -> bool:
+    """Hand one message to the SDK; False at the end of the conversation."""
+    if item is EOF or not isinstance(item, dict):
+        return False
+    try:
+        message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
+    except ValidationError as exc:
+        _refuse(item, exc, handover.wire)
+        return True
+    await read_send.send(SessionMessage(message))
+    if (
+        handover.init_id is None
+        and isinstance(message, types.JSONRPCRequest)
+        and message.method == "initialize"
+    ):
+        # The SDK handles initialize before reading on, so the probe meets an initialized session.
+        handover.init_id = message.id
+        probe = types.JSONRPCRequest(jsonrpc="2.0", id=handover.probe_id, method="tools/list")
+        await read_send.send(SessionMessage(probe))
+    return True
+
+
+def _refuse(item: Message, exc: ValidationError, wire: StdioWire) -> None:
+    errors = exc.errors()
+    loc = errors[0]["loc"] if errors else ()
+    msg = errors[0]["msg"] if errors else "invalid"
+    where = ".".join(str(part) for part in loc if not str(part).startswith("JSONRPC"))
+    reason = f"field '{where}': {msg}" if where else msg
+    logger.info("rejected a message the SDK cannot read: %s", reason)
+    rid = item.get("id")
+    if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+        wire.send(error_response(rid, INVALID_REQUEST, f"Invalid request: {reason}"))
+    elif "method" in item and "id" not in item:
+        return  # a notification: nothing to answer
+    else:
+        wire.send(error_response(None, INVALID_REQUEST, f"Invalid request: {reason}"))
+
+
+async def _pump_out(write_recv: MemoryObjectReceiveStream[SessionMessage], handover: _Handover) -> None:
+    async with write_recv:
+        async for session_message in write_recv:
+            message = session_message.message
+            if handover.swallow(message):
+                continue
+            handover.wire.send_frame(
+                message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+            )

@@ -80,6 +80,8 @@ class SpawnRequest:
     drain_ms: int = 150
     leftover_grace_ms: int = 200
     keep_background: bool = False
+    # Descriptors the child inherits with the same numbers (the caller keeps and closes its copies).
+    pass_fds: tuple[int, ...] = ()
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -407,6 +409,7 @@ def _popen(
             env=env,
             start_new_session=True,
             close_fds=True,
+            pass_fds=request.pass_fds,
         )
 
     if box is None:

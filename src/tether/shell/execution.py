@@ -9,6 +9,7 @@ kept for ``[stopped: …]``) — and later causes never overwrite it, which is w
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from tether.shell.types import (
     ShellRunResult,
     ShellSandboxInfo,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,7 @@ class LocalShellExecution(ShellExecution):
         self._kill_reason: str | None = None
         self._sandbox: ShellSandboxInfo | None = None
         self._result: ShellRunResult | None = None
+        self._finishing: asyncio.Task[None] | None = None
         self._done_event = asyncio.Event()
         self._done = DoneSignal(self._done_event)
         loop = asyncio.get_running_loop()
@@ -200,12 +204,26 @@ class LocalShellExecution(ShellExecution):
         if self._remove_abort is not None:
             self._remove_abort()
             self._remove_abort = None
-        if self._launch is not None:
-            if self._launch.report is not None:
-                self._sandbox = self._launch.report(self._process.stderr.tail_text())
-            if self._launch.cleanup is not None:
-                self._launch.cleanup()
-        self._done_event.set()
+        if self._launch is None:
+            self._done_event.set()
+            return
+        # The confinement's verdict may take a moment (it can have something to undo on disk):
+        # the result waits for it, the event loop does not.
+        self._finishing = asyncio.get_running_loop().create_task(self._finish(self._launch))
+
+    async def _finish(self, launch: ConfinedLaunch) -> None:
+        try:
+            if launch.report is not None:
+                self._sandbox = await launch.report(self._process.stderr.tail_text())
+        except Exception:
+            # A report that fails must never leave the result hanging (or become a traceback).
+            logger.exception("confinement %r: the sandbox report failed", self._spec.argv[:1])
+        finally:
+            try:
+                if launch.cleanup is not None:
+                    launch.cleanup()
+            finally:
+                self._done_event.set()
 
     # -- state ---------------------------------------------------------------------------------
     @property

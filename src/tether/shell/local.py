@@ -111,7 +111,7 @@ class LocalShellExecutor(ShellExecutor):
             return SettledShellExecution(timeout_ms=spec.timeout_ms, timed_out=True)
         argv, launch = spec.argv, None
         if self.confinement is not None:
-            launch = self.confinement.wrap(spec.argv, spec)
+            launch = await self.confinement.wrap(spec.argv, spec)
             argv, executable = launch.argv, None
             env.update({os.fsencode(k): os.fsencode(v) for k, v in launch.env.items()})
         request = SpawnRequest(
@@ -126,6 +126,7 @@ class LocalShellExecutor(ShellExecutor):
             spill_dir=self.options.spill_directory(),
             grace_ms=spec.grace_ms,
             keep_background=self.keep_background,
+            pass_fds=launch.pass_fds if launch is not None else (),
         )
         try:
             process = spawn(request)

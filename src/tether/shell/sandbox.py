@@ -11,7 +11,11 @@ before anything runs; if the audit log cannot be written, the escalation is refu
 The provider adds nothing to the process layer: it wraps the provider argv through the
 ``ShellConfinement`` seam of ``tether.shell.local`` (spawn, capture and tree kill stay in
 ``tether.process``) and reports ``ShellSandboxInfo`` — the mode that applied and the structured
-denials of ``tether.shell.sandbox_denials`` — on the handle and the result.
+denials of ``tether.shell.sandbox_denials`` — on the handle and the result. Around every confined
+command the repositories under its roots are snapshotted (``sandbox_repos``): before, so their
+control files are bound read-only; after, so whatever git directory or control file appeared is
+neutralised (``sandbox_git``) before the result is available. The report never raises: what it
+cannot read or check becomes a denial saying so.
 """
 
 from __future__ import annotations
@@ -35,7 +39,14 @@ from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions
 from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
-from tether.shell.sandbox_denials import denials_from_stderr, denials_from_trace, hint_for
+from tether.shell.sandbox_denials import (
+    denials_from_filter,
+    denials_from_stderr,
+    denials_from_trace,
+    hint_for,
+)
+from tether.shell.sandbox_git import appeared, neutralise
+from tether.shell.sandbox_links import restore_links
 from tether.shell.sandbox_policy import (
     DEFAULT_MODE,
     MODE_SUMMARIES,
@@ -44,7 +55,9 @@ from tether.shell.sandbox_policy import (
     SandboxPolicy,
     SandboxSettings,
     build_policy,
+    with_repositories,
 )
+from tether.shell.sandbox_repos import RepositoryGuard, RepoSnapshot
 from tether.shell.types import (
     AbortSignal,
     ConfinedLaunch,
@@ -54,6 +67,7 @@ from tether.shell.types import (
     ShellExecSpec,
     ShellExecution,
     ShellExecutor,
+    ShellSandboxDenial,
     ShellSandboxInfo,
 )
 
@@ -74,6 +88,7 @@ class BubblewrapConfinement(ShellConfinement):
         self.strace = shutil.which("strace") if settings.trace else None
         self._tracer_checked = False
         self._tracer_lock = asyncio.Lock()
+        self.repositories = RepositoryGuard()
         if settings.trace and self.strace is None:
             logger.warning(
                 "sandbox: strace is not installed; denials are reported from stderr messages only "
@@ -96,7 +111,10 @@ class BubblewrapConfinement(ShellConfinement):
             run = SandboxRun(self.policy(DEFAULT_MODE, cwd), trace=True)
             try:
                 argv = run.argv(self.bwrap, self.strace, ("true",))
-                process = spawn(SpawnRequest(argv=argv, cwd=cwd, env=build_child_env(None, EnvSection())))
+                request = SpawnRequest(
+                    argv=argv, cwd=cwd, env=build_child_env(None, EnvSection()), pass_fds=run.pass_fds
+                )
+                process = spawn(request)
                 await process.wait()
                 failure = process.exit_code != 0
                 detail = process.stderr.tail_text().strip()[-300:]
@@ -120,38 +138,81 @@ class BubblewrapConfinement(ShellConfinement):
     def policy(self, mode: PermissionMode, cwd: str) -> SandboxPolicy:
         return build_policy(self.settings, mode=mode, cwd=cwd, home=self.home)
 
-    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
+    async def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch:
         mode = _mode_of(spec)
         if mode == "require_escalated":
             info = ShellSandboxInfo(provider=PROVIDER, permissions=mode)
-            return ConfinedLaunch(argv=tuple(argv), report=lambda _stderr: info)
+
+            async def unconfined(_stderr: str) -> ShellSandboxInfo:
+                return info
+
+            return ConfinedLaunch(argv=tuple(argv), report=unconfined)
         if shutil.which(self.bwrap) is None:
             raise ShellException(
                 f"bubblewrap ({self.bwrap}) has disappeared; reinstall it (apt-get install bubblewrap) — "
                 "the sandbox never runs a command unconfined",
                 code="SHELL_MISSING",
             )
-        policy = self.policy(mode, spec.cwd)
-        run = SandboxRun(policy, trace=self.strace is not None)
+        # The repositories as they are right before the command: their control files are bound
+        # read-only, and whatever git directory appears meanwhile is neutralised afterwards.
+        base = self.policy(mode, spec.cwd)
+        before = await self._snapshot(base)
+        policy = with_repositories(base, before)
+        run = SandboxRun(policy, trace=self.strace is not None, repos=before)
         try:
             wrapped = run.argv(self.bwrap, self.strace, argv)
         except BaseException:
             run.cleanup()
             raise
 
-        def report(stderr_tail: str) -> ShellSandboxInfo:
-            if run.traced:
-                denials = denials_from_trace(run.trace_text(), policy)
-            else:  # no tracer here: what the command printed is all there is
-                denials = denials_from_stderr(stderr_tail, policy, policy.cwd)
+        async def report(stderr_tail: str) -> ShellSandboxInfo:
+            denials = list(self._denials(run, policy, stderr_tail))
+            try:
+                after = await self._snapshot(base)
+                if appeared(before, after):  # renames, rewrites, maybe a git subprocess: off the loop
+                    denials += await asyncio.to_thread(neutralise, before, after)
+                denials += restore_links(policy.links, inside=run.inside_writable_root)
+            except Exception as exc:  # never a hang or a traceback: say what could not be checked
+                logger.exception("sandbox: checking the repositories after a command failed")
+                denials.append(
+                    ShellSandboxDenial(
+                        kind="git",
+                        target=policy.cwd,
+                        detail=f"repositories could not be checked after the command ({exc}); "
+                        "inspect .git/hooks and .git/config before running git here",
+                    )
+                )
+            unique = tuple(dict.fromkeys(denials))
             return ShellSandboxInfo(
                 provider=PROVIDER,
                 permissions=mode,
-                denials=denials,
-                escalation_hint=hint_for(denials, policy, self.settings),
+                denials=unique,
+                escalation_hint=hint_for(unique, policy, self.settings),
             )
 
-        return ConfinedLaunch(argv=wrapped, report=report, cleanup=run.cleanup)
+        return ConfinedLaunch(argv=wrapped, report=report, cleanup=run.cleanup, pass_fds=run.pass_fds)
+
+    async def _snapshot(self, policy: SandboxPolicy) -> RepoSnapshot:
+        if self.repositories.small(policy):
+            return self.repositories.snapshot(policy)
+        return await asyncio.to_thread(self.repositories.snapshot, policy)
+
+    def _denials(
+        self, run: SandboxRun, policy: SandboxPolicy, stderr_tail: str
+    ) -> tuple[ShellSandboxDenial, ...]:
+        try:
+            if run.traced:
+                found = denials_from_trace(run.trace_text(), policy)
+            else:  # no tracer here: what the command printed is all there is
+                found = denials_from_stderr(stderr_tail, policy, policy.cwd)
+            return found + denials_from_filter(stderr_tail)
+        except Exception as exc:
+            logger.exception("sandbox: reading the denials of a command failed")
+            return (
+                ShellSandboxDenial(
+                    kind="report", target=policy.cwd, detail=f"denials could not be read: {exc}"
+                ),
+            )
 
 
 def _mode_of(spec: ShellExecSpec) -> PermissionMode:
@@ -196,8 +257,10 @@ class _SandboxedExecutor(LocalShellExecutor):
         granted = ", ".join(settings.allow_escalations) or "none (every escalation is refused)"
         return (
             f"Commands run in a sandbox: the filesystem is read-only except the working directory{roots} "
-            "and a private /tmp; there is no network; shell start-up files, .git/hooks, .git/config and "
-            "tether's own state are never writable; processes outside are invisible. When the sandbox "
+            "and a private /tmp; there is no network and no Unix socket; shell start-up files, ~/.ssh, git's "
+            "global config, PATH directories, every repository's .git/hooks and .git/config and tether's "
+            "own state are never writable, and hooks or git configuration a command creates are disabled "
+            "before its result returns; processes outside are invisible. When the sandbox "
             "denies something, the result ends with `[sandbox denied: …]` and names the "
             f"`sandbox_permissions` value that would allow it. Values: {modes}. Any value but "
             "`use_default` needs a `justification`; granted in this deployment without asking a person: "

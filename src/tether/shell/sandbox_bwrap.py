@@ -2,11 +2,26 @@
 
 Invariant: bubblewrap applies mounts in argument order, and this module emits them so that every
 later mount can only *narrow* an earlier one — root (read-only, or writable for
-``allow_host_write``), then fresh ``/dev`` ``/proc`` and private ``/tmp`` ``/run``, then the
-writable roots, then self-binds of the directories between a writable root and a protected path,
-then the protected paths read-only, then ``TETHER_HOME`` and hidden paths masked. Nothing the
-command can do inside the sandbox undoes a mount: it runs with every capability dropped, no new
-privileges, in its own PID/IPC/UTS (and, without ``allow_network``, network) namespace.
+``allow_host_write``), then fresh ``/dev`` and ``/proc`` with every kernel interface in it bound
+read-only, private ``/tmp`` and ``/run``, then the writable roots, then self-binds of the
+directories that must not be renamed away (git directories, and those between a writable root and
+a protected path), then the protected paths read-only, then ``TETHER_HOME`` and hidden paths
+masked. Nothing the command can do inside the sandbox undoes a mount: it runs with every
+capability dropped, no new privileges, the system-call filter of ``sandbox_seccomp``, in its own
+PID/IPC/UTS (and, without ``allow_network``, network) namespace.
+
+Root inside is still uid 0 outside (no user namespace: files it writes in the roots keep their
+owner), and the kernel lets global uid 0 write sysctls without any capability — so ``/proc/sys``
+and the other writable kernel interfaces of ``/proc`` (``sysrq-trigger``, ``mtrr``, ``irq``,
+``bus``, ``pressure``, …) are bound read-only over the fresh ``/proc``, and ``/sys`` stays a
+read-only mount. Remounting them needs ``CAP_SYS_ADMIN``, which nothing inside has; a nested user
+namespace does not help either, since the kernel locks the flags of mounts it inherits.
+
+Why writable binds go through file descriptors (``--bind-fd``): ``mount(2)`` follows symlinks,
+and a concurrent confined command can swap any unprotected directory under a writable root for a
+symlink between the time the argv is built and bubblewrap's mount. Each writable source is opened
+here one component at a time with ``O_NOFOLLOW``, so what is mounted writable is always the
+directory at that path, never something a symlink points to.
 
 Why the self-binds: Linux refuses to rename or remove a mount point (``EBUSY``), but it does rename
 the *parent* of one. Without them ``mv .git .g && mkdir -p .git/hooks`` would build a fresh,
@@ -16,24 +31,32 @@ A protected path that does not exist yet still has to be protected (``echo … >
 create it). bubblewrap can only mount over something that exists, so the run binds an empty
 read-only placeholder there (``sandbox_placeholders``: shared, counted, removed when the last user
 ends, swept after a crash). Two tether *processes* racing on the same absent path can still remove
-one another's placeholder early (documented limit).
+one another's placeholder early (documented limit). Inside git directories, absent control files
+are not given placeholders: ``sandbox_git`` neutralises whatever appears there instead.
 
 Reading is not narrowed: the whole filesystem stays readable except ``TETHER_HOME`` and the
-configured ``hidden_paths``. Unix sockets on a read-only mount can still be connected to (the
-kernel treats ``connect`` as no write), which is why ``/run`` and ``TETHER_HOME`` are masked.
+configured ``hidden_paths``. Unix sockets cannot be created at all (``sandbox_seccomp``), which is
+what keeps the host's sockets out of reach; ``/run`` and ``TETHER_HOME`` are masked as well.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from tether.shell import sandbox_placeholders as placeholders
+from tether.shell.sandbox_launch import FilterProgram, OpenDir, PlanItem, materialise
 from tether.shell.sandbox_policy import SandboxPolicy
+from tether.shell.sandbox_repos import RepoSnapshot
+from tether.shell.sandbox_seccomp import build_filter
 from tether.shell.sandbox_trace import TraceReader
 
 TRACE_MOUNT: Final = "/run/tether-sandbox"
@@ -45,6 +68,64 @@ TRACED_CALLS: Final = (
     "setxattr,lsetxattr,removexattr,lremovexattr,connect,sendto,sendmsg,kill,tkill,tgkill,ptrace,"
     "unshare,setns,mount,umount2,pivot_root,chroot"
 )
+# Directories of /proc whose files (or whose subdirectories' files) a root process may write.
+_PROC_INTERFACE_DIRS: Final = frozenset(
+    {
+        "sys",
+        "irq",
+        "bus",
+        "fs",
+        "pressure",
+        "acpi",
+        "driver",
+        "tty",
+        "sysvipc",
+        "scsi",
+        "asound",
+        "dynamic_debug",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExtraBind:
+    """A caller-named bind mount (e.g. a persistent shell's own directory): read-only unless
+    ``writable``."""
+
+    source: str
+    dest: str
+    writable: bool = False
+
+
+@functools.lru_cache(maxsize=1)
+def proc_kernel_interfaces() -> tuple[str, ...]:
+    """Top-level entries of ``/proc`` that are kernel interfaces rather than processes, and that
+    root could write: bound read-only over the sandbox's fresh ``/proc`` (one mount each, so an
+    interface directory without a single writable file is left alone)."""
+    found: list[str] = []
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit() or entry.is_symlink():
+                continue  # processes; self, thread-self, mounts, net (links into a process)
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            writable_file = stat.S_ISREG(mode) and bool(mode & 0o222)
+            interface_dir = stat.S_ISDIR(mode) and entry.name in _PROC_INTERFACE_DIRS
+            if writable_file or (interface_dir and (entry.name == "sys" or _holds_writable_file(entry.path))):
+                found.append(entry.path)
+    return tuple(sorted(found))
+
+
+def _holds_writable_file(directory: str) -> bool:
+    for parent, _, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                mode = os.lstat(os.path.join(parent, name)).st_mode
+                if stat.S_ISREG(mode) and mode & 0o222:
+                    return True
+    return False
 
 
 def _under(path: str, root: str) -> bool:
@@ -62,18 +143,33 @@ def _between(root: str, path: str) -> list[str]:
 
 
 class SandboxRun:
-    """The host-side state of one confined command: trace directory and placeholders.
+    """The host-side state of one confined command (or long-lived shell): trace directory,
+    placeholders, and the file descriptors bubblewrap inherits.
 
-    ``cleanup()`` is idempotent and must run once the process settled (the executor's settle
-    callback does it, also when the spawn failed).
+    ``pass_fds`` must reach bubblewrap (same numbers); ``cleanup()`` is idempotent and runs once
+    the process settled (the executor's settle callback does it, also when the spawn failed).
     """
 
-    def __init__(self, policy: SandboxPolicy, *, trace: bool) -> None:
+    def __init__(
+        self,
+        policy: SandboxPolicy,
+        *,
+        trace: bool,
+        repos: RepoSnapshot | None = None,
+        extra_binds: Sequence[ExtraBind] = (),
+        seccomp: bytes | None = None,
+    ) -> None:
         self.policy = policy
+        self.repos = repos or RepoSnapshot(gitdirs={}, pointers=())
+        self.extra_binds = tuple(extra_binds)
         self.trace_dir: str | None = None
         self._trace: TraceReader | None = None
-        self._placeholders: list[str] = []
+        self._held: list[list[str]] = []
+        self._fds: list[int] = []
         self._closed = False
+        self._seccomp = (
+            seccomp if seccomp is not None else build_filter(allow_unix_sockets=policy.unix_sockets)
+        )
         if trace:
             # The FIFO's directory lives under TETHER_HOME, hidden from the command except through
             # its own bind at TRACE_MOUNT.
@@ -86,9 +182,16 @@ class SandboxRun:
     def traced(self) -> bool:
         return self._trace is not None
 
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return tuple(self._fds)
+
     def trace_text(self) -> str:
         """The tracer's relevant lines (call once the process settled)."""
         return "" if self._trace is None else self._trace.finish()
+
+    def inside_writable_root(self, path: str) -> bool:
+        return self._writable_root_of(path) is not None
 
     def _writable_root_of(self, path: str) -> str | None:
         if self.policy.host_write:
@@ -96,13 +199,32 @@ class SandboxRun:
         matches = [root for root in self.policy.writable_roots if _under(path, root)]
         return max(matches, key=len) if matches else None
 
-    def mounts(self) -> list[str]:
-        """The bubblewrap mount arguments, in the order that makes each one narrow the last."""
-        policy = self.policy
-        args = ["--bind" if policy.host_write else "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        if policy.host_write and os.path.isdir("/sys"):
+    def _bind_fd(self, path: str) -> list[PlanItem]:
+        return ["--bind-fd", OpenDir(path), path]
+
+    def _kernel_mounts(self) -> list[str]:
+        args = ["--dev", "/dev", "--proc", "/proc"]
+        for interface in proc_kernel_interfaces():
+            args += ["--ro-bind", interface, interface]
+        if self.policy.host_write and os.path.isdir("/sys"):
             # Kernel state, not files: root-owned sysfs attributes need no capability to write.
             args += ["--ro-bind", "/sys", "/sys"]
+        return args
+
+    def _placeholders(self, guarded: list[str]) -> None:
+        for path in guarded:
+            kind = "dir" if path in self.policy.protected_dirs else "file"
+            if os.path.lexists(path) or not self.policy.may_stand_in(path):
+                continue
+            held = placeholders.acquire(path, kind=kind, home=self.policy.tether_home)
+            if held is not None:
+                self._held.append(held)
+
+    def mounts(self) -> list[PlanItem]:
+        """The bubblewrap mount arguments, in the order that makes each one narrow the last."""
+        policy = self.policy
+        args: list[PlanItem] = ["--bind" if policy.host_write else "--ro-bind", "/", "/"]
+        args += self._kernel_mounts()
         if not policy.host_write:
             args += ["--tmpfs", "/tmp"]
         args += ["--tmpfs", "/run"]
@@ -112,8 +234,15 @@ class SandboxRun:
                 args += ["--ro-bind", resolv, resolv]  # DNS through a resolver stub living in /run
         if not policy.host_write:
             for root in policy.writable_roots:
-                args += ["--bind", root, root]
+                args += self._bind_fd(root)
         guarded = [p for p in policy.protected if self._writable_root_of(p) is not None]
+        self._placeholders(guarded)
+        # The roots' own git directories cannot be renamed away; nested ones would cost a mount each
+        # (bubblewrap spends ~0.5 ms per mount), and one the command replaces is a new git
+        # directory, which sandbox_git neutralises afterwards.
+        gitdirs = [
+            g for g in self.repos.gitdirs if os.path.dirname(g) in policy.writable_roots and os.path.isdir(g)
+        ]
         masked = [policy.tether_home, *policy.hidden]
         if self._writable_root_of(policy.tether_home) is not None:
             # An absent TETHER_HOME in a writable area would be created by the command; own it first.
@@ -121,29 +250,39 @@ class SandboxRun:
         pinned: list[str] = []
         for path in [*guarded, *masked]:
             writable_root = self._writable_root_of(path)
-            if writable_root is None:
-                continue
-            for parent in _between(writable_root, path):
-                if parent not in pinned and os.path.isdir(parent):
-                    pinned.append(parent)
-        for parent in pinned:
-            args += ["--bind", parent, parent]
+            if writable_root is not None:
+                pinned += [p for p in _between(writable_root, path) if os.path.isdir(p)]
+        # Sorted: a directory before anything below it (each bind carries the mounts under it).
+        for parent in sorted({*pinned, *gitdirs} - set(policy.writable_roots)):
+            args += self._bind_fd(parent)
         for path in guarded:
             if os.path.lexists(path):
-                args += ["--ro-bind", path, path]
-            elif placeholders.acquire(path, home=policy.tether_home):
-                self._placeholders.append(path)
                 args += ["--ro-bind", path, path]
         for path in masked:
             if os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
             elif os.path.lexists(path):
                 args += ["--ro-bind", "/dev/null", path]
+        # The caller's explicit grants come last: one may name a directory inside TETHER_HOME.
+        for bind in self.extra_binds:
+            args += ["--bind-fd", OpenDir(bind.source)] if bind.writable else ["--ro-bind", bind.source]
+            args.append(bind.dest)
         if self.trace_dir is not None:
             args += ["--bind", self.trace_dir, TRACE_MOUNT]
         return args
 
     def argv(self, bwrap: str, strace: str | None, command_argv: Sequence[str]) -> tuple[str, ...]:
+        """The whole bubblewrap command line, its descriptors opened (``pass_fds``)."""
+        argv, fds = materialise(self.plan(bwrap, strace, command_argv))
+        self._fds.extend(fds)
+        return argv
+
+    def plan(
+        self, bwrap: str, strace: str | None, command_argv: Sequence[str], *, session: bool = True
+    ) -> list[PlanItem]:
+        """The bubblewrap command line with descriptors still to open; ``session=False`` keeps the
+        caller's terminal as the controlling one (an interactive shell in a tmux pane needs job
+        control; the system-call filter refuses ``TIOCSTI`` instead of ``--new-session``)."""
         policy = self.policy
         namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if not policy.network:
@@ -158,31 +297,36 @@ class SandboxRun:
                 strace, "-D", "-f", "-qq", "-y", "--seccomp-bpf", "-e", "signal=none", "-e", "status=failed",
                 "-e", f"trace={TRACED_CALLS}", "-o", f"{TRACE_MOUNT}/{TRACE_FILE}", "--", *inner,
             ]  # fmt: skip
-        return (
+        return [
             bwrap,
             *self.mounts(),
             *namespaces,
             "--die-with-parent",
-            "--new-session",
+            *(["--new-session"] if session else []),
             "--cap-drop",
             "ALL",
+            "--seccomp",
+            FilterProgram(self._seccomp),
             "--chdir",
             policy.cwd,
             "--",
             *inner,
-        )
+        ]
 
     def cleanup(self) -> None:
         if self._closed:
             return
         self._closed = True
+        for fd in self._fds:
+            os.close(fd)
+        self._fds.clear()
         if self._trace is not None:
             self._trace.close()
         if self.trace_dir is not None:
             shutil.rmtree(self.trace_dir, ignore_errors=True)
-        for path in self._placeholders:
-            placeholders.release(path)
-        self._placeholders.clear()
+        for held in reversed(self._held):
+            placeholders.release(held)
+        self._held.clear()
 
 
 def sweep_stale_traces(home: str) -> int:

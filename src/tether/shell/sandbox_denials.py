@@ -96,8 +96,11 @@ _PRIVILEGE_ERRNOS: Final = frozenset({"EPERM", "EACCES", "EINVAL"})
 
 
 def _unescape(text: str) -> str:
-    raw = codecs.escape_decode(text.encode("latin-1", "backslashreplace"))[0]
-    return bytes(raw).decode("utf-8", "surrogateescape")
+    try:
+        raw = codecs.escape_decode(text.encode("latin-1", "backslashreplace"))[0]
+    except (ValueError, UnicodeError):  # a line cut inside an escape (MAX_LINE_CHARS)
+        return text
+    return bytes(raw).decode("utf-8", "surrogateescape").replace("\0", "")
 
 
 def _paths(args: str) -> list[str]:
@@ -111,10 +114,39 @@ def _paths(args: str) -> list[str]:
     return paths
 
 
-def _resolved(path: str) -> tuple[str, str]:
-    """(real target, detail): a write through a symlink is reported at the path it reached."""
-    real = os.path.realpath(path)
-    return real, (f"through {path}" if real != path else "")
+# /proc/PID/root, /proc/self/root … inside the sandbox lead to the sandbox's own root.
+_PROC_ROOT = re.compile(r"^/proc/(?:\d+|self|thread-self)/root(?=/|$)")
+# Paths whose meaning inside the sandbox differs from the host's: never resolved on the host.
+_SANDBOX_PRIVATE: Final[tuple[str, ...]] = ("/proc", "/dev", "/tmp", "/run", "/sys")
+
+
+def sandbox_path(path: str, policy: SandboxPolicy) -> tuple[str, str]:
+    """(target, detail) of a path the command used, without ever raising: a write through a
+    symlink is reported at the path it reached. The path is the command's choice, so it is
+    resolved on the host only where the host's view is the sandbox's view (not under ``/proc``,
+    ``/tmp``, ``/run``, ``/dev``, ``TETHER_HOME`` or a hidden path), and a resolution the host
+    refuses (``readlink`` of another process's ``/proc/PID/root``, a loop) falls back to the path
+    as written."""
+    original = path
+    match = _PROC_ROOT.match(path)
+    if match is not None:
+        path = "/" + path[match.end() :].lstrip("/")
+    path = os.path.normpath(path) if path else "/"
+
+    def under(roots: tuple[str, ...]) -> bool:
+        return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+    # A writable root under /tmp is the host's directory, bound over the sandbox's private /tmp.
+    if under((policy.tether_home, *policy.hidden)) or (
+        under(_SANDBOX_PRIVATE) and not under(policy.writable_roots)
+    ):
+        real = path
+    else:
+        try:
+            real = os.path.realpath(path)
+        except (OSError, ValueError, RuntimeError):
+            real = path
+    return real, (f"through {original}" if real != original else "")
 
 
 def _write_denial(call: str, args: str, errno_name: str, policy: SandboxPolicy) -> ShellSandboxDenial | None:
@@ -126,8 +158,8 @@ def _write_denial(call: str, args: str, errno_name: str, policy: SandboxPolicy) 
     written = paths[-1] if call.startswith("symlink") else paths[0]
     if call.startswith(("rename", "link")) and len(paths) > 1:
         # Report whichever end the policy refuses (the source of a rename of a pinned directory).
-        written = next((p for p in paths if not policy.writable(os.path.realpath(p))), paths[0])
-    target, via = _resolved(written)
+        written = next((p for p in paths if not policy.writable(sandbox_path(p, policy)[0])), paths[0])
+    target, via = sandbox_path(written, policy)
     if errno_name in ("EACCES", "EPERM") and policy.writable(target):
         return None  # an ordinary permission error inside the writable area, not the sandbox
     if errno_name not in ("EROFS", "EBUSY", "EACCES", "EPERM"):
@@ -226,7 +258,7 @@ def denials_from_stderr(stderr: str, policy: SandboxPolicy, cwd: str) -> tuple[S
     found: list[ShellSandboxDenial] = []
     for match in [*_STDERR_WRITE.finditer(stderr), *_STDERR_PY.finditer(stderr)]:
         raw = match.groupdict().get("q") or match.group("p")
-        target, via = _resolved(os.path.normpath(os.path.join(cwd, raw)))
+        target, via = sandbox_path(os.path.join(cwd, raw), policy)
         found.append(ShellSandboxDenial(kind="write", target=target, detail=f"from stderr {via}".strip()))
     if not policy.network:
         for match in _STDERR_TCP.finditer(stderr):
@@ -236,6 +268,39 @@ def denials_from_stderr(stderr: str, policy: SandboxPolicy, cwd: str) -> tuple[S
             found.append(ShellSandboxDenial(kind="network", target="(unknown host)", detail="from stderr"))
     if _STDERR_NS.search(stderr):
         found.append(ShellSandboxDenial(kind="namespace", target="(unknown)", detail="from stderr"))
+    return _unique(found)
+
+
+# What programs print when the system-call filter refused them (the tracer never sees those calls).
+_FILTER_MESSAGES: Final = (
+    # tmux -S PATH …, and clients that word it the same way
+    (re.compile(r"error connecting to (?P<target>\S+) \(Operation not permitted\)"), "socket"),
+    # ssh-add, ssh with an agent
+    (re.compile(r"Error connecting to agent: Operation not permitted"), "socket"),
+    # Python's socket.socket(AF_UNIX …): the traceback names socket.py's constructor
+    (
+        re.compile(r'socket\.py", line \d+, in __init__\n[^\n]*\n(?:[^\n]*\n)?PermissionError: \[Errno 1\]'),
+        "socket",
+    ),
+    # socat, and C programs that print perror("socket")
+    (re.compile(r"socket(?:\(1, \d+, \d+\))?: Operation not permitted"), "socket"),
+    (re.compile(r"io_uring_(?:setup|queue_init)[^\n]*(?:Operation not permitted|-1)"), "io_uring"),
+    (re.compile(r"keyctl[^\n]*Operation not permitted"), "keyring"),
+)
+_FILTER_DETAIL: Final = {
+    "socket": "Unix (and other non-network) sockets cannot be created: no host socket is reachable",
+    "io_uring": "io_uring is refused in the sandbox",
+    "keyring": "the kernel keyrings are shared with the host and refused in the sandbox",
+}
+
+
+def denials_from_filter(stderr: str) -> tuple[ShellSandboxDenial, ...]:
+    """Refusals of the system-call filter, recognised from the messages programs print."""
+    found: list[ShellSandboxDenial] = []
+    for pattern, kind in _FILTER_MESSAGES:
+        for match in pattern.finditer(stderr):
+            target = match.groupdict().get("target") or {"socket": "AF_UNIX"}.get(kind, kind)
+            found.append(ShellSandboxDenial(kind=kind, target=target, detail=_FILTER_DETAIL[kind]))
     return _unique(found)
 
 
@@ -257,6 +322,7 @@ def needed_mode(denials: Iterable[ShellSandboxDenial], policy: SandboxPolicy) ->
             or _is_tether_home(denial.target, policy)
             or denial.target.startswith(("/proc/", "/sys/"))
             or "mount point" in denial.detail
+            or denial.detail.startswith("the link to")  # a symlinked persistence path, put back
         ):
             modes.add("allow_host_write")
         else:
@@ -275,7 +341,12 @@ def hint_for(
         if mode in settings.allow_escalations
         else "this deployment refuses it without a person's approval ([sandbox].allow_escalations)"
     )
-    return (
+    hint = (
         f"policy {policy.summary()}; to allow this, call again with "
         f'sandbox_permissions="{mode}" and a justification ({granted})'
     )
+    if any(d.kind == "socket" for d in denials):
+        hint += "; Unix sockets are refused in every confined mode unless [sandbox].allow_unix_sockets"
+    if any(d.kind == "git" for d in denials):
+        hint += "; hooks and git settings made in the sandbox were disabled (unconfined git never runs them)"
+    return hint

@@ -2,11 +2,13 @@
 
 Invariant: a placeholder exists on the host only while a sandboxed command of a live tether
 process uses it. bubblewrap can mount only over something that exists, so protecting an absent
-``~/.profile`` means creating an empty one and binding it read-only; left behind, it would change
-what the user's next login shell reads (an empty ``.bash_profile`` hides ``.profile``). So:
+``~/.profile`` (or ``~/.ssh``, ``~/.config/systemd/user``) means creating an empty one — and any
+missing parent directory — and binding it read-only; left behind, it would change what the
+user's next login shell reads (an empty ``.bash_profile`` hides ``.profile``). So:
 
 - placeholders are shared and counted within a process (two commands, one placeholder);
-- the last user removes it — only if it is still empty, so content someone wrote is never lost;
+- the last user removes it — only if it is still empty, so content someone wrote is never lost
+  (a parent directory the command filled with other files stays);
 - each process lists the placeholders it holds in ``TETHER_HOME/sandbox/placeholders.<pid>``
   (rewritten on every change; ``TETHER_HOME`` is hidden from sandboxed commands), and
   ``sweep_stale`` removes what a process that died without cleaning up left behind.
@@ -41,35 +43,56 @@ def _write_ledger(state: Path) -> None:
     partial.replace(ledger)
 
 
-def acquire(path: str, *, home: str) -> bool:
-    """Make sure an empty stand-in exists at ``path``; False when nothing can be created there."""
+def acquire(path: str, *, kind: str, home: str) -> list[str] | None:
+    """Make sure something stands at ``path`` (an empty file, or an empty directory for
+    ``kind="dir"``), creating missing parent directories first. Returns what this call holds and
+    must ``release`` (outermost first; empty when everything already existed), or None when
+    nothing can be created there (the command could not create it either)."""
     with _lock:
-        if path in _users:
-            _users[path] += 1
-            return True
-        state = _ledger_dir(home)
-        # Listed before it exists: a crash between the two leaves a ledger entry, never an orphan.
-        _ledger_of[path] = state
-        _write_ledger(state)
-        try:
-            if path.endswith("/.git/hooks"):
-                os.mkdir(path, 0o755)
-            else:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        except OSError as exc:
-            del _ledger_of[path]
+        missing: list[str] = []
+        parent = os.path.dirname(path)
+        while parent not in ("/", "") and not os.path.lexists(parent):
+            missing.insert(0, parent)
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            return None
+        held: list[str] = []
+        for step in [*missing, path]:
+            if step in _users:
+                _users[step] += 1
+                held.append(step)
+                continue
+            state = _ledger_dir(home)
+            # Listed before it exists: a crash between the two leaves a ledger entry, never an orphan.
+            _ledger_of[step] = state
             _write_ledger(state)
-            # Created by someone else meanwhile: bind what is there (not ours to remove).
-            return isinstance(exc, FileExistsError) and os.path.lexists(path)
-        _users[path] = 1
-        return True
+            try:
+                if step != path or kind == "dir":
+                    os.mkdir(step, 0o700 if step != path else 0o755)
+                else:
+                    os.close(os.open(step, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+            except OSError as exc:
+                del _ledger_of[step]
+                _write_ledger(state)
+                if isinstance(exc, FileExistsError):
+                    continue  # created by someone else meanwhile: use what is there (not ours to remove)
+                _release(held)
+                return None
+            _users[step] = 1
+            held.append(step)
+        return held
 
 
-def release(path: str) -> None:
+def release(paths: list[str]) -> None:
     with _lock:
+        _release(paths)
+
+
+def _release(paths: list[str]) -> None:
+    for path in reversed(paths):
         _users[path] -= 1
         if _users[path] > 0:
-            return
+            continue
         del _users[path]
         remove_if_empty(path)
         state = _ledger_of.pop(path, None)
@@ -107,7 +130,8 @@ def sweep_stale(home: str) -> int:
         if not pid_text.isdigit() or int(pid_text) == os.getpid() or alive(int(pid_text)):
             continue
         with contextlib.suppress(OSError):
-            for line in ledger.read_text().splitlines():
+            # Innermost first: a parent the process created goes only once its contents did.
+            for line in reversed(ledger.read_text().splitlines()):
                 if line.strip():
                     remove_if_empty(line.strip())
             ledger.unlink()

@@ -17,21 +17,25 @@ Permission modes, narrow → wide (``sandbox_permissions`` on the ``bash`` tool)
                        (except the protected paths); still no network         (justification)
     require_escalated  run unconfined: no sandbox at all                      (justification)
 
-Protected paths stay read-only in every confined mode, even inside writable roots: shell start-up
-files of ``$HOME``, ``.git/hooks`` and ``.git/config`` of every writable root, and
-``TETHER_HOME`` (hidden behind an empty read-only directory, so its sockets cannot be reached).
+Protected paths stay read-only in every confined mode, even inside writable roots: the user's
+persistence paths (``sandbox_persistence``: start-up files, ``~/.ssh``, git's global config,
+``PATH`` directories, autostart, systemd user units, cron), the control files of every git
+repository under the roots (added per command from ``sandbox_repos``), and ``TETHER_HOME``
+(hidden behind an empty read-only directory, so its sockets cannot be reached).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
+from tether.shell.sandbox_persistence import PathResolver, PersistencePath, persistence_paths
 
 PermissionMode = Literal["use_default", "allow_network", "allow_host_write", "require_escalated"]
 DEFAULT_MODE: Final = "use_default"
@@ -48,21 +52,6 @@ MODE_SUMMARIES: Final[dict[str, str]] = {
     "allow_host_write": "as use_default, but the whole filesystem is writable except protected paths",
     "require_escalated": "unconfined (no sandbox)",
 }
-# Start-up files a later interactive or login shell of the user would execute.
-STARTUP_FILES: Final = (
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".inputrc",
-)
-GIT_PROTECTED: Final = (".git/hooks", ".git/config")
-
 _KEYS: Final = {
     "writable_roots": "list of absolute directories the sandbox may write besides the working directory",
     "allow_escalations": f"list of modes granted without a person, from {', '.join(ESCALATIONS)}",
@@ -70,6 +59,8 @@ _KEYS: Final = {
     "hidden_paths": "list of absolute paths replaced by an empty read-only file or directory",
     "bwrap": "the bubblewrap executable (default: bwrap on PATH)",
     "trace": "report denials by tracing the command with strace (default true)",
+    "allow_unix_sockets": "let sandboxed commands create Unix sockets, which reach every host socket "
+    "outside /tmp, /run and TETHER_HOME (default false)",
 }
 
 
@@ -83,6 +74,7 @@ class SandboxSettings:
     hidden_paths: tuple[str, ...] = ()
     bwrap: str = "bwrap"
     trace: bool = True
+    allow_unix_sockets: bool = False
 
     @classmethod
     def from_config(cls, config: Config) -> SandboxSettings:
@@ -110,8 +102,10 @@ class SandboxSettings:
                 "config.toml: [sandbox].bwrap must be a non-empty string (a path or a name on PATH)"
             )
         trace = table.get("trace", True)
-        if not isinstance(trace, bool):
-            raise UsageError("config.toml: [sandbox].trace must be true or false")
+        unix_sockets = table.get("allow_unix_sockets", False)
+        for key, value in (("trace", trace), ("allow_unix_sockets", unix_sockets)):
+            if not isinstance(value, bool):
+                raise UsageError(f"config.toml: [sandbox].{key} must be true or false")
         return cls(
             writable_roots=roots,
             allow_escalations=escalations,
@@ -119,6 +113,7 @@ class SandboxSettings:
             hidden_paths=_paths(table, "hidden_paths", must_be_dir=False),
             bwrap=bwrap.strip(),
             trace=trace,
+            allow_unix_sockets=unix_sockets,
         )
 
     def bwrap_path(self) -> str:
@@ -188,6 +183,12 @@ def _paths(table: dict[str, Any], key: str, *, must_be_dir: bool) -> tuple[str, 
     return tuple(paths)
 
 
+class RepoSnapshotLike(Protocol):
+    """What the policy needs of a repository snapshot (``sandbox_repos.RepoSnapshot``)."""
+
+    def read_only(self) -> tuple[str, ...]: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxPolicy:
     """What one confined command may do (``require_escalated`` never produces one)."""
@@ -200,6 +201,14 @@ class SandboxPolicy:
     protected: tuple[str, ...]  # real paths kept read-only (existing or not)
     hidden: tuple[str, ...]
     tether_home: str
+    protected_dirs: frozenset[str] = frozenset()  # protected paths that stand in as directories
+    standins: frozenset[str] = frozenset()  # absent protected paths that get a placeholder
+    unix_sockets: bool = False
+    links: tuple[tuple[str, str], ...] = ()  # symlinks on the way to protected paths → their targets
+
+    def may_stand_in(self, path: str) -> bool:
+        """Whether an absent protected path is guarded by a placeholder while the command runs."""
+        return path in self.standins
 
     def writable(self, path: str) -> bool:
         """Whether a write to ``path`` (a real path) is inside the writable area and unprotected."""
@@ -216,6 +225,12 @@ class SandboxPolicy:
         roots = ", ".join(self.writable_roots)
         writes = "everywhere except protected paths" if self.host_write else roots
         return f"{self.mode}: writable {writes}; network {'allowed' if self.network else 'off'}"
+
+
+def with_repositories(policy: SandboxPolicy, repos: RepoSnapshotLike) -> SandboxPolicy:
+    """``policy`` with the control files of the repositories under its roots protected too."""
+    extra = [p for p in repos.read_only() if p not in policy.protected]
+    return dataclasses.replace(policy, protected=(*policy.protected, *extra))
 
 
 def _under(path: str, root: str) -> bool:
@@ -245,20 +260,32 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
                 'run the command in a project directory, or ask for sandbox_permissions="allow_host_write"'
             )
     user_home = os.path.realpath(os.path.expanduser("~"))
-    protected = [os.path.join(user_home, name) for name in STARTUP_FILES]
-    for root in roots:
-        if os.path.isdir(os.path.join(root, ".git")):
-            protected.extend(os.path.join(root, rel) for rel in GIT_PROTECTED)
-    protected.extend(settings.read_only_paths)
-    # Real paths: a protected name that is a symlink (dotfiles managers) is protected where it points.
-    protected = [os.path.realpath(p) for p in protected]
+    persistence = persistence_paths(
+        user_home=user_home,
+        path_env=os.environ.get("PATH", ""),
+        xdg_config_home=os.environ.get("XDG_CONFIG_HOME"),
+    )
+    # Real paths: a protected name that is a symlink (dotfiles managers) is protected where it
+    # points, and the links on the way are remembered (a command could replace them).
+    resolver = PathResolver()
+    protected: dict[str, PersistencePath] = {}
+    for item in persistence:
+        protected.setdefault(resolver.resolve(item.path), item)
+    for path in settings.read_only_paths:
+        protected.setdefault(
+            resolver.resolve(path), PersistencePath(path=path, kind="file", placeholder=True)
+        )
     return SandboxPolicy(
         mode=mode,
         cwd=real_cwd,
         writable_roots=roots,
         network=mode == "allow_network",
         host_write=mode == "allow_host_write",
-        protected=tuple(dict.fromkeys(protected)),
+        protected=tuple(protected),
         hidden=hidden,
         tether_home=tether_home,
+        protected_dirs=frozenset(p for p, item in protected.items() if item.kind == "dir"),
+        standins=frozenset(p for p, item in protected.items() if item.placeholder),
+        unix_sockets=settings.allow_unix_sockets,
+        links=tuple(resolver.links.items()),
     )

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -121,12 +121,14 @@ class AbortSignal:
 class ShellExecRequest:
     """What a caller asks for; unset fields are filled by ``ShellExecutor.resolve``.
 
+    The command is the one positional argument (``ShellExecRequest("rg --files | head -20")``, as
+    the spec writes it); every other field is keyword-only.
     ``stdout_max_bytes`` is a trusted-caller knob (plugin code, the CLI): it must never appear in a
     model-visible schema, or a model could raise its own output budget past the deployment's.
     ``session_id`` is the agent session for the ``TETHER_SESSION_ID`` built-in (None = headless).
     """
 
-    command: str
+    command: str = field(kw_only=False)
     workdir: str | None = None
     timeout_ms: int | None = None
     on_expiry: ShellExpiryPolicy = ShellExpiryPolicy.KILL
@@ -330,14 +332,17 @@ class ShellExecutor(ABC):
 class ConfinedLaunch:
     """A provider argv wrapped by a confinement (e.g. bubblewrap), and how to read its verdict.
 
-    ``report(stderr_tail)`` runs once the process settled and returns the sandbox info (denials
-    parsed from the launcher's diagnostics); ``cleanup()`` removes whatever ``wrap`` created.
+    ``report(stderr_tail)`` is awaited once the process settled, before the result is available,
+    and returns the sandbox info (denials, and whatever the confinement had to undo);
+    ``cleanup()`` removes whatever ``wrap`` created. ``pass_fds`` reach the child with the same
+    numbers (e.g. bubblewrap's ``--seccomp FD``); ``cleanup`` closes them.
     """
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
-    report: Callable[[str], ShellSandboxInfo] | None = None
+    report: Callable[[str], Awaitable[ShellSandboxInfo]] | None = None
     cleanup: Callable[[], None] | None = None
+    pass_fds: tuple[int, ...] = ()
 
 
 class ShellConfinement(ABC):
@@ -346,4 +351,4 @@ class ShellConfinement(ABC):
     name: str = "sandbox"
 
     @abstractmethod
-    def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch: ...
+    async def wrap(self, argv: Sequence[str], spec: ShellExecSpec) -> ConfinedLaunch: ...

@@ -113,18 +113,21 @@ from tether.shells.requests import (
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
 )
-from tether.shells.runs import Write, retry, run, send, steps
+from tether.shells.runs import retry, run
 from tether.shells.safety.call_notes import CallNotes, collecting
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
 from tether.shells.safety.policy import GuardBlockedError, SafetyPolicy
+from tether.shells.sends import send
 from tether.shells.state import ShellRow
 from tether.shells.state import state as shell_state_rows
+from tether.shells.steps import steps
 from tether.shells.targets import check_capacity, resolve_target
 from tether.shells.timeline import TimelineEntry, timeline
 from tether.shells.vault.mask import SecretMasker
 from tether.shells.vault.redaction import SecretRedactor
 from tether.shells.views import budget, fit, screen_lines
 from tether.shells.watch import follow, position
+from tether.shells.writes import Write
 
 
 async def screen_text(shells: Shells, shell_id: str) -> str:

@@ -194,6 +194,11 @@ class ShellHost(ABC):
     @abstractmethod
     async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float: ...
 
+    async def sync_log(self, pane: PaneInfo) -> bool:
+        """Make sure everything the pane printed so far is in the log (``False``: this host cannot
+        tell; the default)."""
+        return False
+
     @abstractmethod
     async def reading_line(self, pane: PaneInfo) -> bool | None:
         """The shell in front reads a line in readline's mode with nothing typed pending

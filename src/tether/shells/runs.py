@@ -1,7 +1,6 @@
-"""``run``, ``steps``, ``retry`` and ``send``: everything that types into a shell.
+"""``run`` and ``retry``: a command typed at the shell's prompt, or input to the program in front.
 
-Invariant: every write passes ``SessionHooks.before_write`` (locks, guard, macros, vault) before a
-byte is typed and ``after_write`` afterwards. A command is typed through the shell integration's
+Invariant: a command is typed through the shell integration's
 loader only when the shell sits at its prompt (``prompt.ready``): the line is then exactly the
 command, and the run's token binds the shell's own start and end events to it, so its exit status
 is the shell's ``$?``. When another program holds the terminal, the text goes to that program as
@@ -13,12 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
-from tether.errors import NotFoundError, RefusedError, UsageError
+from tether.errors import NotFoundError, RefusedError
 from tether.shells import views
 from tether.shells.domain import PendingRun, Shells
 from tether.shells.host import ShellHost
@@ -27,94 +23,29 @@ from tether.shells.integration.script import INSERT_KEYS, RUN_KEYS
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
-from tether.shells.prompt import Readiness, front_note, ready, reinstall
+from tether.shells.prompt import Readiness, front_note, ready, recover
 from tether.shells.records import RunRecord, now_ms
 from tether.shells.requests import (
     DEFAULT_POLL_MS,
     DEFAULT_TIMEOUT_MS,
-    Output,
     RetryAction,
-    Safety,
-    SendAction,
-    StepsAction,
-    Wait,
 )
-from tether.shells.safety.hooks import WriteDecision, WriteIntent, WriteKind
+from tether.shells.safety.hooks import WriteDecision
 from tether.shells.shaping import cap_tail
 from tether.shells.tmux.commands import PaneInfo
-from tether.shells.waits import WaitOutcome, WaitSpec
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Write:
-    """One write's context: which shell, who, and the task's blocks."""
-
-    shell_id: str
-    actor: str
-    wait: Wait | None
-    output: Output
-    safety: Safety
-
-
-def wait_spec(wait: Wait | None, mask: Callable[[str], str] | None = None) -> WaitSpec:
-    if wait is None:
-        return WaitSpec(kind="none")
-    return WaitSpec(
-        mask=mask,
-        kind=wait.kind,
-        timeout_ms=wait.timeout_ms,
-        poll_ms=wait.poll_ms,
-        code=wait.code,
-        regex=wait.regex,
-        path=wait.path,
-        proc=wait.proc,
-        threshold=wait.threshold,
-    )
-
-
-def unwrappable_reason(command: str) -> str | None:
-    """Why a command can never report an exit status of its own (``None`` when it can)."""
-    if not command.strip():
-        return "the command is empty"
-    if command.rstrip().endswith("\\"):
-        return "the command ends with a line continuation '\\'"
-    return None
-
-
-@asynccontextmanager
-async def guarded(
-    shells: Shells, w: Write, kind: WriteKind, text: str, *, submit: bool = True
-) -> AsyncIterator[WriteDecision]:
-    """``before_write`` … ``after_write`` around one write, with the same intent; the release runs
-    whatever happens after a successful ``before_write`` (a refusal, a timeout, a cancellation)."""
-    intent = WriteIntent(
-        shell_id=w.shell_id,
-        actor=w.actor,
-        kind=kind,
-        text=text,
-        lock=w.safety.lock,
-        bypass_guard=w.safety.bypass_guard,
-        reason=w.safety.reason,
-        dryrun=w.safety.dryrun,
-        force=w.safety.force,
-        wait_kind=w.wait.kind if w.wait is not None else None,
-        submit=submit,
-    )
-    decision = await shells.hooks.before_write(intent)
-    try:
-        yield decision
-    finally:
-        await shells.hooks.after_write(intent)
-
-
-def _refuse_exit_wait(wait: Wait | None, reason: str | None) -> None:
-    if wait is not None and wait.kind == "exit" and reason is not None:
-        raise RefusedError(f"cannot wait for exit: {reason}; use wait.kind='idle', or wrap it as sh -c '…'")
-
-
-def _with_notes(outcome: Outcome, notes: tuple[str, ...]) -> Outcome:
-    return replace(outcome, lines=(*outcome.lines, *notes)) if notes else outcome
-
+from tether.shells.waits import WaitOutcome
+from tether.shells.writes import (
+    Write,
+    both,
+    guarded,
+    new_buffer,
+    new_token,
+    refuse_exit_wait,
+    settle,
+    unwrappable_reason,
+    wait_spec,
+    with_notes,
+)
 
 # ---- run ----------------------------------------------------------------------------------------
 
@@ -122,16 +53,16 @@ def _with_notes(outcome: Outcome, notes: tuple[str, ...]) -> Outcome:
 async def run(shells: Shells, w: Write, command: str) -> Outcome:
     # Before the safety path: a command that can never carry its own status is told so first
     # (the guard would call an unfinished line such as `echo a \` unparseable, hiding the reason).
-    _refuse_exit_wait(w.wait, unwrappable_reason(command))
+    refuse_exit_wait(w.wait, unwrappable_reason(command))
     async with guarded(shells, w, "run", command) as decision:
         outcome = await _run_decided(shells, w, decision, command)
-    return _with_notes(outcome, decision.notes)
+    return with_notes(outcome, decision.notes)
 
 
 async def _run_decided(shells: Shells, w: Write, decision: WriteDecision, written: str) -> Outcome:
     text = decision.text
     expanded = "expanded (a macro is typed as-is, without exit markers)"
-    _refuse_exit_wait(w.wait, expanded if decision.expanded else unwrappable_reason(text))
+    refuse_exit_wait(w.wait, expanded if decision.expanded else unwrappable_reason(text))
     host, pane = await shells.pane(w.shell_id)
     if w.safety.dryrun:
         return Outcome(
@@ -172,7 +103,7 @@ async def _typed_run(
 ) -> Outcome:
     assert where.activity is not None
     offset = log_size(host.log_of(w.shell_id))
-    token = _token()
+    token = new_token()
     pending = PendingRun(
         run_id=secrets.token_hex(4),
         shell_id=w.shell_id,
@@ -215,10 +146,10 @@ async def _typed_run(
                     offset,
                     nonce=shells.nonce_of(w.shell_id),
                     run=track,
-                    on_lost=lambda: reinstall(shells, host, pane),
+                    on_lost=lambda: recover(shells, host, pane),
                 )
             )
-            out = await _both(typing, waiting)
+            out = await both(typing, waiting)
     finally:
         _save(shells, pending, out, reader=w.actor)
     return await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where)
@@ -308,7 +239,7 @@ async def _as_input(
     shells.pending[pending.run_id] = pending
     out: WaitOutcome | None = None
     try:
-        await host.type_raw(pane, payload.to_bytes(decision.text), buffer=_buffer())
+        await host.type_raw(pane, payload.to_bytes(decision.text), buffer=new_buffer())
         await host.send_keys(pane, ("Enter",))
         spec = wait_spec(w.wait, shells.hooks.mask)
         if spec.kind == "idle":
@@ -335,8 +266,8 @@ async def _type_unsubmitted(shells: Shells, host: ShellHost, pane: PaneInfo, w: 
     if activity is not None and activity.phase == "prompt":
         await host.type_keys_then_text(pane, INSERT_KEYS, payload.insert_payload(text))
     else:
-        await host.type_raw(pane, payload.to_bytes(text), buffer=_buffer())
-    out = await _settle(shells, host, pane, w, offset)
+        await host.type_raw(pane, payload.to_bytes(text), buffer=new_buffer())
+    out = await settle(shells, host, pane, w, offset)
     lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
     return Outcome(
         shell=w.shell_id,
@@ -345,74 +276,6 @@ async def _type_unsubmitted(shells: Shells, host: ShellHost, pane: PaneInfo, w: 
         elapsed_ms=out.elapsed_ms,
         lines=(*cap_tail(lines.lines, w.output.lines), "[macro typed without Enter (submit: false)]"),
     )
-
-
-# ---- steps --------------------------------------------------------------------------------------
-
-
-async def steps(shells: Shells, w: Write, action: StepsAction) -> Outcome:
-    sends = "\n".join(s.send or "" for s in action.steps)
-    async with guarded(shells, w, "steps", sends):
-        return await _steps(shells, w, action, sends)
-
-
-async def _steps(shells: Shells, w: Write, action: StepsAction, sends: str) -> Outcome:
-    host, pane = await shells.pane(w.shell_id)
-    if w.safety.dryrun:
-        return Outcome(shell=w.shell_id, lines=(f"[dryrun] would send: {sends}",))
-    base_timeout = w.wait.timeout_ms if w.wait is not None else DEFAULT_TIMEOUT_MS
-    poll = w.wait.poll_ms if w.wait is not None else DEFAULT_POLL_MS
-    lines: list[str] = []
-    total_ms = 0
-    met = True
-    first = log_size(host.log_of(w.shell_id))
-    shells.records.touch(w.shell_id)
-    nonce = shells.nonce_of(w.shell_id)
-    for n, step in enumerate(action.steps, 1):
-        offset = log_size(host.log_of(w.shell_id))
-        exp = step.expect
-        timeout = step.timeout_ms or base_timeout
-        spec = WaitSpec(
-            kind=exp.kind if exp is not None else "settle",
-            timeout_ms=timeout,
-            poll_ms=poll,
-            regex=exp.regex if exp is not None else None,
-            mask=shells.hooks.mask,
-            path=exp.path if exp is not None else None,
-        )
-        track: RunTrack | None = None
-        if step.send is not None:
-            track = await _type_step(shells, host, pane, step.send, timeout)
-        if track is None and spec.kind == "idle":
-            spec = replace(spec, kind="settle")  # a program's input: its screen settling is its idle
-        out = await shells.waits(host).wait(pane, spec, offset, nonce=nonce, run=track)
-        total_ms += out.elapsed_ms
-        lines.append(f"[{step.label or f'step {n}'}: {out.detail}]")
-        if not out.met:
-            met = False
-            break
-    end = log_size(host.log_of(w.shell_id))
-    lines.extend(views.with_dropped(views.run_output(shells, w.shell_id, first, end, w.actor)))
-    return Outcome(shell=w.shell_id, waited="steps", met=met, elapsed_ms=total_ms, lines=tuple(lines))
-
-
-async def _type_step(
-    shells: Shells, host: ShellHost, pane: PaneInfo, text: str, budget_ms: int
-) -> RunTrack | None:
-    """Type one step's text: as a command when the shell is at its prompt (its end is then this
-    step's own prompt), else as input to the program in front (``None``)."""
-    activity = shells.activity(pane.shell_id)
-    if activity is not None and activity.phase == "running":
-        fg = await host.foreground(pane)
-        if fg.shell_in_front:  # the previous step's prompt hooks: wait for the prompt
-            activity = (await ready(shells, host, pane, budget_ms)).activity
-    if activity is not None and activity.phase == "prompt":
-        token = _token()
-        await host.type_keys_then_text(pane, RUN_KEYS, payload.run_payload(token, text))
-        return RunTrack(token=token, prompt_before=activity.prompt)
-    await host.type_raw(pane, payload.to_bytes(text), buffer=_buffer())
-    await host.send_keys(pane, ("Enter",))
-    return None
 
 
 # ---- retry --------------------------------------------------------------------------------------
@@ -429,80 +292,3 @@ async def retry(shells: Shells, w: Write, action: RetryAction) -> Outcome:
             lines=(f"[the last command succeeded ({last.text!r}); nothing retried]",),
         )
     return await run(shells, w, last.text)
-
-
-# ---- send ---------------------------------------------------------------------------------------
-
-
-async def send(shells: Shells, w: Write, action: SendAction) -> Outcome:
-    submit = "Enter" in action.keys or "C-m" in action.keys
-    async with guarded(shells, w, "send", action.text, submit=submit) as decision:
-        outcome = await _send(shells, w, action, decision)
-    return _with_notes(outcome, decision.notes)
-
-
-async def _send(shells: Shells, w: Write, action: SendAction, decision: WriteDecision) -> Outcome:
-    text = decision.text
-    host, pane = await shells.pane(w.shell_id)
-    if w.safety.dryrun:
-        what = " ".join([*action.pre_keys, repr(decision.shown or text), *action.keys])
-        return Outcome(shell=w.shell_id, lines=(f"[dryrun] would send: {what}", "[dryrun] nothing was sent"))
-    offset = log_size(host.log_of(w.shell_id))
-    shells.records.touch(w.shell_id)
-    await host.send_keys(pane, action.pre_keys)
-    if text:
-        activity = shells.activity(w.shell_id) if not decision.typed_secret else None
-        if activity is not None and activity.phase == "prompt" and not action.pre_keys:
-            # readline edits a line: the loader inserts the text exactly (a tab stays a tab).
-            await host.type_keys_then_text(
-                pane, INSERT_KEYS, payload.insert_payload(text, decision.variables)
-            )
-        elif decision.variables:
-            raise UsageError(
-                "vault references are delivered only to a shell at its prompt; here a program runs in "
-                "front: type the value into its own prompt instead (a reference alone is typed as the value)"
-            )
-        else:
-            # A program's own input (or a secret for its prompt): exact bytes through a paste buffer
-            # set over the control connection, never a file or a send-keys argument.
-            await host.type_raw(pane, payload.to_bytes(text), buffer=_buffer())
-    keys = action.keys
-    if decision.expanded and decision.submit and not keys:
-        keys = ("Enter",)  # a macro set with submit presses Enter itself
-    await host.send_keys(pane, keys)
-    out = await _settle(shells, host, pane, w, offset)
-    lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
-    return Outcome(
-        shell=w.shell_id,
-        waited="settle",
-        met=out.met,
-        elapsed_ms=out.elapsed_ms,
-        lines=tuple(cap_tail(lines.lines, w.output.lines)),
-    )
-
-
-async def _settle(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, offset: int) -> WaitOutcome:
-    poll = w.wait.poll_ms if w.wait is not None else DEFAULT_POLL_MS
-    settle = WaitSpec(kind="settle", poll_ms=poll, timeout_ms=max(3000, 4 * poll))
-    return await shells.waits(host).wait(pane, settle, offset)
-
-
-async def _both(typing: asyncio.Future[None], waiting: asyncio.Future[WaitOutcome]) -> WaitOutcome:
-    """The wait's outcome once the keys are typed too; a typing failure ends the wait."""
-    try:
-        both: set[asyncio.Future[Any]] = {typing, waiting}
-        await asyncio.wait(both, return_when=asyncio.FIRST_EXCEPTION)
-        await typing  # raises a typing failure (the finally cancels the wait)
-        return await waiting
-    finally:
-        for fut in (typing, waiting):
-            if not fut.done():
-                fut.cancel()
-
-
-def _token() -> int:
-    return secrets.randbits(40) | 1
-
-
-def _buffer() -> str:
-    return "tether-" + secrets.token_hex(6)

@@ -105,6 +105,14 @@ class Store:
         with self.transaction() as conn:
             return conn.execute(sql, params).rowcount
 
+    def change_stamp(self) -> tuple[int, int, int]:
+        """Changes whenever anything is committed to the database, by any connection of any
+        process (SQLite's ``data_version`` for the others, ``total_changes`` for this thread's own
+        connection), so a reader can keep derived values until it changes."""
+        conn = self._conn()
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        return id(conn), int(version), conn.total_changes
+
     def close(self) -> None:
         with self._lock:
             for conn in self._connections:

@@ -79,6 +79,9 @@ register_schema(
 )
 
 
+_NEVER_MS = 2**62  # a readable_values() answer without a timed unlock stays valid until a write
+
+
 def _item_aad(group: str, name: str) -> bytes:
     return f"tether-vault:item:{group}:{name}".encode()
 
@@ -107,6 +110,8 @@ class Vault:
         self.settings = settings or VaultSettings()
         self._clock = clock
         self._master: bytes | None = None
+        # readable_values() of the last call: (database change stamp, valid until ms, values).
+        self._readable: tuple[tuple[int, int, int], int, dict[str, str]] | None = None
 
     @classmethod
     def open(cls, config: Config) -> Vault:
@@ -325,12 +330,24 @@ class Vault:
         return raw.decode("utf-8")
 
     def readable_values(self) -> dict[str, str]:
-        """Every value readable now (plain and unlocked groups), for building an output masker."""
+        """Every value readable now (plain and unlocked groups), for building an output masker.
+
+        Asked on every tool call, so the answer is kept until the database changes (any write by
+        any process: a secret set, a group unlocked or locked) or the first unlock expires.
+        """
+        stamp = self.store.change_stamp()
+        now = self._now_ms()
+        cached = self._readable
+        if cached is not None and cached[0] == stamp and now < cached[1]:
+            return dict(cached[2])
+        listing = self.list()
         values: dict[str, str] = {}
-        for item in self.list().items:
+        for item in listing.items:
             if not item.locked:
                 with contextlib.suppress(VaultLockedError, NotFoundError):  # locked or removed meanwhile
                     values[item.name] = self.resolve(item.name)
+        expiries = [g.unlocked_until_ms for g in listing.groups if g.unlocked_until_ms is not None]
+        self._readable = (stamp, min(expiries, default=_NEVER_MS), dict(values))
         return values
 
     def list(self) -> VaultListing:

@@ -23,13 +23,12 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from tether.audit.log import AuditLog
+from tether.audit import COMMITTER, AuditLog
 from tether.audit.record import Outcome
 from tether.errors import RefusedError, TetherError
 from tether.shells import CallNotes, GuardBlockedError, SecretMasker, SecretRedactor, collecting
@@ -119,23 +118,28 @@ class AuditMiddleware:
         outcome: Outcome = "error"
         detail = ""
         result: ToolResult | None = None
+        masker: SecretMasker | None = None  # read once, after the handler: it may have delivered values
         with collecting() as notes:
             try:
                 result = await inner(arguments, ctx)
-                result = self._masked(result)
+                masker = self.redactor.masker()
+                result = _masked(result, masker)
                 outcome, detail = _outcome_of(result, notes, arguments)
                 return result
             except asyncio.CancelledError:
                 outcome, detail = "cancelled", "the caller cancelled the call"
                 raise
             except GuardBlockedError as exc:
-                outcome, detail = "blocked", self._mask_error(exc)
+                masker = self.redactor.masker()
+                outcome, detail = "blocked", _mask_error(exc, masker)
                 raise
             except RefusedError as exc:
-                outcome, detail = "refused", self._mask_error(exc)
+                masker = self.redactor.masker()
+                outcome, detail = "refused", _mask_error(exc, masker)
                 raise
             except TetherError as exc:
-                outcome, detail = "error", self._mask_error(exc)
+                masker = self.redactor.masker()
+                outcome, detail = "error", _mask_error(exc, masker)
                 raise
             except Exception as exc:
                 outcome, detail = "error", f"unexpected failure ({type(exc).__name__})"
@@ -143,18 +147,9 @@ class AuditMiddleware:
             finally:
                 if tool.audit_calls:
                     with anyio.CancelScope(shield=True):
-                        await self._append(tool, arguments, ctx, notes, result, outcome, detail)
-
-    def _masked(self, result: ToolResult) -> ToolResult:
-        masker = self.redactor.masker()
-        if not masker:
-            return result
-        return replace(
-            result, text=masker.mask(result.text), structured=mask_value(result.structured, masker)
-        )
-
-    def _mask_error(self, exc: TetherError) -> str:
-        return _mask_error(exc, self.redactor.masker())
+                        if masker is None:
+                            masker = self.redactor.masker()
+                        await self._append(tool, arguments, ctx, notes, result, outcome, detail, masker)
 
     async def _append(
         self,
@@ -165,6 +160,7 @@ class AuditMiddleware:
         result: ToolResult | None,
         outcome: Outcome,
         detail: str,
+        masker: SecretMasker,
     ) -> None:
         tasks = _tasks(arguments)
         safety = [t.get("safety") for t in tasks if isinstance(t.get("safety"), Mapping)]
@@ -196,26 +192,31 @@ class AuditMiddleware:
                 for t in result.structured["tasks"]
                 if isinstance(t, Mapping)
             ][:32]
-        log = AuditLog(self.home, redact=self.redactor.masker().mask)
-        write = partial(
-            log.append,
-            actor=ctx.actor,
-            source=ctx.source,
-            tool=tool.name,
-            action=action,
-            targets=targets,
-            command="\n".join(commands) if commands else None,
-            outcome=outcome,
-            detail=detail,
-            reason="; ".join(reasons) or None,
-            flags=sorted(flags),
-            extra=extra or None,
-        )
+        log = AuditLog(self.home, redact=masker.mask)
         try:
-            await anyio.to_thread.run_sync(write)
+            await COMMITTER.append(
+                log,
+                actor=ctx.actor,
+                source=ctx.source,
+                tool=tool.name,
+                action=action,
+                targets=targets,
+                command="\n".join(commands) if commands else None,
+                outcome=outcome,
+                detail=detail,
+                reason="; ".join(reasons) or None,
+                flags=sorted(flags),
+                extra=extra or None,
+            )
         except TetherError:
             logger.exception("could not audit a %s call by %s", tool.name, ctx.actor)
             raise
+
+
+def _masked(result: ToolResult, masker: SecretMasker) -> ToolResult:
+    if not masker:
+        return result
+    return replace(result, text=masker.mask(result.text), structured=mask_value(result.structured, masker))
 
 
 def _mask_error(exc: TetherError, masker: SecretMasker) -> str:

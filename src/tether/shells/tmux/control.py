@@ -31,10 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections import deque
 from pathlib import Path
 
+from tether.config import EnvSection
 from tether.errors import TetherError
+from tether.process.env import scrub_environment
 from tether.process.tree import reap_adopted
 from tether.shells.tmux import commands
 
@@ -86,8 +89,10 @@ class ControlClient:
 
     def __init__(self, socket: Path, *, env: dict[str, str] | None = None) -> None:
         self.socket = socket
-        # The environment a tmux server started by this client (and so every shell) inherits.
-        self.env = env
+        # The environment a tmux server started by this client (and so every shell) inherits:
+        # never the raw process environment, whose credentials shells would read in
+        # /proc/$PPID/environ of the server.
+        self.env = env if env is not None else scrub_environment(os.environ, EnvSection())
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: deque[asyncio.Future[list[str]]] = deque()

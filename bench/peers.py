@@ -1,0 +1,415 @@
+"""tether against the MCP shell servers a user would pick instead, measured in one run.
+
+Installs the peers issue 16 names into a temporary directory (each PyPI peer in its own venv,
+npm peers with ``--ignore-scripts``), skipping with the reason any that cannot be installed or run,
+then measures every server through the official MCP client over stdio, round-robin (each round
+runs each measure on every server in turn, so load drifts hit all alike), and prints tether's
+figure, each peer's, and peer/tether ratios. No assertions: see the README for the budgets.
+
+Run: .venv/bin/python bench/peers.py [--rounds N] [--dir DIR]   (DIR keeps the installs for reruns)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+from mcp import Client, StdioServerParameters
+
+sys.path.insert(0, str(Path(__file__).parent))
+from startup import handshake
+
+TETHER = str(Path(sys.executable).parent / "tether")
+Call = tuple[str, dict[str, Any]]
+
+
+@dataclass(slots=True, kw_only=True)
+class Peer:
+    name: str
+    pypi: list[str] = field(default_factory=list)  # requirements for its own venv
+    npm: str = ""
+    command: list[str] = field(default_factory=list)  # relative to the install dir: venv or npm .bin
+    oneshot: Callable[[str], Call] | None = None
+    open_shell: Callable[[str], Call] | None = None  # name → the call that creates a shell
+    run_in_shell: Callable[[str, str], Call] | None = None  # (shell, command) → the call
+    no_shell: str = "no run-and-wait tool for a persistent shell"
+    no_oneshot: str = "no one-shot command tool"
+    skip: str = ""  # why it cannot run at all (found while installing or starting)
+    argv: list[str] = field(default_factory=list)
+
+
+PEERS = [
+    Peer(
+        name="mcp-shell-server",
+        pypi=["mcp-shell-server", "mcp<2"],  # it uses mcp 1.x APIs that mcp 2 removed
+        command=["bin/mcp-shell-server"],
+        oneshot=lambda cmd: ("shell_execute", {"command": cmd.split()}),
+    ),
+    Peer(
+        name="mcp-server-shell",
+        pypi=["mcp-server-shell", "mcp<2"],
+        command=["bin/python", "-m", "mcp_server_shell"],  # its console script never awaits serve()
+        oneshot=lambda cmd: ("execute_command", {"command": cmd}),
+    ),
+    Peer(
+        name="desktop-commander",
+        npm="@wonderwhy-er/desktop-commander",
+        command=["desktop-commander"],
+        oneshot=lambda cmd: ("start_process", {"command": cmd, "timeout_ms": 10000}),
+        no_shell="its processes are not shells one types into and waits on (interact_with_process)",
+    ),
+    Peer(
+        name="codex-shell-tool-mcp",
+        npm="@openai/codex-shell-tool-mcp",
+        command=["codex-shell-tool-mcp"],
+        oneshot=lambda cmd: ("shell", {"command": cmd, "workdir": "/tmp"}),
+    ),
+    Peer(
+        name="libtmux-mcp",
+        pypi=["libtmux-mcp"],
+        command=["bin/libtmux-mcp"],
+        open_shell=lambda name: ("create_session", {"session_name": name}),
+        run_in_shell=lambda shell, cmd: ("run_command", {"command": cmd, "session_name": shell}),
+    ),
+    Peer(
+        name="mcp-tmux",
+        pypi=["mcp-tmux", "mcp<2"],
+        command=["bin/mcp-tmux"],
+        open_shell=lambda name: ("tmux_new_session", {"name": name}),
+        run_in_shell=lambda shell, cmd: ("tmux_run", {"command": cmd, "target_pane": shell}),
+    ),
+    Peer(
+        name="tmux-mcp",
+        pypi=["tmux-mcp", "mcp<2"],
+        command=["bin/tmux-mcp"],
+        no_shell="send_keys and a polling read only: no call returns when a command has finished",
+    ),
+    Peer(
+        name="tmux-mcp-server",
+        pypi=["tmux-mcp-server"],
+        command=["bin/tmux-mcp-server"],
+        open_shell=lambda name: ("create_session", {"name": name}),
+        run_in_shell=lambda shell, cmd: ("run_command", {"target": shell, "command": cmd, "wait": True}),
+    ),
+]
+
+
+def install(peers: list[Peer], root: Path) -> None:
+    for peer in peers:
+        if peer.pypi:
+            venv = root / f"venv-{peer.name}"
+            if not (venv / peer.command[0]).exists():
+                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                done = subprocess.run(
+                    [str(venv / "bin/pip"), "install", "-q", *peer.pypi], capture_output=True, text=True
+                )
+                if done.returncode != 0:
+                    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("ERROR")]
+                    peer.skip = f"pip install failed: {(lines or ['?'])[0][:150]}"
+                    continue
+            peer.argv = [str(venv / peer.command[0]), *peer.command[1:]]
+        else:
+            prefix = root / "npm"
+            binary = prefix / "node_modules/.bin" / peer.command[0]
+            if not binary.exists():
+                env = {**os.environ, "PUPPETEER_SKIP_DOWNLOAD": "1"}  # no browser downloads here
+                npm = [
+                    "npm",
+                    "install",
+                    "--prefix",
+                    str(prefix),
+                    "--no-audit",
+                    "--no-fund",
+                    "--ignore-scripts",
+                ]
+                done = subprocess.run([*npm, peer.npm], capture_output=True, text=True, env=env)
+                if done.returncode != 0:
+                    peer.skip = f"npm install failed: {done.stderr.strip().splitlines()[-1][:150]}"
+                    continue
+            peer.argv = [str(binary), *peer.command[1:]]
+
+
+def env_for(scratch: Path) -> dict[str, str]:
+    (scratch / "home").mkdir(parents=True, exist_ok=True)
+    (scratch / "tmux").mkdir(parents=True, exist_ok=True)
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(scratch / "home"),  # an empty HOME: no user start-up files in any shell
+        "TMUX_TMPDIR": str(scratch / "tmux"),  # the tmux peers get a private tmux server
+        "TETHER_HOME": str(scratch / "tether"),
+        "ALLOW_COMMANDS": "echo,sleep,true,seq,head,base64,cat,bash",  # mcp-shell-server's allow-list
+    }
+
+
+@dataclass(slots=True, kw_only=True)
+class Server:
+    peer: Peer | None  # None: tether
+    name: str
+    argv: list[str]
+    client: Client | None = None
+    shells: list[str] = field(default_factory=list)
+    results: dict[str, list[float]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def record(self, measure: str, value: float) -> None:
+        self.results.setdefault(measure, []).append(value)
+
+
+def _task(shell: str, command: str) -> dict[str, Any]:
+    return {
+        "target": {"sessions": shell},
+        "action": {"kind": "run", "command": command},
+        "wait": {"kind": "exit"},
+    }
+
+
+async def timed(run: Callable[[], Awaitable[Any]]) -> float:
+    start = time.perf_counter()
+    await run()
+    return (time.perf_counter() - start) * 1000
+
+
+async def call(server: Server, request: Call) -> None:
+    assert server.client is not None
+    result = await server.client.call_tool(*request)
+    if result.is_error:
+        raise RuntimeError(f"{server.name}: {request[0]} failed: {str(result.content)[:200]}")
+
+
+async def oneshot_echo(server: Server) -> float | None:
+    if server.peer is None:
+        return await timed(lambda: call(server, ("bash", {"command": "echo hi", "description": "greet"})))
+    if server.peer.oneshot is None:
+        return None
+    return await timed(lambda: call(server, server.peer.oneshot("echo hi")))  # type: ignore[union-attr,misc]
+
+
+async def shell_run(server: Server, index: int, command: str) -> float | None:
+    if server.peer is None:
+        return await timed(
+            lambda: call(server, ("shell_run", {"tasks": [_task(server.shells[index], command)]}))
+        )
+    if server.peer.run_in_shell is None or not server.shells:
+        return None
+    return await timed(lambda: call(server, server.peer.run_in_shell(server.shells[index], command)))  # type: ignore[union-attr,misc]
+
+
+async def eight_echoes(server: Server) -> float | None:
+    if server.peer is None:
+        tasks = [_task(s, "echo hi") for s in server.shells]
+        return await timed(lambda: call(server, ("shell_run", {"tasks": tasks})))
+    peer = server.peer
+    if peer.run_in_shell is None or not server.shells:
+        return None
+
+    async def all_at_once() -> None:  # one call cannot address several shells: eight calls at once
+        await asyncio.gather(*(call(server, peer.run_in_shell(s, "echo hi")) for s in server.shells))  # type: ignore[misc]
+
+    return await timed(all_at_once)
+
+
+async def connect(server: Server, env: dict[str, str], stack: Any) -> None:
+    params = StdioServerParameters(command=server.argv[0], args=server.argv[1:], env=env)
+    server.client = await stack.enter_async_context(Client(params, mode="legacy"))
+    assert server.client is not None
+    if server.peer is None:
+        opened = await server.client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}] * 8})
+        assert opened.structured_content is not None
+        server.shells = [t["shell"] for t in opened.structured_content["tasks"]]
+    elif server.peer.open_shell is not None:
+        for i in range(8):
+            name = (
+                f"bench{i}-{server.name}-{len(server.results.get('cold', []))}-{time.monotonic_ns() % 10**6}"
+            )
+            await call(server, server.peer.open_shell(name))
+            server.shells.append(name)
+    for index in range(len(server.shells)):  # warm: the first command of a shell waits for its prompt
+        await shell_run(server, index, "true")
+
+
+def fsync_floor(scratch: Path, n: int = 200) -> float:
+    """p50 (ms) of appending a 400-byte line and fsync-ing it here: what every audited call waits for."""
+    path = scratch / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    times = []
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            os.write(fd, b"x" * 400 + b"\n")
+            os.fsync(fd)
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        os.close(fd)
+    return statistics.median(times)
+
+
+def tether_rss_growth(env: dict[str, str], scratch: Path) -> float:
+    """RSS growth (MiB) of tether mcp while 10 MB stream through a shell."""
+
+    async def run() -> float:
+        params = StdioServerParameters(
+            command=TETHER, args=["mcp"], env={**env, "TETHER_HOME": str(scratch / "rss")}
+        )
+        async with Client(params) as client:
+            opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+            assert opened.structured_content is not None
+            shell = opened.structured_content["tasks"][0]["shell"]
+            await client.call_tool("shell_run", {"tasks": [_task(shell, "true")]})
+            proc = next(p for p in psutil.Process().children(recursive=True) if "mcp" in p.cmdline())
+            before = proc.memory_info().rss
+            stream = "head -c 7500000 /dev/urandom | base64 -w 100"  # 10 MB of printable lines
+            await client.call_tool("shell_run", {"tasks": [_task(shell, stream)]})
+            return (proc.memory_info().rss - before) / 2**20
+
+    return asyncio.run(run())
+
+
+MEASURES = [
+    ("cold start: spawn → initialize → tools/list (ms, median)", "cold"),
+    ("one-shot `echo hi` round trip p50 (ms)", "oneshot"),
+    ("persistent shell `echo hi` round trip p50 (ms)", "shell"),
+    ("persistent shell `echo hi` round trip p99 (ms)", "shell99"),
+    ("50 ms command in a shell, p50 (ms)", "sleep"),
+    ("8 shells × `echo` (ms, p50)", "eight"),
+]
+
+
+async def measure(servers: list[Server], env: dict[str, str], rounds: int, scratch: Path) -> None:
+    """Round-robin; one server alive at a time, so no idle peer's polling steals CPU from another."""
+    from contextlib import AsyncExitStack
+
+    for round_ in range(rounds):
+        for server in servers:
+            if "all" in server.notes:
+                continue
+            # tether keeps its shells after a conversation (max 8 a home): a fresh home per round
+            own = {**env, "TETHER_HOME": str(scratch / f"tether-{round_}")} if server.peer is None else env
+            async with AsyncExitStack() as stack:
+                server.shells = []
+                try:
+                    await connect(server, own, stack)
+                except Exception as exc:
+                    server.notes["all"] = f"failed to start or open shells: {type(exc).__name__}: {exc}"[:160]
+                    continue
+                for _ in range(20):
+                    if (ms := await _guard(server, "oneshot", oneshot_echo(server))) is not None:
+                        server.record("oneshot", ms)
+                    if (ms := await _guard(server, "shell", shell_run(server, 0, "echo hi"))) is not None:
+                        server.record("shell", ms)
+                for _ in range(3):
+                    if (ms := await _guard(server, "sleep", shell_run(server, 1, "sleep 0.05"))) is not None:
+                        server.record("sleep", ms)
+                    if (ms := await _guard(server, "eight", eight_echoes(server))) is not None:
+                        server.record("eight", ms)
+
+
+async def _guard(server: Server, measure: str, run: Awaitable[float | None]) -> float | None:
+    if measure in server.notes:
+        run.close()  # type: ignore[attr-defined]
+        return None
+    try:
+        return await run
+    except Exception as exc:
+        server.notes[measure] = f"{type(exc).__name__}: {exc}"[:160]
+        return None
+
+
+def main() -> None:
+    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    options.add_argument("--rounds", type=int, default=5)
+    options.add_argument("--dir", type=Path, default=None, help="install peers here (kept for reruns)")
+    args = options.parse_args()
+    root = args.dir or Path(tempfile.mkdtemp(prefix="thpeers", dir="/tmp"))
+    root.mkdir(parents=True, exist_ok=True)
+    install(PEERS, root)
+    scratch = Path(tempfile.mkdtemp(prefix="thpeer-run", dir="/tmp"))
+    env = env_for(scratch)
+    servers = [Server(peer=None, name="tether", argv=[TETHER, "mcp"])]
+    skipped = []
+    for peer in PEERS:
+        if peer.skip:
+            skipped.append((peer.name, peer.skip))
+        else:
+            servers.append(Server(peer=peer, name=peer.name, argv=peer.argv))
+    try:
+        handshake(servers[0].argv, env)  # tether records its handshake cache, as any first session does
+        for _ in range(args.rounds):  # cold starts, round-robin
+            for server in servers:
+                try:
+                    _init, listed = handshake(server.argv, env)
+                    server.record("cold", listed)
+                except Exception as exc:
+                    server.notes.setdefault("cold", f"{type(exc).__name__}: {exc}"[:160])
+        asyncio.run(measure(servers, env, args.rounds, scratch))
+        rss = tether_rss_growth(env, scratch)
+        floor = fsync_floor(scratch)
+    finally:
+        for sock_dir in (scratch / "tmux").glob("tmux-*"):
+            for sock in sock_dir.iterdir():
+                subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
+        for sock in scratch.rglob("tmux.sock"):
+            subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    report(servers, skipped, args.rounds, rss, floor)
+
+
+def _figure(server: Server, key: str) -> float | None:
+    if key == "shell99":
+        values = sorted(server.results.get("shell", []))
+        return values[min(len(values) - 1, int(len(values) * 0.99))] if values else None
+    values = server.results.get(key, [])
+    return statistics.median(values) if values else None
+
+
+def report(
+    servers: list[Server], skipped: list[tuple[str, str]], rounds: int, rss: float, floor: float
+) -> None:
+    load = os.getloadavg()
+    print(f"bench/peers.py  {datetime.datetime.now():%Y-%m-%d %H:%M}  load average "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}  rounds {rounds}")  # fmt: skip
+    tether = servers[0]
+    for label, key in MEASURES:
+        ours = _figure(tether, key)
+        peers = []
+        for server in servers[1:]:
+            value = _figure(server, key)
+            if value is not None and ours:
+                peers.append(f"{server.name} {value:.1f} ({value / ours:.1f}×)")
+        best = min((v for s in servers[1:] if (v := _figure(s, key)) is not None), default=None)
+        ours_text = f"{ours:.1f}" if ours is not None else "—"
+        best_text = f"{best:.1f} ({best / ours:.1f}× tether)" if best is not None and ours else "—"
+        print(f"\n{label}\n  tether {ours_text}   best peer {best_text}")
+        if peers:
+            print("  " + "; ".join(peers))
+    print(f"\ntether RSS growth while 10 MB stream through a shell: {rss:.1f} MiB (budget ≤ 16 MiB)")
+    print(f"fsync of one audit-sized append here, p50: {floor:.2f} ms (each tether call waits for one)")
+    for server in servers:
+        for measure_key, note in server.notes.items():
+            print(f"note: {server.name} {measure_key}: {note}")
+    for server in servers[1:]:
+        if server.peer is not None and "all" not in server.notes:
+            if server.peer.oneshot is None:
+                print(f"not measured: {server.name} one-shot: {server.peer.no_oneshot}")
+            if server.peer.run_in_shell is None:
+                print(f"not measured: {server.name} persistent shell: {server.peer.no_shell}")
+    for name, reason in skipped:
+        print(f"skipped: {name}: {reason}")
+    print(json.dumps({s.name: {k: _figure(s, k) for _l, k in MEASURES} for s in servers}, default=str))
+
+
+if __name__ == "__main__":
+    main()

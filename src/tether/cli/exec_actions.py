@@ -1,0 +1,126 @@
+"""``tether exec``: run one command through the configured one-shot executor, live.
+
+Invariant: this door adds no behaviour of its own — the executor decides cwd, timeout cap, env,
+capture and tree kill; this module only streams the captured output as it arrives, prints the
+closing markers of the rendered result (``tether.shell.render.closing_lines``) on stderr, and maps
+the result to an exit status: the command's own exit code, 124 on timeout, 130 when interrupted,
+141 when our stdout's reader went away (as SIGPIPE would), 128+N when signal N ended it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import os
+import signal
+import sys
+from typing import TextIO
+
+from tether.config import MIB, load_config
+from tether.errors import UsageError
+from tether.process.reads import OutputReader
+from tether.process.seal import seal_environment
+from tether.shell.execution import LocalShellExecution
+from tether.shell.options import LocalShellOptions
+from tether.shell.providers import executor_from_config
+from tether.shell.render import closing_lines
+from tether.shell.types import AbortSignal, ShellExecRequest, ShellRunResult
+
+# Output is shown live, so the memory tail only needs to cover what the process layer reads between
+# two turns of the pump (at most 8 reads of 1 MiB per wake-up): 16 MiB leaves room, and writing to
+# a slow terminal blocks the loop, which stops reading and so pushes back on the command itself.
+_LIVE_BUFFER = 16 * MIB
+# What a shell reports when a pipeline reader goes away (128 + SIGPIPE).
+_EXIT_BROKEN_PIPE = 141
+
+
+def _command_text(words: list[str]) -> str:
+    if words and words[0] == "--":
+        words = words[1:]
+    text = " ".join(words).strip()
+    if not text:
+        raise UsageError("tether exec needs a command after --, e.g. `tether exec -- ls -la`")
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    command = _command_text(list(args.command))
+    if args.timeout_ms is not None and args.timeout_ms < 1:
+        raise UsageError(f"--timeout-ms must be a positive number of milliseconds (got {args.timeout_ms})")
+    return asyncio.run(
+        _run(command, timeout_ms=args.timeout_ms, cwd=args.cwd, background_ok=args.background_ok)
+    )
+
+
+async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal) -> bool:
+    """Copy one stream to ``out`` as it arrives; False when ``out`` was closed by its reader."""
+    offset = 0
+    while True:
+        await reader.wait_beyond(offset)
+        read = reader.read_from(offset)
+        try:
+            if read.lost:
+                sys.stderr.write(f"\n[tether: {read.start - offset} bytes of {name} dropped]\n")
+            if read.text:
+                out.write(read.text)
+                out.flush()
+        except BrokenPipeError:
+            # `tether exec -- yes | head -1`: the reader is gone; end the command like SIGPIPE
+            # would, and keep the interpreter from complaining about the dead pipe at exit.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            abort.fire(f"{name} closed by its reader")
+            return False
+        offset = read.next_offset
+        if read.closed and offset >= reader.total_bytes:
+            return True
+
+
+async def _run(command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool) -> int:
+    config = load_config()
+    seal_environment(config.env)  # the command cannot read our credentials in /proc/$PPID/environ
+    base = LocalShellOptions.from_config(config)
+    options = dataclasses.replace(base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER))
+    executor = executor_from_config(config, options=options, keep_background=background_ok)
+    request = ShellExecRequest(command, workdir=cwd, timeout_ms=timeout_ms)
+    abort = AbortSignal()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, abort.fire, f"tether exec received {signal.Signals(sig).name}")
+    try:
+        execution = await executor.execute(executor.resolve(request), abort=abort)
+        pumped = await asyncio.gather(
+            _pump(execution.observed.stdout, sys.stdout, "stdout", abort),
+            _pump(execution.observed.stderr, sys.stderr, "stderr", abort),
+        )
+        result = await execution.result()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+    if not all(pumped):
+        return _EXIT_BROKEN_PIPE
+    # Everything was shown live (any gap was announced as it happened), so only the closing
+    # markers are left to say; a truncation note about the in-memory tail would be misleading.
+    lines = closing_lines(result)
+    if isinstance(execution, LocalShellExecution) and execution.detached:
+        lines.append("[background processes left running]")
+    if lines:
+        sys.stderr.write("\n".join(lines) + "\n")
+        sys.stderr.flush()
+    return exit_status(result)
+
+
+def exit_status(result: ShellRunResult) -> int:
+    if result.timed_out:
+        return 124
+    if result.aborted:
+        return 130
+    if result.signal:
+        try:
+            return 128 + signal.Signals[result.signal].value
+        except KeyError:
+            return 137
+    return result.exit_code if result.exit_code is not None else 1

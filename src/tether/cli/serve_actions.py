@@ -1,0 +1,189 @@
+"""``tether serve``: MCP over streamable HTTP (many conversations) on 127.0.0.1.
+
+Prints the URL, the bearer token and ready-to-paste client configuration (``client_configs``)
+before serving, and "Ready." with the panel's sign-in link only once requests are answered. Without
+the panel's browser assets it still serves MCP and says why there is no panel. Binding to a
+non-loopback address needs ``--allow-remote`` and prints a warning: anyone who can reach the port
+and holds the token gets a shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anyio
+import uvicorn
+
+from tether.cli.client_configs import Endpoint, banner_text, explicit_env, tether_command
+from tether.config import Config, ensure_home, load_config, resolve_home
+from tether.errors import UsageError
+from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, is_loopback
+from tether.mcp.logs import configure_logging
+from tether.mcp.server import McpFrontDoor
+from tether.mcp.token import load_or_create_token
+from tether.panel.app import build_panel_app, login_url, missing_assets, unavailable_panel_routes
+from tether.process.seal import seal_environment
+from tether.shell.sandbox import with_sandbox
+from tether.tools.catalog import build_catalog
+
+logger = logging.getLogger(__name__)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port") from exc
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def banner(url: str, token: str, token_path: Path, endpoint: Endpoint) -> str:
+    return "\n".join(
+        [
+            "tether serve: MCP over streamable HTTP",
+            f"  URL:    {url}",
+            f"  token:  {token}",
+            f"          (stored in {token_path}; send it as 'Authorization: Bearer <token>')",
+            f"  stdio:  {' '.join(endpoint.command)} mcp",
+            "",
+            "Connect a client: the stdio entries start their own tether; the HTTP entries use this",
+            "server while it runs. Keep either or both.",
+            "",
+            banner_text(endpoint),
+            "",
+        ]
+    )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without re-raising SIGINT/SIGTERM after a graceful shutdown (exit 0, no
+    traceback), telling ``on_ready`` once it answers requests: the app's startup (MCP session
+    manager) has run and the socket is being served. A failed startup exits before that."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if not self.should_exit:
+            self._on_ready()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
+
+
+async def _serve(
+    config: Config,
+    settings: HttpSettings,
+    sock: socket.socket,
+    on_ready: Callable[[], None],
+    panel_unavailable: str | None,
+) -> None:
+    catalog = build_catalog(config)
+    try:
+        front_door = McpFrontDoor(
+            catalog.registry,
+            instructions=catalog.instructions(),
+            on_conversation_end=catalog.end_conversation,
+        )
+        lifespans = []
+        if panel_unavailable is None:
+            panel = build_panel_app(
+                registry=catalog.registry,
+                config=config,
+                token=settings.token,
+                bind_host=settings.host,
+                extra_hosts=settings.allowed_hosts,
+            )
+            routes, lifespans = panel.routes, [panel.lifespan]
+        else:
+            routes = unavailable_panel_routes()
+        app = build_http_app(front_door, settings, routes=routes, lifespans=lifespans)
+        server = _Server(
+            uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False), on_ready=on_ready
+        )
+        await server.serve(sockets=[sock])
+    finally:
+        with anyio.CancelScope(shield=True):
+            await catalog.aclose()
+
+
+def run(args: argparse.Namespace) -> int:
+    home = ensure_home(resolve_home())
+    config = load_config(home)
+    if args.sandbox:
+        config = with_sandbox(config)
+    seal_environment(config.env)  # before any thread, child or tmux server exists
+    host = (args.host or config.server.host).strip()
+    port = config.server.port if args.port is None else args.port
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} is out of range; allowed: 0-65535 (0 picks a free port)")
+    if not is_loopback(host) and not args.allow_remote:
+        raise UsageError(
+            f"--host {host} is not a loopback address; binding it exposes a shell to the network. "
+            "Add --allow-remote if that is what you want"
+        )
+    configure_logging(home, "serve")
+    if not is_loopback(host):
+        print(
+            f"WARNING: serving on {host}: anyone who can reach this port and holds the token gets a shell",
+            file=sys.stderr,
+        )
+    token = load_or_create_token(home)
+    sock = _bind(host, port)
+    bound_port = sock.getsockname()[1]
+    allowed = list(args.allowed_host)
+    if host in ("0.0.0.0", "::"):
+        # A wildcard address is not something a client can dial: advertise a name that reaches us
+        # (and accept it as a Host), the first --allowed-host or else this machine's name.
+        allowed.append(socket.gethostname())
+        url_host = allowed[0]
+    else:
+        url_host = f"[{host}]" if ":" in host else host
+    url = f"http://{url_host}:{bound_port}{MCP_PATH}"
+    endpoint = Endpoint(command=tether_command(), url=url, token=token, env=explicit_env())
+    print(banner(url, token, home / "token", endpoint), flush=True)
+    unavailable = missing_assets()
+    if unavailable is not None:
+        # MCP does not need the panel: serve it, and say plainly why there is no panel.
+        print(f"Panel: unavailable: {unavailable}", flush=True)
+        logger.warning("panel unavailable: %s", unavailable)
+    panel_link = login_url(f"http://{url_host}:{bound_port}", token)
+
+    def ready() -> None:
+        logger.info("tether serve listening on %s (pid %d)", url, os.getpid())
+        print("Ready. Press Ctrl+C to stop.", flush=True)
+        if unavailable is None:
+            print(f"Panel (open this link once; it signs you in): {panel_link}", flush=True)
+
+    settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(allowed))
+    try:
+        anyio.run(_serve, config, settings, sock, ready, unavailable)
+    finally:
+        sock.close()
+    return 0

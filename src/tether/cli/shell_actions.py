@@ -1,0 +1,108 @@
+"""``tether shell …`` (its actions): a person lists persistent shells, locks or unlocks them by
+hand, reads a shell's command timeline and exports its recording.
+
+Invariant: every action is one call of a people-only tool as ``cli`` (``tools_door``): a manual
+lock set here is the same one the panel sets — while it holds, every agent write to the shell is
+refused at once, in every tether process sharing the home — and each action (``list``, ``lock``,
+``unlock``, ``timeline``, ``record``) is audited once with actor and source ``cli``, whatever its
+outcome. A recording never holds a vault value (the tool masks it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tether.cli.tools_door import call_tool
+from tether.errors import UsageError
+
+
+def lock_shell(args: argparse.Namespace) -> int:
+    who = args.who if args.who is not None else getpass.getuser()
+    result = call_tool(
+        "shell_lock", {"shell": args.shell, "action": "lock", "who": who, "reason": args.reason}
+    )
+    print(result.text)
+    return 0
+
+
+def unlock_shell(args: argparse.Namespace) -> int:
+    print(call_tool("shell_lock", {"shell": args.shell, "action": "unlock"}).text)
+    return 0
+
+
+def list_shells(args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = call_tool("shell_records", {}).structured.get("shells", [])
+    if args.json:
+        json.dump({"shells": rows}, sys.stdout, indent=2)
+        print()
+        return 0
+    if not rows:
+        print("no shells recorded; agents open them with shell_open")
+        return 0
+    print(f"{'ID':<11} {'OWNER':<20} {'LABEL':<16} {'LOCK':<24} CWD")
+    for r in rows:
+        lock = (
+            f"locked by {r['lockedBy']}"
+            if r["lockedBy"]
+            else ("writing: " + r["writer"] if r["writer"] else "-")
+        )
+        print(f"{r['id']:<11} {r['owner'][:20]:<20} {r['label'][:16]:<16} {lock[:24]:<24} {r['cwd']}")
+    return 0
+
+
+def timeline(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    result = call_tool("shell_timeline", {"shell": args.shell, "limit": args.limit})
+    commands: list[dict[str, Any]] = result.structured.get("commands", [])
+    if args.json:
+        json.dump({"shell": args.shell, "commands": commands}, sys.stdout, indent=2)
+        print()
+        return 0
+    if not commands:
+        print(f"{args.shell} has run no command yet")
+        return 0
+    print(f"{'STARTED':<23} {'TOOK':>9} {'EXIT':>7}  {'BY':<28} COMMAND")
+    for c in commands:
+        started = utc_text(c["startedMs"]) if c["startedMs"] is not None else "?"
+        took = _duration(c["durationMs"])
+        code = "running" if c["endedMs"] is None else str(c["exitCode"])
+        who = c["by"] + (f" ({c['client']})" if c.get("client") else "")
+        print(f"{started:<23} {took:>9} {code:>7}  {who[:28]:<28} {_printable(c['text'])}")
+    return 0
+
+
+def record(args: argparse.Namespace) -> int:
+    result = call_tool("shell_record", {"shell": args.shell})
+    cast = str(result.structured.get("cast", ""))
+    if args.output:
+        Path(args.output).write_text(cast, encoding="utf-8")
+        print(f"{args.output}: {result.text.split(' (', 1)[0]}", file=sys.stderr)
+    else:
+        sys.stdout.write(cast)
+    return 0
+
+
+def utc_text(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms // 60_000}m{(ms // 1000) % 60:02d}s"
+
+
+def _printable(text: str) -> str:
+    # json.dumps escapes control characters (ESC, CR, newlines); strip its quotes.
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)

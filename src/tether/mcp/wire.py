@@ -1,0 +1,331 @@
+"""The stdio wire of ``tether mcp``: one JSON-RPC message per line, and what counts as one.
+
+Invariants this module owns (standard library only: it runs before the SDK is imported):
+
+- While serving, only this module touches the process's stdin and stdout. ``StdioWire.claim``
+  moves them to private descriptors and points fd 0 at ``/dev/null`` and fd 1 at stderr, so a
+  child process or a stray ``print`` can neither read the client's messages nor corrupt the wire.
+- Every line the client sends gets exactly one outcome: a parsed message handed on, or — when it
+  is not a JSON-RPC message — an error response written back naming what was wrong (with the
+  request's id whenever it can be recovered, ``null`` otherwise). Nothing is dropped silently:
+  invalid JSON, nesting the parser refuses, oversized lines, batches and bad envelopes are all
+  answered. Malformed notifications (no id) are answered with id ``null`` as JSON-RPC allows.
+- Frames are written whole and in order by one writer thread that owns the output descriptor, so
+  frames from the early handshake and from the SDK never interleave, and a client that stops
+  reading stalls that thread, never the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+logger = logging.getLogger(__name__)
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+# A line longer than this is answered with INVALID_REQUEST and skipped; the largest legitimate
+# message (a long paste typed into a shell) is far below it.
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+_READ_CHUNK: Final = 1 << 16
+_ID_SCAN_BYTES: Final = 64 * 1024
+
+
+class Eof:
+    """The client closed stdin (or stdout went away): the conversation is over."""
+
+    def __repr__(self) -> str:
+        return "EOF"
+
+
+EOF: Final = Eof()
+Message = dict[str, Any]
+Item = Message | Eof
+
+
+class Rejected:
+    """A line that is not a usable JSON-RPC message, and the error response it gets.
+
+    (A plain class: ``dataclasses`` costs this early path more than the whole class is worth.)
+    """
+
+    __slots__ = ("reason", "reply")
+
+    def __init__(self, *, reply: Message, reason: str) -> None:
+        self.reply = reply
+        self.reason = reason
+
+
+def error_response(request_id: Any, code: int, message: str) -> Message:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def is_request_id(value: Any) -> bool:
+    """JSON-RPC ids MCP accepts: a string or an integer (not a bool, a float or null)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def parse_line(line: bytes) -> Message | Rejected:
+    """One line of input → a message whose envelope is valid, or the error response it gets."""
+    text = line.decode("utf-8", errors="replace")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        rid = recover_id(text)
+        return _reject(
+            rid,
+            INVALID_REQUEST,
+            "the message nests arrays/objects too deeply to parse (hundreds of levels); "
+            "MCP messages and tool arguments are only a few levels deep",
+        )
+    except ValueError as exc:
+        rid = recover_id(text)
+        return _reject(rid, PARSE_ERROR, f"Parse error: the line is not valid JSON ({exc})")
+    if isinstance(value, list):
+        return _reject(
+            None, INVALID_REQUEST, "JSON-RPC batches are not supported; send one message object per line"
+        )
+    if not isinstance(value, dict):
+        return _reject(None, INVALID_REQUEST, f"a message must be a JSON object, got {type(value).__name__}")
+    return check_envelope(value)
+
+
+def check_envelope(value: Message) -> Message | Rejected:
+    """The JSON-RPC 2.0 envelope MCP uses; the error names the field and what is allowed."""
+    rid = value.get("id")
+    reply_id = rid if is_request_id(rid) else None
+    if value.get("jsonrpc") != "2.0":
+        return _reject(reply_id, INVALID_REQUEST, "field 'jsonrpc' must be the string \"2.0\"")
+    if "id" in value and not is_request_id(rid):
+        return _reject(
+            None,
+            INVALID_REQUEST,
+            f"field 'id' must be a string or an integer, got {_kind(rid)}",
+        )
+    if "method" in value:
+        if not isinstance(value["method"], str) or not value["method"]:
+            return _reject(reply_id, INVALID_REQUEST, "field 'method' must be a non-empty string")
+        params = value.get("params")
+        if "params" in value and params is not None and not isinstance(params, dict):
+            return _reject(
+                reply_id,
+                INVALID_REQUEST,
+                f"field 'params' must be an object (MCP passes parameters by name), got {_kind(params)}",
+            )
+        return value
+    if "result" in value or "error" in value:
+        if "id" not in value:
+            return _reject(None, INVALID_REQUEST, "a response needs field 'id' (the request it answers)")
+        if "result" in value and "error" in value:
+            return _reject(reply_id, INVALID_REQUEST, "a response has 'result' or 'error', not both")
+        if "result" in value and not isinstance(value["result"], dict):
+            return _reject(reply_id, INVALID_REQUEST, "field 'result' must be an object")
+        if "error" in value and not isinstance(value["error"], dict):
+            return _reject(reply_id, INVALID_REQUEST, "field 'error' must be an object")
+        return value
+    return _reject(
+        reply_id,
+        INVALID_REQUEST,
+        "a message needs field 'method' (a request or notification) or 'result'/'error' (a response)",
+    )
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {dict: "an object", list: "an array", str: "a string", int: "an integer", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _reject(request_id: Any, code: int, message: str) -> Rejected:
+    return Rejected(reply=error_response(request_id, code, message), reason=message)
+
+
+_ID_PATTERN = re.compile(r'"id"\s*:\s*(-?\d+(?![.\deE])|"(?:[^"\\]|\\.)*")')
+
+
+def recover_id(text: str) -> Any:
+    """The id of a message that cannot be parsed, if one appears at its top level; else ``None``.
+
+    Scans only the first 64 KiB (ids come first in every client we know) and tracks nesting so an
+    ``"id"`` key inside ``params`` is never mistaken for the message's.
+    """
+    head = text[:_ID_SCAN_BYTES]
+    depth = 0
+    in_string = False
+    escaped = False
+    start = 0
+    for index, char in enumerate(head):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            if depth == 1:
+                match = _ID_PATTERN.match(head, index)
+                if match is not None and (index == start or head[start:index].strip() in ("", ",")):
+                    with contextlib.suppress(ValueError):
+                        return json.loads(match.group(1))
+            in_string = True
+        elif char in "{[":
+            depth += 1
+            start = index + 1
+        elif char in "}]":
+            depth -= 1
+        elif char == "," and depth == 1:
+            start = index + 1
+    return None
+
+
+class StdioWire:
+    """The process's stdin/stdout, claimed: a reader thread and a writer thread over private fds."""
+
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self._in_fd = in_fd
+        self._out_fd = out_fd
+        self._frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._broken = threading.Event()
+        self._on_broken: Callable[[], None] | None = None
+        self._writer = threading.Thread(target=self._write_frames, name="tether-mcp-writer", daemon=True)
+        self._writer.start()
+
+    @classmethod
+    def claim(cls) -> StdioWire:
+        """Take fd 0 and fd 1 for the wire; see the module docstring."""
+        in_fd = _private_dup(0)
+        out_fd = _private_dup(1)
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(null, 0)
+        finally:
+            os.close(null)
+        os.dup2(2, 1)
+        return cls(in_fd, out_fd)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def send(self, message: Message) -> None:
+        """Queue one message (a dict) as one frame."""
+        self.send_frame(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+    def send_frame(self, frame: bytes) -> None:
+        """Queue one already serialised message; ignored once the client stopped reading."""
+        if not self._broken.is_set():
+            self._frames.put(frame + b"\n")
+
+    def on_broken(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from the writer thread) when the client's end of stdout closes."""
+        self._on_broken = callback
+
+    def close_writer(self, timeout: float = 5.0) -> None:
+        """Write what is queued, then stop the writer thread (bounded: a stuck client costs ``timeout``)."""
+        self._frames.put(None)
+        self._writer.join(timeout)
+
+    def _write_frames(self) -> None:
+        while (frame := self._frames.get()) is not None:
+            view = memoryview(frame)
+            try:
+                while view:
+                    written = os.write(self._out_fd, view)
+                    view = view[written:]
+            except OSError as exc:
+                logger.info("stdout closed by the client (%s); the conversation ends", exc.strerror)
+                self._broken.set()
+                if self._on_broken is not None:
+                    self._on_broken()
+                return
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def start_reader(self, on_item: Callable[[Item], None]) -> None:
+        """Read lines in a daemon thread; each becomes one ``on_item`` call, then ``EOF`` once."""
+        thread = threading.Thread(
+            target=self._read_lines, args=(on_item,), name="tether-mcp-reader", daemon=True
+        )
+        thread.start()
+
+    def _read_lines(self, on_item: Callable[[Item], None]) -> None:
+        pending = bytearray()
+        skipping = False  # inside an oversized line, discarding up to its newline
+        oversized_head = b""
+        try:
+            while True:
+                try:
+                    chunk = os.read(self._in_fd, _READ_CHUNK)
+                except InterruptedError:
+                    continue
+                except OSError as exc:
+                    logger.info("stdin failed (%s); the conversation ends", exc.strerror)
+                    break
+                if not chunk:
+                    break
+                start = 0
+                while (newline := chunk.find(b"\n", start)) >= 0:
+                    piece = chunk[start:newline]
+                    start = newline + 1
+                    if skipping:
+                        skipping = False
+                        self._reject_oversized(oversized_head)
+                        continue
+                    if len(pending) + len(piece) > MAX_LINE_BYTES:
+                        head = bytes((pending + piece)[:_ID_SCAN_BYTES])
+                        pending.clear()
+                        self._reject_oversized(head)
+                        continue
+                    pending += piece
+                    line = bytes(pending)
+                    pending.clear()
+                    self._handle_line(line, on_item)
+                rest = chunk[start:]
+                if skipping:
+                    continue
+                pending += rest
+                if len(pending) > MAX_LINE_BYTES:
+                    oversized_head = bytes(pending[:_ID_SCAN_BYTES])
+                    pending.clear()
+                    skipping = True
+        finally:
+            if pending.strip() and not skipping:
+                self._handle_line(bytes(pending), on_item)
+            on_item(EOF)
+
+    def _handle_line(self, line: bytes, on_item: Callable[[Item], None]) -> None:
+        if not line.strip():
+            return  # blank lines between messages carry nothing
+        parsed = parse_line(line)
+        if isinstance(parsed, Rejected):
+            logger.info("rejected a malformed message: %s", parsed.reason)
+            self.send(parsed.reply)
+            return
+        on_item(parsed)
+
+    def _reject_oversized(self, head: bytes) -> None:
+        rid = recover_id(head.decode("utf-8", errors="replace"))
+        message = (
+            f"the message is longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB; "
+            "send large input in pieces (e.g. several shell_send calls)"
+        )
+        logger.info("rejected an oversized message (id %r)", rid)
+        self.send(error_response(rid if is_request_id(rid) else None, INVALID_REQUEST, message))
+
+
+def _private_dup(fd: int) -> int:
+    """A close-on-exec duplicate of ``fd`` above the standard range (children never inherit it)."""
+    import fcntl
+
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)

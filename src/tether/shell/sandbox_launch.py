@@ -1,0 +1,137 @@
+"""Opening the descriptors a bubblewrap command line needs, here or in a pane tmux starts.
+
+Invariant: a plan (strings, ``OpenDir``, ``FilterProgram``) becomes an argv only once every
+directory in it has been opened from ``/`` one component at a time with ``O_NOFOLLOW`` — so a
+writable bind (``--bind-fd``) always mounts the directory at that path, never what a symlink
+swapped in by a concurrent command points to — and every filter program sits in a pipe.
+
+This file imports nothing from tether on purpose: a persistent shell's pane command is run by the
+tmux server, which cannot inherit descriptors from tether, so the pane runs this file as a script
+(``python -I sandbox_launch.py SPEC``) to open them where bubblewrap starts. ``SPEC`` is a JSON
+file written by ``sandbox_interactive``; importing the tether package there would cost the shell's
+start-up 100 ms for nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class OpenDir:
+    """A plan item: the descriptor of the directory at ``path``, opened without following symlinks."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class FilterProgram:
+    """A plan item: the descriptor of a pipe holding a seccomp program."""
+
+    program: bytes
+
+
+PlanItem = str | OpenDir | FilterProgram
+
+
+def open_directory(path: str) -> int:
+    """An ``O_PATH`` fd of the directory at ``path``, reached without following any symlink."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in path.strip("/").split("/"):
+            if part:
+                inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def filter_fd(program: bytes) -> int:
+    """A pipe whose read end holds ``program`` (bubblewrap reads it once at start-up).
+
+    The write end is closed here, so bubblewrap sees end-of-file after the program.
+    """
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    try:
+        os.write(write_end, program)  # a few hundred bytes: far below the pipe buffer
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def materialise(plan: Sequence[PlanItem]) -> tuple[tuple[str, ...], list[int]]:
+    """The argv of ``plan`` with every descriptor opened (the caller passes and later closes them)."""
+    argv: list[str] = []
+    fds: list[int] = []
+    try:
+        for item in plan:
+            if isinstance(item, str):
+                argv.append(item)
+                continue
+            fd = open_directory(item.path) if isinstance(item, OpenDir) else filter_fd(item.program)
+            fds.append(fd)
+            argv.append(str(fd))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return tuple(argv), fds
+
+
+def encode(plan: Sequence[PlanItem]) -> list[object]:
+    """``plan`` as JSON values: strings stay, ``{"dir": path}``, ``{"filter": hex}``."""
+    out: list[object] = []
+    for item in plan:
+        if isinstance(item, OpenDir):
+            out.append({"dir": item.path})
+        elif isinstance(item, FilterProgram):
+            out.append({"filter": item.program.hex()})
+        else:
+            out.append(item)
+    return out
+
+
+def decode(values: Sequence[object]) -> list[PlanItem]:
+    plan: list[PlanItem] = []
+    for value in values:
+        if isinstance(value, str):
+            plan.append(value)
+        elif isinstance(value, dict) and isinstance(value.get("dir"), str):
+            plan.append(OpenDir(value["dir"]))
+        elif isinstance(value, dict) and isinstance(value.get("filter"), str):
+            plan.append(FilterProgram(bytes.fromhex(value["filter"])))
+        else:
+            raise ValueError(f"not a plan item: {value!r}")
+    return plan
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 2:
+        print("usage: sandbox_launch.py SPEC", file=sys.stderr)
+        return 2
+    try:
+        with open(argv[1], encoding="utf-8") as handle:
+            plan = decode(json.load(handle)["plan"])
+        args, fds = materialise(plan)
+    except (OSError, ValueError, KeyError) as exc:
+        # Printed in the pane: the shell never starts unconfined.
+        print(f"tether: cannot start the confined shell: {exc}", file=sys.stderr)
+        return 1
+    for fd in fds:
+        os.set_inheritable(fd, True)
+    try:
+        os.execv(args[0], list(args))
+    except OSError as exc:
+        print(f"tether: cannot start bubblewrap ({args[0]}): {exc}", file=sys.stderr)
+    return 126
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,100 @@
+"""``steps``: a short scripted exchange — each step's text, then its own condition.
+
+Invariant: a step typed while the shell is at its prompt is a command of its own (its ``idle`` is
+that command's end, never the previous step's); typed to a program in front it is that program's
+input, and its ``idle`` is the screen settling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tether.shells import views
+from tether.shells.domain import Shells
+from tether.shells.host import ShellHost
+from tether.shells.integration import payload
+from tether.shells.integration.script import RUN_KEYS
+from tether.shells.integration.tracker import RunTrack
+from tether.shells.logs import log_size
+from tether.shells.outcomes import Outcome
+from tether.shells.prompt import ready
+from tether.shells.requests import (
+    DEFAULT_POLL_MS,
+    DEFAULT_TIMEOUT_MS,
+    StepsAction,
+)
+from tether.shells.tmux.commands import PaneInfo
+from tether.shells.waits import WaitSpec
+from tether.shells.writes import (
+    Write,
+    guarded,
+    new_buffer,
+    new_token,
+)
+
+# ---- steps --------------------------------------------------------------------------------------
+
+
+async def steps(shells: Shells, w: Write, action: StepsAction) -> Outcome:
+    sends = "\n".join(s.send or "" for s in action.steps)
+    async with guarded(shells, w, "steps", sends):
+        return await _steps(shells, w, action, sends)
+
+
+async def _steps(shells: Shells, w: Write, action: StepsAction, sends: str) -> Outcome:
+    host, pane = await shells.pane(w.shell_id)
+    if w.safety.dryrun:
+        return Outcome(shell=w.shell_id, lines=(f"[dryrun] would send: {sends}",))
+    base_timeout = w.wait.timeout_ms if w.wait is not None else DEFAULT_TIMEOUT_MS
+    poll = w.wait.poll_ms if w.wait is not None else DEFAULT_POLL_MS
+    lines: list[str] = []
+    total_ms = 0
+    met = True
+    first = log_size(host.log_of(w.shell_id))
+    shells.records.touch(w.shell_id)
+    nonce = shells.nonce_of(w.shell_id)
+    for n, step in enumerate(action.steps, 1):
+        offset = log_size(host.log_of(w.shell_id))
+        exp = step.expect
+        timeout = step.timeout_ms or base_timeout
+        spec = WaitSpec(
+            kind=exp.kind if exp is not None else "settle",
+            timeout_ms=timeout,
+            poll_ms=poll,
+            regex=exp.regex if exp is not None else None,
+            mask=shells.hooks.mask,
+            path=exp.path if exp is not None else None,
+        )
+        track: RunTrack | None = None
+        if step.send is not None:
+            track = await _type_step(shells, host, pane, step.send, timeout)
+        if track is None and spec.kind == "idle":
+            spec = replace(spec, kind="settle")  # a program's input: its screen settling is its idle
+        out = await shells.waits(host).wait(pane, spec, offset, nonce=nonce, run=track)
+        total_ms += out.elapsed_ms
+        lines.append(f"[{step.label or f'step {n}'}: {out.detail}]")
+        if not out.met:
+            met = False
+            break
+    end = log_size(host.log_of(w.shell_id))
+    lines.extend(views.with_dropped(views.run_output(shells, w.shell_id, first, end, w.actor)))
+    return Outcome(shell=w.shell_id, waited="steps", met=met, elapsed_ms=total_ms, lines=tuple(lines))
+
+
+async def _type_step(
+    shells: Shells, host: ShellHost, pane: PaneInfo, text: str, budget_ms: int
+) -> RunTrack | None:
+    """Type one step's text: as a command when the shell is at its prompt (its end is then this
+    step's own prompt), else as input to the program in front (``None``)."""
+    activity = shells.activity(pane.shell_id)
+    if activity is not None and activity.phase == "running":
+        fg = await host.foreground(pane)
+        if fg.shell_in_front:  # the previous step's prompt hooks: wait for the prompt
+            activity = (await ready(shells, host, pane, budget_ms)).activity
+    if activity is not None and activity.phase == "prompt":
+        token = new_token()
+        await host.type_keys_then_text(pane, RUN_KEYS, payload.run_payload(token, text))
+        return RunTrack(token=token, prompt_before=activity.prompt)
+    await host.type_raw(pane, payload.to_bytes(text), buffer=new_buffer())
+    await host.send_keys(pane, ("Enter",))
+    return None

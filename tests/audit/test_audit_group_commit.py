@@ -1,0 +1,116 @@
+"""Group commit: concurrent appends share one fsync, and none is acknowledged before it."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tether.audit.log as audit_log
+from tether.audit import AuditError, AuditLog, GroupCommit, parse_verification_key, query, verify
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class _Fsyncs:
+    """Wraps ``os.fsync`` in the audit module: records each call's target, can hold one, can fail."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.hold_next = threading.Event()
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.fail_next = False
+        self._real = os.fsync
+
+    def __call__(self, fd: int) -> None:
+        self.paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        if self.fail_next and self.paths[-1].endswith(".jsonl"):
+            self.fail_next = False
+            raise OSError(28, "No space left on device")
+        if self.hold_next.is_set():
+            self.hold_next.clear()
+            self.holding.set()
+            assert self.release.wait(30)
+        self._real(fd)
+
+    def file_syncs(self) -> int:
+        return sum(1 for p in self.paths if p.endswith(".jsonl"))
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Fsyncs]:
+    wrapper = _Fsyncs()
+    monkeypatch.setattr(audit_log.os, "fsync", wrapper)
+    yield wrapper
+    wrapper.release.set()
+
+
+def _body(log: AuditLog, n: int) -> dict[str, Any]:
+    return log.body(actor="conv-g", source="tool", tool="bash", action="run", command=f"echo {n}")
+
+
+def test_queued_records_share_one_fsync_and_wait_for_it(tmp_path: Path, fsyncs: _Fsyncs) -> None:
+    log = AuditLog(tmp_path)
+    log.append(actor="conv-g", source="tool", tool="bash", action="run", command="echo 0")  # day file exists
+    committer = GroupCommit()
+    fsyncs.paths.clear()
+    fsyncs.hold_next.set()
+    first = committer.submit(log, _body(log, 1))
+    assert fsyncs.holding.wait(30)  # the first batch is written and inside its fsync
+    rest = [committer.submit(log, _body(log, n)) for n in range(2, 10)]
+    assert not first.done() and not any(f.done() for f in rest)  # nothing acknowledged before its fsync
+    fsyncs.release.set()
+    records = [first.result(30), *(f.result(30) for f in rest)]
+    assert [r.command for r in records] == [f"echo {n}" for n in range(1, 10)]
+    assert [r.seq for r in records] == list(range(2, 11))
+    assert fsyncs.file_syncs() == 2  # one for the first batch, one for the eight queued behind it
+    assert verify(tmp_path).ok
+
+
+def test_a_failed_batch_acknowledges_none_and_leaves_nothing(tmp_path: Path, fsyncs: _Fsyncs) -> None:
+    log = AuditLog(tmp_path)
+    log.append(actor="conv-g", source="tool", tool="bash", action="run", command="echo 0")
+    size = sum(p.stat().st_size for p in (tmp_path / "audit").glob("*.jsonl"))
+    committer = GroupCommit()
+    fsyncs.fail_next = True
+    failed = committer.submit(log, _body(log, 1))
+    with pytest.raises(AuditError, match="No space left on device"):
+        failed.result(30)
+    assert sum(p.stat().st_size for p in (tmp_path / "audit").glob("*.jsonl")) == size
+    assert committer.submit(log, _body(log, 2)).result(30).seq == 2
+    assert verify(tmp_path).ok
+
+
+async def test_the_async_append_returns_the_durable_record(tmp_path: Path, fsyncs: _Fsyncs) -> None:
+    log = AuditLog(tmp_path, redact=lambda text: text.replace("hunter2", "[vault:PW]"))
+    committer = GroupCommit()
+    record = await committer.append(
+        log, actor="conv-g", source="tool", tool="bash", action="run", command="echo hunter2"
+    )
+    assert record.command == "echo [vault:PW]"  # redacted by the caller's log before it was queued
+    assert fsyncs.file_syncs() >= 1
+    with pytest.raises(Exception, match="audit source"):
+        await committer.append(log, actor="a", source="nope", tool="t", action="x")  # type: ignore[arg-type]
+
+
+def test_a_batch_across_seal_positions_keeps_the_seals_provable(tmp_path: Path, fsyncs: _Fsyncs) -> None:
+    log = AuditLog(tmp_path)
+    key = log.setup_keys(every=4)
+    log.append(actor="conv-g", source="tool", tool="bash", action="run", command="echo 0")
+    committer = GroupCommit()
+    fsyncs.hold_next.set()
+    first = committer.submit(log, _body(log, 1))
+    assert fsyncs.holding.wait(30)
+    rest = [committer.submit(log, _body(log, n)) for n in range(2, 12)]  # one batch over two seals
+    fsyncs.release.set()
+    records = [first.result(30), *(f.result(30) for f in rest)]
+    assert [r.command for r in records] == [f"echo {n}" for n in range(1, 12)]
+    report = verify(tmp_path, key=parse_verification_key(key.text()))
+    assert report.ok, report.summary()
+    seals = [r for r in query(tmp_path, days=1, limit=100) if r.action == "seal"]
+    assert len(seals) >= 2

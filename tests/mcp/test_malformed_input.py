@@ -1,0 +1,184 @@
+"""Malformed input always gets an answer naming what was wrong, and the server keeps serving.
+
+stdio: raw lines into a real ``tether mcp``; HTTP: raw requests into the in-process app. Each
+case is followed by a normal call that must still work.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp_harness import TOKEN, Probe, serving
+from stdio_driver import StdioDriver, tether_mcp
+
+from tether.mcp.server import McpFrontDoor
+from tether.mcp.wire import MAX_LINE_BYTES
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _nested(depth: int, leaf: str = "1") -> str:
+    return "[" * depth + leaf + "]" * depth
+
+
+def _call(rid: Any, arguments: str) -> bytes:
+    head = '{"jsonrpc":"2.0","id":' + json.dumps(rid) + ',"method":"tools/call",'
+    return (head + '"params":{"name":"bash","arguments":' + arguments + "}}").encode()
+
+
+def _still_serving(mcp: StdioDriver, rid: int) -> None:
+    mcp.request(rid, "tools/call", {"name": "bash", "arguments": {"command": "echo ok", "description": "x"}})
+    assert mcp.response(rid)["result"]["content"][0]["text"] == "ok"
+
+
+def test_stdio_answers_every_malformed_line(tether_home: Path) -> None:
+    cases: list[tuple[bytes, Any, int, str]] = [
+        (b"not json", None, -32700, "not valid JSON"),
+        (b'{"jsonrpc":"2.0","id":11,"method":"ping"', 11, -32700, "not valid JSON"),
+        (b'[{"jsonrpc":"2.0","id":12,"method":"ping"}]', None, -32600, "batches are not supported"),
+        (b'"just a string"', None, -32600, "must be a JSON object"),
+        (b'{"jsonrpc":"1.0","id":13,"method":"ping"}', 13, -32600, "'jsonrpc'"),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, -32600, "'id' must be a string or an integer"),
+        (b'{"jsonrpc":"2.0","id":14,"method":7}', 14, -32600, "'method'"),
+        (
+            b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":[1]}',
+            15,
+            -32600,
+            "'params' must be an object",
+        ),
+        (b'{"jsonrpc":"2.0","id":16}', 16, -32600, "needs field 'method'"),
+        (
+            b'{"jsonrpc":"2.0","id":17,"method":"resources/read","params":{"uri":5}}',
+            17,
+            -32602,
+            "'params.uri'",
+        ),
+        (b'{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"arguments":{}}}', 18, -32602, "'name'"),
+        (_call(19, _nested(5000)), 19, -32600, "nests arrays/objects too deeply"),
+        (_call("deep", "{" + '"a":{' * 990 + "}" * 991), "deep", -32600, "too deeply"),
+        (b"\xff\xfe{garbage", None, -32700, "not valid JSON"),
+    ]
+    with tether_mcp(tether_home) as mcp:
+        mcp.initialize()
+        for number, (line, rid, code, words) in enumerate(cases):
+            mcp.send(line)
+            answer = mcp.recv()
+            assert answer.get("id") == rid, line[:80]
+            assert answer["error"]["code"] == code, (line[:80], answer)
+            assert words in answer["error"]["message"], (line[:80], answer)
+            _still_serving(mcp, 1000 + number)
+
+
+@pytest.mark.parametrize("arguments", ["[1,2]", '"echo hi"', "42", "true"])
+def test_stdio_non_object_arguments_are_a_named_tool_error(tether_home: Path, arguments: str) -> None:
+    with tether_mcp(tether_home) as mcp:
+        mcp.initialize()
+        mcp.send(_call(5, arguments))
+        result = mcp.response(5)["result"]
+        assert result["isError"] is True
+        text = result["content"][0]["text"]
+        assert text.startswith("INVALID_ARGUMENT: bash: invalid arguments: 'arguments' must be a JSON object")
+        assert "allowed fields: command, description" in text
+        _still_serving(mcp, 6)
+
+
+@pytest.mark.parametrize("depth", [33, 200, 250, 900])
+def test_stdio_deeply_nested_arguments_are_a_named_tool_error(tether_home: Path, depth: int) -> None:
+    with tether_mcp(tether_home) as mcp:
+        mcp.initialize()
+        args = '{"command":"echo","description":"x","junk":' + _nested(depth) + "}"
+        mcp.send(_call(5, args))
+        result = mcp.response(5)["result"]
+        assert result["isError"] is True
+        assert "field 'junk' nests arrays/objects more than 32 levels deep" in result["content"][0]["text"]
+        shallow = '{"command":"echo","description":"x","junk":' + _nested(30) + "}"
+        mcp.send(_call(6, shallow))
+        assert "unknown field 'junk'" in mcp.response(6)["result"]["content"][0]["text"]
+        _still_serving(mcp, 7)
+
+
+def test_stdio_oversized_line_is_answered_and_skipped(tether_home: Path) -> None:
+    with tether_mcp(tether_home) as mcp:
+        mcp.initialize()
+        filler = "x" * (MAX_LINE_BYTES + 1024)
+        mcp.send(
+            (
+                '{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"bash","arguments":'
+                '{"command":"' + filler + '"}}}'
+            ).encode()
+        )
+        answer = mcp.response("big", timeout=60)
+        assert answer["error"]["code"] == -32600 and "longer than 64 MiB" in answer["error"]["message"]
+        _still_serving(mcp, 2)
+
+
+def _payload(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC message of a response sent as JSON or as one SSE event."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        value = json.loads(data[-1])
+    else:
+        value = json.loads(response.text)
+    assert isinstance(value, dict)
+    return value
+
+
+async def test_http_non_object_arguments_and_bad_params_are_named(probe: Probe) -> None:
+    front = McpFrontDoor(probe.registry())
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {TOKEN}",
+    }
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    async with serving(front) as url, httpx2.AsyncClient() as http:
+        opened = await http.post(url, json=init, headers=headers)
+        session = {
+            **headers,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": [1]},
+        }
+        result = _payload(await http.post(url, json=call, headers=session))["result"]
+        assert result["isError"] is True
+        assert result["content"][0]["text"] == (
+            "INVALID_ARGUMENT: echo: invalid arguments: 'arguments' must be a JSON object mapping parameter "
+            "names to values, got an array; allowed fields: word"
+        )
+        bad = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": 5}}
+        error = _payload(await http.post(url, json=bad, headers=session))["error"]
+        assert (
+            error["code"] == -32602
+            and "resources/read" in error["message"]
+            and "'params.uri'" in error["message"]
+        )
+
+        ok = {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"word": "a"}},
+        }
+        assert _payload(await http.post(url, json=ok, headers=session))["result"]["structuredContent"] == {
+            "echo": "a"
+        }

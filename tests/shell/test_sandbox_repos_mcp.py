@@ -1,0 +1,139 @@
+"""Repositories are protected wherever they are under the writable roots, through the MCP client:
+nested ones, submodules and worktrees (``.git`` files: protect what they point to), and those the
+command creates itself, whose hooks and program-running configuration are neutralised before the
+result returns and reported as ``git`` denials. The proof is an unconfined ``git`` run afterwards."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from sandbox_mcp_harness import bash, denials, server
+
+pytestmark = pytest.mark.timeout(180)
+HOOK = "#!/bin/sh\ntouch {marker}\n"
+
+
+def git(*args: str, cwd: Path) -> str:
+    done = subprocess.run(
+        ["git", "-c", "protocol.file.allow=always", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A home holding a project with a nested repository, a submodule and a linked worktree."""
+    home = tmp_path / "home"
+    lib = tmp_path / "lib"
+    for repo in (home / "proj", home / "proj" / "sub", lib):
+        repo.mkdir(parents=True)
+        git("init", "-q", "-b", "main", cwd=repo)
+        git("commit", "-q", "--allow-empty", "-m", "start", cwd=repo)
+    git("submodule", "add", "-q", str(lib), "libs/mod", cwd=home / "proj")
+    git("commit", "-q", "-m", "submodule", cwd=home / "proj")
+    git("worktree", "add", "-q", str(home / "wt"), cwd=home / "proj")
+    (home / "tools" / "bin").mkdir(parents=True)
+    return home
+
+
+def _unconfined_git_runs_no_hook(repo: Path, marker: Path) -> None:
+    git("commit", "-q", "--allow-empty", "-m", "after the sandbox", cwd=repo)
+    git("status", "--short", cwd=repo)
+    assert not marker.exists(), f"an unconfined git in {repo} ran a planted hook"
+
+
+def _text_of(path: Path) -> str:
+    return path.read_text()
+
+
+async def test_existing_nested_submodule_and_worktree_repositories_are_read_only(
+    tether_home: Path, home: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "hook-ran"
+    modules = home / "proj/.git/modules/libs/mod"
+    before = {p: _text_of(p) for p in (home / "proj/sub/.git/config", modules / "config", home / "wt/.git")}
+    hook = HOOK.format(marker=marker).replace("\n", "\\n")
+    attempts = [
+        f"printf '{hook}' > proj/sub/.git/hooks/pre-commit",
+        "echo '[core] hooksPath=/tmp' >> proj/sub/.git/config",
+        f"printf '{hook}' > {modules}/hooks/pre-commit",
+        "echo '[core] fsmonitor=evil' >> proj/libs/mod/../../.git/modules/libs/mod/config",
+        "echo 'gitdir: ../evil' > wt/.git",
+        "mv proj/.git proj/.git-old",
+        # a nested git directory moved aside and rebuilt with a hook: the new one is neutralised
+        "mv proj/sub/.git proj/sub/.git-old; mkdir -p proj/sub/.git/hooks",
+        f"printf '{hook}' > proj/sub/.git/hooks/pre-commit",
+        "chmod +x proj/sub/.git/hooks/pre-commit",
+    ]
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(client, "; ".join(attempts) + "; echo benign > benign.txt")
+    found = denials(data)
+    for target in (
+        home / "proj/sub/.git/hooks/pre-commit",
+        home / "proj/sub/.git/config",
+        modules / "hooks/pre-commit",
+        modules / "config",
+        home / "wt/.git",
+        home / "proj/.git",
+    ):
+        assert ("write", str(target)) in found, (target, text)
+    assert {p: _text_of(p) for p in before} == before
+    assert (home / "benign.txt").read_text() == "benign\n"
+    for repo in (home / "proj/sub", home / "proj/libs/mod", home / "wt"):
+        _unconfined_git_runs_no_hook(repo, marker)
+
+
+async def test_repositories_the_command_creates_are_neutralised_and_reported(
+    tether_home: Path, home: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "hook-ran"
+    hook = HOOK.format(marker=marker).replace("\n", "\\n")
+    commands = [
+        # git init, then a hook and configuration that would run programs
+        f"git init -q -b main new && printf '{hook}' > new/.git/hooks/pre-commit",
+        "chmod +x new/.git/hooks/pre-commit",
+        f"git -C new config core.hooksPath {tmp_path}/hooks",
+        "git -C new config core.fsmonitor 'touch /tmp/x'",
+        "git -C new config alias.st '!touch /tmp/x'",
+        "git -C new config user.name 'the agent'",
+        # an unfinished repository: a later `git init` by the user keeps a hook planted here
+        f"mkdir -p half/.git/hooks && printf '{hook}' > half/.git/hooks/post-commit",
+        "chmod +x half/.git/hooks/*",
+        # a worktree-style .git file pointing at a git directory the command built
+        "mkdir -p evil/objects evil/refs/heads evil/hooks wt2 && echo 'ref: refs/heads/main' > evil/HEAD",
+        f"printf '{hook}' > evil/hooks/pre-commit && chmod +x evil/hooks/pre-commit",
+        "printf '[core]\\n\\tpager = touch /tmp/x\\n' > evil/config && echo 'gitdir: ../evil' > wt2/.git",
+        # configuration for an existing linked worktree that did not exist before
+        "printf '[core]\\n\\tsshCommand = touch /tmp/x\\n' > proj/.git/worktrees/wt/config.worktree",
+        "echo benign > benign.txt",
+    ]
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(client, " ; ".join(commands))
+    found = {target: detail for kind, target, detail in _git_denials(data)}
+    new_git = home / "new/.git"
+    assert "renamed to pre-commit.disabled-by-tether" in found[f"{new_git}/hooks/pre-commit"], text
+    removed = found[f"{new_git}/config"]
+    assert "core.hookspath" in removed and "core.fsmonitor" in removed and "alias.st" in removed
+    assert "post-commit.disabled-by-tether" in found[f"{home}/half/.git/hooks/post-commit"]
+    assert "pre-commit.disabled-by-tether" in found[f"{home}/evil/hooks/pre-commit"]
+    assert "core.pager" in found[f"{home}/evil/config"]
+    assert "core.sshcommand" in found[f"{home}/proj/.git/worktrees/wt/config.worktree"]
+    # What stays is what git init wrote and the harmless keys; git still reads it.
+    assert git("config", "--file", str(new_git / "config"), "user.name", cwd=home) == "the agent\n"
+    assert "hookspath" not in (new_git / "config").read_text().lower()
+    assert (home / "benign.txt").read_text() == "benign\n"
+    git("init", "-q", cwd=home / "half")  # the user finishes the half-made repository
+    for repo in (home / "new", home / "half", home / "wt2"):
+        _unconfined_git_runs_no_hook(repo, marker)
+
+
+def _git_denials(data: dict[str, object]) -> list[tuple[str, str, str]]:
+    sandbox = data["sandbox"]
+    assert isinstance(sandbox, dict)
+    return [(d["kind"], d["target"], d["detail"]) for d in sandbox["denials"] if d["kind"] == "git"]

@@ -1,0 +1,60 @@
+"""The command line starts light: the parser and ``tether mcp``'s early front import no heavy library.
+
+Start-up time is measured by ``bench/startup.py``; this pins what makes it short — which modules
+are loaded before a command's own handler runs — so a stray top-level import cannot creep back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether.audit import DEFAULT_EVERY, SOURCES
+from tether.cli import COMMAND_MODULES, audit_cmd, vault_cmd
+from tether.store.vault import DEFAULT_GROUP
+
+TETHER = str(Path(sys.executable).parent / "tether")
+HEAVY = {
+    "mcp", "mcp_types", "pydantic", "pydantic_core", "anyio", "asyncio", "sqlite3", "cryptography",
+    "tree_sitter", "tree_sitter_bash", "psutil", "uvicorn", "starlette", "httpx", "tomllib",
+}  # fmt: skip
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = f"import sys, json\n{code}\nprint(json.dumps(sorted(set(m.split('.')[0] for m in sys.modules))))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_building_the_parser_imports_no_command_implementation() -> None:
+    loaded = _loaded_after("import tether.cli\ntether.cli.build_parser()")
+    assert not loaded & HEAVY, sorted(loaded & HEAVY)
+
+
+def test_the_early_front_of_tether_mcp_imports_nothing_heavy() -> None:
+    loaded = _loaded_after(
+        "import tether.cli.mcp_cmd, tether.config, tether.mcp.wire, tether.mcp.handshake, "
+        "tether.mcp.ids, tether.mcp.logs, tether.process.seal"
+    )
+    assert not loaded & HEAVY, sorted(loaded & HEAVY)
+
+
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["--help"], *[[m.split(".")[-1][:-4], "--help"] for m in COMMAND_MODULES]]
+)
+def test_version_and_help_work(argv: list[str]) -> None:
+    done = subprocess.run([TETHER, *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+
+
+def test_constants_the_light_modules_repeat_are_the_real_ones() -> None:
+    assert audit_cmd.SOURCES == SOURCES
+    assert vault_cmd.DEFAULT_GROUP == DEFAULT_GROUP
+    assert audit_cmd.DEFAULT_EVERY == DEFAULT_EVERY
