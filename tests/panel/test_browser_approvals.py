@@ -111,7 +111,7 @@ async def test_a_person_approves_and_denies_escalations_in_the_panel(tether_home
             await page.locator(f'#shells tbody tr[data-id="{plain}"] .badge.attached').wait_for(
                 timeout=HANG_MS
             )
-            await page.click("#terminal")
+            await page.click(f'.cell[data-shell="{plain}"] .cell-term')
             await page.keyboard.type(f"touch {typed_target}; echo typed=$?")
             await page.keyboard.press("Enter")
             await wait_terminal_contains(page, "typed=1")

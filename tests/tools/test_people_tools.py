@@ -28,6 +28,7 @@ PEOPLE_TOOLS = {
     "audit_verify",
     "audit_show",
     "audit_setup_keys",
+    "approvals",
 }
 PANEL = CallContext(actor="panel", source="panel")
 CANARY = "people-canary-93kq1"
@@ -55,6 +56,7 @@ async def test_mcp_never_lists_nor_runs_a_people_tool(tether_home: Path) -> None
             ("vault", {"action": "list"}),
             ("audit_show", {}),
             ("shell_record", {"shell": shell}),
+            ("approvals", {"action": "answer", "id": "apr-000000000000", "approve": True}),  # approve itself
         ):
             result = await client.call_tool(name, args)
             assert result.is_error and text_of(result).startswith("NOT_FOUND: unknown tool"), text_of(result)
