@@ -18,6 +18,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -38,8 +39,10 @@ async def approvals_stream(calls: PanelCalls) -> AsyncIterator[str]:
         try:
             result = await calls.tool("approvals", args, audited=False)
         except PanelError as exc:
-            yield json.dumps({"type": "error", "error": exc.code, "message": exc.message})
-            return
+            # No approvals here (a registry without the tool) or none readable: the page is told
+            # once, and the shell list keeps its socket.
+            yield json.dumps({"type": "approvals", "pending": [], "error": exc.message})
+            await anyio.sleep_forever()
         pending = result.structured.get("pending", [])
         ids = [p["id"] for p in pending]
         if ids != known:
