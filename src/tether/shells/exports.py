@@ -171,7 +171,8 @@ def asciicast(
             out.output(when, text)
         else:
             out.mark(when, text)
-    return Recording(text=out.text(), events=out.events, duration_s=out.last, bytes=end - first)
+    text = out.text()  # flushes the last event before it is counted
+    return Recording(text=text, events=out.events, duration_s=out.last, bytes=end - first)
 
 
 class _CastWriter:
@@ -183,19 +184,35 @@ class _CastWriter:
         self._masker = masker
         self.events = 0
         self.last = 0.0
+        self._pending: tuple[float, str] | None = None
 
     def _at(self, when: float) -> float:
         self.last = max(self.last, round(when - self._start, 6))
         return self.last
 
     def output(self, when: float, text: str) -> None:
-        if text:
-            self._lines.append(json.dumps([self._at(when), "o", text], ensure_ascii=False))
-            self.events += 1
+        if not text:
+            return
+        at = self._at(when)
+        # Pieces released at one instant (the masker and the log's pieces cut text wherever they
+        # must) are one event: a player shows them at once anyway, and a line stays whole.
+        if self._pending is not None and self._pending[0] == at:
+            self._pending = (at, self._pending[1] + text)
+            return
+        self._flush()
+        self._pending = (at, text)
 
     def mark(self, when: float, label: str) -> None:
+        self._flush()
         shown = self._masker.mask(label) if self._masker else label
         self._lines.append(json.dumps([self._at(when), "m", shown[:200]], ensure_ascii=False))
 
+    def _flush(self) -> None:
+        if self._pending is not None:
+            self._lines.append(json.dumps([self._pending[0], "o", self._pending[1]], ensure_ascii=False))
+            self.events += 1
+            self._pending = None
+
     def text(self) -> str:
+        self._flush()
         return "\n".join(self._lines) + "\n"
