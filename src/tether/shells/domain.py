@@ -70,6 +70,9 @@ class Shells:
         self._nonces: dict[str, str] = {}
         self._phases: dict[str, tuple[EventScanner, Activity]] = {}
         self.ai_busy: dict[str, set[str]] = {}
+        # Per shell: text this process typed into a program in front since its last Enter — a
+        # shell may read it later (type-ahead), so the guard judges it with what completes it.
+        self.typed_ahead: dict[str, str] = {}
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None

@@ -66,24 +66,31 @@ def feeder_text(feeder: Feeder) -> str | None:
         joined = " ".join(word.code for word in args)
         return decode_ansi_c(joined) if escapes else joined
     if name == "printf":
-        if args and args[0].value == "--":
-            args.pop(0)
-        if not args:
-            return None
-        out = decode_ansi_c(args[0].code)
-        for word in args[1:]:
-            for spec in ("%s", "%b"):
-                if spec in out:
-                    out = out.replace(spec, word.code, 1)
-                    break
-            else:
-                out += " " + word.code
-        return out
+        return printf_text(args)
     if name == "cat" and all(word.value == "-" for word in args):
         for redirect in reversed(redirects):
             if redirect.type in ("heredoc_redirect", "herestring_redirect"):
                 return redirect_text(redirect)
     return None
+
+
+def printf_text(args: list[Word]) -> str | None:
+    """What ``printf FORMAT ARGS`` prints, when the words are literal (``%s``/``%b`` filled in
+    order; extra words appended), else ``None``."""
+    args = list(args)
+    if args and args[0].value == "--":
+        args.pop(0)
+    if not args:
+        return None
+    out = decode_ansi_c(args[0].code)
+    for word in args[1:]:
+        for spec in ("%s", "%b"):
+            if spec in out:
+                out = out.replace(spec, word.code, 1)
+                break
+        else:
+            out += " " + word.code
+    return out
 
 
 def changed_directory(cwd: str, args: tuple[Word, ...]) -> str:

@@ -72,10 +72,24 @@ class LocalHost(ShellHost):
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         tmp.replace(path)
+        # The shell rewrites these at every prompt (``>|`` keeps an existing file's mode): they hold
+        # its variables, so they exist, private, before it first writes them.
+        for state in self._state_files(shell_id):
+            os.close(os.open(state, os.O_WRONLY | os.O_CREAT, 0o600))
         return str(path)
 
     def rc_path(self, shell_id: str) -> Path:
         return self.rc_dir / f"{shell_id}.bash"
+
+    def _state_files(self, shell_id: str) -> tuple[Path, Path]:
+        return self.rc_dir / f"{shell_id}.state", self.rc_dir / f"{shell_id}.report"
+
+    def read_state(self, shell_id: str, *, report: bool = False) -> bytes | None:
+        try:
+            data = self._state_files(shell_id)[1 if report else 0].read_bytes()
+        except OSError:
+            return None
+        return data or None
 
     async def _configure(self) -> list[commands.Cmd]:
         if self._configured:
@@ -114,6 +128,8 @@ class LocalHost(ShellHost):
     async def kill(self, shell_id: str) -> None:
         await super().kill(shell_id)
         self.rc_path(shell_id).unlink(missing_ok=True)
+        for state in self._state_files(shell_id):
+            state.unlink(missing_ok=True)
 
     async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
         try:
@@ -157,6 +173,9 @@ class LocalHost(ShellHost):
 
     async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float:
         return procinfo.group_cpu_seconds(pane.pid, pgid)
+
+    async def line_mode(self, pane: PaneInfo) -> bool | None:
+        return procinfo.terminal_canonical(pane.tty)
 
     async def reading_line(self, pane: PaneInfo) -> bool | None:
         fg = procinfo.foreground(pane.pid)
