@@ -106,9 +106,8 @@ async def test_stateful_bypasses_are_refused_and_the_directory_survives(
             survived_all = survived_all and alive
             if blocked and alive:
                 refused.append(name)
-            report.append(
-                f"{name}: blocked={len(blocked)} survived={alive} {[o.get('error', '')[:80] for o in blocked]}"
-            )
+            errors = [o.get("error", "")[:80] for o in blocked]
+            report.append(f"{name}: blocked={len(blocked)} survived={alive} {errors}")
             await call(
                 client,
                 "shell_manage",

@@ -288,7 +288,10 @@ def _command(node: Node, aliases: dict[str, str], traps: dict[str, str]) -> None
     elif head == "trap" and len(args) >= 3 and args[0] == "--":
         for signal in args[2:]:
             traps[signal.removeprefix("SIG")] = args[1]
-    elif head == "builtin" and args[:2] == ["hash", "-p"] and len(args) == 4:
+    elif head == "builtin" and args[:2] == ["hash", "-p"] and len(args) == 4 and _renamed(args[2], args[3]):
         # ``hash -p /bin/rm ls`` makes ``ls`` run /bin/rm: it reads like an alias of that path.
-        path, name = args[2], args[3]
-        aliases.setdefault(name, path) if posixpath.basename(path) != name else None
+        aliases.setdefault(args[3], args[2])
+
+
+def _renamed(path: str, command: str) -> bool:
+    return posixpath.basename(path) != command
