@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from tether.shells.guard.shellstate import ShellState, parse_dump
 from tether.shells.host import ShellHost
 from tether.shells.integration import payload
 from tether.shells.integration.events import EventScanner
+from tether.shells.integration.tracker import Activity
 from tether.shells.integration.script import ACCEPT_KEYS, INSERT_KEYS, LOAD_KEYS, REPORT_KEYS, RUN_KEYS
 from tether.shells.logs import log_size, read_range
 from tether.shells.prompt import ready
@@ -147,6 +149,26 @@ async def clear(host: ShellHost, pane: PaneInfo) -> None:
 async def hold(host: ShellHost, pane: PaneInfo) -> None:
     """An incomplete line: a newline on readline's line instead of accepting it."""
     await host.type_keys_then_text(pane, LOAD_KEYS, payload.append_payload("\n"))
+
+
+# A query whose answer readline cannot tell from keys: tmux answers a cursor-position or status
+# report (CSI 6n / 5n) with digits that land on the command line (DA, XTVERSION and colour
+# answers are swallowed by the integration's own key bindings).
+_QUERIES = re.compile(rb"\x1b\[\??[56]n")
+_LOOK_BACK = 256 * 1024
+
+
+def _answers_pending(host: ShellHost, shell_id: str, activity: Activity) -> bool:
+    """The last command printed such a query: what readline holds now is its answer, not typing."""
+    if activity.event is None:
+        return False
+    log = host.log_of(shell_id)
+    end = activity.event.start
+    tail = read_range(log, max(0, end - _LOOK_BACK), end)
+    start = tail.rfind(b"\x1b]6973;")  # the previous event of the shell: where that command began
+    while start >= 0 and b";C;" not in tail[start : start + 64]:
+        start = tail.rfind(b"\x1b]6973;", 0, start)
+    return _QUERIES.search(tail, max(start, 0)) is not None
 
 
 # ---- runs and steps ---------------------------------------------------------------------------------
@@ -285,6 +307,8 @@ async def send(
         await _type_plain(host, pane, items, decision, buffer=buffer, loader=False)
         return Sent(notes=typed)
     shells.typed_ahead.pop(shell_id, None)
+    if activity is not None and activity.phase == "prompt" and _answers_pending(host, shell_id, activity):
+        await clear(host, pane)
     notes: list[str] = []
     held: str | None = None
     batch: list[tuple[str, str]] = []

@@ -110,6 +110,28 @@ __tether_pc() {
   unset -v "${!__TETHER_V_@}"
   __tether_arm
   __tether_dump "$__tether_sf"
+  # Terminal state a program (or random bytes it printed) may have left: an escape sequence or a
+  # DCS/OSC/APC string still open (CAN and ST end them: tmux would swallow the prompt), scroll margins (reset
+  # between saving and restoring the cursor, which stays where it is), the alternate screen, a DEC
+  # graphics charset (also through SO), insert mode, reverse video, application keys, mouse
+  # reporting, a hidden cursor, no autowrap.
+  printf '\x18\e\\\e7\e[r\e8\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>\e[?1000l\e[?1002l\e[?1003l\e[?1006l\e[?25h\e[?7h'
+}
+__tether_swallow() {
+  # A terminal's answer to a query a program printed and did not read (tmux answers DA, DSR,
+  # XTVERSION, colour queries): read to its end and dropped, instead of reaching readline as keys
+  # (ESC P is M-P, a search that would swallow the next command).
+  local __tether_c
+  while IFS= read -r -s -n1 -t 0.05 __tether_c; do
+    if [[ $1 == csi ]]; then
+      [[ $__tether_c == [@-~] ]] && return
+    elif [[ $__tether_c == $'\a' ]]; then
+      return
+    elif [[ $__tether_c == $'\e' ]]; then
+      IFS= read -r -s -n1 -t 0.05 __tether_c
+      return
+    fi
+  done
 }
 __tether_dump() {
   # Functions the prompt's own code may call are written whole; the rest by name (see the reporter).
@@ -156,6 +178,10 @@ for __tether_m in emacs vi-insert vi-command; do
   bind -m "$__tether_m" '"@RUN@": "@LOAD@@ACCEPT@"'
   bind -m "$__tether_m" '"@INSERT@": "@LOAD@"'
   bind -m "$__tether_m" -x '"@REPORT@": __tether_report'
+  bind -m "$__tether_m" -x '"\eP": __tether_swallow string'
+  bind -m "$__tether_m" -x '"\e]": __tether_swallow string'
+  bind -m "$__tether_m" -x '"\e[?": __tether_swallow csi'
+  bind -m "$__tether_m" -x '"\e[>": __tether_swallow csi'
 done
 unset __tether_m
 __tether_arm
