@@ -36,8 +36,8 @@ from tether.shells.guard.shellstate import ShellState, parse_dump
 from tether.shells.host import ShellHost
 from tether.shells.integration import payload
 from tether.shells.integration.events import EventScanner
-from tether.shells.integration.tracker import Activity
 from tether.shells.integration.script import ACCEPT_KEYS, INSERT_KEYS, LOAD_KEYS, REPORT_KEYS, RUN_KEYS
+from tether.shells.integration.tracker import Activity
 from tether.shells.logs import log_size, read_range
 from tether.shells.prompt import ready
 from tether.shells.safety.hooks import WriteDecision

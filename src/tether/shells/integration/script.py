@@ -115,7 +115,8 @@ __tether_pc() {
   # between saving and restoring the cursor, which stays where it is), the alternate screen, a DEC
   # graphics charset (also through SO), insert mode, reverse video, application keys, mouse
   # reporting, a hidden cursor, no autowrap.
-  printf '\x18\e\\\e7\e[r\e8\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>\e[?1000l\e[?1002l\e[?1003l\e[?1006l\e[?25h\e[?7h'
+  printf '\x18\e\\\e7\e[r\e8\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>'
+  printf '\e[?1000l\e[?1002l\e[?1003l\e[?1006l\e[?25h\e[?7h'
 }
 __tether_swallow() {
   # A terminal's answer to a query a program printed and did not read (tmux answers DA, DSR,
