@@ -336,6 +336,7 @@ async def send(
                 held = verdict.incomplete
                 continue
             held = None
+            shells.accepted[shell_id] = log_size(host.log_of(shell_id))
             await host.type_keys_then_text(pane, ACCEPT_KEYS, "")
             rest = items[index + 1 :]
             if rest:
