@@ -140,10 +140,10 @@ async def test_a_heredoc_typed_line_by_line_runs_whole(tether_home: Path, tmp_pa
         # an incomplete run waits on the line; the next send finishes it, judged whole
         out = await _one(client, shell, ("run", "cat > two.txt <<EOF\nfirst"), "", "")
         assert out["ok"] and "not run" in out["lines"][-1], out
-        out = await _one(client, shell, ("send", "EOF", ["Enter"], []), "", "")
-        assert out["ok"], out
+        out0 = await _one(client, shell, ("send", "EOF", ["Enter"], []), "", "")
+        assert out0["ok"], out0
         out = await _one(client, shell, ("run", "cat two.txt"), "", "")
-        assert out["lines"] == ["first"], out
+        assert out["lines"] == ["first"], (out, out0)
 
 
 async def test_benign_state_is_not_refused(tether_home: Path, tmp_path: Path) -> None:
