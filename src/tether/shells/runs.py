@@ -164,7 +164,7 @@ async def _held(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, plan:
     if plan.keys or plan.text:
         await host.type_keys_then_text(pane, plan.keys, plan.text)
     out = await settle(shells, host, pane, w, offset)
-    lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    lines = await views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
     note = (
         f"[not run: the command is incomplete ({plan.held}); it waits on the command line — send the "
         "rest with shell_send (it runs once complete, judged whole), or clear it with keys ['C-u']]"
@@ -294,7 +294,7 @@ async def _type_unsubmitted(shells: Shells, host: ShellHost, pane: PaneInfo, w: 
     else:
         await host.type_raw(pane, payload.to_bytes(text), buffer=new_buffer())
     out = await settle(shells, host, pane, w, offset)
-    lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    lines = await views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
     return Outcome(
         shell=w.shell_id,
         waited="settle",

@@ -52,7 +52,7 @@ async def _send(shells: Shells, w: Write, action: SendAction, decision: WriteDec
     # prompt) goes as exact bytes through a paste buffer set over the control connection.
     sent = await accept.send(shells, host, pane, decision, action.pre_keys, keys, buffer=new_buffer())
     out = await settle(shells, host, pane, w, offset)
-    lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    lines = await views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
     held = (
         [
             f"[not run: the line is incomplete ({sent.held}); it waits on the command line — send the "

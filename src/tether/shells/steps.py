@@ -82,7 +82,7 @@ async def _steps(
             met = False
             break
     end = log_size(host.log_of(w.shell_id))
-    lines.extend(views.with_dropped(views.run_output(shells, w.shell_id, first, end, w.actor)))
+    lines.extend(views.with_dropped(await views.run_output(shells, w.shell_id, first, end, w.actor)))
     return Outcome(shell=w.shell_id, waited="steps", met=met, elapsed_ms=total_ms, lines=tuple(lines))
 
 
