@@ -3,7 +3,8 @@
 Every client is the official MCP SDK over streamable HTTP, in its own conversation, started at the
 same moment: ``shell_open`` then ``shell_run echo`` with an exit wait. The figure is how many of
 them succeed, and how the failures read. ``--load N`` runs ``stress-ng --cpu N`` meanwhile (the
-machine loaded), ``--clients`` sets the count (default 200). ``[sessions] max_sessions`` is raised
+machine loaded), ``--clients`` sets the count (default 200); the shells start with an empty ``HOME``
+(``--user-rc`` keeps yours). ``[sessions] max_sessions`` is raised
 to fit them (the default, 8, is a per-home limit a deployment sets; with it 192 of 200 opens are
 refused with MAX_SESSIONS, by design).
 
@@ -73,57 +74,53 @@ async def one_client(url: str, token: str, n: int, start: asyncio.Event) -> tupl
         return f"client: {type(exc).__name__} {str(exc)[:60]}", time.monotonic() - t0
 
 
-async def wait_ready(url: str, token: str, deadline: float) -> None:
-    async with httpx.AsyncClient() as http:
-        while time.monotonic() < deadline:
+def wait_ready(url: str, home: Path, deadline: float) -> str:
+    """The server's token, once it answers HTTP (any status but a 5xx)."""
+    while time.monotonic() < deadline:
+        token_file = home / "token"
+        if token_file.exists():
+            token = token_file.read_text().strip()
             with contextlib.suppress(httpx.HTTPError):
-                r = await http.get(
-                    url.removesuffix("/mcp") + "/healthz", headers={"Authorization": f"Bearer {token}"}
-                )
-                if r.status_code < 500:
-                    return
-            await asyncio.sleep(0.1)
+                if httpx.get(url.removesuffix("/mcp") + "/", timeout=1.0).status_code < 500:
+                    return token
+        time.sleep(0.1)
     raise SystemExit("tether serve did not answer")
 
 
-async def main() -> None:
+async def run_clients(url: str, token: str, clients: int) -> tuple[list[tuple[str, float]], float]:
+    start = asyncio.Event()
+    tasks = [asyncio.ensure_future(one_client(url, token, n, start)) for n in range(clients)]
+    t0 = time.monotonic()
+    start.set()
+    results = await asyncio.gather(*tasks)
+    return list(results), time.monotonic() - t0
+
+
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=200)
     ap.add_argument("--load", type=int, default=2, help="stress-ng --cpu N while the clients run (0: none)")
     ap.add_argument("--port", type=int, default=9850)
+    ap.add_argument("--user-rc", action="store_true", help="keep HOME (the shells run your ~/.bashrc)")
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="thb-", dir="/tmp"))
     (home / "config.toml").write_text(f"[sessions]\nmax_sessions = {args.clients + 8}\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("TETHER_CONVERSATION",)}
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_CONVERSATION"}
     env["TETHER_HOME"] = str(home)
-    serve = subprocess.Popen(
-        [TETHER, "serve", "--port", str(args.port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    if not args.user_rc:
+        # As bench/sessions.py: an empty HOME, so the figure is tether's, not a .bashrc's (pyenv's
+        # start-up forks cost ~0.5 s of CPU per shell, 100 s for 200 shells on 2 cores).
+        (home / "user").mkdir()
+        env["HOME"] = str(home / "user")
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    serve = subprocess.Popen([TETHER, "serve", "--port", str(args.port)], env=env, **quiet)  # type: ignore[call-overload]
     stress: subprocess.Popen[bytes] | None = None
     try:
-        deadline = time.monotonic() + 30
-        while not (home / "token").exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        token = (home / "token").read_text().strip()
         url = f"http://127.0.0.1:{args.port}/mcp"
-        await wait_ready(url, token, deadline)
+        token = wait_ready(url, home, time.monotonic() + 30)
         if args.load and shutil.which("stress-ng"):
-            stress = subprocess.Popen(
-                ["stress-ng", "--cpu", str(args.load), "--quiet"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        start = asyncio.Event()
-        tasks = [asyncio.ensure_future(one_client(url, token, n, start)) for n in range(args.clients)]
-        t0 = time.monotonic()
-        start.set()
-        results = await asyncio.gather(*tasks)
-        wall = time.monotonic() - t0
+            stress = subprocess.Popen(["stress-ng", "--cpu", str(args.load), "--quiet"], **quiet)  # type: ignore[call-overload]
+        results, wall = asyncio.run(run_clients(url, token, args.clients))
         kinds = collections.Counter(kind for kind, _ in results)
         ok = [t for kind, t in results if kind == "ok"]
         load = f"stress-ng --cpu {args.load}" if stress is not None else "no extra load"
@@ -139,11 +136,10 @@ async def main() -> None:
             stress.wait()
         os.killpg(serve.pid, signal.SIGTERM)
         serve.wait(timeout=30)
-        subprocess.run(
-            ["tmux", "-S", str(home / "tmux.sock"), "kill-server"], capture_output=True, check=False
-        )
+        sock = str(home / "tmux.sock")
+        subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True, check=False)
         shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

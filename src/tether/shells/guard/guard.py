@@ -30,7 +30,8 @@ from tether.shells.guard.heredocs import Lexed, lex, prepared
 from tether.shells.guard.history import designator
 from tether.shells.guard.rule import Rule, RuleEnv
 from tether.shells.guard.shellstate import ShellState
-from tether.shells.guard.walk import WalkState, events
+from tether.shells.guard.walk import events
+from tether.shells.guard.walkstate import WalkState
 from tether.shells.guard.words import parse, text_of
 
 BYPASS_HOW = (

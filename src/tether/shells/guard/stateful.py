@@ -28,7 +28,7 @@ from tether.shells.guard.shellstate import prompt_code
 from tether.shells.guard.words import Word, resolve, resolve_fields, text_of
 
 if TYPE_CHECKING:
-    from tether.shells.guard.walk import WalkState
+    from tether.shells.guard.walkstate import WalkState
 
 Reparser = Callable[[Word, str], Iterator[Event]]
 Walker = Callable[[Node], Iterator[Event]]

@@ -24,14 +24,13 @@ the pipeline inside the heredoc redirect; heredoc delimiters it would misread ar
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Tree
 
 from tether.shells.guard import stateful
-from tether.shells.guard.argv import SHELLS, code_source, command_name, find_parts, join_code, unwrap
+from tether.shells.guard.argv import SHELLS, code_source, command_name, join_code, unwrap
 from tether.shells.guard.events import (
     WRITE_OPS,
     DynamicName,
@@ -43,69 +42,22 @@ from tether.shells.guard.events import (
     Problem,
     Redirect,
 )
-from tether.shells.guard.feed import changed_directory, feeder_text, redirect_text, simple_argv, stored_code
+from tether.shells.guard.feed import (
+    changed_directory,
+    feeder_text,
+    find_exec_commands,
+    piped_text,
+    stored_code,
+    xargs_feed,
+)
 from tether.shells.guard.heredocs import prepared
 from tether.shells.guard.scope import Scope
-from tether.shells.guard.shellstate import ShellState
+from tether.shells.guard.walkstate import WalkState, alias_expansion
 from tether.shells.guard.words import Word, parse, resolve, resolve_fields, text_of
 
 MAX_DEPTH = 8
 _STDIN_OPS = frozenset({"<", "<&"})
 _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
-_ALIASABLE = re.compile(r"[^\s'\"\\$`;&|<>()]+")
-
-
-class WalkState:
-    """What earlier commands told: variables, the ``cd`` directory, functions, aliases."""
-
-    __slots__ = ("aliases", "calling", "expanding", "functions", "loop_factor", "namerefs", "scope")
-
-    def __init__(self, scope: Scope | None = None) -> None:
-        self.scope = scope if scope is not None else Scope()
-        self.functions: dict[str, str | None] = {}
-        self.aliases: dict[str, str] = {}
-        self.namerefs: dict[str, str] = {}
-        self.calling: set[str] = set()  # functions being followed (no recursion)
-        self.expanding: set[str] = set()  # aliases being expanded (bash expands each once)
-        self.loop_factor = 1  # how many times the current body is being walked, over all loops
-
-    @classmethod
-    def of(cls, shell: ShellState | None, known: Mapping[str, str] | None = None) -> WalkState:
-        """A walk that starts from the shell's reported state (or from nothing but ``known``)."""
-        if shell is None:
-            return cls(Scope(known))
-        unknown = {name for name in shell.variables if name.startswith("__TETHER_V_")}
-        scope = Scope(
-            {**(known or {}), **shell.variables},
-            arrays=shell.arrays,
-            complete=True,
-            unknown=unknown,
-            # Every agent line is put on readline's line by a bind -x function of tether's, and
-            # bash sets $_ to the last word of what ran last: that function's name.
-            last_arg="__tether_load",
-            cwd=shell.cwd,
-        )
-        state = cls(scope)
-        state.functions.update(shell.functions)
-        state.aliases.update(shell.aliases)
-        state.namerefs.update(shell.namerefs)
-        return state
-
-    @property
-    def cwd(self) -> str:
-        return self.scope.cwd
-
-    @cwd.setter
-    def cwd(self, value: str) -> None:
-        self.scope.cwd = value
-
-    def child(self) -> WalkState:
-        """A separate process's view (``bash -c``): it starts from a copy and changes nothing here."""
-        state = WalkState(self.scope.copy())
-        state.functions.update(self.functions)
-        state.calling = set(self.calling)
-        state.loop_factor = self.loop_factor
-        return state
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -325,7 +277,7 @@ def _command(node: Node, ctx: _Ctx) -> Iterator[Event]:
     name = node.child_by_field_name("name")
     if name is None:
         return
-    expanded = _alias(node, name, ctx.state)
+    expanded = alias_expansion(node, name, ctx.state)
     if expanded is not None:
         alias, code = expanded
         ctx.state.expanding.add(alias)
@@ -350,23 +302,6 @@ def _command(node: Node, ctx: _Ctx) -> Iterator[Event]:
     sub = replace(ctx, stdin=tuple(stdin), extra_args=(), statement="")
     yield from _run(argv, text, sub, direct=True, assigns=assigns)
     scope.last_arg = argv[-1].value if not argv[-1].dynamic else None
-
-
-def _alias(node: Node, name: Node, state: WalkState) -> tuple[str, str] | None:
-    """``(alias, text)`` when the command's first word is an alias bash would expand."""
-    word = text_of(name)
-    if not state.aliases or not _ALIASABLE.fullmatch(word) or word in state.expanding:
-        return None
-    value = state.aliases.get(word)
-    if value is None:
-        return None
-    rest = text_of(node)[name.end_byte - node.start_byte :]
-    if value.endswith((" ", "\t")):
-        # A blank at the end of an alias makes bash check the next word too (alias sudo='sudo ').
-        match = re.match(r"(\s*)([^\s'\"\\$`;&|<>()]+)", rest)
-        if match is not None and match[2] in state.aliases and match[2] != word:
-            rest = match[1] + state.aliases[match[2]] + rest[match.end() :]
-    return word, value + rest
 
 
 def _run(
@@ -490,54 +425,14 @@ def _reparse(word: Word, text: str, ctx: _Ctx, *, share: bool = False) -> Iterat
 
 
 def _find_exec(argv: tuple[Word, ...], text: str, ctx: _Ctx) -> Iterator[Event]:
-    roots, expression = find_parts(argv[1:])
-    index = 0
-    while index < len(expression):
-        if expression[index].value not in ("-exec", "-execdir", "-ok", "-okdir"):
-            index += 1
-            continue
-        end = index + 1
-        while end < len(expression) and expression[end].value not in (";", "+"):
-            end += 1
-        segment = expression[index + 1 : end]
-        index = end + 1
-        if not segment:
-            continue
-        # `{}` is each path find reports, and find reports its starting points first.
-        for root in roots[:4]:
-            words = tuple(_substitute(word, "{}", root) for word in segment)
-            yield from _run(words, text, ctx.fresh())
-
-
-def _substitute(word: Word, marker: str, root: Word) -> Word:
-    if marker not in word.value:
-        return word
-    return Word(
-        value=word.value.replace(marker, root.value),
-        code=word.code.replace(marker, root.code),
-        dynamic=word.dynamic or root.dynamic,
-        node=word.node,
-    )
+    for words in find_exec_commands(argv):
+        yield from _run(words, text, ctx.fresh())
 
 
 def stdin_text(ctx: _Ctx) -> str | None:
     """The literal program a command reads on stdin, when the text shows it (heredoc, echo|)."""
-    if ctx.stdin:
-        return redirect_text(ctx.stdin[-1])
-    if ctx.feeders:
-        return feeder_text(ctx.feeders[-1])
-    return None
+    return piped_text(ctx.stdin, ctx.feeders)
 
 
 def _xargs_feed(ctx: _Ctx) -> tuple[Word, ...]:
-    """The words ``xargs`` appends, when the stage before it shows them (echo, printf, find)."""
-    text = stdin_text(ctx)
-    if text is not None:
-        return tuple(Word.literal(part) for part in text.split())
-    if ctx.stdin or not ctx.feeders:
-        return ()
-    feeder = ctx.feeders[-1]
-    found = simple_argv(feeder.node)
-    if found is not None and not found[0][0].dynamic and command_name(found[0][0]) == "find":
-        return find_parts(found[0][1:])[0]
-    return ()
+    return xargs_feed(ctx.stdin, ctx.feeders)
