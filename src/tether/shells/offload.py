@@ -32,7 +32,18 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
+# Below this much output, rendering costs less than handing it to a thread (a result waits for it).
+INLINE_BYTES = 256 * 1024
+
+
 async def offloaded(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``fn(*args, **kwargs)`` on a worker thread (it must not touch the event loop)."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_executor(), functools.partial(fn, *args, **kwargs))
+
+
+async def rendered(size: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` for ``size`` bytes of output: inline when small, else offloaded."""
+    if size < INLINE_BYTES:
+        return fn(*args, **kwargs)
+    return await offloaded(fn, *args, **kwargs)

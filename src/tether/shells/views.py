@@ -1,8 +1,7 @@
 """The output shapes of ``shell_run`` (``output.showing``) and ``shell_read`` (``read.mode``).
 
-Invariant: every line returned here went through ``tether.shells.termtext``, rendered off the
-event loop (``offload``) when it comes from the log (integration events
-removed); each view updates the caller's read position so ``since`` and ``diff`` mean "since my
+Invariant: every line returned here went through ``tether.shells.termtext`` (integration events
+removed), rendered off the event loop (``offload``) when much of the log must be read; each view updates the caller's read position so ``since`` and ``diff`` mean "since my
 last look" per conversation, durably (a restarted process continues). A position is never left
 inside an event the shell is still printing (``reading.safe_end``).
 """
@@ -16,7 +15,7 @@ from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import log_size, read_range
-from tether.shells.offload import offloaded
+from tether.shells.offload import offloaded, rendered
 from tether.shells.reading import Lines, clip_line, history_tail, log_lines, safe_end, search
 from tether.shells.requests import MAX_OUTPUT_LINES, Output, ReadAction
 from tether.shells.shaping import SearchHit, SearchPage, cap_tail
@@ -94,8 +93,8 @@ def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
 
 
 async def run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
-    """A write's output from the log (rendered off the event loop)."""
-    return await offloaded(_run_output, shells, shell_id, start, end, actor)
+    """A write's output from the log (rendered off the event loop when it is long)."""
+    return await rendered(end - start, _run_output, shells, shell_id, start, end, actor)
 
 
 def _run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
@@ -118,8 +117,9 @@ async def shaped(
     if showing == "diff":
         return await diff_lines(shells, host, pane, actor)
     path = host.log_of(pane.shell_id)
-    lines = await offloaded(
-        log_lines, path, start, safe_end(path, end), MAX_OUTPUT_LINES, max_bytes=budget(shells)
+    stop = safe_end(path, end)
+    lines = await rendered(
+        stop - start, log_lines, path, start, stop, MAX_OUTPUT_LINES, max_bytes=budget(shells)
     )
     if showing == "summary":
         return [*cap_tail(list(lines.lines), min(output.lines, 5)), f"[{lines.total} lines total]"]
@@ -146,7 +146,7 @@ async def read_view(
     """``shell_read`` ``read``: the mode's view, or a search page when ``search`` is set."""
     shell_id = pane.shell_id
     if action.regex is not None:
-        return await offloaded(search_view, shells, shell_id, action, limit)
+        return await rendered(log_size(host.log_of(shell_id)), search_view, shells, shell_id, action, limit)
     mode = action.mode
     if mode == "screen":
         return await screen_lines(shells, host, pane)
@@ -157,9 +157,10 @@ async def read_view(
     if mode == "since":
         return await offloaded(since_lines, shells, shell_id, actor)
     log, cap = host.log_of(shell_id), budget(shells)
+    size = log_size(log)
     if mode == "history":
-        return with_dropped(await offloaded(history_tail, log, MAX_OUTPUT_LINES, max_bytes=cap))
-    hist = await offloaded(history_tail, log, min(limit, shaping.SUMMARY_LINES), max_bytes=cap)
+        return with_dropped(await rendered(size, history_tail, log, MAX_OUTPUT_LINES, max_bytes=cap))
+    hist = await rendered(size, history_tail, log, min(limit, shaping.SUMMARY_LINES), max_bytes=cap)
     return [*hist.lines, f"[{hist.total} lines total]"]
 
 

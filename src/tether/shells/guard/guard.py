@@ -82,7 +82,7 @@ ALLOWED = Verdict(allowed=True)
 class Guard:
     """Judges command lines against a fixed rule list; cheap to build, safe to share."""
 
-    __slots__ = ("_env", "_known", "_rules", "_verdicts")
+    __slots__ = ("_env", "_implicit", "_known", "_rules", "_verdicts")
 
     def __init__(
         self, rules: Iterable[Rule] = DEFAULT_RULES, *, protect: Iterable[str] = (), home: str = ""
@@ -94,6 +94,8 @@ class Guard:
         self._env = RuleEnv(protect=(*protect, *_home_forms(home)), tether_socket=socket)
         self._known = {"TETHER_HOME": home} if home else {}
         self._verdicts: dict[tuple[str, str], Verdict] = {}
+        # The verdict on a shell's own hooks, per state, for lines that change nothing they read.
+        self._implicit: dict[str, Verdict | None] = {}
 
     @classmethod
     def default(cls) -> Guard:
@@ -158,13 +160,14 @@ class Guard:
                 lexed = lex(command)
                 suffix = completion(command, lexed, tree)
             walk = WalkState.of(state, self._known)
+            before = walk.fingerprint() if state is not None else 0
             if lexed is not None and suffix is not None:
                 walked = events(lexed.text + suffix, state=walk)
             else:
                 walked = events(command, state=walk, tree=tree)
             verdict = self._first(walked)
             if verdict is None and state is not None:
-                verdict = self._implicit(state, walk)
+                verdict = self._hooks(state, walk, unchanged=walk.fingerprint() == before)
             if verdict is not None:
                 return verdict
             if lexed is not None and suffix is not None:
@@ -185,7 +188,16 @@ class Guard:
                     return _blocked(rule, event, f"{why}{where}")
         return None
 
-    def _implicit(self, state: ShellState, walk: WalkState) -> Verdict | None:
+    def _hooks(self, state: ShellState, walk: WalkState, *, unchanged: bool) -> Verdict | None:
+        if not unchanged:
+            return self._implicit_verdict(state, walk)
+        if state.key not in self._implicit:
+            if len(self._implicit) >= 64:
+                self._implicit.pop(next(iter(self._implicit), ""), None)
+            self._implicit[state.key] = self._implicit_verdict(state, walk)
+        return self._implicit.get(state.key)
+
+    def _implicit_verdict(self, state: ShellState, walk: WalkState) -> Verdict | None:
         """Code the shell runs on its own (prompt hooks, prompt strings, traps), with the values
         the command leaves behind. It is the user's own set-up, so only what is known counts:
         what it computes at run time (``eval "$(direnv export bash)"``) is not refused."""

@@ -146,23 +146,43 @@ def parse_dump(data: bytes) -> ShellState | None:
 # ---- declare -p --------------------------------------------------------------------------------
 
 
+_Declared = tuple[str, str, str | tuple[str, ...]] | None  # (kind, name, value)
+_lines: dict[str, _Declared] = {}
+
+
+def _declared(line: str) -> _Declared:
+    """One ``declare -p`` line (cached: from one prompt to the next most lines are the same)."""
+    if line in _lines:
+        return _lines[line]
+    match = _DECLARE.match(line)
+    found: _Declared = None
+    if match is not None and match[3] is not None and not _OURS.match(match[2]):
+        flags, name, raw = match[1], match[2], match[3]
+        if "a" in flags or "A" in flags:
+            found = ("array", name, tuple(_array(raw)))
+        else:
+            found = ("nameref" if "n" in flags else "scalar", name, _scalar(raw))
+    if len(_lines) >= 4096:
+        _lines.clear()
+    _lines[line] = found
+    return found
+
+
 def _variables(text: str) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, str]]:
     variables: dict[str, str] = {}
     arrays: dict[str, tuple[str, ...]] = {}
     namerefs: dict[str, str] = {}
     for line in text.split("\n"):
-        match = _DECLARE.match(line)
-        if match is None:
+        found = _declared(line)
+        if found is None:
             continue
-        flags, name, raw = match[1], match[2], match[3]
-        if _OURS.match(name) or raw is None:
-            continue
-        if "a" in flags or "A" in flags:
-            arrays[name] = tuple(_array(raw))
-        elif "n" in flags:
-            namerefs[name] = _scalar(raw)
+        kind, name, value = found
+        if isinstance(value, tuple):
+            arrays[name] = value
+        elif kind == "nameref":
+            namerefs[name] = value
         else:
-            variables[name] = _scalar(raw)
+            variables[name] = value
     return variables, arrays, namerefs
 
 
@@ -231,9 +251,24 @@ def _function_names(text: str) -> Iterator[str]:
 _FUNCTION_START = re.compile(r"^(\S+) \(\) $")
 
 
-def _code_section(code: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]] | None:
-    """Aliases, traps and function bodies, one top-level statement at a time: a body tree-sitter
-    cannot read spoils that function only (calling it is then refused as unparseable)."""
+_Code = tuple[dict[str, str], dict[str, str], dict[str, str]]
+_code_cache: dict[str, _Code | None] = {}
+
+
+def _code_section(code: str) -> _Code | None:
+    """Aliases, traps and function bodies (cached: they change far less often than variables)."""
+    if code in _code_cache:
+        return _code_cache[code]
+    found = _read_code(code)
+    if len(_code_cache) >= 32:
+        _code_cache.pop(next(iter(_code_cache)))
+    _code_cache[code] = found
+    return found
+
+
+def _read_code(code: str) -> _Code | None:
+    """One top-level statement at a time: a body tree-sitter cannot read spoils that function
+    only (calling it is then refused as unparseable)."""
     lines = code.split("\n")
     while lines and not lines[-1]:
         lines.pop()
@@ -263,11 +298,15 @@ def _statements(lines: list[str]) -> Iterator[str]:
         if not current:
             function = _FUNCTION_START.match(line) is not None
         current.append(line)
+        if function:
+            # ``declare -f`` indents a body; only its closing brace stands at the start of a line.
+            if line == "}":
+                yield "\n".join(current)
+                current = []
+            continue
         chunk = "\n".join(current)
-        if function and line != "}":
-            continue
-        if lex(chunk).open:
-            continue
+        if "'" in chunk and lex(chunk).open:
+            continue  # a quoted alias or trap value that runs on to the next line
         yield chunk
         current = []
     if current:

@@ -64,6 +64,21 @@ class WalkState:
     def cwd(self, value: str) -> None:
         self.scope.cwd = value
 
+    def fingerprint(self) -> int:
+        """Changes whenever the walk changes anything a later command could read."""
+        scope = self.scope
+        return hash(
+            (
+                frozenset(scope.vars.items()),
+                frozenset(scope.arrays.items()),
+                frozenset(scope.unknown),
+                scope.cwd,
+                frozenset(self.functions.items()),
+                frozenset(self.aliases.items()),
+                frozenset(self.namerefs.items()),
+            )
+        )
+
     def child(self) -> WalkState:
         """A separate process's view (``bash -c``): it starts from a copy and changes nothing here."""
         state = WalkState(self.scope.copy())

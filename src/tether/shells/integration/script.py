@@ -136,10 +136,14 @@ __tether_swallow() {
 }
 __tether_dump() {
   # Functions the prompt's own code may call are written whole; the rest by name (see the reporter).
-  local __tether_w="${PROMPT_COMMAND[*]-} ${PS0-} ${PS1-} ${PS2-} command_not_found_handle"
+  local __tether_w="${PROMPT_COMMAND[*]-} ${PS0-} ${PS1-} ${PS2-}" __tether_x
+  local -a __tether_f=(command_not_found_handle)
+  for __tether_x in ${__tether_w//[^A-Za-z0-9_:.-]/ }; do
+    [[ $__tether_x == __tether_* ]] || __tether_f+=("$__tether_x")
+  done
   { printf '#tether-state\n'; declare -p; printf '#tether-names\n'; declare -F; printf '#tether-code\n'
     alias -p; trap -p; builtin hash -l
-    if [[ ${2-} == all ]]; then declare -f; else declare -f -- ${__tether_w//[^A-Za-z0-9_:.-]/ }; fi
+    if [[ ${2-} == all ]]; then declare -f; else declare -f -- "${__tether_f[@]}"; fi
     printf '#tether-end\n'; } >| "$1" 2>/dev/null || :
 }
 __tether_report() {
