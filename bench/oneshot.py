@@ -60,7 +60,7 @@ def raw_subprocess_once() -> float:
 
 async def executor_once(executor: ShellExecutor) -> float:
     start = time.perf_counter()
-    execution = await executor.execute(executor.resolve(ShellExecRequest(command="true")))
+    execution = await executor.execute(executor.resolve(ShellExecRequest("true")))
     await execution.result()
     return time.perf_counter() - start
 
@@ -102,9 +102,7 @@ async def drain_gib(cfg: BenchConfig) -> list[Measurement]:
     size = int(cfg.gib * (1 << 30))
     before = _rss_mib()
     start = time.perf_counter()
-    execution = await executor.execute(
-        executor.resolve(ShellExecRequest(command=f"head -c {size} /dev/zero"))
-    )
+    execution = await executor.execute(executor.resolve(ShellExecRequest(f"head -c {size} /dev/zero")))
     result = await execution.result()
     elapsed = time.perf_counter() - start
     growth = _rss_mib() - before

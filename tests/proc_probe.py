@@ -13,6 +13,8 @@ import time
 import uuid
 from collections.abc import Callable
 
+from hang import HANG_S
+
 
 def unique_sleep_arg() -> str:
     """A ``sleep`` argument no other process on the machine has: ``1000.<random digits>``."""
@@ -80,8 +82,9 @@ def open_fd_set() -> set[tuple[int, str]]:
     return found
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll a condition with a deadline (for facts with no event to wait on, e.g. a kernel state)."""
+def wait_until(predicate: Callable[[], bool], timeout: float = HANG_S) -> bool:
+    """Poll a condition (for facts with no event to wait on, e.g. a kernel state); the deadline
+    is only a hang guard (``hang.HANG_S``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

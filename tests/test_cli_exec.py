@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hang import HANG_S
 from proc_probe import alive_with, kill_all, unique_sleep_arg, wait_until
 
 
@@ -16,7 +17,7 @@ def tether(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
         [sys.executable, "-m", "tether", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
         cwd=cwd,
         check=False,
     )
@@ -93,9 +94,9 @@ def test_interrupt_ends_the_tree_and_exits_130(tether_home: Path) -> None:
         text=True,
     )
     try:
-        assert wait_until(lambda: len(alive_with(token)) == 1, timeout=30)
+        assert wait_until(lambda: len(alive_with(token)) == 1)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -111,7 +112,7 @@ def test_large_output_streams_completely_and_a_closed_pipe_ends_the_command(teth
         shell=True,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
         check=False,
     )
     assert big.stdout.strip() == "50000000"
@@ -124,7 +125,7 @@ def test_large_output_streams_completely_and_a_closed_pipe_ends_the_command(teth
         executable="/bin/bash",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
         check=False,
     )
     assert piped.stdout == "y\nstatus=141\n"

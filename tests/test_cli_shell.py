@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.audit import query, verify
 from tether.cli import main
 from tether.errors import RefusedError
@@ -120,7 +121,7 @@ def test_real_process(tether_home: Path, store: Store) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=30,
+        timeout=HANG_S,
     )
     assert done.returncode == 0, done.stderr
     lock = ShellLocks(tether_home, store).lock_state(SHELL).manual

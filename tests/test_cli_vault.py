@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.cli import main
 from tether.store.db import Store
 from tether.store.vault import Vault
@@ -52,7 +53,7 @@ def _tether(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProc
         capture_output=True,
         text=True,
         env=env,
-        timeout=30,
+        timeout=HANG_S,
     )
 
 

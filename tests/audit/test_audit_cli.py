@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import tether.cli as cli
+from hang import HANG_S
 from tether.audit import AuditLog
 
 
@@ -106,7 +107,11 @@ def test_bad_flags_are_clear_errors(tether_home: Path, capsys: pytest.CaptureFix
 def test_the_installed_command_exit_codes(tether_home: Path) -> None:
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "tether", *argv], capture_output=True, text=True, timeout=30, check=False
+            [sys.executable, "-m", "tether", *argv],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            check=False,
         )
 
     path = _fill(tether_home)  # TETHER_HOME is exported by the fixture, so the child sees this log

@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from hang import HANG_S
 from tether.audit import AuditLog, verify
 
 WRITER = Path(__file__).with_name("audit_writer.py")
@@ -91,7 +92,7 @@ def test_sigkill_at_random_points_loses_no_acknowledged_record(tether_home: Path
 def test_two_processes_writing_5000_records_each_keep_one_chain(tether_home: Path) -> None:
     writers = [_spawn(tether_home, tag, 5000, 0) for tag in ("alpha", "beta")]
     for proc in writers:
-        _stdout, stderr = proc.communicate(timeout=55)
+        _stdout, stderr = proc.communicate(timeout=HANG_S)
         assert proc.returncode == 0, stderr.decode()
     report = verify(tether_home)
     assert report.ok, report.summary()

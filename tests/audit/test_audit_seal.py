@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from hang import HANG_S
 from tether.audit import AuditLog, SealKey, parse_verification_key, verify
 from tether.audit.record import canonical_json, record_hash
 from tether.audit.seal import KEY_NAME, read_writer_key, seal_extra
@@ -210,7 +211,7 @@ def test_cli_setup_keys_and_verify_with_the_key(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert broken.returncode == 1 and "BROKEN" in broken.stdout and "records before seq" in broken.stdout
     again = subprocess.run(

@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hang import HANG_S
 from tether.errors import NotFoundError, RefusedError
 from tether.jobs.registry import Job, JobInfo, JobLimitError, JobRegistry
 from tether.shell.local import LocalBashExecutor
@@ -31,14 +32,14 @@ async def jobs() -> AsyncIterator[JobRegistry]:
 
 async def start(jobs: JobRegistry, executor: LocalBashExecutor, command: str, owner: str = "conv-a") -> Job:
     job = jobs.reserve(command=command, description=f"run {command[:20]}", owner=owner)
-    spec = executor.resolve(ShellExecRequest(command=command, on_expiry=ShellExpiryPolicy.NONE))
+    spec = executor.resolve(ShellExecRequest(command, on_expiry=ShellExpiryPolicy.NONE))
     job.attach(await executor.execute(spec))
     return job
 
 
 async def settle(job: Job) -> None:
     assert job.execution is not None
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         await job.execution.done
 
 

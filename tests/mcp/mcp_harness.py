@@ -20,6 +20,7 @@ from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from hang import HANG_S
 from tether.errors import UsageError
 from tether.mcp.http import HttpSettings, build_http_app
 from tether.mcp.server import McpFrontDoor
@@ -40,7 +41,7 @@ async def serving(front_door: McpFrontDoor, *, token: str = TOKEN) -> AsyncItera
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while not server.started:
                     await anyio.sleep(0.005)
             yield f"http://127.0.0.1:{port}/mcp"

@@ -21,6 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_harness import http_client, text_of
 
+from hang import HANG_S
 from proc_probe import alive_with, unique_sleep_arg
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -75,13 +76,13 @@ async def test_sigterm_on_tether_mcp_kills_its_jobs(tether_home: Path) -> None:
             await client.call_tool(
                 "bash", {"command": command, "description": "bg", "run_in_background": True}
             )
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while not alive_with(token):
                     await anyio.sleep(0.01)
             [job_pid] = alive_with(token)
             server = next(p for p in psutil.Process(job_pid).parents() if "mcp" in p.cmdline())
             server.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(15):
+            with anyio.move_on_after(HANG_S):
                 while _alive(job_pid) or _alive(server.pid):
                     await anyio.sleep(0.02)
             both_gone = not _alive(job_pid) and not _alive(server.pid)
@@ -137,7 +138,7 @@ def test_stdio_stdout_carries_only_mcp(tether_home: Path) -> None:
     finally:
         process.stdin.close()
         rest = process.stdout.read()
-        process.wait(timeout=15)
+        process.wait(timeout=HANG_S)
     assert [reply["id"] for reply in replies] == [1, 2]
     assert replies[1]["result"]["content"][0]["text"] == "to-stdout\n[stderr]\nto-stderr"
     assert rest == "" and process.returncode == 0
@@ -147,7 +148,7 @@ def test_stdio_stdout_carries_only_mcp(tether_home: Path) -> None:
 def test_stdio_refuses_a_malformed_conversation_id(tether_home: Path) -> None:
     env = {**os.environ, "TETHER_HOME": str(tether_home), "TETHER_CONVERSATION": "bad id with spaces"}
     done = subprocess.run(
-        [TETHER, "mcp"], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        [TETHER, "mcp"], env=env, capture_output=True, text=True, timeout=HANG_S, stdin=subprocess.DEVNULL
     )
     assert done.returncode == 2 and done.stdout == ""
     assert "TETHER_CONVERSATION='bad id with spaces' is not a valid conversation id" in done.stderr
@@ -180,7 +181,7 @@ def served(tether_home: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
             try:
-                process.wait(timeout=15)
+                process.wait(timeout=HANG_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
@@ -201,23 +202,23 @@ async def test_serve_prints_url_token_and_serves_with_it(
         assert isinstance(result.content[0], types.TextContent)
         command = f"sleep {sleep_arg}"
         await client.call_tool("bash", {"command": command, "description": "bg", "run_in_background": True})
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while not alive_with(sleep_arg):
                 await anyio.sleep(0.01)
         [job_pid] = alive_with(sleep_arg)
     # Closing the client ends its MCP session, hence its conversation, hence its jobs.
-    with anyio.fail_after(15):
+    with anyio.fail_after(HANG_S):
         while _alive(job_pid):
             await anyio.sleep(0.02)
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=15) == 0
+    assert process.wait(timeout=HANG_S) == 0
     assert process.stderr is not None and "Traceback" not in process.stderr.read()
 
 
 def test_serve_refuses_a_remote_host_without_the_flag(tether_home: Path) -> None:
     env = {**os.environ, "TETHER_HOME": str(tether_home)}
     done = subprocess.run(
-        [TETHER, "serve", "--host", "0.0.0.0"], env=env, capture_output=True, text=True, timeout=30
+        [TETHER, "serve", "--host", "0.0.0.0"], env=env, capture_output=True, text=True, timeout=HANG_S
     )
     assert done.returncode == 2
     assert "--host 0.0.0.0 is not a loopback address" in done.stderr and "--allow-remote" in done.stderr
@@ -245,4 +246,4 @@ def test_serve_on_a_remote_host_warns(tether_home: Path) -> None:
         assert process.stdout.readline().startswith("  URL:    http://box.lan:")
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=15)
+        process.wait(timeout=HANG_S)

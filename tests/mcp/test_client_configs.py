@@ -25,6 +25,7 @@ from mcp_harness import http_client, text_of
 from pydantic import BaseModel, ConfigDict, ValidationError
 from readme_blocks import readme_blocks
 
+from hang import HANG_S
 from tether.cli.client_configs import Endpoint, client_blocks, placeholder_endpoint
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -163,7 +164,7 @@ def served(tether_home: Path) -> Iterator[tuple[str, str, str]]:
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            process.wait(timeout=15)
+            process.wait(timeout=HANG_S)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -12,6 +12,7 @@ import pytest
 from mcp.client.session import IncomingMessage
 from mcp_harness import TOKEN, Probe, http_client, serving, text_of
 
+from hang import HANG_S
 from tether.mcp.server import McpFrontDoor
 from tether.tools.registry import CallContext, ResourceInfo, ToolDef, ToolResult
 from tether.tools.shell_results import ToolAborted
@@ -96,7 +97,7 @@ async def test_list_changed_reaches_a_connected_client(probe: Probe) -> None:
                 name="late", description="Added later.", input_schema={"type": "object"}, handler=probe.echo
             )
         )
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await changed.wait()
         assert "late" in [t.name for t in (await client.list_tools()).tools]
 
@@ -110,10 +111,10 @@ async def test_cancelled_call_cancels_the_handler_and_server_keeps_serving(probe
                 await client.call_tool("hang", {})
 
             tg.start_soon(call_hang)
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 await probe.started.wait()
             tg.cancel_scope.cancel()
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await probe.cancelled.wait()
         assert text_of(await client.call_tool("echo", {"word": "after"})) == "echo: after"
 
@@ -205,7 +206,7 @@ async def test_resources_list_read_subscribe_and_updates(probe: Probe) -> None:
         await client.subscribe_resource(_Shells.uri)
         await notifier.log("info", "tether.test", {"hello": 1})
         await notifier.resource_updated(_Shells.uri)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await updated.wait()
         assert {"hello": 1} in logged
         try:

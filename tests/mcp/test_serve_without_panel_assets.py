@@ -21,6 +21,7 @@ import pytest
 from mcp_harness import http_client, text_of
 
 import tether
+from hang import HANG_S
 
 VENDOR = ("xterm.js", "xterm.css", "addon-fit.js")
 
@@ -57,7 +58,7 @@ def served(tether_home: Path, copy_without_assets: Path) -> Iterator[tuple[list[
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
             try:
-                process.wait(timeout=15)
+                process.wait(timeout=HANG_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
@@ -88,7 +89,7 @@ async def test_serve_without_assets_serves_mcp_and_says_why_there_is_no_panel(
         asset = await http.get(f"{base}/panel/static/vendor/xterm.js")
         assert asset.status_code == 503
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=15) == 0
+    assert process.wait(timeout=HANG_S) == 0
     assert process.stdout is not None and process.stderr is not None
     rest = process.stdout.read()
     assert "Panel (open this link once" not in rest and "/panel/login?token=" not in "\n".join(lines) + rest

@@ -24,6 +24,7 @@ import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 
+from hang import HANG_S
 from proc_probe import alive_with, unique_sleep_arg, zombie_children
 from tether.process.container import container
 from tether.process.tree import become_subreaper, cgroup_root
@@ -99,7 +100,7 @@ def _trees() -> tuple[list[tuple[str, dict[str, object]]], list[str], list[str]]
 
 
 async def _until_alive(tokens: list[str]) -> None:
-    with anyio.move_on_after(60):  # a kernel state with no event to wait on: poll it
+    with anyio.move_on_after(HANG_S):  # a kernel state with no event to wait on: poll it
         while not all(alive_with(token) for token in tokens):
             await anyio.sleep(0.02)
     assert [token for token in tokens if not alive_with(token)] == []

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from playwright.async_api import Browser, Page, async_playwright
 
+from hang import HANG_MS
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--no-sandbox",
@@ -80,7 +82,7 @@ async def terminal_text(page: Page) -> str:
     return text
 
 
-async def wait_terminal_contains(page: Page, needle: str, timeout_ms: int = 10_000) -> None:
+async def wait_terminal_contains(page: Page, needle: str, timeout_ms: int = HANG_MS) -> None:
     await page.wait_for_function(
         """(needle) => {
             const t = window.tetherTerm; if (!t) return false;

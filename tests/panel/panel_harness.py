@@ -21,6 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from hang import HANG_S
 from tether.config import Config, ensure_home, load_config
 from tether.mcp.http import HttpSettings, build_http_app
 from tether.mcp.server import McpFrontDoor
@@ -69,7 +70,7 @@ async def serving(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while not server.started:
                     await anyio.sleep(0.005)
             yield Served(base=f"http://127.0.0.1:{port}", port=port, panel=panel, config=config)

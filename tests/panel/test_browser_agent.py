@@ -11,6 +11,7 @@ from browser import chromium, panel_page, publish_screenshot, screenshot, wait_t
 from mcp import Client
 from panel_harness import TOKEN, agent, serving_tools, text_of
 
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 
 
@@ -73,7 +74,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
 
         # The page lists the agent's shell by itself (pushed), owned by a conversation.
         row = page.locator(f'#shells tbody tr[data-id="{shell}"]')
-        await row.wait_for(timeout=10_000)
+        await row.wait_for(timeout=HANG_MS)
         assert "conversation" in await row.inner_text()
         assert "build" in await row.inner_text()
 
@@ -81,7 +82,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         # attaching is not typing, so it is not "user-busy".
         await page.focus(f'#shells [data-shell="{shell}"]')
         await page.keyboard.press("Enter")
-        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
+        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
         ok, text, state = await _call(client, "shell_state", {"scope": "*"})
         states = next(r["states"] for r in state["shells"] if r["shell"] == shell)
         assert ok and "attached" in states and "user-busy" not in states, text
@@ -89,13 +90,13 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         # An agent's output streams into the page's terminal.
         ok, text = await _run(client, shell, "echo agent-says-$((20+1))")
         assert ok, text
-        await wait_terminal_contains(page, "agent-says-21", timeout_ms=1000)
+        await wait_terminal_contains(page, "agent-says-21")
 
         # What the person types runs in the shell (the agent reads it back).
         await page.click("#terminal")
         await page.keyboard.type("echo person-$((3*5))")
         await page.keyboard.press("Enter")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while True:
                 ok, text, _ = await _call(
                     client,
@@ -110,7 +111,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         await page.keyboard.press("Control+BracketRight")
         focused = await page.evaluate("document.activeElement.dataset.shell || document.activeElement.id")
         assert focused == shell
-        await page.locator(f'#shells tbody tr[data-id="{other}"] .badge.busy').wait_for(timeout=10_000)
+        await page.locator(f'#shells tbody tr[data-id="{other}"] .badge.busy').wait_for(timeout=HANG_MS)
         shot = await screenshot(page, "agent-and-person")
         publish_screenshot(shot)
 
@@ -123,7 +124,7 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         )
         mine = page.url.rsplit("/", 1)[1]
         own_row = page.locator(f'#shells tbody tr[data-id="{mine}"]')
-        await own_row.locator(".badge.attached").wait_for(timeout=10_000)
+        await own_row.locator(".badge.attached").wait_for(timeout=HANG_MS)
         assert "panel" in await own_row.inner_text() and "notes" in await own_row.inner_text()
         ok, text, state = await _call(client, "shell_state", {"scope": "*", "owner": "panel"})
         assert ok and [r["shell"] for r in state["shells"]] == [mine], text

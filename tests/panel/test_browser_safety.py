@@ -11,6 +11,7 @@ from browser import chromium, panel_page, screenshot, wait_terminal_contains
 from mcp import Client
 from panel_harness import TOKEN, agent, serving_tools, text_of
 
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 
 
@@ -50,7 +51,7 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         )
         shell = (opened.structured_content or {})["tasks"][0]["shell"]
         await page.goto(f"{served.base}/panel/#/shells/{shell}")
-        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=10_000)
+        await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
 
         # A person types: the shell is user-busy and an agent write is refused, saying why.
         await page.click("#terminal")
@@ -63,7 +64,7 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         assert "user-busy" in await _states(client, shell)
 
         # When the person stops, the agent may write again.
-        with anyio.fail_after(15):
+        with anyio.fail_after(HANG_S):
             while "user-busy" in await _states(client, shell):
                 await anyio.sleep(0.1)
         ok, text = await _run(client, shell, "echo agent-after-typing")
@@ -73,13 +74,13 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         # Lock from the page: the agent is refused at once; unlock: it succeeds.
         await page.click("#act-lock")
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.locked').first.wait_for(
-            timeout=10_000
+            timeout=HANG_MS
         )
         ok, text = await _run(client, shell, "echo agent-while-locked")
         assert not ok and "REFUSED" in text and "locked" in text, text
         await screenshot(page, "locked")
         await page.click("#act-lock")  # now labelled Unlock
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while "locked" in await _states(client, shell):
                 await anyio.sleep(0.05)
         ok, text = await _run(client, shell, "echo agent-after-unlock")
@@ -90,7 +91,7 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         await page.fill('#audit-filters input[name="shell"]', shell)
         await page.click('#audit-filters button[type="submit"]')
         table = page.locator("#audit tbody")
-        await table.locator("tr").first.wait_for(timeout=10_000)
+        await table.locator("tr").first.wait_for(timeout=HANG_MS)
         rows = await table.locator("tr").all_inner_texts()
         refused_tool = [r for r in rows if "shell_run" in r and "refused" in r]
         ok_tool = [r for r in rows if "shell_run" in r and "refused" not in r]
@@ -100,5 +101,5 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         assert any("lock" in r for r in panel_rows) and any("unlock" in r for r in panel_rows), rows
         assert any("terminal-attach" in r for r in panel_rows), rows
         await page.click("#audit-verify")
-        await page.locator("#verify-result.verify-ok").wait_for(timeout=10_000)
+        await page.locator("#verify-result.verify-ok").wait_for(timeout=HANG_MS)
         await screenshot(page, "audit")

@@ -10,6 +10,7 @@ import pytest
 from browser import chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
 from panel_harness import TOKEN, serving
 
+from hang import HANG_S
 from tether.panel import tmux_client
 from tether.panel.app import login_url
 
@@ -39,7 +40,7 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
         "bash --norc",
     )
     _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "seq -f 'old-line-%g' 1 60", "Enter")
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while "old-line-60" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={SHELL}:"):
             await anyio.sleep(0.02)
 
@@ -57,12 +58,12 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
         assert await tmux_client.terminal_clients(sock, SHELL) == 1
 
         _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "echo streamed-$((40+2))", "Enter")
-        await wait_terminal_contains(page, "streamed-42", timeout_ms=1000)
+        await wait_terminal_contains(page, "streamed-42")
 
         await page.click("#terminal")
         await page.keyboard.type("echo typed-$((6*7))")
         await page.keyboard.press("Enter")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while "typed-42" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={SHELL}:"):
                 await anyio.sleep(0.02)
         stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", tmux_client.USER_INPUT_OPTION)
@@ -72,6 +73,6 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
         await screenshot(page, "terminal")
 
         await page.click("#act-detach")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await tmux_client.terminal_clients(sock, SHELL) != 0:
                 await anyio.sleep(0.02)

@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hang import HANG_S
 from tether.errors import NotFoundError, UsageError
 from tether.panel import tmux_client
 from tether.panel.terminal import PanelTerminal
@@ -43,7 +44,7 @@ def shell(tether_home: Path) -> str:
 
 
 async def _read_until(term: PanelTerminal, needle: bytes, seen: bytearray) -> None:
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while needle not in seen:
             chunk = await term.read()
             assert chunk, f"client exited before {needle!r} appeared; saw {bytes(seen[-400:])!r}"
@@ -71,7 +72,7 @@ async def test_attach_type_resize_detach_restores_size(tether_home: Path, shell:
         await _read_until(term, b"typed-42", seen)
 
         term.resize(100, 30)
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await tmux_client.window_size(sock, shell) != (100, 30):
                 await term.read()  # the redraw after SIGWINCH
     finally:
@@ -83,7 +84,7 @@ async def test_attach_type_resize_detach_restores_size(tether_home: Path, shell:
     # The next attach still drives the size (the restore did not leave the window pinned).
     again = await PanelTerminal.open(socket=sock, shell_id=shell, cols=80, rows=20)
     try:
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await tmux_client.window_size(sock, shell) != (80, 20):
                 await again.read()
     finally:
@@ -93,7 +94,7 @@ async def test_attach_type_resize_detach_restores_size(tether_home: Path, shell:
 async def test_history_and_user_input_stamp(tether_home: Path, shell: str) -> None:
     sock = tether_home / "tmux.sock"
     _tmux(tether_home, "send-keys", "-t", f"={shell}:", "seq 1 200", "Enter")
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while (
             b"200"
             not in await tmux_client.capture_history(sock, shell, 1000)
@@ -113,7 +114,7 @@ async def test_client_ends_when_shell_closes(tether_home: Path, shell: str) -> N
     term = await PanelTerminal.open(socket=sock, shell_id=shell, cols=80, rows=24)
     try:
         _tmux(tether_home, "kill-session", "-t", f"={shell}")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await term.read():
                 pass
     finally:

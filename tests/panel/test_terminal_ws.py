@@ -10,6 +10,7 @@ import anyio
 import websockets
 from panel_harness import Served, serving
 
+from hang import HANG_S
 from tether.audit import query as audit_query
 from tether.panel import tmux_client
 
@@ -32,7 +33,7 @@ def _connect(served: Served, shell: str, query: str = "cols=90&rows=20") -> webs
 
 async def _until(ws: websockets.ClientConnection, needle: bytes) -> bytes:
     seen = b""
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while needle not in seen:
             frame = await ws.recv()
             if isinstance(frame, bytes):
@@ -60,7 +61,7 @@ async def test_input_resize_and_the_end_of_the_shell(tether_home: Path) -> None:
     sock = tether_home / "tmux.sock"
     async with serving(tether_home) as served, _connect(served, SHELL) as ws:
         await _until(ws, b"bash-")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await tmux_client.window_size(sock, SHELL) != (90, 20):
                 await ws.recv()
 
@@ -78,13 +79,13 @@ async def test_input_resize_and_the_end_of_the_shell(tether_home: Path) -> None:
 
         await ws.send(json.dumps({"type": "resize", "cols": 100, "rows": 25}))
         await ws.send("not json")  # ignored, not fatal
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await tmux_client.window_size(sock, SHELL) != (100, 25):
                 await ws.recv()
 
         _tmux(tether_home, "kill-session", "-t", f"={SHELL}")
         notice = None
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while notice is None:
                 frame = await ws.recv()
                 if isinstance(frame, str):
@@ -101,7 +102,7 @@ async def test_unknown_or_malformed_shell(tether_home: Path) -> None:
             async with _connect(served, shell) as ws:
                 notice = json.loads(await ws.recv())
                 assert notice["type"] == "error"
-                with anyio.fail_after(10):
+                with anyio.fail_after(HANG_S):
                     await ws.wait_closed()
                 assert ws.close_code == code
 
@@ -125,11 +126,11 @@ async def test_leaving_detaches_the_client(tether_home: Path) -> None:
     async with serving(tether_home) as served:
         async with _connect(served, SHELL) as ws:
             await _until(ws, b"bash-")
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while await tmux_client.terminal_clients(sock, SHELL) != 1:
                     await ws.recv()
         # The client is gone and the window is back to the size it had before the page attached.
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while await tmux_client.terminal_clients(sock, SHELL) != 0 or await tmux_client.window_size(
                 sock, SHELL
             ) != (120, 30):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from hang import HANG_S
 from tether.process.capture import CapturedStream, StreamCursor
 
 
@@ -112,8 +113,8 @@ async def test_wait_beyond_wakes_on_data_and_on_close() -> None:
     await asyncio.sleep(0)
     assert not waiter.done()
     stream.feed(b"x")
-    await asyncio.wait_for(waiter, 5)
+    await asyncio.wait_for(waiter, HANG_S)
     closing = asyncio.ensure_future(stream.wait_beyond(1))
     await asyncio.sleep(0)
     stream.close()
-    await asyncio.wait_for(closing, 5)
+    await asyncio.wait_for(closing, HANG_S)

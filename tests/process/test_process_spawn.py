@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from proc_probe import alive_with, kill_all, open_fd_set, unique_sleep_arg, wait_until, zombie_children
+from hang import HANG_S
+from proc_probe import alive_with, open_fd_set, unique_sleep_arg, wait_until, zombie_children
 from tether.config import EnvSection
 from tether.process import tree
 from tether.process.env import build_child_env
@@ -26,7 +27,7 @@ def _request(command: str, **kw: object) -> SpawnRequest:
 
 async def run(command: str, **kw: object) -> ManagedProcess:
     process = spawn(_request(command, **kw))
-    await asyncio.wait_for(process.wait(), 30)
+    await asyncio.wait_for(process.wait(), HANG_S)
     return process
 
 
@@ -74,13 +75,17 @@ async def test_setsid_and_double_fork_escapees_are_ended() -> None:
 
 
 async def test_escapee_that_clears_its_environment_is_caught_by_the_cgroup() -> None:
-    # The shell lives long enough to be moved into its cgroup; the escapee drops the tree marker
-    # (env -i) and leaves the process group (setsid), so only the cgroup still knows it.
-    token = unique_sleep_arg()
-    process = await run(f"env -i setsid sleep {token} > /dev/null 2>&1 & sleep 0.3")
-    if process.tree.cgroup is None:
-        kill_all(alive_with(token))
+    # The escapee drops the tree marker (env -i) and leaves the process group (setsid), so only
+    # the cgroup still knows it. The shell forks it once it sees itself moved into its cgroup
+    # (the move follows the spawn), not after a sleep it hopes is long enough.
+    if tree.cgroup_root() is None:
         return  # no writable cgroup v2 here: this escape is outside the degraded guarantees
+    token = unique_sleep_arg()
+    process = await run(
+        'c0=$(cat /proc/$$/cgroup); until [ "$(cat /proc/$$/cgroup)" != "$c0" ]; do :; done; '
+        f"env -i setsid sleep {token} > /dev/null 2>&1 &"
+    )
+    assert process.tree.cgroup is not None
     assert alive_with(token) == []
 
 
@@ -89,7 +94,7 @@ async def test_kill_ends_the_whole_tree_including_term_ignoring_members() -> Non
     process = spawn(_request(f"sleep {a} & (trap '' TERM; setsid sleep {b}) & wait", grace_ms=200))
     assert process.kill() is True
     assert process.kill() is True  # idempotent while settling
-    await asyncio.wait_for(process.wait(), 30)
+    await asyncio.wait_for(process.wait(), HANG_S)
     assert process.state is ProcessState.KILLED
     assert process.kill() is False  # settled
     assert alive_with(a) == [] and alive_with(b) == []
@@ -204,7 +209,7 @@ def test_trees_still_running_when_the_interpreter_exits_are_ended(tmp_path: Path
         "asyncio.run(main())\n"
     )
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=HANG_S, check=False
     )
     assert done.returncode == 0, done.stderr
     assert wait_until(lambda: not alive_with(a) and not alive_with(b))

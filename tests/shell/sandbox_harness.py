@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.audit.log import AuditLog
 from tether.shell import ShellEnvRegistry, ShellExecRequest, ShellRunResult
 from tether.shell.options import LocalShellOptions
@@ -56,9 +57,9 @@ def make_box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Box:
 
 
 async def run(executor: SandboxBashExecutor, command: str, **request: str) -> ShellRunResult:
-    spec = executor.resolve(ShellExecRequest(command=command, timeout_ms=30_000, **request))  # type: ignore[arg-type]
+    spec = executor.resolve(ShellExecRequest(command, timeout_ms=30_000, **request))  # type: ignore[arg-type]
     execution = await executor.execute(spec)
-    return await asyncio.wait_for(execution.result(), 40)
+    return await asyncio.wait_for(execution.result(), HANG_S)
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sandbox_harness import Box, loopback_listener, make_box, run
 
+from hang import HANG_S
 from tether.errors import RefusedError, UsageError
 from tether.shell import ShellExecRequest
 from tether.shell.render import render_shell_result
@@ -41,7 +42,7 @@ async def test_blank_justification_is_refused_and_audited(box: Box) -> None:
     for blank in ("", "   "):
         with pytest.raises(UsageError, match="needs a non-empty justification"):
             executor.resolve(
-                ShellExecRequest(command="true", sandbox_permissions="allow_network", justification=blank)
+                ShellExecRequest("true", sandbox_permissions="allow_network", justification=blank)
             )
     records = _audit(box)
     assert [r["outcome"] for r in records] == ["refused", "refused"]
@@ -59,7 +60,7 @@ async def test_a_granted_network_escalation_reaches_the_host_listener(box: Box) 
         result = await run(
             executor, command, sandbox_permissions="allow_network", justification="talk to the test listener"
         )
-        assert await asyncio.wait_for(received, 30) == b"hello\n"
+        assert await asyncio.wait_for(received, HANG_S) == b"hello\n"
     assert result.exit_code == 0, render_shell_result(result)
     assert result.sandbox is not None and result.sandbox.permissions == "allow_network"
     assert result.sandbox.denials == ()
@@ -74,7 +75,7 @@ async def test_a_mode_the_deployment_does_not_grant_is_refused_before_running(bo
     with pytest.raises(RefusedError, match="needs a person's approval") as refused:
         executor.resolve(
             ShellExecRequest(
-                command=f"touch {marker}", sandbox_permissions="require_escalated", justification="please"
+                f"touch {marker}", sandbox_permissions="require_escalated", justification="please"
             )
         )
     assert "granted without approval: allow_network" in refused.value.message

@@ -173,7 +173,7 @@ async def test_nothing_started_in_the_sandbox_outlives_the_command(box: Box) -> 
 async def test_a_timeout_kills_the_sandboxed_tree(box: Box) -> None:
     token = unique_sleep_arg()
     executor = box.executor()
-    spec = executor.resolve(ShellExecRequest(command=f"sleep {token}", timeout_ms=300))
+    spec = executor.resolve(ShellExecRequest(f"sleep {token}", timeout_ms=300))
     result = await (await executor.execute(spec)).result()
     assert result.timed_out
     assert wait_until(lambda: alive_with(token) == [])

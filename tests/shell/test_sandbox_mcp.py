@@ -13,6 +13,8 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
+from hang import HANG_S
+
 TETHER = str(Path(sys.executable).parent / "tether")
 
 
@@ -118,7 +120,7 @@ def test_a_missing_bwrap_refuses_to_serve(
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_S,
         check=False,
     )
     assert done.returncode == 2

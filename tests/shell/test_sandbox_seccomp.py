@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from hang import HANG_S
 from tether.errors import UsageError
 from tether.shell.sandbox_launch import filter_fd
 from tether.shell.sandbox_seccomp import (
@@ -125,7 +126,7 @@ def test_the_kernel_applies_the_filter_inside_bubblewrap() -> None:
             ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
              "--unshare-net", "--cap-drop", "ALL", "--seccomp", str(fd), "--",
              os.path.realpath(sys.executable), "-c", PROBE],
-            pass_fds=(fd,), capture_output=True, text=True, timeout=60, check=False,
+            pass_fds=(fd,), capture_output=True, text=True, timeout=HANG_S, check=False,
         )  # fmt: skip
     finally:
         os.close(fd)

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+from hang import HANG_S
 from tether.shell import (
     ConfinedLaunch,
     LocalBashExecutor,
@@ -58,11 +59,11 @@ async def test_wrapped_argv_runs_and_the_report_lands_on_handle_and_result(tethe
     executor = LocalBashExecutor(confinement=confinement)
     assert executor.confining
     spec = executor.resolve(
-        ShellExecRequest(command='echo "$CONFINED $CONFINED_BY"; echo "DENIED: /etc/x" >&2; exit 1')
+        ShellExecRequest('echo "$CONFINED $CONFINED_BY"; echo "DENIED: /etc/x" >&2; exit 1')
     )
     assert spec.argv[0] == "bash"  # the spec stays provider-shaped; wrapping happens at execute
     execution = await executor.execute(spec)
-    result = await asyncio.wait_for(execution.result(), 30)
+    result = await asyncio.wait_for(execution.result(), HANG_S)
     assert result.stdout.text == "yes env-wrap\n"
     assert execution.sandbox is not None and execution.sandbox.denied
     assert result.sandbox == execution.sandbox

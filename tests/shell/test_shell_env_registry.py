@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.shell import (
     LocalBashExecutor,
     ProfileContext,
@@ -98,9 +99,7 @@ async def test_the_child_sees_registry_values_and_explicit_env_overrides_them(te
     executor = LocalBashExecutor(env_registry=registry)
     command = 'echo "$TETHER_SHELL $TETHER_HOME $TETHER_PROJECT $TETHER_SESSION_ID"'
     execution = await executor.execute(
-        executor.resolve(
-            ShellExecRequest(command=command, session_id="sess-9", env={"TETHER_PROJECT": "explicit"})
-        )
+        executor.resolve(ShellExecRequest(command, session_id="sess-9", env={"TETHER_PROJECT": "explicit"}))
     )
-    result = await asyncio.wait_for(execution.result(), 30)
+    result = await asyncio.wait_for(execution.result(), HANG_S)
     assert result.stdout.text == f"1 {tether_home} explicit sess-9\n"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.shell import LocalBashExecutor, LocalShellOptions, ShellExecRequest, ShellRunResult
 
 # Generous: these must end on their own, far before it; timed_out=False is the assertion.
@@ -30,10 +31,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 async def _run(cwd: Path, command: str) -> ShellRunResult:
     executor = LocalBashExecutor(LocalShellOptions(cwd=str(cwd)))
-    execution = await executor.execute(
-        executor.resolve(ShellExecRequest(command=command, timeout_ms=TIMEOUT_MS))
-    )
-    return await asyncio.wait_for(execution.result(), 60)
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command, timeout_ms=TIMEOUT_MS)))
+    return await asyncio.wait_for(execution.result(), HANG_S)
 
 
 async def test_git_log_does_not_start_a_pager(repo: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.shell import LocalPwshExecutor, LocalShellOptions, ShellExecRequest, discover_pwsh
 
 STAND_IN = """#!/bin/bash
@@ -36,8 +37,8 @@ async def test_command_is_one_argv_element_after_noprofile_noninteractive(
     monkeypatch.setenv("SOME_API_TOKEN", "must-not-leak")
     executor = LocalPwshExecutor(LocalShellOptions(executable=str(stand_in)))
     command = "Get-ChildItem | Select-Object -First 2; Write-Output 'a b'"
-    execution = await executor.execute(executor.resolve(ShellExecRequest(command=command)))
-    result = await asyncio.wait_for(execution.result(), 30)
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command)))
+    result = await asyncio.wait_for(execution.result(), HANG_S)
     assert result.exit_code == 4
     assert result.stdout.text == f"ran: {command}\n"
     argv = (tmp_path / "argv").read_bytes().split(b"\0")[:-1]
@@ -53,9 +54,9 @@ async def test_bare_pwsh_is_found_through_path(
     monkeypatch.setenv("RECORD_DIR", str(tmp_path))
     monkeypatch.setenv("PATH", f"{stand_in.parent}:/usr/bin:/bin")
     executor = LocalPwshExecutor()
-    spec = executor.resolve(ShellExecRequest(command="1+1"))
+    spec = executor.resolve(ShellExecRequest("1+1"))
     assert spec.argv[0] == "pwsh"
-    result = await asyncio.wait_for((await executor.execute(spec)).result(), 30)
+    result = await asyncio.wait_for((await executor.execute(spec)).result(), HANG_S)
     assert result.stdout.text == "ran: 1+1\n"
 
 
@@ -89,8 +90,6 @@ def test_discovery_elsewhere_is_explicit_path_or_bare_name() -> None:
 @pytest.mark.skipif(shutil.which("pwsh") is None, reason="PowerShell (pwsh) is not installed on this machine")
 async def test_real_pwsh(tether_home: Path) -> None:
     executor = LocalPwshExecutor()
-    execution = await executor.execute(
-        executor.resolve(ShellExecRequest(command="Write-Output (6*7); exit 3"))
-    )
-    result = await asyncio.wait_for(execution.result(), 60)
+    execution = await executor.execute(executor.resolve(ShellExecRequest("Write-Output (6*7); exit 3")))
+    result = await asyncio.wait_for(execution.result(), HANG_S)
     assert result.stdout.text.strip() == "42" and result.exit_code == 3

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 
+from hang import HANG_S
 from tether.process.tree import become_subreaper, reap_adopted
 from tether.shells.tmux.control import ControlClient, SessionError
 
@@ -32,7 +33,7 @@ async def server_pid(client: ControlClient) -> int:
 async def kill_and_wait_ended(client: ControlClient, pid: int) -> None:
     with contextlib.suppress(SessionError):
         await client.run("kill-server")
-    with anyio.fail_after(10):
+    with anyio.fail_after(HANG_S):
         while (st := stat_of(pid)) is not None and st[0] != "Z":
             await anyio.sleep(0.01)
 

@@ -25,7 +25,15 @@ async def test_log_cap_holds_while_a_shell_prints(tether_home: Path) -> None:
         _, data = await call(
             client,
             "shell_read",
-            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "history"}}]},
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": shell},
+                        "action": {"kind": "read", "mode": "history"},
+                        "output": {"lines": 2000},
+                    }
+                ]
+            },
         )
         lines = data["tasks"][0]["lines"]
         numbers = [int(x) for x in lines if x.isdigit()]

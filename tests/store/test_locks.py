@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from hang import HANG_S
 from tether.errors import RefusedError, UsageError
 from tether.store import close_watch
 from tether.store.close_watch import CloseWatch
@@ -22,7 +23,7 @@ from tether.store.locks import LockMode, ShellLocks
 from tether.store.manual_locks import ManualLocks
 
 SHELL = "dsh-lock01"
-DEADLINE = 15
+DEADLINE = HANG_S
 
 
 @pytest.fixture
@@ -220,7 +221,7 @@ async def test_killed_holder_releases(locks: ShellLocks, tether_home: Path) -> N
 
 
 def _racer(home: str, tag: str, rounds: int, start: Any) -> None:
-    start.wait(30)  # both begin together, so they really contend
+    start.wait(HANG_S)  # both begin together, so they really contend
 
     async def main() -> None:
         locks = ShellLocks(Path(home), Store.open(Path(home)))

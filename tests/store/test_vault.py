@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether.config import load_config
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.store.db import Store
@@ -173,7 +174,7 @@ def test_unlock_and_lock_cross_processes(tether_home: Path) -> None:
             [sys.executable, "-c", _RESOLVE_SCRIPT, str(tether_home)],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=HANG_S,
         )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()

@@ -60,7 +60,9 @@ async def open_shell(client: Client, **action: Any) -> str:
 
 
 async def run(client: Client, shell: str, command: str, **extra: Any) -> dict[str, Any]:
-    wait = extra.pop("wait", {"kind": "exit"})
+    # A wait the test expects to be met has no deadline of its own to beat (a busy machine only
+    # makes it slower); the suite's per-test timeout is the one guard against a hang.
+    wait = extra.pop("wait", {"kind": "exit", "timeoutMs": 600_000})
     task = {
         "target": {"sessions": shell},
         "action": {"kind": "run", "command": command},

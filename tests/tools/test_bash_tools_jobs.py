@@ -14,6 +14,7 @@ import pytest
 from bash_tools_harness import connected, make_setup, text_of
 from mcp.client.session import IncomingMessage
 
+from hang import HANG_S
 from proc_probe import alive_with, unique_sleep_arg
 from tether.tools.registry import CallContext
 from tether.tools.shell_results import ToolAborted
@@ -52,7 +53,7 @@ async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
         listed = await client.call_tool("job_list", {})
         assert job_id in text_of(listed) and "running" in text_of(listed)
 
-        first = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 10_000})
+        first = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_000})
         assert first.structured_content is not None
         assert (
             first.structured_content["output"] == "one\n" and first.structured_content["status"] == "running"
@@ -62,7 +63,7 @@ async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
         gate.touch()
         outputs = ""
         status = "running"
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while status == "running":
                 read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 5_000})
                 assert read.structured_content is not None
@@ -92,8 +93,21 @@ async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
         assert unknown.is_error and text_of(unknown).startswith("NOT_FOUND: no job 'job-zzzzzz'")
         missing = await client.call_tool("job_output", {})
         assert missing.is_error and "field 'jobId' is required" in text_of(missing)
-        wide = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_001})
-        assert wide.is_error and "timeoutMs" in text_of(wide) and "600000" in text_of(wide)
+        # The job has ended, so even the longest wait returns at once: over the cap is clamped, said.
+        wide = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_001.0})
+        assert not wide.is_error, text_of(wide)
+        assert text_of(wide).startswith("[timeoutMs 600001 clamped to 600000, the longest job_output waits]")
+        assert (
+            wide.structured_content is not None and wide.structured_content["requestedTimeoutMs"] == 600_001
+        )
+        for bad, why in (
+            (-1, "input should be greater than or equal to 0"),
+            (2.5, "must be an integer (a whole number); got 2.5"),
+        ):
+            refused = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": bad})
+            assert refused.is_error and f"field 'timeoutMs': {why}" in text_of(refused), text_of(refused)
+        plain = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 0.0})
+        assert not plain.is_error and "requestedTimeoutMs" not in (plain.structured_content or {})
 
 
 async def test_promotion_loses_nothing(tether_home: Path) -> None:
@@ -105,7 +119,7 @@ async def test_promotion_loses_nothing(tether_home: Path) -> None:
         assert structured is not None and structured["kind"] == "promoted", text_of(promoted)
         seen = structured["output"]
         status = "running"
-        with anyio.fail_after(30):
+        with anyio.fail_after(HANG_S):
             while status == "running":
                 read = await client.call_tool(
                     "job_output", {"jobId": structured["jobId"], "timeoutMs": 2_000}
@@ -127,7 +141,7 @@ async def test_job_kill_stops_a_foreground_call(tether_home: Path) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(foreground)
             job_id = ""
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while not job_id:
                     jobs = (await first.call_tool("job_list", {})).structured_content
                     assert jobs is not None

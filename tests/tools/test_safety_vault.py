@@ -15,6 +15,7 @@ import mcp_types as types
 from safety_harness import audit_records, task, vault
 from shell_harness import call, open_shell, shell_client, text_of
 
+from hang import HANG_S
 from tether.shells.vault.mask import secret_forms
 
 CANARY = 'Cnry/+7"x y\\z&q=ÄÖ-9k2P'
@@ -103,7 +104,7 @@ async def test_vault_canaries_never_reach_the_model_the_audit_or_the_store(tethe
         )
         await returned("shell_send", on({"kind": "send", "text": "", "keys": ["C-d"]}))
         await returned("shell_run", on({"kind": "run", "command": "echo canary-done"}, wait={"kind": "exit"}))
-        with anyio.fail_after(15):
+        with anyio.fail_after(HANG_S):
             await done.wait()
         await returned("shell_audit", {"tasks": [{"action": {"kind": "audit"}, "output": {"lines": 200}}]})
         await returned(

@@ -13,6 +13,7 @@ import anyio
 from safety_harness import audit_records, macros, manual_locks, task, vault
 from shell_harness import TETHER, call, open_shell, run, shell_client, text_of
 
+from hang import HANG_S
 from tether.panel.tmux_client import mark_user_input
 from tether.shells.macros.expand import EXIT_WAIT_REFUSAL
 from tether.store.macros import MacroView
@@ -110,13 +111,13 @@ async def test_two_conversations_racing_on_one_shell_are_serialised(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(first)
-            with anyio.fail_after(20):
+            with anyio.fail_after(HANG_S):
                 while len(_openers(lock_file)) < 1:  # A holds the shell's write lock
                     await asyncio.sleep(0.02)
             _, data = await call(b, "shell_state", {"sessions": shell})
             assert "locked" in _state(data, shell)  # held by another conversation's write
             tg.start_soon(second)
-            with anyio.fail_after(20):
+            with anyio.fail_after(HANG_S):
                 while len(_openers(lock_file)) < 2:  # B's server waits on the same lock file
                     await asyncio.sleep(0.02)
             go.touch()
@@ -344,12 +345,12 @@ async def test_a_cancelled_write_releases_the_shell_lock_and_is_audited(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(long_write)
-            with anyio.fail_after(20):
+            with anyio.fail_after(HANG_S):
                 while not started.exists():
                     await asyncio.sleep(0.02)
             assert _openers(lock_file)  # A's server holds the write lock during the wait
             tg.cancel_scope.cancel()
-        with anyio.fail_after(20):  # the cancelled call let go of the lock
+        with anyio.fail_after(HANG_S):  # the cancelled call let go of the lock
             while _openers(lock_file):
                 await asyncio.sleep(0.02)
         _, out = await task(b, "shell_send", shell, {"kind": "send", "text": "", "keys": ["C-c"]})

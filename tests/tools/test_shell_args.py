@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -414,13 +415,12 @@ WAIT_REFUSED: list[tuple[str, Any, tuple[str, ...]]] = [
     ("shell_read", {"kind": "file", "path": "x"}, ("tasks[0].wait.kind",)),
     ("shell_read", {"kind": "noproc", "proc": "x"}, ("tasks[0].wait.kind",)),
     ("shell_run", {"kind": "sleep"}, ("tasks[0].wait.kind", "'sleep'")),
-    ("shell_run", {"timeoutMs": -1}, ("tasks[0].wait.timeoutMs", "0 to 86400000")),
-    ("shell_run", {"timeoutMs": 86400001}, ("tasks[0].wait.timeoutMs", "0 to 86400000")),
+    ("shell_run", {"timeoutMs": -1}, ("tasks[0].wait.timeoutMs", "at least 0", "got -1")),
     ("shell_run", {"timeoutMs": "30s"}, ("tasks[0].wait.timeoutMs", "integer", "'30s' (a string)")),
     ("shell_run", {"timeoutMs": 1.5}, ("tasks[0].wait.timeoutMs", "integer")),
     ("shell_run", {"timeoutMs": True}, ("tasks[0].wait.timeoutMs", "true (a boolean)")),
-    ("shell_run", {"pollMs": 19}, ("tasks[0].wait.pollMs", "20 to 100000")),
-    ("shell_run", {"pollMs": 100001}, ("tasks[0].wait.pollMs", "20 to 100000")),
+    ("shell_run", {"pollMs": -1}, ("tasks[0].wait.pollMs", "at least 0", "below 20 to 20", "got -1")),
+    ("shell_run", {"pollMs": 20.5}, ("tasks[0].wait.pollMs", "integer", "20.5")),
     ("shell_run", {"kind": "exit", "code": 256}, ("tasks[0].wait.code", "0 to 255")),
     ("shell_run", {"kind": "exit", "code": -1}, ("tasks[0].wait.code", "0 to 255")),
     ("shell_run", {"kind": "cpu", "threshold": 100.5}, ("tasks[0].wait.threshold", "0 to 100")),
@@ -466,7 +466,7 @@ WAIT_REFUSED: list[tuple[str, Any, tuple[str, ...]]] = [
     ("shell_run", {"until": "done"}, ("unknown field(s) until", "kind, timeoutMs, pollMs")),
     ("shell_send", {"kind": "idle"}, ("tasks[0].wait", "unknown field(s) kind", "allowed: pollMs", "settle")),
     ("shell_send", {"timeoutMs": 5}, ("unknown field(s) timeoutMs", "allowed: pollMs")),
-    ("shell_send", {"pollMs": 10}, ("tasks[0].wait.pollMs", "20 to 100000")),
+    ("shell_send", {"pollMs": -10}, ("tasks[0].wait.pollMs", "at least 0")),
     ("shell_run", {"kind": "exit", "code": "0"}, ("tasks[0].wait.code", "'0' (a string)")),
     ("shell_read", {"kind": "exit", "runId": "a b"}, ("tasks[0].wait.runId", "no spaces")),
     ("shell_read", {"kind": "exit", "runId": "  "}, ("tasks[0].wait.runId",)),
@@ -497,8 +497,8 @@ def test_output_structured_false() -> None:
 
 
 OUTPUT_REFUSED: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
-    ("shell_run", {"lines": -1}, ("tasks[0].output.lines", "0 to 2000")),
-    ("shell_run", {"lines": 2001}, ("tasks[0].output.lines", "0 to 2000")),
+    ("shell_run", {"lines": -1}, ("tasks[0].output.lines", "at least 0", "above 2000 is clamped to 2000")),
+    ("shell_run", {"lines": 20.5}, ("tasks[0].output.lines", "integer", "20.5")),
     ("shell_run", {"showing": "history"}, ("tasks[0].output.showing", "since, tail, screen, diff, summary")),
     ("shell_run", {"structured": "yes"}, ("tasks[0].output.structured", "boolean")),
     (
@@ -667,8 +667,8 @@ ACTION_REFUSED: list[tuple[str, Any, tuple[str, ...]]] = [
     ),
     (
         "shell_run",
-        {"kind": "steps", "steps": [{"send": "x", "timeoutMs": 86400001}]},
-        ("tasks[0].action.steps[0].timeoutMs", "0 to 86400000"),
+        {"kind": "steps", "steps": [{"send": "x", "timeoutMs": -1}]},
+        ("tasks[0].action.steps[0].timeoutMs", "at least 0"),
     ),
     (
         "shell_run",
@@ -693,8 +693,7 @@ ACTION_REFUSED: list[tuple[str, Any, tuple[str, ...]]] = [
         {"kind": "send", "text": "x", "command": "ls"},
         ("unknown field(s) command", "for kind=send"),
     ),
-    ("shell_read", {"kind": "read", "context": 9}, ("tasks[0].action.context", "0 to 8")),
-    ("shell_read", {"kind": "read", "context": -1}, ("tasks[0].action.context", "0 to 8")),
+    ("shell_read", {"kind": "read", "context": -1}, ("tasks[0].action.context", "at least 0")),
     ("shell_read", {"kind": "read", "matchOffset": 100001}, ("tasks[0].action.matchOffset", "0 to 100000")),
     ("shell_read", {"kind": "read", "matchOffset": -1}, ("tasks[0].action.matchOffset", "0 to 100000")),
     (
@@ -754,12 +753,7 @@ ACTION_REFUSED: list[tuple[str, Any, tuple[str, ...]]] = [
     (
         "shell_manage",
         {"kind": "macro-history", "name": "m", "days": 0},
-        ("tasks[0].action.days", "1 to 3650"),
-    ),
-    (
-        "shell_manage",
-        {"kind": "macro-history", "name": "m", "days": 3651},
-        ("tasks[0].action.days", "1 to 3650"),
+        ("tasks[0].action.days", "at least 1"),
     ),
     (
         "shell_manage",
@@ -781,8 +775,7 @@ ACTION_REFUSED: list[tuple[str, Any, tuple[str, ...]]] = [
     ("shell_manage", {"kind": "macro-list", "x": 1}, ("unknown field(s) x",)),
     ("shell_manage", {"kind": "snapshot", "x": 1}, ("unknown field(s) x",)),
     ("shell_manage", {"kind": "reap", "x": 1}, ("unknown field(s) x",)),
-    ("shell_audit", {"kind": "audit", "days": 0}, ("tasks[0].action.days", "1 to 3650")),
-    ("shell_audit", {"kind": "audit", "days": 3651}, ("tasks[0].action.days", "1 to 3650")),
+    ("shell_audit", {"kind": "audit", "days": 0}, ("tasks[0].action.days", "at least 1")),
     ("shell_audit", {"kind": "audit", "source": "web"}, ("tasks[0].action.source", "tool, panel, host, cli")),
     ("shell_audit", {"kind": "audit", "export": "jsonl"}, ("tasks[0].action.export", "boolean")),
     # kinds
@@ -816,6 +809,100 @@ def test_concurrency_default_clamp_and_report() -> None:
     assert Call(tool="shell_run", tasks=(), concurrency=8, concurrency_requested=12).concurrency_note == (
         "concurrency 12 clamped to 8"
     )
+
+
+# Budgets (how long to wait, how often to poll, how many lines, how far back) are clamped into
+# range and noted; every other number is refused out of range (the tables above).
+CLAMPED: list[tuple[str, dict[str, Any], str, str, int]] = [
+    (
+        "shell_run",
+        {"wait": {"timeoutMs": 90_000_000}},
+        "wait.timeout_ms",
+        "wait.timeoutMs 90000000",
+        86_400_000,
+    ),
+    (
+        "shell_read",
+        {"wait": {"kind": "idle", "timeoutMs": 86_400_001.0}},
+        "wait.timeout_ms",
+        "wait.timeoutMs 86400001",
+        86_400_000,
+    ),
+    ("shell_run", {"wait": {"pollMs": 5}}, "wait.poll_ms", "wait.pollMs 5", 20),
+    ("shell_run", {"wait": {"pollMs": 0}}, "wait.poll_ms", "wait.pollMs 0", 20),
+    ("shell_run", {"wait": {"pollMs": 100_001}}, "wait.poll_ms", "wait.pollMs 100001", 100_000),
+    ("shell_send", {"wait": {"pollMs": 10}}, "wait.poll_ms", "wait.pollMs 10", 20),
+    ("shell_run", {"output": {"lines": 5000}}, "output.lines", "output.lines 5000", 2000),
+    ("shell_read", {"output": {"lines": 2001}}, "output.lines", "output.lines 2001", 2000),
+    ("shell_audit", {"output": {"lines": 9999}}, "output.lines", "output.lines 9999", 2000),
+]
+
+
+@pytest.mark.parametrize(("tool", "blocks", "attr", "given", "used"), CLAMPED)
+def test_budgets_beyond_their_range_are_clamped_and_noted(
+    tool: str, blocks: dict[str, Any], attr: str, given: str, used: int
+) -> None:
+    call = parse_call(tool, one(tool, **blocks))
+    note = f"tasks[0].{given} clamped to {used}"
+    assert call.clamps == (note,) and call.notes == (note,)
+    block, field = attr.split(".")
+    assert getattr(getattr(call.tasks[0], block), field) == used
+
+
+def test_action_budgets_are_clamped_and_noted() -> None:
+    cases: list[tuple[str, dict[str, Any], str, str, int]] = [
+        (
+            "shell_read",
+            {"kind": "read", "search": "x", "context": 20},
+            "context",
+            "tasks[0].action.context 20 clamped to 8",
+            8,
+        ),
+        (
+            "shell_audit",
+            {"kind": "audit", "days": 5000},
+            "days",
+            "tasks[0].action.days 5000 clamped to 3650",
+            3650,
+        ),
+        (
+            "shell_manage",
+            {"kind": "macro-history", "name": "m", "days": 4000},
+            "days",
+            "tasks[0].action.days 4000 clamped to 3650",
+            3650,
+        ),
+        (
+            "shell_run",
+            {"kind": "steps", "steps": [{"send": "x"}, {"send": "y", "timeoutMs": 1e9}]},
+            "steps",
+            "tasks[0].action.steps[1].timeoutMs 1000000000 clamped to 86400000",
+            86_400_000,
+        ),
+    ]
+    for tool, action, field, note, used in cases:
+        call = parse_call(tool, one(tool, action))
+        assert call.clamps == (note,), (tool, action)
+        value = getattr(call.tasks[0].action, field)
+        assert (value[1].timeout_ms if field == "steps" else value) == used
+    # Several clamps in one call are all noted, after the concurrency clamp, in task order.
+    raw = one("shell_run", wait={"timeoutMs": 10**9}, output={"lines": 10**6})
+    raw["tasks"].append(
+        {
+            "target": {"sessions": "dsh-other1"},
+            "action": {"kind": "run", "command": "x"},
+            "wait": {"pollMs": 1},
+        }
+    )
+    call = parse_call("shell_run", {**raw, "concurrency": 20})
+    assert call.notes == (
+        "concurrency 20 clamped to 8",
+        "tasks[0].wait.timeoutMs 1000000000 clamped to 86400000",
+        "tasks[0].output.lines 1000000 clamped to 2000",
+        "tasks[1].wait.pollMs 1 clamped to 20",
+    )
+    # Within range nothing is noted; a second parse starts with no notes.
+    assert parse_call("shell_run", one("shell_run", wait={"timeoutMs": 86_400_000})).notes == ()
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "4", True])
@@ -1272,3 +1359,129 @@ def test_mutated_inputs_never_crash() -> None:
             except UsageError:
                 outcomes["refused"] += 1
     assert outcomes["accepted"] > 0 and outcomes["refused"] > 0
+
+
+def test_history_before_is_a_log_offset_for_mode_history_only() -> None:
+    action = task0("shell_read", {"kind": "read", "mode": "history", "before": 1234.0}).action
+    assert isinstance(action, ReadAction) and action.before == 1234
+    expect_refusal(
+        "shell_read", one("shell_read", {"kind": "read", "before": 5}), "tasks[0].action.before", "mode=tail"
+    )
+    expect_refusal(
+        "shell_read",
+        one("shell_read", {"kind": "read", "mode": "history", "search": "x", "before": 5}),
+        "tasks[0].action.before",
+        "search",
+    )
+    expect_refusal(
+        "shell_read",
+        one("shell_read", {"kind": "read", "mode": "history", "before": -1}),
+        "action.before",
+        "0 to",
+    )
+
+
+def _integer_paths(schema: Any, path: str = "") -> list[str]:
+    """Every integer field of a tool's input schema, as ``tasks[].action[kind].field`` paths."""
+    if not isinstance(schema, dict):
+        return []
+    found = [path] if schema.get("type") == "integer" else []
+    for name, sub in schema.get("properties", {}).items():
+        found += _integer_paths(sub, f"{path}.{name}" if path else name)
+    for branch in (*schema.get("oneOf", ()), *schema.get("anyOf", ())):
+        kind = branch.get("properties", {}).get("kind", {}).get("const") if isinstance(branch, dict) else None
+        found += _integer_paths(branch, f"{path}[{kind}]" if kind else path)
+    if "items" in schema:
+        found += _integer_paths(schema["items"], path + "[]")
+    return found
+
+
+# One valid task per integer field (as ``path`` in the schema), the field given as 5.0, and where
+# the parsed value lives in the task. A new integer field without a row here fails the test below.
+_INTEGER_FIELDS: list[tuple[str, str, dict[str, Any], str]] = [
+    ("shell_open", "action[open].count", {"action": {"kind": "open", "count": 5.0}}, "action.count"),
+    ("shell_open", "action[open].cols", {"action": {"kind": "open", "cols": 50.0}}, "action.cols"),
+    ("shell_open", "action[open].rows", {"action": {"kind": "open", "rows": 5.0}}, "action.rows"),
+    (
+        "shell_open",
+        "action[open].idleMinutes",
+        {"action": {"kind": "open", "idleMinutes": 5.0}},
+        "action.idle_minutes",
+    ),
+    (
+        "shell_run",
+        "action[steps].steps[].timeoutMs",
+        {"action": {"kind": "steps", "steps": [{"send": "x", "timeoutMs": 5.0}]}},
+        "action.steps.0.timeout_ms",
+    ),
+    ("shell_run", "wait.timeoutMs", {"wait": {"timeoutMs": 5.0}}, "wait.timeout_ms"),
+    ("shell_run", "wait.pollMs", {"wait": {"pollMs": 50.0}}, "wait.poll_ms"),
+    ("shell_run", "wait.code", {"wait": {"kind": "exit", "code": 5.0}}, "wait.code"),
+    ("shell_run", "output.lines", {"output": {"lines": 5.0}}, "output.lines"),
+    ("shell_send", "wait.pollMs", {"wait": {"pollMs": 50.0}}, "wait.poll_ms"),
+    ("shell_send", "output.lines", {"output": {"lines": 5.0}}, "output.lines"),
+    ("shell_read", "action[read].context", {"action": {"kind": "read", "context": 5.0}}, "action.context"),
+    (
+        "shell_read",
+        "action[read].matchOffset",
+        {"action": {"kind": "read", "matchOffset": 5.0}},
+        "action.match_offset",
+    ),
+    (
+        "shell_read",
+        "action[read].before",
+        {"action": {"kind": "read", "mode": "history", "before": 5.0}},
+        "action.before",
+    ),
+    ("shell_read", "wait.timeoutMs", {"wait": {"timeoutMs": 5.0}}, "wait.timeout_ms"),
+    ("shell_read", "wait.code", {"wait": {"kind": "exit", "code": 5.0}}, "wait.code"),
+    ("shell_read", "output.lines", {"output": {"lines": 5.0}}, "output.lines"),
+    ("shell_manage", "action[resize].cols", {"action": {"kind": "resize", "cols": 50.0}}, "action.cols"),
+    ("shell_manage", "action[resize].rows", {"action": {"kind": "resize", "rows": 5.0}}, "action.rows"),
+    (
+        "shell_manage",
+        "action[idle].idleMinutes",
+        {"action": {"kind": "idle", "idleMinutes": 5.0}},
+        "action.idle_minutes",
+    ),
+    (
+        "shell_manage",
+        "action[macro-history].days",
+        {"action": {"kind": "macro-history", "name": "m", "days": 5.0}},
+        "action.days",
+    ),
+    (
+        "shell_manage",
+        "action[macro-restore].at",
+        {"action": {"kind": "macro-restore", "name": "m", "at": 5.0}},
+        "action.at",
+    ),
+    ("shell_audit", "action[audit].days", {"action": {"kind": "audit", "days": 5.0}}, "action.days"),
+    ("shell_audit", "output.lines", {"output": {"lines": 5.0}}, "output.lines"),
+]
+
+
+def _value_at(task: object, where: str) -> object:
+    for part in where.split("."):
+        task = task[int(part)] if part.isdigit() else getattr(task, part)  # type: ignore[index]
+    return task
+
+
+@pytest.mark.parametrize("tool", [*sa.TOOLS, "shell_state"])
+def test_every_integer_field_is_listed(tool: str) -> None:
+    paths = {p.removeprefix("tasks[].") for p in _integer_paths(sa.input_schema(tool))} - {"concurrency"}
+    assert paths == {path for t, path, _, _ in _INTEGER_FIELDS if t == tool}
+
+
+@pytest.mark.parametrize(("tool", "path", "blocks", "where"), _INTEGER_FIELDS)
+def test_every_integer_field_takes_an_integral_float_and_refuses_a_fraction(
+    tool: str, path: str, blocks: dict[str, Any], where: str
+) -> None:
+    blocks = dict(blocks)
+    action = blocks.pop("action", None)
+    task = task0(tool, action, **blocks)
+    value = _value_at(task, where)
+    assert value in (5, 50) and isinstance(value, int), (path, value)
+    fraction = json.loads(json.dumps({"action": action, **blocks}).replace(".0", ".5"))
+    expect_refusal(tool, one(tool, fraction.pop("action"), **fraction), path.rsplit(".", 1)[1], ".5")
+    assert parse_call(tool, {**one(tool), "concurrency": 5.0}).concurrency == 5

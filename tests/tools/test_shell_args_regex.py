@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from hang import HANG_S
 from tether.errors import UsageError
 from tether.tools.shell_args_regex import compile_js_regex, js_regex_to_python
 
@@ -102,7 +103,12 @@ def test_matches_like_javascript() -> None:
         " return m === null ? null : [m.index, m[0]]; })));"
     )
     done = subprocess.run(
-        [node, "-e", script], input=json.dumps(cases), capture_output=True, text=True, timeout=30, check=True
+        [node, "-e", script],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        check=True,
     )
     expected = json.loads(done.stdout)
     for (pattern, subject), js in zip(cases, expected, strict=True):

@@ -74,20 +74,20 @@ async def test_prompt_hooks_are_waited_for(tether_home: Path) -> None:
 async def test_a_shell_that_ends_reports_its_status(tether_home: Path) -> None:
     async with shell_client(tether_home) as client:
         shell = await open_shell(client)
-        out = await run(client, shell, "echo bye; exit 7", wait={"kind": "exit", "timeoutMs": 10_000})
+        out = await run(client, shell, "echo bye; exit 7", wait={"kind": "exit", "timeoutMs": 600_000})
         assert out["exitCode"] == 7 and out["met"] is False, out
         assert any("the shell ended with exit status 7" in line for line in out["lines"]), out
         assert not any("timeout" in line for line in out["lines"])
         shell = await open_shell(client)
-        out = await run(client, shell, "set -e; false", wait={"kind": "exit", "timeoutMs": 10_000})
+        out = await run(client, shell, "set -e; false", wait={"kind": "exit", "timeoutMs": 600_000})
         assert out["exitCode"] == 1 and any("exit status 1" in line for line in out["lines"]), out
         # A wait in flight when the session is killed ends with "the shell ended", not a timeout.
         shell = await open_shell(client)
         waiting = asyncio.ensure_future(
-            run(client, shell, "sleep 600", wait={"kind": "exit", "timeoutMs": 60_000})
+            run(client, shell, "sleep 6000", wait={"kind": "exit", "timeoutMs": 600_000})
         )
         # The run's own wait is in flight once sleep runs in front (the run typed it).
-        seen = await read(client, shell, wait={"kind": "foreground", "proc": "sleep", "timeoutMs": 60_000})
+        seen = await read(client, shell, wait={"kind": "foreground", "proc": "sleep", "timeoutMs": 600_000})
         assert seen["met"] is True
         tmux(tether_home, "kill-session", "-t", f"={shell}")
         ended = await waiting
@@ -140,7 +140,7 @@ async def test_cpu_and_noproc_wait_for_the_command_itself(tether_home: Path, tmp
             client,
             shell,
             f'python3 -c "{script}"',
-            wait={"kind": "noproc", "proc": "python3", "timeoutMs": 20_000},
+            wait={"kind": "noproc", "proc": "python3", "timeoutMs": 600_000},
         )
         assert out["met"] is True and (tmp_path / "p.done").exists(), out
         # Busy for 0.3 s of CPU time (however long a loaded machine makes that), then idle: a 1%
@@ -149,7 +149,7 @@ async def test_cpu_and_noproc_wait_for_the_command_itself(tether_home: Path, tmp
         busy += "open('c.done', 'w').write('x')\ntime.sleep(3)"
         (tmp_path / "busy.py").write_text(busy)
         out = await run(
-            client, shell, "python3 busy.py", wait={"kind": "cpu", "threshold": 1, "timeoutMs": 60_000}
+            client, shell, "python3 busy.py", wait={"kind": "cpu", "threshold": 1, "timeoutMs": 600_000}
         )
         assert out["met"] is True and (tmp_path / "c.done").exists(), out
 
@@ -230,9 +230,16 @@ async def test_a_timeout_names_the_program_that_waits_for_input(tether_home: Pat
             shell,
             "git init -q r && cd r && for i in 1 2 3; do git commit -q --allow-empty -m c$i; done",
         )
-        out = await run(
-            client, shell, "LESS= GIT_PAGER=less git log", wait={"kind": "exit", "timeoutMs": 1500}
+        # The pager shows the log before the exit wait times out (not a race with a 1.5 s deadline).
+        started = await run(
+            client,
+            shell,
+            "LESS= GIT_PAGER=less git log",
+            wait={"kind": "match", "pattern": "c1$", "timeoutMs": 600_000},
         )
+        assert started["met"] is True, started
+        out = await read(client, shell, wait={"kind": "exit", "runId": started["runId"], "timeoutMs": 1})
+        out["runId"] = started["runId"]
         assert out["met"] is False
         assert any(
             'less is in front of the shell and is probably waiting for a key: send "q"' in line

@@ -13,6 +13,8 @@ from typing import Any
 import anyio
 from shell_harness import call, open_shell, run, shell_client, text_of
 
+from hang import HANG_S
+
 
 def _tmux(home: Path, *args: str) -> str:
     return subprocess.run(
@@ -233,7 +235,7 @@ async def test_refusals_and_the_end_of_a_shell(tether_home: Path) -> None:
         )
         assert "no snapshot of dsh-aaaaaa" in text_of(result)
         # `exit` ends the shell itself
-        out = await run(client, shell, "exit 0", wait={"kind": "exit", "timeoutMs": 5000})
+        out = await run(client, shell, "exit 0")
         assert out["met"] is False and any("the shell ended with exit status 0" in x for x in out["lines"])
         assert out["exitCode"] == 0
         _, data = await call(client, "shell_state", {"scope": "*"})
@@ -250,7 +252,7 @@ async def test_labels_filters_and_human_states(tether_home: Path, tmp_path: Path
         a, b = (t["shell"] for t in data["tasks"])
         _, data = await call(client, "shell_state", {"label": "web-2"})
         assert [r["shell"] for r in data["shells"]] == [b]
-        with anyio.fail_after(10):  # idle = the shell reads its next line, nothing typed pending
+        with anyio.fail_after(HANG_S):  # idle = the shell reads its next line, nothing typed pending
             while True:
                 _, data = await call(client, "shell_state", {"cwd": tmp_path.name, "state": "idle"})
                 if len(data["shells"]) == 2:
@@ -273,7 +275,7 @@ async def test_labels_filters_and_human_states(tether_home: Path, tmp_path: Path
             start_new_session=True,
         )
         try:
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while True:
                     _, data = await call(client, "shell_state", {"state": "attached"})
                     if data["shells"]:
@@ -286,7 +288,7 @@ async def test_labels_filters_and_human_states(tether_home: Path, tmp_path: Path
             assert data["shells"] == []
             await anyio.sleep(2.1)
             os.write(master, b"echo typed-by-a-person\r")
-            with anyio.fail_after(10):
+            with anyio.fail_after(HANG_S):
                 while True:
                     _, data = await call(client, "shell_state", {"sessions": b, "state": "user-busy"})
                     if data["shells"]:
@@ -294,19 +296,22 @@ async def test_labels_filters_and_human_states(tether_home: Path, tmp_path: Path
                     await anyio.sleep(0.05)
         finally:
             attach.terminate()
-            attach.wait(5)
+            attach.wait(HANG_S)
             os.close(master)
             os.close(slave)
         # ai-busy while this conversation's call runs on the shell (the person's stamp on a is
         # cleared first: while a person types there, agent writes are refused)
         _tmux(tether_home, "set-option", "-t", a, "@tether_user_input_at", "0")
+        # The command runs until the test has seen the states (the fifo), however slowly it looks.
+        gate = tmp_path / "busy-gate"
+        os.mkfifo(gate)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(run, client, a, "sleep 1.5")
-            with anyio.fail_after(10):
-                while True:
-                    _, data = await call(client, "shell_state", {"state": "ai-busy"})
-                    # ai-busy starts with the call (before its safety checks); busy once it typed
-                    if data["shells"] and "busy" in data["shells"][0]["states"]:
-                        break
-                    await anyio.sleep(0.05)
+            tg.start_soon(run, client, a, f"cat {gate} >/dev/null")
+            while True:
+                _, data = await call(client, "shell_state", {"state": "ai-busy"})
+                # ai-busy starts with the call (before its safety checks); busy once it typed
+                if data["shells"] and "busy" in data["shells"][0]["states"]:
+                    break
+                await anyio.sleep(0.05)
             assert data["shells"][0]["shell"] == a and "busy" in data["shells"][0]["states"]
+            await anyio.to_thread.run_sync(gate.write_text, "go\n")  # the run ends; the group too

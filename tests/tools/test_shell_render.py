@@ -113,10 +113,44 @@ def test_search_context_lines_and_separators() -> None:
         "1- start",
         "2: error: one",
         "3- ok",
-        "--",
         "4- ok",
         "5: error: two",
         "6- end",
+    ]
+
+
+def test_search_merges_overlapping_windows_like_grep() -> None:
+    lines = [f"line {i}" for i in range(1, 21)]
+    lines[4], lines[5], lines[8], lines[15] = "hit 5", "hit 6", "hit 9", "hit 16"
+    page = search_lines(lines, re.compile("hit"), context=2, offset=0, limit=20)
+    assert render_search(page) == [
+        "4 matches, 4 on this page, from 0; no more",
+        "3- line 3",
+        "4- line 4",
+        "5: hit 5",
+        "6: hit 6",
+        "7- line 7",
+        "8- line 8",
+        "9: hit 9",
+        "10- line 10",
+        "11- line 11",
+        "--",
+        "14- line 14",
+        "15- line 15",
+        "16: hit 16",
+        "17- line 17",
+        "18- line 18",
+    ]
+    # Paging stays by hits: a page of two ends at hit 6, whose context still shows (line 7, 8);
+    # the next page starts at hit 9 and its context may repeat lines the previous page showed.
+    first = search_lines(lines, re.compile("hit"), context=2, offset=0, limit=2)
+    assert render_search(first)[0] == "4 matches, 2 on this page, from 0; next: matchOffset=2"
+    assert render_search(first)[-1] == "8- line 8"
+    second = search_lines(lines, re.compile("hit"), context=2, offset=2, limit=2)
+    assert render_search(second)[:3] == [
+        "4 matches, 2 on this page, from 2; no more",
+        "7- line 7",
+        "8- line 8",
     ]
 
 

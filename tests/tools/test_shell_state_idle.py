@@ -59,7 +59,7 @@ async def test_a_shell_at_its_prompt_is_idle_on_every_read_and_a_running_command
         catalog,
         "shell_run",
         target=target,
-        action={"kind": "run", "command": "sleep 5"},
+        action={"kind": "run", "command": "sleep 1000"},
         wait={"kind": "none"},
     )
     running = [await states(catalog, shell) for _ in range(5)]

@@ -9,6 +9,8 @@ import anyio
 import mcp_types as types
 from shell_harness import call, run, shell_client
 
+from hang import HANG_S
+
 
 async def test_watch_on_open_and_unsubscribe(tether_home: Path) -> None:
     logged: list[Any] = []
@@ -32,7 +34,7 @@ async def test_watch_on_open_and_unsubscribe(tether_home: Path) -> None:
         resources = await client.list_resources()
         assert uri in [str(r.uri) for r in resources.resources]
         await run(client, shell, "echo sub-hello")
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             await got.wait()
         assert uri in updated
         assert all("__tb" not in str(entry) for entry in logged)

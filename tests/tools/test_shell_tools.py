@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
 from shell_harness import call, open_shell, run, shell_client, text_of
+
+from hang import HANG_S
 
 
 async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) -> None:
@@ -56,11 +59,15 @@ async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) 
             },
         )
         assert data["tasks"][0]["met"] is True
-        # A timeout reports and never kills: the command is still running afterwards.
-        out = await run(client, shell, "sleep 5", wait={"kind": "exit", "timeoutMs": 200})
+        # A timeout reports and never kills: the command is still running afterwards. It ends
+        # when the test says so (the fifo), not after a time the test must beat.
+        gate = tmp_path / "gate"
+        os.mkfifo(gate)
+        out = await run(client, shell, f"cat {gate} >/dev/null", wait={"kind": "exit", "timeoutMs": 200})
         assert out["met"] is False and out["exitCode"] is None, out["error"]
-        text, data = await call(client, "shell_state", {"sessions": shell, "fg": "sleep"})
-        assert data["shells"] and data["shells"][0]["fg"] == "sleep", text
+        text, data = await call(client, "shell_state", {"sessions": shell, "fg": "cat"})
+        assert data["shells"] and data["shells"][0]["fg"] == "cat", text
+        gate.write_text("go\n")
         # exit bound to a runId from shell_read
         _, data = await call(
             client,
@@ -70,7 +77,7 @@ async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) 
                     {
                         "target": {"sessions": shell},
                         "action": {"kind": "read"},
-                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 10000},
+                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 600_000},
                     }
                 ]
             },
@@ -78,7 +85,7 @@ async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) 
         assert data["tasks"][0]["exitCode"] == 0 and data["tasks"][0]["met"] is True
 
 
-async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
+async def test_async_run_then_read_since_and_exit(tether_home: Path, tmp_path: Path) -> None:
     async with shell_client(tether_home) as client:
         shell = await open_shell(client)
         first = await run(
@@ -108,8 +115,15 @@ async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
             {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "since"}}]},
         )
         assert not [x for x in data["tasks"][0]["lines"] if x.startswith("n")]
-        # shell_read waits for output that appears after the wait starts: match and bell
-        await run(client, shell, "sleep 0.3; echo LATE-LINE; sleep 0.6; printf '\\a'", wait={"kind": "none"})
+        # shell_read waits for output that appears after the wait starts: match and bell. The
+        # command repeats both until the test is done, so the waits see one whenever they start.
+        stop = tmp_path / "stop"
+        await run(
+            client,
+            shell,
+            f"until [ -e {stop} ]; do echo LATE-LINE; printf '\\a'; sleep 0.05; done",
+            wait={"kind": "none"},
+        )
         for wait in ({"kind": "match", "pattern": "^LATE-LINE$"}, {"kind": "bell"}):
             _, data = await call(
                 client,
@@ -117,6 +131,7 @@ async def test_async_run_then_read_since_and_exit(tether_home: Path) -> None:
                 {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read"}, "wait": wait}]},
             )
             assert data["tasks"][0]["met"] is True, (wait, data["tasks"][0])
+        stop.touch()
 
 
 async def test_interactive_programs(tether_home: Path, tmp_path: Path) -> None:
@@ -233,7 +248,7 @@ async def test_interactive_programs(tether_home: Path, tmp_path: Path) -> None:
                     {
                         "target": tgt,
                         "action": {"kind": "read", "mode": "tail"},
-                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 5000},
+                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 600_000},
                     }
                 ]
             },
@@ -269,7 +284,8 @@ async def test_read_modes_and_search(tether_home: Path) -> None:
         assert "3000" in screen["lines"]  # type: ignore[operator]
         hist = await read({"mode": "history"})
         lines = hist["lines"]
-        assert isinstance(lines, list) and lines[0].endswith("earlier lines dropped]") and "3000" in lines
+        assert isinstance(lines, list) and "earlier lines not shown" in lines[0] and "3000" in lines
+        assert len(lines) == 21 and isinstance(hist["before"], int)  # output.lines (20) + the note
         summary = await read({"mode": "summary"})
         assert isinstance(summary["lines"], list) and summary["lines"][-1].endswith("lines total]")
         found = await read({"search": "^29\\d\\d$", "context": 1}, output={"lines": 10})
@@ -394,7 +410,7 @@ async def test_hundred_megabytes_history_and_search(tether_home: Path) -> None:
             client,
             shell,
             f"seq 1 {n}",
-            wait={"kind": "exit", "timeoutMs": 120000},
+            wait={"kind": "exit", "timeoutMs": 600_000},
             output={"showing": "summary"},
         )
         assert out["exitCode"] == 0 and out["lines"][-1] == f"[{n} lines total]"
@@ -404,8 +420,21 @@ async def test_hundred_megabytes_history_and_search(tether_home: Path) -> None:
             "shell_read",
             {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read", "mode": "history"}}]},
         )
-        lines = data["tasks"][0]["lines"]
-        assert str(n) in lines and str(n - 1000) in lines
+        task = data["tasks"][0]
+        lines = task["lines"]
+        # output.lines (20): the last numbers and the prompt after them, behind the paging note.
+        assert len(lines) == 21 and "earlier lines not shown" in lines[0] and task["before"] > 100_000_000
+        numbers = [int(x) for x in lines[1:] if x.isdigit()]
+        assert numbers == list(range(n - len(numbers) + 1, n + 1)) and len(numbers) >= 18, lines
+        last_shown = numbers[0]
+        # The page before, 2000 lines, ends exactly where this one began.
+        task_ = {"kind": "read", "mode": "history", "before": task["before"]}
+        _, data = await call(
+            client,
+            "shell_read",
+            {"tasks": [{"target": {"sessions": shell}, "action": task_, "output": {"lines": 2000}}]},
+        )
+        assert data["tasks"][0]["lines"][1:] == [str(k) for k in range(last_shown - 2000, last_shown)]
         _, data = await call(
             client,
             "shell_read",
@@ -447,7 +476,7 @@ async def test_killed_server_leaves_no_client_and_a_new_one_finds_mine(tether_ho
             assert controls, "the tmux control client was not found"
             for proc in servers:
                 os.kill(proc.pid, signal.SIGKILL)
-            with anyio.fail_after(10):  # the control client sees EOF on its stdin and exits
+            with anyio.fail_after(HANG_S):  # the control client sees EOF on its stdin and exits
                 while any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in controls):
                     await anyio.sleep(0.02)
             for c in controls:  # orphaned by the kill, it was handed to us (the subreaper): collect it
@@ -486,8 +515,8 @@ async def test_every_validation_error_reaches_the_model(tether_home: Path) -> No
         ),
         (
             "shell_run",
-            {"tasks": [{"target": t, "action": run_, "wait": {"kind": "exit", "timeoutMs": 90000000}}]},
-            "from 0 to 86400000",
+            {"tasks": [{"target": t, "action": run_, "wait": {"kind": "exit", "timeoutMs": -5}}]},
+            "tasks[0].wait.timeoutMs: must be an integer of at least 0 (ms)",
         ),
         (
             "shell_read",

@@ -84,7 +84,7 @@ async def _run(command: str, *, timeout_ms: int | None, cwd: str | None, backgro
     base = LocalShellOptions.from_config(config)
     options = dataclasses.replace(base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER))
     executor = executor_from_config(config, options=options, keep_background=background_ok)
-    request = ShellExecRequest(command=command, workdir=cwd, timeout_ms=timeout_ms)
+    request = ShellExecRequest(command, workdir=cwd, timeout_ms=timeout_ms)
     abort = AbortSignal()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -121,12 +121,14 @@ class AbortSignal:
 class ShellExecRequest:
     """What a caller asks for; unset fields are filled by ``ShellExecutor.resolve``.
 
+    The command is the one positional argument (``ShellExecRequest("rg --files | head -20")``, as
+    the spec writes it); every other field is keyword-only.
     ``stdout_max_bytes`` is a trusted-caller knob (plugin code, the CLI): it must never appear in a
     model-visible schema, or a model could raise its own output budget past the deployment's.
     ``session_id`` is the agent session for the ``TETHER_SESSION_ID`` built-in (None = headless).
     """
 
-    command: str
+    command: str = field(kw_only=False)
     workdir: str | None = None
     timeout_ms: int | None = None
     on_expiry: ShellExpiryPolicy = ShellExpiryPolicy.KILL

@@ -199,6 +199,11 @@ class ShellHost(ABC):
     @abstractmethod
     async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float: ...
 
+    async def sync_log(self, pane: PaneInfo) -> bool:
+        """Make sure everything the pane printed so far is in the log (``False``: this host cannot
+        tell; the default)."""
+        return False
+
     @abstractmethod
     async def line_mode(self, pane: PaneInfo) -> bool | None:
         """The pane's terminal is in canonical (line) mode: what is typed waits for whoever reads a

@@ -23,3 +23,4 @@ class Outcome:
     met: bool | None = None
     elapsed_ms: int | None = None
     lines: tuple[str, ...] = ()
+    before: int | None = None  # shell_read history: the action.before of the page before this one

@@ -81,8 +81,7 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
                 waited_ms=waited,
                 detail=f"the shell did not reach its prompt within {budget_ms} ms (its prompt hooks run)",
             )
-        if not reinstalled and await _integration_lost(host, pane):
-            await reinstall(shells, host, pane)
+        if not reinstalled and await recover(shells, host, pane):
             reinstalled = True
             continue
         nonce = shells.nonce_of(pane.shell_id)
@@ -130,14 +129,31 @@ async def front_note(host: ShellHost, pane: PaneInfo) -> str | None:
     )
 
 
-async def _integration_lost(host: ShellHost, pane: PaneInfo) -> bool:
-    """The shell in front reads a line in readline's mode, quietly, without having said so."""
-    size = log_size(host.log_of(pane.shell_id))
-    await asyncio.sleep(0)
+async def integration_lost(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:
+    """The shell in front reads a line in readline's mode without having said so: ``exec bash``
+    replaced it. Decided from the log itself where the host can sync it (everything the terminal
+    printed before a mark written to it now is in the log once the mark is): a prompt event that
+    is merely late never counts as lost. Elsewhere, a quiet period stands in for the mark."""
     if await host.reading_line(pane) is not True:
         return False
-    await asyncio.sleep(_LOST_QUIET_S)
-    return log_size(host.log_of(pane.shell_id)) == size and await host.reading_line(pane) is True
+    synced = await host.sync_log(pane)
+    if not synced:
+        size = log_size(host.log_of(pane.shell_id))
+        await asyncio.sleep(_LOST_QUIET_S)
+        if log_size(host.log_of(pane.shell_id)) != size:
+            return False
+    activity = shells.activity(pane.shell_id)
+    if activity is not None and activity.phase == "prompt":
+        return False
+    return await host.reading_line(pane) is True
+
+
+async def recover(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:
+    """Install the integration again if it was lost; whether it was."""
+    if not await integration_lost(shells, host, pane):
+        return False
+    await reinstall(shells, host, pane)
+    return True
 
 
 async def reinstall(shells: Shells, host: ShellHost, pane: PaneInfo) -> None:

@@ -5,6 +5,11 @@ Invariant: views that must be exact beyond tmux's scrollback (``history``, ``sin
 wrapper text survives); ``screen`` and ``tail`` come from ``capture-pane`` (what a person sees),
 filtered the same way. Big logs are processed in bounded chunks cut at newlines, so reading a
 100 MB history never holds more than one chunk of rendered text plus the kept lines.
+
+``history_page`` pages the whole retained log backwards by byte offset: a page is the rendered
+lines of one byte range ``[start, end)`` cut at line starts, and the next (earlier) page ends
+where this one starts, so following the cursor reads every line exactly once, however many
+megabytes the log holds.
 """
 
 from __future__ import annotations
@@ -165,6 +170,93 @@ def history_tail(path: Path, limit: int, *, max_bytes: int | None = None) -> Lin
         kept = list(_within(kept, max_bytes))
     total = max(newlines, len(kept))
     return Lines(lines=tuple(kept), total=total, dropped=total - len(kept))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryPage:
+    lines: tuple[str, ...]
+    start: int  # log offset of the page's first line: the ``before`` of the page before it
+    earlier: int  # log lines before ``start`` (0: the page reaches the oldest retained output)
+
+
+def history_page(
+    path: Path, limit: int, before: int | None = None, *, max_bytes: int | None = None
+) -> HistoryPage:
+    """The last ``limit`` rendered lines that end at offset ``before`` (default: the log's end);
+    with ``max_bytes``, only the newest of them that fit (each clipped as ``clip_line`` does), the
+    page then starting at the first line kept, so the cursor stays exact.
+    """
+    page = _history_page(path, limit, before)
+    if max_bytes is None:
+        return page
+    fitting = len(_within(list(page.lines), max_bytes))
+    if fitting < len(page.lines):
+        page = _history_page(path, fitting, before)
+    clipped = tuple(clip_line(line, max_bytes) for line in page.lines)
+    return HistoryPage(lines=clipped, start=page.start, earlier=page.earlier)
+
+
+def _history_page(path: Path, limit: int, before: int | None) -> HistoryPage:
+    """The last ``limit`` rendered lines that end at offset ``before`` (default: the log's end).
+
+    The range starts ``limit`` log lines back and grows by the lines rendering hid (tether's own
+    events) until it renders ``limit`` lines or reaches the oldest retained byte; rendering
+    never makes more lines than the log holds, so the page is exactly ``limit`` lines and its
+    ``start`` is exact.
+    """
+    first = data_start(path)
+    size = log_size(path)
+    end = safe_end(path, size) if before is None else max(first, min(before, size))
+    start, rendered, want = end, [], max(limit, 0)
+    while want > 0 and start > first:
+        start = _outside_event(path, _line_start_back(path, start, first, want), first)
+        rendered = render(read_range(path, start, end))
+        want = limit - len(rendered)
+    return HistoryPage(lines=tuple(rendered), start=start, earlier=_count_newlines(path, first, start))
+
+
+def _outside_event(path: Path, start: int, first: int) -> int:
+    """``start``, or the start of the line holding the event it falls inside (an event's text,
+    such as a typed command's history entry, may span lines)."""
+    while start > first:
+        window = max(first, start - 65536)
+        at = _open_osc(read_range(path, window, start))
+        if at < 0:
+            return start
+        start = _line_start_back(path, window + at + 1, first, 1)
+    return start
+
+
+def _line_start_back(path: Path, pos: int, first: int, n: int) -> int:
+    """Offset of the start of the ``n``-th line that ends before ``pos`` (``first`` if fewer)."""
+    with open(path, "rb") as fh:
+        fh.seek(pos - 1)
+        # The newline that ends the last line belongs to it; a partial last line has none.
+        hi = pos - 1 if fh.read(1) == b"\n" else pos
+        found = 0
+        while hi > first:
+            lo = max(first, hi - 65536)
+            fh.seek(lo)
+            block = fh.read(hi - lo)
+            idx = len(block)
+            while (k := block.rfind(b"\n", 0, idx)) >= 0:
+                found += 1
+                if found == n:
+                    return lo + k + 1
+                idx = k
+            hi = lo
+    return first
+
+
+def _count_newlines(path: Path, start: int, end: int) -> int:
+    count = 0
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        left = end - start
+        while left > 0 and (block := fh.read(min(CHUNK, left))):
+            count += block.count(b"\n")
+            left -= len(block)
+    return count
 
 
 Hit = tuple[int, str, tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]

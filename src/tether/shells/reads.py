@@ -15,7 +15,7 @@ from tether.shells.domain import PendingRun, Shells
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
-from tether.shells.prompt import front_note, reinstall
+from tether.shells.prompt import front_note, recover
 from tether.shells.records import RunRecord
 from tether.shells.requests import Output, ReadAction, Wait
 from tether.shells.writes import wait_spec
@@ -82,7 +82,7 @@ async def read(
             run=track,
             at_prompt=activity is not None and activity.phase == "prompt",
             shown_prompt=activity.prompt if activity is not None else -1,
-            on_lost=(lambda: reinstall(shells, host, pane)) if track is not None else None,
+            on_lost=(lambda: recover(shells, host, pane)) if track is not None else None,
         )
         if track is not None and out.exit_code is not None and run_id is not None:
             shells.records.finish_run(run_id, out.exit_code, out.end_offset)
@@ -106,7 +106,7 @@ async def read(
             )
         offset = previous[0] if previous is not None else 0
         shells.records.set_read_position(shell_id, actor, offset, "\n".join(current))
-    lines = await views.read_view(shells, host, pane, action, output.lines, actor)
+    view = await views.read_view(shells, host, pane, action, output.lines, actor, f"{path}.action")
     return Outcome(
         shell=shell_id,
         run_id=run_id,
@@ -114,5 +114,6 @@ async def read(
         waited=waited,
         met=met,
         elapsed_ms=elapsed,
-        lines=(*lines, *notes),
+        lines=(*view.lines, *notes),
+        before=view.before,
     )

@@ -165,7 +165,11 @@ class SendAction:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadAction:
-    """With ``search`` set, ``mode`` is ignored and ``regex`` holds the compiled search."""
+    """With ``search`` set, ``mode`` is ignored and ``regex`` holds the compiled search.
+
+    ``before`` (mode=history only) is the log offset a history page returned: read the page that
+    ends there (None: the newest page).
+    """
 
     kind: Literal["read"] = "read"
     search: str | None = None
@@ -174,6 +178,7 @@ class ReadAction:
     match_offset: int = 0
     mode: ReadMode = "tail"
     if_changed: bool = False
+    before: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

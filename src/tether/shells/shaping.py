@@ -129,14 +129,27 @@ def search_lines(
 
 
 def render_search(page: SearchPage) -> list[str]:
-    """grep-style: ``12: match`` and ``11- context``, groups separated by ``--``."""
+    """grep-style: ``12: match`` and ``11- context``, groups separated by ``--``.
+
+    Windows that overlap or touch are merged, as grep does: a line shared by two hits' context is
+    shown once, a hit inside another hit's context is shown as a hit (``:``), and ``--`` stands
+    only between windows with a gap. Merging changes only the display: the page still holds
+    exactly its hits, so the count and ``matchOffset`` stay exact.
+    """
     nxt = page.next_offset
     more = f"; next: matchOffset={nxt}" if nxt is not None else "; no more"
     out = [f"{page.total} matches, {len(page.hits)} on this page, from {page.offset}{more}"]
-    for k, hit in enumerate(page.hits):
-        if k and (hit.before or page.hits[k - 1].after):
+    shown: dict[int, tuple[str, bool]] = {}
+    for hit in page.hits:
+        for n, text in (*hit.before, *hit.after):
+            shown.setdefault(n, (text, False))
+        shown[hit.line] = (hit.text, True)
+    with_context = any(hit.before or hit.after for hit in page.hits)
+    previous: int | None = None
+    for n in sorted(shown):
+        if with_context and previous is not None and n > previous + 1:
             out.append("--")
-        out.extend(f"{n}- {text}" for n, text in hit.before)
-        out.append(f"{hit.line}: {hit.text}")
-        out.extend(f"{n}- {text}" for n, text in hit.after)
+        text, is_hit = shown[n]
+        out.append(f"{n}: {text}" if is_hit else f"{n}- {text}")
+        previous = n
     return out

@@ -1,22 +1,27 @@
 """The output shapes of ``shell_run`` (``output.showing``) and ``shell_read`` (``read.mode``).
 
 Invariant: every line returned here went through ``tether.shells.termtext`` (integration events
-removed), rendered off the event loop (``offload``) when much of the log must be read; each view updates the caller's read position so ``since`` and ``diff`` mean "since my
-last look" per conversation, durably (a restarted process continues). A position is never left
-inside an event the shell is still printing (``reading.safe_end``).
+removed), rendered off the event loop (``offload``) when much of the log must be read; each
+view updates the caller's read position so ``since`` and ``diff`` mean "since my last look" per
+conversation, durably (a restarted process continues). A position is never left
+inside an event the shell is still printing (``reading.safe_end``). ``history`` returns
+``output.lines`` lines and, when older output exists, a first line saying how to read the page
+before (``before=N``, also ``ReadView.before``): following it reads the whole log once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from tether.errors import UsageError
 from tether.shells import shaping
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import log_size, read_range
 from tether.shells.offload import offloaded, rendered
-from tether.shells.reading import Lines, clip_line, history_tail, log_lines, safe_end, search
+from tether.shells.reading import Lines, clip_line, history_page, history_tail, log_lines, safe_end, search
 from tether.shells.requests import MAX_OUTPUT_LINES, Output, ReadAction
 from tether.shells.shaping import SearchHit, SearchPage, cap_tail
 from tether.shells.termtext import filter_screen
@@ -24,6 +29,12 @@ from tether.shells.tmux.commands import PaneInfo
 
 _SCREEN_SHOWINGS = frozenset({"tail", "screen", "diff"})
 _LAST_COMMAND_BACK = 4 << 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadView:
+    lines: list[str]
+    before: int | None = None  # history: the action.before of the previous page (None: no more)
 
 
 def with_dropped(lines: Lines) -> list[str]:
@@ -140,28 +151,66 @@ def search_view(shells: Shells, shell_id: str, action: ReadAction, limit: int) -
     return shaping.render_search(SearchPage(total=page.total, offset=page.offset, hits=hits))
 
 
+def history_view(
+    path_of_log: Path, shell_id: str, limit: int, before: int | None, where: str, max_bytes: int
+) -> ReadView:
+    size = log_size(path_of_log)
+    if before is not None and before > size:
+        raise UsageError(
+            f"{where}.before: {before} is past the end of {shell_id}'s log ({size} bytes); "
+            "pass the before=N a history read of this shell returned"
+        )
+    # The page leaves room for its own note (and a wait's), so the result's budget never cuts it:
+    # a page cut by that budget would lose lines between it and the page before.
+    page = history_page(path_of_log, limit, before, max_bytes=max_bytes - 512)
+    if not page.earlier:
+        return ReadView(lines=list(page.lines))
+    note = (
+        f"[{page.earlier} earlier lines not shown; read them with "
+        f'action {{ "kind": "read", "mode": "history", "before": {page.start} }}]'
+    )
+    return ReadView(lines=[note, *page.lines], before=page.start)
+
+
 async def read_view(
-    shells: Shells, host: ShellHost, pane: PaneInfo, action: ReadAction, limit: int, actor: str
-) -> list[str]:
+    shells: Shells,
+    host: ShellHost,
+    pane: PaneInfo,
+    action: ReadAction,
+    limit: int,
+    actor: str,
+    where: str = "action",
+) -> ReadView:
     """``shell_read`` ``read``: the mode's view, or a search page when ``search`` is set."""
     shell_id = pane.shell_id
     if action.regex is not None:
-        return await rendered(log_size(host.log_of(shell_id)), search_view, shells, shell_id, action, limit)
+        size = log_size(host.log_of(shell_id))
+        return ReadView(lines=await rendered(size, search_view, shells, shell_id, action, limit))
     mode = action.mode
-    if mode == "screen":
-        return await screen_lines(shells, host, pane)
-    if mode == "tail":
-        return await tail_lines(host, pane, limit)
-    if mode == "diff":
-        return await diff_lines(shells, host, pane, actor)
-    if mode == "since":
-        return await offloaded(since_lines, shells, shell_id, actor)
-    log, cap = host.log_of(shell_id), budget(shells)
-    size = log_size(log)
     if mode == "history":
-        return with_dropped(await rendered(size, history_tail, log, MAX_OUTPUT_LINES, max_bytes=cap))
-    hist = await rendered(size, history_tail, log, min(limit, shaping.SUMMARY_LINES), max_bytes=cap)
-    return [*hist.lines, f"[{hist.total} lines total]"]
+        return await rendered(
+            log_size(host.log_of(shell_id)),
+            history_view,
+            host.log_of(shell_id),
+            shell_id,
+            min(limit, MAX_OUTPUT_LINES),
+            action.before,
+            where,
+            budget(shells),
+        )
+    if mode == "screen":
+        return ReadView(lines=await screen_lines(shells, host, pane))
+    if mode == "tail":
+        return ReadView(lines=await tail_lines(host, pane, limit))
+    if mode == "diff":
+        return ReadView(lines=await diff_lines(shells, host, pane, actor))
+    if mode == "since":
+        return ReadView(lines=await offloaded(since_lines, shells, shell_id, actor))
+    log = host.log_of(shell_id)
+    hist = await rendered(
+        log_size(log), history_tail, log, min(limit, shaping.SUMMARY_LINES), max_bytes=budget(shells)
+    )
+    return ReadView(lines=[*hist.lines, f"[{hist.total} lines total]"])
 
 
 # ---- the shell's own command history --------------------------------------------------------

@@ -134,13 +134,13 @@ class WaitEngine:
         nonce: str | None = None,
         run: RunTrack | None = None,
         at_prompt: bool = False,
-        on_lost: Callable[[], Awaitable[None]] | None = None,
+        on_lost: Callable[[], Awaitable[bool]] | None = None,
         shown_prompt: int = -1,
     ) -> WaitOutcome:
         """Wait from log offset ``start``. ``run`` binds the wait to one typed run; ``nonce`` lets
         a run-less ``idle`` see the shell's prompt; ``at_prompt`` says it is there already.
-        ``on_lost`` is called (once) when the run's shell reads a line without having reported a
-        prompt — ``exec bash`` replaced it, and the integration must be installed again.
+        ``on_lost`` is asked when the run's shell has been quiet a while: it returns True once it
+        found the integration lost (``exec bash`` replaced the shell) and installed it again.
         ``shown_prompt`` is the number of the prompt already on the screen: a redraw of it is no
         new prompt."""
         t0 = time.monotonic()
@@ -162,7 +162,7 @@ class WaitEngine:
         nonce: str | None,
         run: RunTrack | None,
         at_prompt: bool,
-        on_lost: Callable[[], Awaitable[None]] | None,
+        on_lost: Callable[[], Awaitable[bool]] | None,
         shown_prompt: int,
     ) -> WaitOutcome:
         scan = _Scan(
@@ -219,8 +219,7 @@ class WaitEngine:
                 and now >= next_lost
             ):
                 next_lost = now + _LOST_QUIET_S
-                if await self.host.reading_line(pane) is True:
-                    await on_lost()
+                if await self.host.reading_line(pane) is True and await on_lost():
                     on_lost = None
                     continue
             if now >= next_alive:

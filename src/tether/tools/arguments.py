@@ -3,18 +3,37 @@
 Invariant: a model's bad input never becomes a traceback. ``parse_arguments`` validates the raw
 argument object with a pydantic model (unknown fields forbidden) and turns every failure into one
 ``UsageError`` naming each offending field, what was wrong, and what is allowed.
+
+Integer fields are typed ``JsonInt``: JSON Schema counts ``1500.0`` as an integer, so an integral
+float is accepted (as ``1500``) while ``1500.5``, a boolean or a string is refused with the field
+named — strict pydantic alone would refuse ``1500.0`` as "not a valid integer".
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
+from pydantic_core import PydanticCustomError
 
 from tether.errors import UsageError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def _integral(value: object) -> object:
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            return int(value)
+        raise PydanticCustomError(
+            "integer", "must be an integer (a whole number); got {value}", {"value": value}
+        )
+    return value  # ints pass; anything else is refused by the strict int check after this
+
+
+JsonInt = Annotated[int, BeforeValidator(_integral)]
 
 
 def parse_arguments(tool: str, model: type[ModelT], arguments: Mapping[str, Any]) -> ModelT:

@@ -66,12 +66,13 @@ def shell_input_schema(
             "minLength": 1,
             "description": "One short sentence saying what the command does.",
         },
+        # No "maximum": a larger value is clamped (spec: Resolve caps per-call overrides), and a
+        # client that validates against the schema must not refuse what the server accepts.
         "timeoutMs": {
             "type": "integer",
             "minimum": 1,
-            "maximum": max_timeout_ms,
             "description": f"Foreground deadline in milliseconds (default {default_timeout_ms}, "
-            f"at most {max_timeout_ms}); {on_timeout}.",
+            f"at most {max_timeout_ms}: a larger value is clamped to it); {on_timeout}.",
         },
         "workdir": {"type": "string", "description": "Working directory (default: the server's)."},
     }

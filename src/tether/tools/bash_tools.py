@@ -47,7 +47,7 @@ from tether.shell.types import (
     ShellExpiryPolicy,
 )
 from tether.tools import shell_results as shapes
-from tether.tools.arguments import parse_arguments
+from tether.tools.arguments import JsonInt, parse_arguments
 from tether.tools.bash_schema import (
     DEFAULT_SANDBOX_MODES,
     HINTS,
@@ -72,7 +72,7 @@ class _ShellArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False)
     command: str = Field(min_length=1)
     description: str = Field(min_length=1)
-    timeout_ms: int | None = Field(default=None, alias="timeoutMs")
+    timeout_ms: JsonInt | None = Field(default=None, alias="timeoutMs")
     workdir: str | None = None
     run_in_background: bool | None = None
     sandbox_permissions: str | None = None
@@ -195,10 +195,12 @@ class ShellToolPlugin:
                     f"{value.index(chr(0))}; allowed: text without NUL (the operating system cannot "
                     "pass one to a process); remove it (a command can still print one: printf '\\0')"
                 )
-        if args.timeout_ms is not None and not 1 <= args.timeout_ms <= self.max_timeout_ms:
+        # Above the maximum is clamped by resolve (and reported); below 1 means nothing.
+        if args.timeout_ms is not None and args.timeout_ms < 1:
             raise UsageError(
-                f"{self.shell}: field 'timeoutMs' is {args.timeout_ms}; allowed: 1 to {self.max_timeout_ms} "
-                "milliseconds ([shell].max_timeout_ms)"
+                f"{self.shell}: field 'timeoutMs' is {args.timeout_ms}; allowed: 1 millisecond or more "
+                f"(a value above {self.max_timeout_ms}, [shell].max_timeout_ms, is clamped to it); "
+                "omit it for the default"
             )
         self._check_sandbox(args)
         return args
@@ -229,7 +231,7 @@ class ShellToolPlugin:
 
     def _request(self, args: _ShellArgs, ctx: CallContext, on_expiry: ShellExpiryPolicy) -> ShellExecRequest:
         request = ShellExecRequest(
-            command=args.command,
+            args.command,
             workdir=args.workdir,
             timeout_ms=args.timeout_ms,
             on_expiry=on_expiry,
@@ -301,7 +303,7 @@ class ShellToolPlugin:
             job.attach(execution)
         try:
             if promote and job is not None and not await self._settles_in_time(execution, spec):
-                return self._promote(job, execution, spec.timeout_ms)
+                return self._promote(job, execution, spec.timeout_ms, self._clamped(args, spec))
             result = await execution.result()
         except anyio.get_cancelled_exc_class() as exc:
             await self._kill_for_cancel(abort, execution)
@@ -314,8 +316,21 @@ class ShellToolPlugin:
         if result.aborted:
             raise shapes.ToolAborted(abort.reason or "the command was aborted")
         stopped = job.stop_reason if job is not None else None
-        rendered = render_shell_result(result, stopped=stopped)
-        return ToolResult(text=rendered, structured=shapes.foreground(result, stopped=stopped))
+        clamped = self._clamped(args, spec)
+        rendered = shapes.with_clamp_note(
+            render_shell_result(result, stopped=stopped),
+            requested_timeout_ms=clamped,
+            used_ms=spec.timeout_ms,
+        )
+        value = shapes.foreground(result, stopped=stopped, requested_timeout_ms=clamped)
+        return ToolResult(text=rendered, structured=value)
+
+    @staticmethod
+    def _clamped(args: _ShellArgs, spec: ShellExecSpec) -> int | None:
+        """The caller's ``timeoutMs`` when resolve capped it, else None."""
+        if args.timeout_ms is not None and args.timeout_ms != spec.timeout_ms:
+            return args.timeout_ms
+        return None
 
     async def _settles_in_time(self, execution: ShellExecution, spec: ShellExecSpec) -> bool:
         # The deadline counts from resolve (spec: time before spawn counts against timeoutMs).
@@ -324,15 +339,23 @@ class ShellToolPlugin:
             await execution.done
         return execution.done.is_set()
 
-    def _promote(self, job: Job, execution: ShellExecution, timeout_ms: int) -> ToolResult:
+    def _promote(
+        self, job: Job, execution: ShellExecution, timeout_ms: int, requested_timeout_ms: int | None
+    ) -> ToolResult:
         job.background = True
         seed = execution.read_output()
         output = seed.text
         if seed.lossy:
             output = "[earlier output was dropped: it exceeded the in-memory budget]\n" + output
-        value = shapes.promoted(job_id=job.job_id, timeout_ms=timeout_ms, output=output)
+        value = shapes.promoted(
+            job_id=job.job_id, timeout_ms=timeout_ms, output=output, requested_timeout_ms=requested_timeout_ms
+        )
         logger.info("%s command promoted to background job %s after %dms", self.shell, job.job_id, timeout_ms)
-        text = shapes.promoted_text(output, timeout_ms=timeout_ms, job_id=job.job_id)
+        text = shapes.with_clamp_note(
+            shapes.promoted_text(output, timeout_ms=timeout_ms, job_id=job.job_id),
+            requested_timeout_ms=requested_timeout_ms,
+            used_ms=timeout_ms,
+        )
         return ToolResult(text=text, structured=value)
 
     async def _kill_for_cancel(self, abort: AbortSignal, execution: ShellExecution) -> None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.errors import NotFoundError
 from tether.jobs.registry import Job, JobInfo, JobRegistry
-from tether.tools.arguments import parse_arguments
+from tether.tools.arguments import JsonInt, parse_arguments
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
 MAX_WAIT_MS = 600_000
@@ -31,7 +31,8 @@ _JOB_FIELDS: dict[str, Any] = {
 class _JobOutputArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     job_id: str = Field(alias="jobId", min_length=1)
-    timeout_ms: int = Field(default=0, alias="timeoutMs", ge=0, le=MAX_WAIT_MS)
+    # Above MAX_WAIT_MS is clamped (a wait budget), below 0 is refused.
+    timeout_ms: JsonInt = Field(default=0, alias="timeoutMs", ge=0)
 
 
 class _JobKillArgs(BaseModel):
@@ -118,24 +119,31 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
     async def handler(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         args = parse_arguments("job_output", _JobOutputArgs, arguments)
         _own(registry, args.job_id, ctx)
-        read = await registry.read_waiting(args.job_id, args.timeout_ms / 1000)
+        wait_ms = min(args.timeout_ms, MAX_WAIT_MS)
+        read = await registry.read_waiting(args.job_id, wait_ms / 1000)
         text = read.text
         if read.lossy:
             text = "[earlier output was dropped: it exceeded the in-memory budget]\n" + text
+        if wait_ms != args.timeout_ms:
+            text = (
+                f"[timeoutMs {args.timeout_ms} clamped to {wait_ms}, the longest job_output waits]\n" + text
+            )
         rendered = (text if text.endswith("\n") or not text else text + "\n") + _status_line(read.info)
-        structured = {
+        structured: dict[str, Any] = {
             **_job_fields(read.info),
             "output": read.text,
             "lossy": read.lossy,
         }
+        if wait_ms != args.timeout_ms:
+            structured["requestedTimeoutMs"] = args.timeout_ms
         return ToolResult(text=rendered, structured=structured)
 
     return ToolDef(
         name="job_output",
         title="Read a background job's output",
         description="Return a background job's output that arrived since the last job_output call, its "
-        "status and exit code. timeoutMs (0-600000, default 0) waits up to that long for new output or "
-        "for the job to end.",
+        "status and exit code. timeoutMs (0-600000, default 0; a larger value is clamped to 600000) waits "
+        "up to that long for new output or for the job to end.",
         input_schema={
             "type": "object",
             "properties": {
@@ -143,8 +151,8 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
                 "timeoutMs": {
                     "type": "integer",
                     "minimum": 0,
-                    "maximum": MAX_WAIT_MS,
-                    "description": "Wait up to this long for new output or exit (default 0: return at once).",
+                    "description": f"Wait up to this long for new output or exit (default 0: return at "
+                    f"once; at most {MAX_WAIT_MS}: a larger value is clamped to it).",
                 },
             },
             "required": ["jobId"],
@@ -156,6 +164,10 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
                 **_JOB_FIELDS,
                 "output": {"type": "string"},
                 "lossy": {"type": "boolean"},
+                "requestedTimeoutMs": {
+                    "type": "integer",
+                    "description": f"Only when timeoutMs was above {MAX_WAIT_MS}: what was asked.",
+                },
             },
             "required": ["jobId", "status", "output", "lossy"],
         },

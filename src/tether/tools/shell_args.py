@@ -6,7 +6,9 @@ out, and every violation is a ``UsageError`` whose message starts with the field
 (``tasks[2].wait.timeoutMs``), names what was wrong and what is allowed:
 
 - a call is ``{ tasks: [1..16], concurrency? }``; concurrency is 1..8 and a larger value is
-  clamped (``Call.concurrency_note`` reports it), not refused;
+  clamped (``Call.concurrency_note`` reports it), not refused; so are the other budgets
+  (``wait.timeoutMs``, ``pollMs``, ``output.lines``, ``steps[].timeoutMs``, ``context``, ``days``:
+  ``Call.clamps``), while every other out-of-range number is refused;
 - each task holds only the blocks its tool consumes (§1 table) plus ``label``;
 - ``action`` is required and each kind takes only its own payload;
 - one explicit shell id in two tasks refuses the whole call; ``*`` is refused for writes.
@@ -32,7 +34,7 @@ from typing import Any, cast
 from tether.errors import UsageError
 from tether.tools.shell_args_actions import SHELL_ID_RE, check_shell_id, is_tmux_key, parse_action
 from tether.tools.shell_args_blocks import parse_output, parse_safety, parse_target, parse_wait
-from tether.tools.shell_args_fields import Fields, describe, join
+from tether.tools.shell_args_fields import Fields, collecting_clamps, describe, join
 from tether.tools.shell_args_model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_POLL_MS,
@@ -157,13 +159,15 @@ def parse_call(tool: str, raw: Any) -> Call[Action]:
     if not 1 <= len(items) <= MAX_TASKS:
         raise UsageError(f"tasks: must hold 1 to {MAX_TASKS} tasks; got {len(items)} (split the call)")
     requested = _concurrency(f)
-    tasks = tuple(_task(name, item, i) for i, item in enumerate(items))
+    with collecting_clamps() as clamps:
+        tasks = tuple(_task(name, item, i) for i, item in enumerate(items))
     _check_unique_shells(tasks)
     return Call(
         tool=name,
         tasks=tasks,
         concurrency=DEFAULT_CONCURRENCY if requested is None else min(requested, MAX_CONCURRENCY),
         concurrency_requested=requested,
+        clamps=tuple(clamps),
     )
 
 

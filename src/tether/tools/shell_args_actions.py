@@ -204,14 +204,22 @@ def _read(f: Fields) -> ReadAction:
     search = f.string("search", what="a JavaScript regular expression")
     if search == "":
         raise f.fail("search", "must not be empty; omit it to read without searching")
-    return ReadAction(
+    action = ReadAction(
         search=search,
         regex=None if search is None else compile_js_regex(search, field=f.at("search")),
-        context=f.integer("context", lo=0, hi=8, default=0, unit="lines"),
+        context=f.budget("context", lo=0, hi=8, default=0, unit="lines"),
         match_offset=f.integer("matchOffset", lo=0, hi=100_000, default=0, unit="matches"),
         mode=f.enum("mode", ("tail", "screen", "history", "since", "diff", "summary"), default="tail"),
         if_changed=f.boolean("ifChanged", default=False),
+        before=f.integer("before", lo=0, hi=2**53 - 1, default=None, unit="log offset"),
     )
+    if action.before is not None and (action.mode != "history" or search is not None):
+        raise f.fail(
+            "before",
+            "pages mode=history (pass the before=N a history read returned) and cannot be combined "
+            f"with {'search' if search is not None else f'mode={action.mode}'}",
+        )
+    return action
 
 
 # ---- shell_manage -------------------------------------------------------------------------------
@@ -253,7 +261,7 @@ def _audit(f: Fields) -> AuditAction:
     return AuditAction(
         actor=f.string("actor", non_blank=True, what="an actor id (conversation id, panel or cli)"),
         source=f.enum("source", AUDIT_SOURCES, default=None),
-        days=f.integer("days", lo=1, hi=3650, default=1, unit="days"),
+        days=f.budget("days", lo=1, hi=3650, default=1, unit="days"),
         export=f.boolean("export", default=False),
     )
 
@@ -270,7 +278,7 @@ KINDS: Mapping[ToolName, Mapping[str, tuple[tuple[str, ...], ActionParser]]] = {
     },
     "shell_send": {"send": (("text", "keys", "preKeys"), _send)},
     "shell_read": {
-        "read": (("search", "context", "matchOffset", "mode", "ifChanged"), _read),
+        "read": (("search", "context", "matchOffset", "mode", "ifChanged", "before"), _read),
         "subscribe": ((), lambda f: SubscribeAction()),
         "unsubscribe": ((), lambda f: UnsubscribeAction()),
     },
@@ -296,7 +304,7 @@ KINDS: Mapping[ToolName, Mapping[str, tuple[tuple[str, ...], ActionParser]]] = {
         "macro-history": (
             ("name", "days"),
             lambda f: MacroHistoryAction(
-                name=_macro_name(f), days=f.integer("days", lo=1, hi=3650, default=7, unit="days")
+                name=_macro_name(f), days=f.budget("days", lo=1, hi=3650, default=7, unit="days")
             ),
         ),
         "macro-restore": (

@@ -3,7 +3,8 @@
 Invariant: each block is read only for a tool that consumes it, and each parameter only where the
 spec lists it — per tool (``pollMs`` is shell_run/shell_send, ``runId`` shell_read, ``showing`` and
 ``structured`` shell_run) and per wait kind (``pattern`` only for match, …). Anything else is
-refused with the allowed fields listed, never ignored.
+refused with the allowed fields listed, never ignored. The budgets ``timeoutMs`` (≤ 24 h),
+``pollMs`` (20–100000) and ``output.lines`` (≤ 2000) are clamped into range, not refused.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def parse_wait(tool: ToolName, raw: Any, path: str) -> Wait | None:
         f.only(allowed, context=f"for kind={kind} on {tool}", hint=hint)
     return Wait(
         kind=kind,
-        timeout_ms=f.integer("timeoutMs", lo=0, hi=TIMEOUT_MAX_MS, default=DEFAULT_TIMEOUT_MS, unit="ms"),
+        timeout_ms=f.budget("timeoutMs", lo=0, hi=TIMEOUT_MAX_MS, default=DEFAULT_TIMEOUT_MS, unit="ms"),
         poll_ms=_poll(f),
         code=f.integer("code", lo=0, hi=255, default=None, unit="exit code"),
         run_id=_run_id(f),
@@ -135,7 +136,7 @@ def parse_wait(tool: ToolName, raw: Any, path: str) -> Wait | None:
 
 
 def _poll(f: Fields) -> int:
-    return f.integer("pollMs", lo=20, hi=100_000, default=DEFAULT_POLL_MS, unit="ms")
+    return f.budget("pollMs", lo=20, hi=100_000, default=DEFAULT_POLL_MS, unit="ms", floor=0)
 
 
 def _run_id(f: Fields) -> str | None:
@@ -175,7 +176,7 @@ def parse_output(tool: ToolName, raw: Any, path: str) -> Output:
         )
     f.only(allowed, context=f"on {tool}", hint=hint)
     return Output(
-        lines=f.integer("lines", lo=0, hi=MAX_OUTPUT_LINES, default=20, unit="lines"),
+        lines=f.budget("lines", lo=0, hi=MAX_OUTPUT_LINES, default=20, unit="lines"),
         showing=f.enum("showing", SHOWING, default="since"),
         structured=f.boolean("structured", default=True),
     )

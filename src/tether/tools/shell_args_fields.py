@@ -3,13 +3,22 @@
 Invariant: every value leaving a ``Fields`` reader has the declared type and lies in the declared
 range; every failure is a ``UsageError`` whose message starts with the field's path
 (``tasks[2].wait.timeoutMs``), says what was given and what is allowed. JSON ``null`` counts as
-"not given" (several MCP clients send it for optional fields). Booleans are never numbers.
+"not given" (several MCP clients send it for optional fields). Booleans are never numbers; an
+integral float (``1500.0``) is an integer, as in JSON Schema.
+
+Clamp or refuse: ``budget`` reads a number that only sizes what a call may spend (how long to
+wait, how often to poll, how many lines to return or look back over). Past its range it is
+clamped, and ``clamped_to`` notes say so (collected per call with ``collecting_clamps``); a
+negative or fractional value is still refused. Every other number (``integer``) names something
+— an exit code, a page position, a geometry, a count of shells — and is refused outside its range.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from tether.errors import UsageError
@@ -38,6 +47,22 @@ def describe(value: object) -> str:
 
 def join(names: Iterable[str]) -> str:
     return ", ".join(names)
+
+
+# The notes of the call being parsed: a context variable, so each parse (and each asyncio task)
+# collects its own without every block parser passing a list down.
+_CLAMPS: ContextVar[list[str] | None] = ContextVar("shell_args_clamps", default=None)
+
+
+@contextmanager
+def collecting_clamps() -> Iterator[list[str]]:
+    """Collect the ``"PATH N clamped to M"`` notes of every ``budget`` read inside the block."""
+    notes: list[str] = []
+    token = _CLAMPS.set(notes)
+    try:
+        yield notes
+    finally:
+        _CLAMPS.reset(token)
 
 
 class Fields:
@@ -92,6 +117,33 @@ class Fields:
         if not lo <= number <= hi:
             raise self.fail(name, f"must be from {lo} to {hi}{units}; got {number}")
         return number
+
+    def budget(
+        self, name: str, *, lo: int, hi: int, default: T, unit: str = "", floor: int | None = None
+    ) -> int | T:
+        """An integer in ``lo..hi`` where a value above ``hi`` (or from ``floor`` up to ``lo``) is
+        clamped into the range and noted; below ``floor`` (default ``lo``) it is refused."""
+        value = self.raw.get(name)
+        if value is None:
+            return default
+        least = lo if floor is None else floor
+        units = f" ({unit})" if unit else ""
+        allowed = f"an integer of at least {least}{units}; above {hi} is clamped to {hi}"
+        if floor is not None and floor < lo:
+            allowed += f", below {lo} to {lo}"
+        integral = isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        )
+        if isinstance(value, bool) or not integral:
+            raise self.fail(name, f"must be {allowed}; got {describe(value)}")
+        number = int(value)
+        if number < least:
+            raise self.fail(name, f"must be {allowed}; got {number}")
+        used = min(max(number, lo), hi)
+        notes = _CLAMPS.get()
+        if used != number and notes is not None:
+            notes.append(f"{self.at(name)} {number} clamped to {used}")
+        return used
 
     def required_integer(self, name: str, *, lo: int, hi: int, unit: str = "", why: str = "") -> int:
         result = self.integer(name, lo=lo, hi=hi, default=None, unit=unit)

@@ -108,13 +108,15 @@ class Task(Generic[A]):
 class Call(Generic[A]):
     """A whole validated call. ``concurrency`` is the value to use (clamped to 1..8);
     ``concurrency_requested`` is what the caller sent (``None`` if omitted), so a handler can
-    report a clamp via ``concurrency_note``.
+    report a clamp via ``concurrency_note``; ``clamps`` notes the other budgets clamped into range.
+    ``notes`` is all of them, as a result reports them.
     """
 
     tool: ToolName
     tasks: tuple[Task[A], ...]
     concurrency: int = DEFAULT_CONCURRENCY
     concurrency_requested: int | None = None
+    clamps: tuple[str, ...] = ()  # "tasks[0].wait.timeoutMs 90000000 clamped to 86400000", …
 
     @property
     def concurrency_note(self) -> str | None:
@@ -123,6 +125,12 @@ class Call(Generic[A]):
         if requested is None or requested == self.concurrency:
             return None
         return f"concurrency {requested} clamped to {self.concurrency}"
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Every value of the call that was clamped into range, for the result to report."""
+        head = self.concurrency_note
+        return ((head,) if head else ()) + self.clamps
 
 
 __all__ = [

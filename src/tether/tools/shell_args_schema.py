@@ -20,6 +20,7 @@ from tether.tools.shell_args_schema_actions import (
     TIMEOUT,
     Schema,
     s_bool,
+    s_budget,
     s_enum,
     s_int,
     s_obj,
@@ -51,7 +52,11 @@ _KIND_DESC = (
 def _wait(tool: str) -> Schema:
     if tool == "shell_send":
         return s_obj(
-            {"pollMs": s_int(20, 100_000, "Interval for checking that the screen settled, in ms.", 150)},
+            {
+                "pollMs": s_budget(
+                    20, 100_000, "Interval for checking that the screen settled, in ms.", 150, floor=0
+                )
+            },
             "shell_send takes only pollMs.",
         )
     props: dict[str, Schema] = {"kind": s_enum(_WAIT_KINDS[tool], _KIND_DESC, "idle"), "timeoutMs": TIMEOUT}
@@ -82,7 +87,7 @@ def _wait(tool: str) -> Schema:
 
 def _output(tool: str) -> Schema:
     props: dict[str, Schema] = {
-        "lines": s_int(
+        "lines": s_budget(
             0,
             2000,
             "Lines to return (tail keeps the last N; since keeps "

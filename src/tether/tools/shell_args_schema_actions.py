@@ -22,6 +22,13 @@ def s_int(lo: int, hi: int | None, desc: str, default: int | None = None) -> Sch
     return schema
 
 
+def s_budget(lo: int, hi: int, desc: str, default: int | None = None, *, floor: int | None = None) -> Schema:
+    """A clamped number: no ``maximum`` (a validating client must not refuse what is clamped)."""
+    least = lo if floor is None else floor
+    below = f", below {lo} to {lo}" if least < lo else ""
+    return s_int(least, None, f"{desc} At most {hi}: a larger value is clamped to {hi}{below}.", default)
+
+
 def s_str(desc: str, max_len: int | None = None) -> Schema:
     schema: Schema = {"type": "string", "description": desc}
     if max_len is not None:
@@ -54,14 +61,14 @@ def s_kind(kind: str, props: Mapping[str, Schema], desc: str, required: Sequence
 
 
 KEYS = {"type": "array", "items": {"type": "string"}, "maxItems": 64}
-TIMEOUT = s_int(
+TIMEOUT = s_budget(
     0,
     86_400_000,
-    "How long to wait at most, in ms (max 24 h); a timeout is reported, "
+    "How long to wait at most, in ms (24 h at most); a timeout is reported, "
     "nothing is killed. Give it explicitly for commands over two minutes.",
     30_000,
 )
-POLL = s_int(20, 100_000, "Polling interval in ms.", 150)
+POLL = s_budget(20, 100_000, "Polling interval in ms.", 150, floor=0)
 PATTERN = s_str(
     "kind=match: JavaScript regex (case-sensitive) matched against output that appears after the wait starts."
 )
@@ -132,7 +139,7 @@ ACTION_SCHEMAS: Mapping[str, Sequence[Schema]] = {
                                     ),
                                 ],
                             },
-                            "timeoutMs": s_int(
+                            "timeoutMs": s_budget(
                                 0, 86_400_000, "Step timeout in ms (default: the task's wait.timeoutMs)."
                             ),
                         }
@@ -179,18 +186,25 @@ ACTION_SCHEMAS: Mapping[str, Sequence[Schema]] = {
             "read",
             {
                 "search": s_str("JavaScript regex searched in the buffer (case-sensitive); mode is ignored."),
-                "context": s_int(0, 8, "Lines of context around each match.", 0),
+                "context": s_budget(0, 8, "Lines of context around each match.", 0),
                 "matchOffset": s_int(
                     0, 100_000, "Skip this many matches (paging: use the returned matchOffset=K).", 0
                 ),
                 "mode": s_enum(
                     ["tail", "screen", "history", "since", "diff", "summary"],
-                    "tail = end of buffer, screen = visible screen, history = history buffer, "
+                    "tail = end of buffer, screen = visible screen, history = the full log, "
+                    "output.lines lines at a time, paged back with before, "
                     "since = new since the last read, diff = change since the last read, "
                     "summary = last lines plus total count.",
                     "tail",
                 ),
                 "ifChanged": s_bool(False, "Return content only if the screen changed (else 'unchanged')."),
+                "before": s_int(
+                    0,
+                    None,
+                    "mode=history: read the output.lines lines that end at this log offset, i.e. the "
+                    "page before the one that returned before=N (omit for the newest page).",
+                ),
             },
             "Read output.",
         ),
@@ -235,7 +249,7 @@ ACTION_SCHEMAS: Mapping[str, Sequence[Schema]] = {
         s_kind("vault-list", {}, "List vault names and lock state (never values)."),
         s_kind(
             "macro-history",
-            {"name": s_str("Macro name.", 64), "days": s_int(1, 3650, "Days back.", 7)},
+            {"name": s_str("Macro name.", 64), "days": s_budget(1, 3650, "Days back.", 7)},
             "History of a macro.",
             ("name",),
         ),
@@ -264,7 +278,7 @@ ACTION_SCHEMAS: Mapping[str, Sequence[Schema]] = {
             {
                 "actor": s_str("Filter by actor (conversation id, panel, cli)."),
                 "source": s_enum(["tool", "panel", "host", "cli"], "Filter by source."),
-                "days": s_int(1, 3650, "Days back.", 1),
+                "days": s_budget(1, 3650, "Days back.", 1),
                 "export": s_bool(False, "Return raw JSONL records (at most output.lines)."),
             },
             "Read the audit log.",

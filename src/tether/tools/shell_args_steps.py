@@ -45,7 +45,7 @@ def _step(raw: object, path: str) -> Step:
         label=f.string("label", max_len=64, non_blank=True),
         send=send,
         expect=_expect(f),
-        timeout_ms=f.integer("timeoutMs", lo=0, hi=86_400_000, default=None, unit="ms"),
+        timeout_ms=f.budget("timeoutMs", lo=0, hi=86_400_000, default=None, unit="ms"),
     )
     if step.send is None and step.expect is None:
         raise UsageError(f"{path}: a step needs send, expect, or both")

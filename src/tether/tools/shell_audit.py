@@ -146,12 +146,11 @@ class ShellAuditTool:
             for i, task in enumerate(call.tasks):
                 tg.start_soon(one, i, task)
         done = [o for o in outcomes if o is not None]
-        structured = shell_render.outcome_json(done)
+        structured = shell_render.outcome_json(done, notes=call.notes)
         for item, extra in zip(structured["tasks"], extras, strict=True):
             item.update(extra)
-        notes = [n for n in (call.concurrency_note,) if n]
         result = ToolResult(
-            text=shell_render.render_result(done, notes=notes),
+            text=shell_render.render_result(done, notes=call.notes),
             structured=structured,
             is_error=all(not o.ok for o in done),
         )

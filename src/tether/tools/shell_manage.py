@@ -100,14 +100,13 @@ class ShellManage:
         limit = budget(shells)
         outcomes = [replace(o, lines=fit(o.lines, limit)) for o in outcomes]
         kinds = {t.index: t.action.kind for t in call.tasks}
-        structured = shell_render.outcome_json(outcomes)
+        structured = shell_render.outcome_json(outcomes, notes=call.notes)
         for entry, o in zip(structured["tasks"], outcomes, strict=True):
             entry["kind"] = kinds[o.index]
             found = done.get((o.index, o.shell))
             entry["data"] = found.data if found is not None and o.ok else None
-        notes = [n for n in (call.concurrency_note,) if n]
         return ToolResult(
-            text=shell_render.render_result(outcomes, structured=True, notes=notes),
+            text=shell_render.render_result(outcomes, structured=True, notes=call.notes),
             structured=structured,
             is_error=bool(outcomes) and all(not o.ok for o in outcomes),
         )

@@ -7,7 +7,7 @@ with its stable code.
 API::
 
     TaskOutcome(...);  render_result(outcomes, *, structured=True, notes=()) -> str
-    summary_header(outcomes) -> "3 tasks: 2 ok, 1 error";  outcome_json(outcomes) -> dict
+    summary_header(outcomes) -> "3 tasks: 2 ok, 1 error";  outcome_json(outcomes, *, notes=()) -> dict
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class TaskOutcome:
     error: str | None = None
     error_code: str | None = None  # the error's stable code (REFUSED, BLOCKED, NOT_FOUND, …)
     refused: bool = False  # a policy said no (lock, person typing, guard): the text says so first
+    before: int | None = None  # shell_read history: the action.before of the page before this one
 
     @property
     def ok(self) -> bool:
@@ -58,6 +59,7 @@ class TaskOutcome:
             met=o.met,
             elapsed_ms=o.elapsed_ms,
             lines=o.lines,
+            before=o.before,
         )
 
     @classmethod
@@ -137,8 +139,9 @@ def _error(o: TaskOutcome) -> str:
     return o.error or ""
 
 
-def outcome_json(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
-    """``structuredContent`` of a call: ``{ ok, failed, tasks: [...] }`` (see ``RESULT_SCHEMA``)."""
+def outcome_json(outcomes: Sequence[TaskOutcome], *, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """``structuredContent`` of a call: ``{ ok, failed, notes, tasks: [...] }`` (``RESULT_SCHEMA``);
+    ``notes`` are the call's clamped values, as the text shows them in brackets."""
     tasks = [
         {
             "index": o.index,
@@ -153,11 +156,12 @@ def outcome_json(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
             "met": o.met,
             "elapsedMs": o.elapsed_ms,
             "lines": list(o.lines),
+            "before": o.before,
         }
         for o in outcomes
     ]
     failed = sum(1 for o in outcomes if not o.ok)
-    return {"ok": len(outcomes) - failed, "failed": failed, "tasks": tasks}
+    return {"ok": len(outcomes) - failed, "failed": failed, "notes": list(notes), "tasks": tasks}
 
 
 def _nullable(kind: str) -> dict[str, Any]:
@@ -170,6 +174,11 @@ RESULT_SCHEMA: dict[str, Any] = {
     "properties": {
         "ok": {"type": "integer", "description": "Tasks that succeeded."},
         "failed": {"type": "integer", "description": "Tasks that failed."},
+        "notes": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Values of the call clamped into range, e.g. 'concurrency 12 clamped to 8'.",
+        },
         "tasks": {
             "type": "array",
             "items": {
@@ -190,6 +199,11 @@ RESULT_SCHEMA: dict[str, Any] = {
                     "met": {**_nullable("boolean"), "description": "false = timed out."},
                     "elapsedMs": _nullable("integer"),
                     "lines": {"type": "array", "items": {"type": "string"}},
+                    "before": {
+                        **_nullable("integer"),
+                        "description": "shell_read mode=history, when older output exists: pass it as "
+                        "action.before to read the page before this one (else null).",
+                    },
                 },
                 "required": ["index", "ok", "lines"],
             },

@@ -2,7 +2,9 @@
 
 Invariant: every successful call returns exactly one of ``foreground``, ``promoted`` or
 ``background`` (``kind`` says which), and the structured value always validates against
-``OUTPUT_SCHEMA``. Cancellation is never one of them: it is ``ToolAborted``.
+``OUTPUT_SCHEMA``. Cancellation is never one of them: it is ``ToolAborted``. ``timeoutMs`` is the
+deadline that applied; when resolve clamped the caller's value, ``requestedTimeoutMs`` holds what
+was asked and the rendered text starts with ``[timeoutMs N clamped to M …]``.
 
 The spec's ``rendered`` text is the result's text content, not a field of the structured value:
 clients that hand the model ``structuredContent`` (Claude Code, Codex) would otherwise pay for the
@@ -70,6 +72,12 @@ _SANDBOX: dict[str, Any] = {
     "required": ["provider", "permissions", "denied"],
 }
 
+_REQUESTED: dict[str, Any] = {
+    "type": "integer",
+    "description": "Only when the caller's timeoutMs was above [shell].max_timeout_ms: what was asked "
+    "(timeoutMs is the maximum that applied instead).",
+}
+
 FOREGROUND_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
@@ -79,7 +87,8 @@ FOREGROUND_SCHEMA: Final[dict[str, Any]] = {
         "timedOut": {"type": "boolean"},
         "aborted": {"type": "boolean"},
         "stopped": {"type": ["string", "null"], "description": "Why job_kill stopped it, if it did."},
-        "timeoutMs": {"type": "integer"},
+        "timeoutMs": {"type": "integer", "description": "The deadline that applied."},
+        "requestedTimeoutMs": _REQUESTED,
         "stdout": _STREAM,
         "stderr": _STREAM,
         "sandbox": _SANDBOX,
@@ -102,7 +111,8 @@ PROMOTED_SCHEMA: Final[dict[str, Any]] = {
     "properties": {
         "kind": {"const": "promoted"},
         "jobId": {"type": "string"},
-        "timeoutMs": {"type": "integer"},
+        "timeoutMs": {"type": "integer", "description": "The deadline that applied."},
+        "requestedTimeoutMs": _REQUESTED,
         "output": {"type": "string"},
     },
     "required": ["kind", "jobId", "timeoutMs", "output"],
@@ -134,7 +144,17 @@ def _sandbox(info: ShellSandboxInfo) -> dict[str, Any]:
     }
 
 
-def foreground(result: ShellRunResult, *, stopped: str | None) -> dict[str, Any]:
+def with_clamp_note(rendered: str, *, requested_timeout_ms: int | None, used_ms: int) -> str:
+    """``rendered`` behind ``[timeoutMs N clamped to M …]`` (unchanged when nothing was clamped)."""
+    if requested_timeout_ms is None:
+        return rendered
+    note = f"[timeoutMs {requested_timeout_ms} clamped to {used_ms}, the maximum ([shell].max_timeout_ms)]"
+    return f"{note}\n{rendered}"
+
+
+def foreground(
+    result: ShellRunResult, *, stopped: str | None, requested_timeout_ms: int | None = None
+) -> dict[str, Any]:
     value: dict[str, Any] = {
         "kind": "foreground",
         "exitCode": result.exit_code,
@@ -146,6 +166,8 @@ def foreground(result: ShellRunResult, *, stopped: str | None) -> dict[str, Any]
         "stdout": _stream(result.stdout),
         "stderr": _stream(result.stderr),
     }
+    if requested_timeout_ms is not None:
+        value["requestedTimeoutMs"] = requested_timeout_ms
     if result.sandbox is not None:
         value["sandbox"] = _sandbox(result.sandbox)
     return value
@@ -158,13 +180,18 @@ def promoted_text(output: str, *, timeout_ms: int, job_id: str) -> str:
     return f"{output}{'' if output.endswith(chr(10)) else chr(10)}{marker}"
 
 
-def promoted(*, job_id: str, timeout_ms: int, output: str) -> dict[str, Any]:
-    return {
+def promoted(
+    *, job_id: str, timeout_ms: int, output: str, requested_timeout_ms: int | None = None
+) -> dict[str, Any]:
+    value: dict[str, Any] = {
         "kind": "promoted",
         "jobId": job_id,
         "timeoutMs": timeout_ms,
         "output": output,
     }
+    if requested_timeout_ms is not None:
+        value["requestedTimeoutMs"] = requested_timeout_ms
+    return value
 
 
 def background(*, job_id: str) -> dict[str, Any]:

@@ -85,13 +85,13 @@ class ShellTools:
         await Shells.close_home(self.config.home)
 
     def _result(self, call: Call[Any], outcomes: list[TaskOutcome], structured: bool) -> ToolResult:
-        notes = [n for n in (call.concurrency_note,) if n]
+        notes = call.notes
         limit = budget(self.shells())
         outcomes = [replace(o, lines=fit(o.lines, limit)) for o in outcomes]
         text = shell_render.render_result(outcomes, structured=structured, notes=notes)
         return ToolResult(
             text=text,
-            structured=shell_render.outcome_json(outcomes),
+            structured=shell_render.outcome_json(outcomes, notes=notes),
             is_error=bool(outcomes) and all(not o.ok for o in outcomes),
         )
 

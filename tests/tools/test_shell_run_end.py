@@ -1,0 +1,100 @@
+"""When a run has ended, through the MCP client: decided from the log, never ahead of it.
+
+The log reaches disk through tmux and ``pipe-pane``; on a busy machine it lags behind the shell.
+These tests make the lag as long as they like by stopping the log's writer (SIGSTOP), so what a
+loaded machine does by chance happens here every time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from shell_harness import open_shell, run, shell_client
+
+from tether.shells.logs import LogWatcher
+
+STOPPED_FOR_S = 2.0  # how long the test watches for a premature answer (none may come, ever)
+
+
+def _log_writer(log: Path) -> int:
+    """The ``cat >> LOG`` process tmux's pipe-pane feeds (its stdout is the log)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry}/fd/1") == str(log):
+                    return int(entry)
+    raise AssertionError(f"no process writes {log}")
+
+
+@contextlib.contextmanager
+def _stopped(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def _log_holds(logs: Path, shell: str, needle: bytes) -> None:
+    """Return once the shell's log contains ``needle`` (woken by inotify, not by a timer)."""
+    watcher = LogWatcher(logs, cap=1 << 40)
+    watcher.start()
+    waker = watcher.waker(shell)
+    try:
+        while needle not in (logs / f"{shell}.log").read_bytes():
+            await waker.wait()
+            waker.clear()
+    finally:
+        watcher.drop(shell, waker)
+        watcher.close()
+
+
+@pytest.mark.parametrize("ending", ["exec bash", "true"])
+async def test_an_exit_status_is_never_concluded_ahead_of_the_log(
+    tether_home: Path, tmp_path: Path, ending: str
+) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        logs = tether_home / "logs"
+        writer = _log_writer(logs / f"{shell}.log")
+        command = f"echo started-$((6*7)); read -r _ < {gate}; {ending}"
+        call = asyncio.create_task(run(client, shell, command, wait={"kind": "exit", "timeoutMs": 600_000}))
+        await _log_holds(logs, shell, b"started-42")  # the run began and the log says so
+        fd = await asyncio.to_thread(os.open, gate, os.O_WRONLY)  # `read` has the fifo open
+        with _stopped(writer):
+            os.write(fd, b"go\n")
+            os.close(fd)
+            # The command ends and the shell is back at its prompt, but its end marker is stuck
+            # behind the stopped writer: no answer may come while it is.
+            done, _ = await asyncio.wait({call}, timeout=STOPPED_FOR_S)
+            assert not done, f"answered while the log lagged: {call.result()}"
+        out = await call
+        assert (out["exitCode"], out["met"]) == (0, True), out
+        assert (await run(client, shell, "(exit 18)"))["exitCode"] == 18
+
+
+async def test_exec_bash_keeps_exit_codes_with_a_bashrc_that_prepends_a_prompt_hook(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # What version managers (pyenv, direnv, …) do in ~/.bashrc: a slow start-up, then their own
+    # hook in front of PROMPT_COMMAND. The new shell of `exec bash` reads it, not tether's rcfile.
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / ".bashrc").write_text(
+        "__slow_start=$(seq 1 20000 | tail -n 1)\n"
+        "__user_hook() { local s=$?; : > /dev/null; return $s; }\n"
+        'PROMPT_COMMAND="__user_hook${PROMPT_COMMAND:+;$PROMPT_COMMAND}"\n'
+    )
+    async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
+        shell = await open_shell(client)
+        for _ in range(3):
+            assert (await run(client, shell, "exec bash"))["exitCode"] == 0
+            assert (await run(client, shell, "(exit 7)"))["exitCode"] == 7
