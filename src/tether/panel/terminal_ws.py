@@ -22,16 +22,15 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tether.errors import TetherError
-from tether.panel import tmux_client
 from tether.panel.calls import PanelCalls, PanelError
 from tether.panel.terminal import PanelTerminal, clamp_size
+from tether.shells import check_shell_id, first_paint, mark_user_input, session_exists
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +41,6 @@ MAX_INPUT_CHARS = 1 << 20
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TerminalEndpoint:
-    socket: Path
     calls: PanelCalls
 
     async def serve(self, websocket: WebSocket) -> None:
@@ -51,17 +49,18 @@ class TerminalEndpoint:
             _int(websocket.query_params.get("cols"), 120), _int(websocket.query_params.get("rows"), 32)
         )
         await websocket.accept()
+        shells = self.calls.engine()
         try:
-            tmux_client.check_shell_id(shell_id)
-            if not await tmux_client.session_exists(self.socket, shell_id):
+            check_shell_id(shell_id)
+            if not await session_exists(shells, shell_id):
                 raise TetherError(
                     f"shell {shell_id} is not running (closed, or never opened)", code="NOT_FOUND"
                 )
-            history = await tmux_client.capture_history(self.socket, shell_id, HISTORY_LINES)
+            history = await first_paint(shells, shell_id, HISTORY_LINES)
             if history:
                 # Enough newlines to scroll every history line off the screen before tmux redraws it.
                 await websocket.send_bytes(history + b"\r\n" * rows)
-            term = await PanelTerminal.open(socket=self.socket, shell_id=shell_id, cols=cols, rows=rows)
+            term = await PanelTerminal.open(shells=shells, shell_id=shell_id, cols=cols, rows=rows)
         except (TetherError, PanelError) as exc:
             # Also the race where the shell ends between the check and the attach.
             await _send_control(websocket, "error", exc.message)
@@ -91,7 +90,7 @@ class TerminalEndpoint:
         except (WebSocketDisconnect, RuntimeError, OSError):
             scope.cancel()  # the page went away mid-send; the input side ends the same way
             return
-        alive = await tmux_client.session_exists(self.socket, term.shell_id)
+        alive = await session_exists(term.shells, term.shell_id)
         message = "detached" if alive else f"shell {term.shell_id} ended"
         try:
             await _send_control(websocket, "exit", message)
@@ -121,7 +120,7 @@ class TerminalEndpoint:
                 )
                 if msg.get("typed") is True and time.monotonic() - last_stamp >= STAMP_INTERVAL_S:
                     try:
-                        await tmux_client.mark_user_input(self.socket, shell_id)
+                        await mark_user_input(term.shells, shell_id)
                         last_stamp = time.monotonic()
                     except TetherError:
                         logger.warning("could not stamp user input on %s", shell_id, exc_info=True)
