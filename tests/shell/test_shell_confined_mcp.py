@@ -9,6 +9,7 @@ nothing), while a benign write in the workdir from the same shell succeeds.
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 import socket
 import subprocess
@@ -45,15 +46,17 @@ async def _open(client: Client, **action: Any) -> str:
     return str(task["shell"])
 
 
-async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
-    task = {
+async def _run(client: Client, shell: str, command: str, *, past_guard: bool = False) -> dict[str, Any]:
+    task: dict[str, Any] = {
         "target": {"sessions": shell},
         "action": {"kind": "run", "command": command},
         "wait": {"kind": "exit"},
     }
+    if past_guard:  # the guard is a speed bump: the attacker steps past it, the sandbox must hold
+        task["safety"] = {"bypassGuard": True, "reason": "red team: the sandbox alone must hold"}
     result = await client.call_tool("shell_run", {"tasks": [task]})
     out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
-    assert out["met"] is True, out  # came back at the command's exit, never by a timeout
+    assert out["met"] is True, json.dumps(out)  # came back at the command's exit, never by a timeout
     return out
 
 
@@ -109,6 +112,7 @@ async def test_a_confined_shell_cannot_step_around_the_sandbox(tether_home: Path
                 f"ls {tether_home}; echo x > {tether_home}/planted; echo home=$?; "
                 f"tmux -S {sock} ls; echo tmux=$?; tmux ls; echo env=$?; "
                 f"tmux -S {sock} new-window 'touch /etc/owned'; echo new=$?",
+                past_guard=True,
             )
             assert "home=1" in state["lines"] and "tmux=1" in state["lines"] and "env=1" in state["lines"]
             assert "new=1" in state["lines"]

@@ -257,6 +257,9 @@ DANGEROUS: list[tuple[str, str]] = [
     ("kill -s KILL -1", "kill-all"),
     ("kill -- -1", "kill-all"),
     ("sudo kill -9 -1", "kill-all"),
+    # tether's own tmux server (the default guard knows the default TETHER_HOME, ~/.tether)
+    ("tmux -S ~/.tether/tmux.sock kill-server", "tether-socket"),
+    ('tmux -S "$HOME/.tether/tmux.sock" kill-session -t dsh-aaaaaa', "tether-socket"),
     ("killall5 -9", "kill-all"),
     ("loginctl reboot", "power-off"),
     # system files
@@ -265,10 +268,11 @@ DANGEROUS: list[tuple[str, str]] = [
     ("echo x > /etc/sudoers", "truncate-system-file"),
     ("truncate -s 0 /etc/fstab", "truncate-system-file"),
     # what the guard cannot read
-    ('echo "unterminated', "unparseable"),
+    ("echo 'a' ) b", "unparseable"),
     ("rm -rf / 'unterminated", "recursive-delete"),
-    ("if true; then", "unparseable"),
-    ("cat <<EOF\nnever closed", "unparseable"),
+    ("echo ) x", "unparseable"),
+    ("ls ) echo", "unparseable"),
+    ("cat <<A <<B\na\nA\nb\nB\n)", "unparseable"),
     ("$X -rf /", "dynamic-command"),
     ("$(which rm) -rf /", "dynamic-command"),
     ('"$CMD" /', "dynamic-command"),
@@ -465,7 +469,7 @@ def test_dynamic_targets_say_which_expansion(guard: Guard) -> None:
 
 
 def test_unreadable_text_is_explained(guard: Guard) -> None:
-    verdict = guard.check("echo 'oops")
+    verdict = guard.check("echo 'oops' )")
     assert verdict.rule == "unparseable"
     assert "cannot parse" in verdict.why
     assert "quot" in verdict.how

@@ -11,6 +11,7 @@ import random
 import pytest
 import termtext_reference as reference
 
+from tether.shells import termtext
 from tether.shells.termtext import render, render_text
 
 _PIECES = (
@@ -107,3 +108,18 @@ def test_long_runs_that_were_quadratic_render_the_same() -> None:
         b"x" * 3000 + b"\ra" * 1000,
     ):
         assert render_text(raw) == reference.render_text(raw)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_big_buffer_rendered_in_pieces_renders_as_whole(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Above termtext._SLICE a buffer is cut after newlines outside escape strings; tiny slices
+    # put a cut at every newline, inside OSC/DCS strings that span lines included.
+    rng = random.Random(1000 + seed)
+    cases = [_random_bytes(rng) for _ in range(400)]
+    cases.append(b"\x1b]6973;a\nb\nc\x07d\n" + b"\x1b_x\ny\x1b\\z\n" + b"\x1b]0;t\x07\x1bPq\nr\x1b\\s\n")
+    whole = [(render_text(raw), render_text(raw, keep_trailing=True)) for raw in cases]
+    monkeypatch.setattr(termtext, "_SLICE", 1 + seed * 7)
+    assert [len(termtext._slices(raw, osc=True)) for raw in cases[-1:]] != [1]
+    for raw, (plain, kept) in zip(cases, whole, strict=True):
+        assert render_text(raw) == plain, raw
+        assert render_text(raw, keep_trailing=True) == kept, raw

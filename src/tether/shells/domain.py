@@ -73,6 +73,12 @@ class Shells:
         self._confinements: dict[str, Confinement | None] = {}
         self._phases: dict[str, tuple[EventScanner, Activity]] = {}
         self.ai_busy: dict[str, set[str]] = {}
+        # Per shell: text this process typed into a program in front since its last Enter — a
+        # shell may read it later (type-ahead), so the guard judges it with what completes it.
+        self.typed_ahead: dict[str, str] = {}
+        # Per shell: log offset where this process pressed the key that runs a line a send put
+        # together (no run token): until the shell reports taking it, its prompt is spoken for.
+        self.accepted: dict[str, int] = {}
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -212,6 +218,8 @@ class Shells:
         last = self.records.last_run(shell_id)
         if last is not None and last.token and last.typed_as_input is None:
             typed.append(last.log_offset)
+        if shell_id in self.accepted:
+            typed.append(self.accepted[shell_id])
         if activity.phase == "prompt" and typed and max(typed) >= since:
             return replace(activity, phase="typed")
         return activity

@@ -127,6 +127,11 @@ class ShellHost(ABC):
         """Store the shell's start-up file on the host; the path its shell reads it from."""
 
     @abstractmethod
+    def read_state(self, shell_id: str, *, report: bool = False) -> bytes | None:
+        """What the shell last wrote about its definitions (``integration.script``): at its last
+        prompt, or (``report``) when the reporter last ran; ``None`` when it never wrote it."""
+
+    @abstractmethod
     async def resize(self, pane: PaneInfo, cols: int, rows: int) -> None:
         """Resize the window; return once the pane's terminal has the new size."""
 
@@ -203,6 +208,11 @@ class ShellHost(ABC):
         """Make sure everything the pane printed so far is in the log (``False``: this host cannot
         tell; the default)."""
         return False
+
+    @abstractmethod
+    async def line_mode(self, pane: PaneInfo) -> bool | None:
+        """The pane's terminal is in canonical (line) mode: what is typed waits for whoever reads a
+        line next — perhaps the shell, after the program in front ends (``None``: cannot tell)."""
 
     @abstractmethod
     async def reading_line(self, pane: PaneInfo) -> bool | None:

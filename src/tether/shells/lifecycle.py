@@ -20,12 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.errors import NotFoundError, UsageError
-from tether.shell import mark_path
 from tether.shells import ids
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost, ShellStart
-from tether.shells.hosts.confined import Confinement
-from tether.shells.integration.script import integration_script
+from tether.shells.hosts.confined import Confinement, rc_text
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
 from tether.shells.records import ShellRecord, now_ms
@@ -129,12 +127,6 @@ async def resize(shells: Shells, shell_id: str, cols: int, rows: int) -> PaneInf
     host, pane = await shells.pane(shell_id)
     await host.resize(pane, cols, rows)
     return await host.pane_now(shell_id)
-
-
-def rc_text(nonce: str, confinement: Confinement | None) -> str:
-    """The shell's start-up file: a confined one marks the end of each command for its tracer."""
-    sandboxed = confinement is not None and confinement.sandboxed
-    return integration_script(nonce, mark=mark_path(nonce) if sandboxed else None)
 
 
 def start_of(shell_id: str, nonce: str, confinement: Confinement | None = None) -> ShellStart:

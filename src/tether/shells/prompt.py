@@ -24,7 +24,7 @@ from tether.errors import NotFoundError
 from tether.shells import ids
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
-from tether.shells.integration.script import integration_script
+from tether.shells.hosts.confined import Confinement, rc_text
 from tether.shells.integration.tracker import Activity
 from tether.shells.logs import log_size
 from tether.shells.tmux.commands import PaneInfo, sh_quote
@@ -164,7 +164,8 @@ async def reinstall(shells: Shells, host: ShellHost, pane: PaneInfo) -> None:
         raise NotFoundError(f"shell {pane.shell_id} has no record: it was not opened by tether")
     # The same nonce: a wait already following the shell's events keeps recognising them.
     nonce = rec.nonce or ids.new_nonce()
-    path = host.write_rc(pane.shell_id, integration_script(nonce))
+    # The same start-up file it opened with (a confined shell's marks and state place included).
+    path = host.write_rc(pane.shell_id, rc_text(nonce, Confinement.from_json(rec.confinement)))
     shells.set_nonce(pane.shell_id, nonce)
     offset = log_size(host.log_of(pane.shell_id))
     await host.type_line(pane, f" . {sh_quote(path)} --integration")

@@ -19,11 +19,11 @@ from dataclasses import replace
 
 from tether.errors import NotFoundError, RefusedError
 from tether.shell import ShellSandboxInfo, sandbox_lines
-from tether.shells import views
+from tether.shells import accept, views
 from tether.shells.domain import PendingRun, Shells
 from tether.shells.host import ShellHost
 from tether.shells.integration import payload
-from tether.shells.integration.script import INSERT_KEYS, RUN_KEYS
+from tether.shells.integration.script import INSERT_KEYS
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
@@ -106,8 +106,13 @@ async def _typed_run(
     where: Readiness,
 ) -> Outcome:
     assert where.activity is not None
-    offset = log_size(host.log_of(w.shell_id))
     token = new_token()
+    # The guard judges the line now, with what the shell has defined (the lock is held, the shell at
+    # its prompt); an incomplete command is put on the line, not run.
+    plan = await accept.plan_run(shells, host, pane, decision, token)
+    if plan.held is not None:
+        return await _held(shells, host, pane, w, plan)
+    offset = log_size(host.log_of(w.shell_id))
     pending = PendingRun(
         run_id=secrets.token_hex(4),
         shell_id=w.shell_id,
@@ -124,11 +129,7 @@ async def _typed_run(
     track = RunTrack(token=token, prompt_before=where.activity.prompt)
     out: WaitOutcome | None = None
     try:
-        typing = asyncio.ensure_future(
-            host.type_keys_then_text(
-                pane, RUN_KEYS, payload.run_payload(token, decision.text, decision.variables)
-            )
-        )
+        typing = asyncio.ensure_future(host.type_keys_then_text(pane, plan.keys, plan.text))
         spec = wait_spec(w.wait, shells.hooks.mask)
         if spec.kind == "none":
             await typing
@@ -156,7 +157,29 @@ async def _typed_run(
             out = await both(typing, waiting)
     finally:
         _save(shells, pending, out, reader=w.actor)
-    return await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where, token=token)
+    outcome = await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where, token=token)
+    return with_notes(outcome, plan.notes)
+
+
+async def _held(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, plan: accept.RunPlan) -> Outcome:
+    """An incomplete command waits on the command line: bash would wait for the rest."""
+    offset = log_size(host.log_of(w.shell_id))
+    shells.records.touch(w.shell_id)
+    if plan.keys or plan.text:
+        await host.type_keys_then_text(pane, plan.keys, plan.text)
+    out = await settle(shells, host, pane, w, offset)
+    lines = await views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    note = (
+        f"[not run: the command is incomplete ({plan.held}); it waits on the command line — send the "
+        "rest with shell_send (it runs once complete, judged whole), or clear it with keys ['C-u']]"
+    )
+    return Outcome(
+        shell=w.shell_id,
+        waited="settle",
+        met=False,
+        elapsed_ms=out.elapsed_ms,
+        lines=(*cap_tail(lines.lines, w.output.lines), *plan.notes, note),
+    )
 
 
 async def _shape_run(
@@ -262,6 +285,9 @@ async def _as_input(
         prompt_before=0,
         typed_as_input=program,
     )
+    notes = await accept.judge_typed(
+        shells, host, pane, decision, [("text", decision.text), ("key", "Enter")]
+    )
     shells.pending[pending.run_id] = pending
     out: WaitOutcome | None = None
     try:
@@ -281,7 +307,7 @@ async def _as_input(
         f"[typed as input to {program}: the shell was not at its prompt, so this is not a command of "
         "the shell and has no exit status" + (f"; {where.detail}" if where.detail else "") + "]"
     )
-    return replace(outcome, exit_code=None, lines=(*outcome.lines, note))
+    return replace(outcome, exit_code=None, lines=(*outcome.lines, *notes, note))
 
 
 async def _type_unsubmitted(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, text: str) -> Outcome:
@@ -294,7 +320,7 @@ async def _type_unsubmitted(shells: Shells, host: ShellHost, pane: PaneInfo, w: 
     else:
         await host.type_raw(pane, payload.to_bytes(text), buffer=new_buffer())
     out = await settle(shells, host, pane, w, offset)
-    lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    lines = await views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
     return Outcome(
         shell=w.shell_id,
         waited="settle",

@@ -1,17 +1,16 @@
 """``send``: literal text and key names into whatever holds the terminal.
 
 Invariant: text at the shell's own prompt goes through the loader (inserted exactly, a tab stays a
-tab); text for a program in front, or a secret for its own prompt, goes through a tmux paste
-buffer set over the control connection — never a file, never a ``send-keys`` argument.
+tab), and every key that makes the shell run its line is pressed only after the guard judged the
+line readline holds (``accept.send``); text for a program in front, or a secret for its own prompt,
+goes through a tmux paste buffer set over the control connection — never a file, never a
+``send-keys`` argument.
 """
 
 from __future__ import annotations
 
-from tether.errors import UsageError
-from tether.shells import views
+from tether.shells import accept, views
 from tether.shells.domain import Shells
-from tether.shells.integration import payload
-from tether.shells.integration.script import INSERT_KEYS
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
 from tether.shells.requests import (
@@ -45,33 +44,27 @@ async def _send(shells: Shells, w: Write, action: SendAction, decision: WriteDec
         return Outcome(shell=w.shell_id, lines=(f"[dryrun] would send: {what}", "[dryrun] nothing was sent"))
     offset = log_size(host.log_of(w.shell_id))
     shells.records.touch(w.shell_id)
-    await host.send_keys(pane, action.pre_keys)
-    if text:
-        activity = shells.activity(w.shell_id) if not decision.typed_secret else None
-        if activity is not None and activity.phase == "prompt" and not action.pre_keys:
-            # readline edits a line: the loader inserts the text exactly (a tab stays a tab).
-            await host.type_keys_then_text(
-                pane, INSERT_KEYS, payload.insert_payload(text, decision.variables)
-            )
-        elif decision.variables:
-            raise UsageError(
-                "vault references are delivered only to a shell at its prompt; here a program runs in "
-                "front: type the value into its own prompt instead (a reference alone is typed as the value)"
-            )
-        else:
-            # A program's own input (or a secret for its prompt): exact bytes through a paste buffer
-            # set over the control connection, never a file or a send-keys argument.
-            await host.type_raw(pane, payload.to_bytes(text), buffer=new_buffer())
     keys = action.keys
     if decision.expanded and decision.submit and not keys:
         keys = ("Enter",)  # a macro set with submit presses Enter itself
-    await host.send_keys(pane, keys)
+    # At the shell's prompt the loader inserts the text exactly (a tab stays a tab), and each Enter
+    # is judged on the line readline holds (``accept``); a program's own input (or a secret for its
+    # prompt) goes as exact bytes through a paste buffer set over the control connection.
+    sent = await accept.send(shells, host, pane, decision, action.pre_keys, keys, buffer=new_buffer())
     out = await settle(shells, host, pane, w, offset)
-    lines = views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    lines = await views.run_output(shells, w.shell_id, offset, out.end_offset, w.actor)
+    held = (
+        [
+            f"[not run: the line is incomplete ({sent.held}); it waits on the command line — send the "
+            "rest (it runs once complete, judged whole), or clear it with keys ['C-u']]"
+        ]
+        if sent.held
+        else []
+    )
     return Outcome(
         shell=w.shell_id,
         waited="settle",
         met=out.met,
         elapsed_ms=out.elapsed_ms,
-        lines=tuple(cap_tail(lines.lines, w.output.lines)),
+        lines=(*cap_tail(lines.lines, w.output.lines), *sent.notes, *held),
     )

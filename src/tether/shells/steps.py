@@ -1,19 +1,19 @@
 """``steps``: a short scripted exchange — each step's text, then its own condition.
 
 Invariant: a step typed while the shell is at its prompt is a command of its own (its ``idle`` is
-that command's end, never the previous step's); typed to a program in front it is that program's
-input, and its ``idle`` is the screen settling.
+that command's end, never the previous step's), judged by the guard as it is typed, with what the
+steps before it defined; typed to a program in front it is that program's input, and its ``idle``
+is the screen settling.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from tether.shells import views
+from tether.shells import accept, views
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
 from tether.shells.integration import payload
-from tether.shells.integration.script import RUN_KEYS
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
@@ -23,6 +23,7 @@ from tether.shells.requests import (
     DEFAULT_TIMEOUT_MS,
     StepsAction,
 )
+from tether.shells.safety.hooks import WriteDecision
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.waits import WaitSpec
 from tether.shells.writes import (
@@ -37,11 +38,13 @@ from tether.shells.writes import (
 
 async def steps(shells: Shells, w: Write, action: StepsAction) -> Outcome:
     sends = "\n".join(s.send or "" for s in action.steps)
-    async with guarded(shells, w, "steps", sends):
-        return await _steps(shells, w, action, sends)
+    async with guarded(shells, w, "steps", sends) as decision:
+        return await _steps(shells, w, action, sends, decision)
 
 
-async def _steps(shells: Shells, w: Write, action: StepsAction, sends: str) -> Outcome:
+async def _steps(
+    shells: Shells, w: Write, action: StepsAction, sends: str, decision: WriteDecision
+) -> Outcome:
     host, pane = await shells.pane(w.shell_id)
     if w.safety.dryrun:
         return Outcome(shell=w.shell_id, lines=(f"[dryrun] would send: {sends}",))
@@ -53,6 +56,7 @@ async def _steps(shells: Shells, w: Write, action: StepsAction, sends: str) -> O
     first = log_size(host.log_of(w.shell_id))
     shells.records.touch(w.shell_id)
     nonce = shells.nonce_of(w.shell_id)
+    held = ""  # an incomplete command a step put on the line: the next step continues it
     for n, step in enumerate(action.steps, 1):
         offset = log_size(host.log_of(w.shell_id))
         exp = step.expect
@@ -67,7 +71,8 @@ async def _steps(shells: Shells, w: Write, action: StepsAction, sends: str) -> O
         )
         track: RunTrack | None = None
         if step.send is not None:
-            track = await _type_step(shells, host, pane, step.send, timeout)
+            track, held, notes = await _type_step(shells, host, pane, decision, held, step.send, timeout)
+            lines.extend(notes)
         if track is None and spec.kind == "idle":
             spec = replace(spec, kind="settle")  # a program's input: its screen settling is its idle
         out = await shells.waits(host).wait(pane, spec, offset, nonce=nonce, run=track)
@@ -77,15 +82,23 @@ async def _steps(shells: Shells, w: Write, action: StepsAction, sends: str) -> O
             met = False
             break
     end = log_size(host.log_of(w.shell_id))
-    lines.extend(views.with_dropped(views.run_output(shells, w.shell_id, first, end, w.actor)))
+    lines.extend(views.with_dropped(await views.run_output(shells, w.shell_id, first, end, w.actor)))
     return Outcome(shell=w.shell_id, waited="steps", met=met, elapsed_ms=total_ms, lines=tuple(lines))
 
 
 async def _type_step(
-    shells: Shells, host: ShellHost, pane: PaneInfo, text: str, budget_ms: int
-) -> RunTrack | None:
+    shells: Shells,
+    host: ShellHost,
+    pane: PaneInfo,
+    decision: WriteDecision,
+    held: str,
+    text: str,
+    budget_ms: int,
+) -> tuple[RunTrack | None, str, tuple[str, ...]]:
     """Type one step's text: as a command when the shell is at its prompt (its end is then this
-    step's own prompt), else as input to the program in front (``None``)."""
+    step's own prompt), else as input to the program in front (``None``). Each step is judged as
+    it is typed, with what the steps before it defined; an incomplete one (``held``) waits on the
+    line and the next step continues it. Returns (track, held, notes)."""
     activity = shells.activity(pane.shell_id)
     if activity is not None and activity.phase == "running":
         fg = await host.foreground(pane)
@@ -93,8 +106,13 @@ async def _type_step(
             activity = (await ready(shells, host, pane, budget_ms)).activity
     if activity is not None and activity.phase == "prompt":
         token = new_token()
-        await host.type_keys_then_text(pane, RUN_KEYS, payload.run_payload(token, text))
-        return RunTrack(token=token, prompt_before=activity.prompt)
+        command = f"{held}\n{text}" if held else text
+        plan = await accept.plan_run(shells, host, pane, decision, token, command=command)
+        await host.type_keys_then_text(pane, plan.keys, plan.text)
+        if plan.held is not None:
+            return None, command, plan.notes
+        return RunTrack(token=token, prompt_before=activity.prompt), "", plan.notes
+    notes = await accept.judge_typed(shells, host, pane, decision, [("text", text), ("key", "Enter")])
     await host.type_raw(pane, payload.to_bytes(text), buffer=new_buffer())
     await host.send_keys(pane, ("Enter",))
-    return None
+    return None, "", notes

@@ -89,13 +89,62 @@ def clean_line(line: str) -> str:
 _TRAILING_RE = re.compile(r"(?m)(?<![ \t])[ \t]+$")
 
 
+_SLICE = 256 * 1024
+
+
+def _open_string(raw: bytes, start: int, end: int, *, osc: bool) -> int:
+    """Where an escape string still open at ``end`` begins in ``raw[start:end]``, or -1: an OSC
+    (``osc``; it ends at BEL or ESC), else a DCS/SOS/PM/APC (it ends at ESC) in OSC-free bytes.
+    Every opener starts with ESC and no string spans an ESC, so only the last ESC can open one."""
+    at = raw.rfind(b"\x1b", start, end)
+    kind = raw[at + 1 : at + 2]
+    if at < 0 or (osc and kind != b"]") or (not osc and kind not in (b"P", b"X", b"^", b"_")):
+        return -1
+    if osc and raw.find(b"\x07", at + 2, end) >= 0:
+        return -1
+    return at
+
+
+def _slices(raw: bytes, *, osc: bool) -> list[bytes]:
+    """``raw`` cut after newlines outside escape strings (see ``_open_string``), pieces of about
+    ``_SLICE`` bytes (one long line stays whole). Linear: a cut inside a string moves past the
+    string's end. Every pattern of a render pass matches within a line except those strings, so
+    a pass over the pieces one by one equals a pass over ``raw``."""
+    out: list[bytes] = []
+    pos = 0
+    closers = (b"\x1b", b"\x07") if osc else (b"\x1b",)
+    while len(raw) - pos > _SLICE:
+        cut = raw.rfind(b"\n", pos, pos + _SLICE)
+        if cut < 0:
+            cut = raw.find(b"\n", pos + _SLICE)
+        while cut >= 0 and _open_string(raw, pos, cut + 1, osc=osc) >= 0:
+            ends = [i for i in (raw.find(c, cut + 1) for c in closers) if i >= 0]
+            cut = raw.find(b"\n", min(ends)) if ends else -1
+        if cut < 0:
+            break
+        out.append(raw[pos : cut + 1])
+        pos = cut + 1
+    out.append(raw[pos:])
+    return out
+
+
 def render_text(raw: bytes, *, keep_trailing: bool = False) -> str:
     """Raw terminal bytes → display text, in whole-buffer passes (fast for hundreds of MB).
 
     Every pass is linear in the input: each pattern here either matches a bounded length or can
-    start only where the previous attempt stopped (a program's output is hostile input).
+    start only where the previous attempt stopped (a program's output is hostile input). A big
+    buffer is processed in pieces (``_slices``), so no single regex pass holds the interpreter for
+    long and a render on a worker thread lets the event loop in every few milliseconds.
     """
-    text = plain_bytes(raw).decode("utf-8", "replace").replace("\r\n", "\n")
+    if len(raw) <= _SLICE:
+        return _render_plain(_OSC_RE.sub(b"", raw), keep_trailing)
+    plain = b"".join(_OSC_RE.sub(b"", piece) for piece in _slices(raw, osc=True))
+    return "".join(_render_plain(piece, keep_trailing) for piece in _slices(plain, osc=False))
+
+
+def _render_plain(raw: bytes, keep_trailing: bool) -> str:
+    """``render_text`` of bytes without OSC strings."""
+    text = _ESC_RE.sub(b"", raw).decode("utf-8", "replace").replace("\r\n", "\n")
     if "\r" in text or "\b" in text:
         text = _overlay_lines(text)
     text = _CTRL_RE.sub("", text.replace("\t", "    "))

@@ -1,8 +1,9 @@
 """The output shapes of ``shell_run`` (``output.showing``) and ``shell_read`` (``read.mode``).
 
 Invariant: every line returned here went through ``tether.shells.termtext`` (integration events
-removed); each view updates the caller's read position so ``since`` and ``diff`` mean "since my
-last look" per conversation, durably (a restarted process continues). A position is never left
+removed), rendered off the event loop (``offload``) when much of the log must be read; each
+view updates the caller's read position so ``since`` and ``diff`` mean "since my last look" per
+conversation, durably (a restarted process continues). A position is never left
 inside an event the shell is still printing (``reading.safe_end``). ``history`` returns
 ``output.lines`` lines and, when older output exists, a first line saying how to read the page
 before (``before=N``, also ``ReadView.before``): following it reads the whole log once.
@@ -19,6 +20,7 @@ from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import log_size, read_range
+from tether.shells.offload import offloaded, rendered
 from tether.shells.reading import Lines, clip_line, history_page, history_tail, log_lines, safe_end, search
 from tether.shells.requests import MAX_OUTPUT_LINES, Output, ReadAction
 from tether.shells.shaping import SearchHit, SearchPage, cap_tail
@@ -101,7 +103,12 @@ def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
     return with_dropped(lines)
 
 
-def run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
+async def run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
+    """A write's output from the log (rendered off the event loop when it is long)."""
+    return await rendered(end - start, _run_output, shells, shell_id, start, end, actor)
+
+
+def _run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
     path = shells.log_of(shell_id)
     end = safe_end(path, end)
     lines = log_lines(path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells))
@@ -121,7 +128,10 @@ async def shaped(
     if showing == "diff":
         return await diff_lines(shells, host, pane, actor)
     path = host.log_of(pane.shell_id)
-    lines = log_lines(path, start, safe_end(path, end), MAX_OUTPUT_LINES, max_bytes=budget(shells))
+    stop = safe_end(path, end)
+    lines = await rendered(
+        stop - start, log_lines, path, start, stop, MAX_OUTPUT_LINES, max_bytes=budget(shells)
+    )
     if showing == "summary":
         return [*cap_tail(list(lines.lines), min(output.lines, 5)), f"[{lines.total} lines total]"]
     return with_dropped(lines)
@@ -174,10 +184,13 @@ async def read_view(
     """``shell_read`` ``read``: the mode's view, or a search page when ``search`` is set."""
     shell_id = pane.shell_id
     if action.regex is not None:
-        return ReadView(lines=search_view(shells, shell_id, action, limit))
+        size = log_size(host.log_of(shell_id))
+        return ReadView(lines=await rendered(size, search_view, shells, shell_id, action, limit))
     mode = action.mode
     if mode == "history":
-        return history_view(
+        return await rendered(
+            log_size(host.log_of(shell_id)),
+            history_view,
             host.log_of(shell_id),
             shell_id,
             min(limit, MAX_OUTPUT_LINES),
@@ -192,8 +205,11 @@ async def read_view(
     if mode == "diff":
         return ReadView(lines=await diff_lines(shells, host, pane, actor))
     if mode == "since":
-        return ReadView(lines=since_lines(shells, shell_id, actor))
-    hist = history_tail(host.log_of(shell_id), min(limit, shaping.SUMMARY_LINES), max_bytes=budget(shells))
+        return ReadView(lines=await offloaded(since_lines, shells, shell_id, actor))
+    log = host.log_of(shell_id)
+    hist = await rendered(
+        log_size(log), history_tail, log, min(limit, shaping.SUMMARY_LINES), max_bytes=budget(shells)
+    )
     return ReadView(lines=[*hist.lines, f"[{hist.total} lines total]"])
 
 

@@ -25,6 +25,8 @@ from tether.errors import NotFoundError
 from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.integration.tracker import RunTrack
+from tether.shells.logs import log_size
+from tether.shells.offload import offloaded
 from tether.shells.termtext import has_bell, render_text
 from tether.shells.tmux.commands import PaneInfo
 
@@ -107,6 +109,16 @@ class _Scan:
         return events
 
 
+_INLINE_FEED = 256 * 1024  # below this, reading and scanning is cheaper than a thread hop
+
+
+async def _fed(scan: _Scan) -> list[ShellEvent] | None:
+    """``scan.feed()``; off the event loop when much is new (a match wait renders what it reads)."""
+    if log_size(scan.path) - scan.pos < _INLINE_FEED:
+        return scan.feed()
+    return await offloaded(scan.feed)
+
+
 class WaitEngine:
     """Runs one ``WaitSpec`` against one shell of one host."""
 
@@ -171,7 +183,7 @@ class WaitEngine:
         exited: ShellEvent | None = None
         while True:
             waker.clear()
-            while (events := scan.feed()) is not None:
+            while (events := await _fed(scan)) is not None:
                 if run is not None:
                     run.feed(events)
                 for ev in events:

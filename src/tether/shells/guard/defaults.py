@@ -99,6 +99,14 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         judge=files.truncate_system_file,
     ),
     Rule(
+        id="tether-socket",
+        summary="a command naming tether's own tmux socket ($TETHER_HOME/tmux.sock, tmux -S …): it reaches "
+        "every shell tether runs",
+        advice="Use your own tmux server (plain tmux, or tmux -L NAME); tether's shells are managed with "
+        "the shell_* tools.",
+        judge=system.tether_socket,
+    ),
+    Rule(
         id="unparseable",
         summary="text bash cannot parse (unclosed quote, bracket or heredoc), or code nested too deep",
         advice="Fix the quoting so bash can parse the command (close every quote, bracket and heredoc).",

@@ -34,6 +34,7 @@ class Invocation:
     feeders: tuple[Feeder, ...] = ()
     stdin: tuple[Node, ...] = ()  # `< file`, heredoc and here-string redirects
     cwd: str = ""  # the directory an earlier literal `cd` moved to ("" = unknown)
+    assigns: tuple[Word, ...] = ()  # values of `X=… cmd` prefix assignments (the command's environment)
 
     @property
     def args(self) -> tuple[Word, ...]:
@@ -66,4 +67,15 @@ class Problem:
     text: str
 
 
-Event = Invocation | Redirect | FunctionDef | DynamicName | Problem
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hidden:
+    """Something the text does that only run time (or the shell's unread state) decides: a value
+    split on an unknown IFS, code stored from an unknown value, a function whose body was not
+    reported (``needs`` names it), history expansion."""
+
+    why: str
+    text: str
+    needs: tuple[str, ...] = ()
+
+
+Event = Invocation | Redirect | FunctionDef | DynamicName | Problem | Hidden

@@ -7,9 +7,11 @@ a guess.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from tree_sitter import Node
 
-from tether.shells.guard.argv import command_name
+from tether.shells.guard.argv import command_name, find_parts
 from tether.shells.guard.events import Feeder
 from tether.shells.guard.words import Word, decode_ansi_c, resolve, text_of
 
@@ -66,24 +68,31 @@ def feeder_text(feeder: Feeder) -> str | None:
         joined = " ".join(word.code for word in args)
         return decode_ansi_c(joined) if escapes else joined
     if name == "printf":
-        if args and args[0].value == "--":
-            args.pop(0)
-        if not args:
-            return None
-        out = decode_ansi_c(args[0].code)
-        for word in args[1:]:
-            for spec in ("%s", "%b"):
-                if spec in out:
-                    out = out.replace(spec, word.code, 1)
-                    break
-            else:
-                out += " " + word.code
-        return out
+        return printf_text(args)
     if name == "cat" and all(word.value == "-" for word in args):
         for redirect in reversed(redirects):
             if redirect.type in ("heredoc_redirect", "herestring_redirect"):
                 return redirect_text(redirect)
     return None
+
+
+def printf_text(args: list[Word]) -> str | None:
+    """What ``printf FORMAT ARGS`` prints, when the words are literal (``%s``/``%b`` filled in
+    order; extra words appended), else ``None``."""
+    args = list(args)
+    if args and args[0].value == "--":
+        args.pop(0)
+    if not args:
+        return None
+    out = decode_ansi_c(args[0].code)
+    for word in args[1:]:
+        for spec in ("%s", "%b"):
+            if spec in out:
+                out = out.replace(spec, word.code, 1)
+                break
+        else:
+            out += " " + word.code
+    return out
 
 
 def changed_directory(cwd: str, args: tuple[Word, ...]) -> str:
@@ -110,3 +119,55 @@ def stored_code(name: str, args: tuple[Word, ...]) -> list[Word]:
     if len(operands) >= 2 and operands[0].value != "-":
         return [operands[0]]
     return []
+
+
+def piped_text(stdin: tuple[Node, ...], feeders: tuple[Feeder, ...]) -> str | None:
+    """The literal text a command reads on stdin, when the text shows it (heredoc, echo|)."""
+    if stdin:
+        return redirect_text(stdin[-1])
+    if feeders:
+        return feeder_text(feeders[-1])
+    return None
+
+
+def xargs_feed(stdin: tuple[Node, ...], feeders: tuple[Feeder, ...]) -> tuple[Word, ...]:
+    """The words ``xargs`` appends, when the stage before it shows them (echo, printf, find)."""
+    text = piped_text(stdin, feeders)
+    if text is not None:
+        return tuple(Word.literal(part) for part in text.split())
+    if stdin or not feeders:
+        return ()
+    found = simple_argv(feeders[-1].node)
+    if found is not None and not found[0][0].dynamic and command_name(found[0][0]) == "find":
+        return find_parts(found[0][1:])[0]
+    return ()
+
+
+def find_exec_commands(argv: tuple[Word, ...]) -> Iterator[tuple[Word, ...]]:
+    """What ``find … -exec CMD {} ;`` runs, once per starting point (find reports those first)."""
+    roots, expression = find_parts(argv[1:])
+    index = 0
+    while index < len(expression):
+        if expression[index].value not in ("-exec", "-execdir", "-ok", "-okdir"):
+            index += 1
+            continue
+        end = index + 1
+        while end < len(expression) and expression[end].value not in (";", "+"):
+            end += 1
+        segment = expression[index + 1 : end]
+        index = end + 1
+        if not segment:
+            continue
+        for root in roots[:4]:
+            yield tuple(_substitute(word, "{}", root) for word in segment)
+
+
+def _substitute(word: Word, marker: str, root: Word) -> Word:
+    if marker not in word.value:
+        return word
+    return Word(
+        value=word.value.replace(marker, root.value),
+        code=word.code.replace(marker, root.code),
+        dynamic=word.dynamic or root.dynamic,
+        node=word.node,
+    )

@@ -16,9 +16,11 @@ from tether.shells.guard.events import Event, Invocation
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuleEnv:
-    """What a rule may consult besides the event: directories the operator also protects."""
+    """What a rule may consult besides the event: directories the operator also protects, and
+    tether's own tmux socket (``$TETHER_HOME/tmux.sock``; empty when unknown)."""
 
     protect: tuple[str, ...] = ()
+    tether_socket: str = ""
 
 
 Judge = Callable[[Event, RuleEnv], str | None]

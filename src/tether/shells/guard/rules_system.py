@@ -8,6 +8,11 @@ produces the code.
 
 from __future__ import annotations
 
+import os
+import posixpath
+import re
+from fnmatch import fnmatchcase
+
 from tree_sitter import Node
 
 from tether.shells.guard.argv import OptSpec, code_source, first_operand
@@ -16,13 +21,14 @@ from tether.shells.guard.events import (
     DynamicName,
     Event,
     FunctionDef,
+    Hidden,
     Invocation,
     Problem,
     Redirect,
 )
 from tether.shells.guard.rule import Judge, RuleEnv
 from tether.shells.guard.walk import invocations_under
-from tether.shells.guard.words import resolve
+from tether.shells.guard.words import Word, resolve
 
 # --- processes and the machine ----------------------------------------------------------------
 
@@ -170,9 +176,56 @@ def unparseable(event: Event, env: RuleEnv) -> str | None:
 
 
 def dynamic_command(event: Event, env: RuleEnv) -> str | None:
+    if isinstance(event, Hidden):
+        return event.why
     if not isinstance(event, DynamicName):
         return None
     return f"the command name {event.word.code} is only known at run time, so the guard cannot judge it"
+
+
+# --- tether itself ----------------------------------------------------------------------------
+
+
+def tether_socket(event: Event, env: RuleEnv) -> str | None:
+    """A command that names tether's own tmux socket reaches every shell tether runs (and can end
+    them all): ``tmux -S $TETHER_HOME/tmux.sock kill-server``, ``rm ~/.tether/tmux.sock``."""
+    socket = env.tether_socket
+    if not socket:
+        return None
+    if isinstance(event, Redirect):
+        words: tuple[Word, ...] = (event.target,)
+        cwd = ""
+    elif isinstance(event, Invocation):
+        words, cwd = (*event.args, *event.assigns), event.cwd
+    else:
+        return None
+    for word in words:
+        if _names(word.value, socket, cwd):
+            return f"it names tether's own tmux socket {socket}, which controls every shell tether runs"
+    return None
+
+
+def _names(value: str, socket: str, cwd: str) -> bool:
+    if socket in value:
+        return True
+    home = os.path.expanduser("~")
+    if cwd == "~" or cwd.startswith("~/"):
+        cwd = home + cwd[1:]
+    for piece in re.split(r"[\s=,:]", value):
+        if not piece:
+            continue
+        path = home + piece[1:] if piece == "~" or piece.startswith("~/") else piece
+        if not path.startswith("/") and cwd.startswith("/"):
+            path = posixpath.join(cwd, path)
+        path = posixpath.normpath(path)
+        if path == socket:
+            return True
+        # A pattern in tether's own directory (tmux.s*, *.sock) may expand to the socket.
+        head, tail = posixpath.split(path)
+        glob = any(c in tail for c in "*?[") and head == posixpath.dirname(socket)
+        if glob and fnmatchcase(posixpath.basename(socket), tail):
+            return True
+    return False
 
 
 # --- remote history ---------------------------------------------------------------------------

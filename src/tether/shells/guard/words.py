@@ -20,21 +20,27 @@ from dataclasses import dataclass, field
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
+from tether.shells.guard.expansion import expansion_value
+from tether.shells.guard.scope import Scope, split_fields
+
 _LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()
 
 # Node types whose value only run time knows.
 _RUNTIME = frozenset({"command_substitution", "process_substitution", "arithmetic_expansion"})
-_DEFAULTING = frozenset({":-", "-", ":=", "="})
 
 
 def parse(code: str) -> Tree:
     """Parse bash source with this thread's cached parser."""
+    return parse_bytes(code.encode("utf-8", "replace"))
+
+
+def parse_bytes(code: bytes) -> Tree:
     parser: Parser | None = getattr(_local, "parser", None)
     if parser is None:
         parser = Parser(_LANGUAGE)
         _local.parser = parser
-    return parser.parse(code.encode("utf-8", "replace"))
+    return parser.parse(code)
 
 
 def text_of(node: Node) -> str:
@@ -61,35 +67,108 @@ class Word:
 
 
 class _Parts:
-    __slots__ = ("code", "dynamic", "known", "value")
+    """A word being collected: its fields so far (unquoted expansions split on IFS)."""
 
-    def __init__(self, known: Mapping[str, str]) -> None:
-        self.known = known
+    __slots__ = ("code", "dynamic", "fields", "hidden", "quoted", "scope", "solid", "value")
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
         self.value: list[str] = []
         self.code: list[str] = []
         self.dynamic = False
+        self.solid = False  # the current field holds literal or quoted text (survives being empty)
+        self.quoted = 0
+        self.hidden = False  # an expansion was split on an IFS only run time knows
+        self.fields: list[tuple[str, str, bool]] = []
 
     def lit(self, text: str) -> None:
         self.value.append(text)
         self.code.append(text)
+        self.solid = True
 
     def unknown(self, source: str, fill: str = "") -> None:
         self.value.append(fill)
         self.code.append(source)
         self.dynamic = True
+        self.solid = True
+
+    def end_field(self) -> None:
+        if self.solid or (self.value and "".join(self.value)):
+            self.fields.append(("".join(self.value), "".join(self.code), self.dynamic))
+        self.value, self.code, self.dynamic, self.solid = [], [], False, False
+
+    def expanded(self, source: str, values: tuple[str, ...], *, separate: bool) -> None:
+        """Known values of an expansion: one field each when ``separate`` (``"$@"``)."""
+        if self.quoted:
+            self.solid = True
+            for index, value in enumerate(values):
+                if index and separate:
+                    self.end_field()
+                    self.solid = True
+                self.value.append(value if separate or index == 0 else " " + value)
+                self.code.append(source if index == 0 else value)
+            return
+        ifs = self.scope.ifs()
+        if ifs is None:
+            self.hidden = self.hidden or any(values)
+            self.unknown(source)
+            return
+        first = True
+        for index, value in enumerate(values):
+            if index:
+                self.end_field()
+            if value and value[0] in ifs:
+                self.end_field()
+            for n, piece in enumerate(split_fields(value, ifs)):
+                if n:
+                    self.end_field()
+                self.value.append(piece)
+                self.code.append(source if first else piece)
+                first = False
+            if value and value[-1] in ifs:
+                self.end_field()
+        if first:
+            self.code.append(source)
+
+    def words(self, node: Node) -> list[Word]:
+        self.end_field()
+        return [Word(value=v, code=c, dynamic=d, node=node) for v, c, d in self.fields]
 
 
 _NO_VARS: Mapping[str, str] = {}
+Known = Scope | Mapping[str, str]
 
 
-def resolve(node: Node, known: Mapping[str, str] = _NO_VARS) -> Word:
-    """The word a node stands for (``command_name``, an argument, a redirect target).
+def _as_scope(known: Known) -> Scope:
+    return known if isinstance(known, Scope) else Scope(known)
 
-    ``known`` holds variables a literal assignment earlier in the same text set (``X=/``).
+
+def resolve(node: Node, known: Known = _NO_VARS) -> Word:
+    """The word a node stands for (``command_name``, an argument, a redirect target), its fields
+    joined by spaces.
+
+    ``known`` holds variables a literal assignment earlier in the same text set (``X=/``), or a
+    whole ``Scope`` (the shell's own state).
     """
-    parts = _Parts(known)
+    fields = resolve_fields(node, known)
+    if len(fields) == 1:
+        return fields[0]
+    return Word(
+        value=" ".join(w.value for w in fields),
+        code=text_of(node) if fields else "",
+        dynamic=any(w.dynamic for w in fields),
+        node=node,
+    )
+
+
+def resolve_fields(node: Node, known: Known = _NO_VARS, *, hidden: list[bool] | None = None) -> list[Word]:
+    """The words bash makes of ``node`` after expansion and word splitting (an unquoted ``$X``
+    holding ``a /etc`` is two words; an empty one is none)."""
+    parts = _Parts(_as_scope(known))
     _collect(node, parts)
-    return Word(value="".join(parts.value), code="".join(parts.code), dynamic=parts.dynamic, node=node)
+    if hidden is not None and parts.hidden:
+        hidden.append(True)
+    return parts.words(node)
 
 
 def _collect(node: Node, parts: _Parts) -> None:
@@ -101,16 +180,25 @@ def _collect(node: Node, parts: _Parts) -> None:
     elif kind == "ansi_c_string":
         parts.lit(decode_ansi_c(text_of(node)[2:-1]))
     elif kind == "string":
-        _collect_container(node, parts, _unescape_double, skip_quotes=True)
+        parts.quoted += 1
+        parts.solid = True
+        try:
+            _collect_container(node, parts, _unescape_double, skip_quotes=True)
+        finally:
+            parts.quoted -= 1
     elif kind in ("concatenation", "command_name", "translated_string"):
         _collect_container(node, parts, _unescape_bare, skip_quotes=False)
     elif kind in ("simple_expansion", "expansion"):
         _collect_expansion(node, parts)
     elif kind == "$":
         parts.lit("$")
-    elif kind == "command_substitution" and (printed := _printed(node, parts.known)) is not None:
-        parts.value.append(printed)
-        parts.code.append(text_of(node))
+    elif kind == "command_substitution" and (printed := _printed(node, parts.scope)) is not None:
+        if parts.quoted:
+            parts.value.append(printed)
+            parts.code.append(text_of(node))
+            parts.solid = True
+        else:
+            parts.expanded(text_of(node), (printed,), separate=False)
     elif kind in _RUNTIME or node.named_child_count or kind == "ERROR":
         parts.unknown(text_of(node))
     else:
@@ -142,35 +230,29 @@ def _collect_container(
 
 def _collect_expansion(node: Node, parts: _Parts) -> None:
     source = text_of(node)
-    names = [c for c in node.named_children if c.type in ("variable_name", "special_variable_name")]
-    named = node.named_children
-    if len(named) == 1 and names:
-        name = text_of(names[0])
-        value = parts.known.get(name, "~" if name == "HOME" else None)
-        if value is not None:
-            parts.code.append(source)
-            parts.value.append(value)
-            return
-    operator = node.child_by_field_name("operator")
-    if names and operator is not None and text_of(operator).strip() in _DEFAULTING:
-        fallback = [c for c in named if c.start_byte >= operator.end_byte]
-        if fallback:
-            sub = _Parts(parts.known)
-            for child in fallback:
-                _collect(child, sub)
-            parts.unknown(source, "".join(sub.value))
-            return
-    parts.unknown(source)
+    found = expansion_value(node, parts.scope, lambda words: _fallback(words, parts.scope))
+    if found.values is None:
+        parts.unknown(source, found.fill)
+    else:
+        parts.expanded(source, found.values, separate=found.separate)
 
 
-def _printed(node: Node, known: Mapping[str, str]) -> str | None:
+def _fallback(nodes: list[Node], scope: Scope) -> str:
+    sub = _Parts(scope)
+    sub.quoted = 1  # the word of ${X:-word} is not split until the whole expansion is
+    for child in nodes:
+        _collect(child, sub)
+    return "".join(sub.value)
+
+
+def _printed(node: Node, known: Scope) -> str | None:
     """What ``$(echo WORDS)`` / ``$(printf WORD)`` prints, when its words are literal."""
     commands = node.named_children
     if len(commands) != 1 or commands[0].type != "command":
         return None
     command = commands[0]
     name = command.child_by_field_name("name")
-    args = [resolve(a, known) for a in command.children_by_field_name("argument")]
+    args = [w for a in command.children_by_field_name("argument") for w in resolve_fields(a, known)]
     if name is None or any(a.dynamic for a in args):
         return None
     program = resolve(name, known).value

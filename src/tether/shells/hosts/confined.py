@@ -46,14 +46,21 @@ from tether.shell import (
     ShellSandboxDenial,
     ShellSandboxInfo,
     confine_interactive,
+    mark_path,
     sweep_placeholders,
 )
+from tether.shells.integration.script import integration_script
 from tether.store.close_watch import CloseWatch
 
 logger = logging.getLogger(__name__)
 
 RC_MOUNT: Final = "/run/tether-shell"
 RC_NAME: Final = "bashrc"
+# The one place a confined shell writes outside its roots: its own state for the guard (what it
+# has defined), rewritten at every prompt. Its own directory, bound writable; read by the host with
+# O_NOFOLLOW, so a link planted there never makes the host read or create anything else.
+LIVE_MOUNT: Final = "/run/tether-shell-live"
+LIVE_STATE: Final = f"{LIVE_MOUNT}/shell.state"
 _REPORT_WAIT_S: Final = 10.0  # the trace file follows the prompt by microseconds; this is for a stalled host
 _END_WAIT_S: Final = 5.0
 _WRAPPERS: Final = frozenset({"bwrap", "strace"})
@@ -149,6 +156,11 @@ class ConfinedPanes:
     def rc_path(self, shell_id: str) -> Path:
         return self.state_dir(shell_id) / "rc" / RC_NAME
 
+    def state_files(self, shell_id: str) -> tuple[Path, Path]:
+        """The shell's state and report files (``LIVE_STATE``), as the host sees them."""
+        live = self.state_dir(shell_id) / "live"
+        return live / "shell.state", live / "shell.report"
+
     def write_rc(self, shell_id: str, text: str) -> str:
         """The start-up file where the confined shell reads it; the path as seen inside."""
         path = self.rc_path(shell_id)
@@ -168,6 +180,7 @@ class ConfinedPanes:
             raise UsageError("an unconfined shell has no confined pane command")
         state = self.state_dir(shell_id)
         self.write_rc(shell_id, rc_text)
+        (state / "live").mkdir(mode=0o700, exist_ok=True)
         confined = confine_interactive(
             confinement.settings,
             home=self.home,
@@ -175,7 +188,10 @@ class ConfinedPanes:
             command=[shell, "--rcfile", f"{RC_MOUNT}/{RC_NAME}", "-i"],
             state_dir=state,
             mode=confinement.mode,
-            extra_binds=[ExtraBind(source=str(state / "rc"), dest=RC_MOUNT)],
+            extra_binds=[
+                ExtraBind(source=str(state / "rc"), dest=RC_MOUNT),
+                ExtraBind(source=str(state / "live"), dest=LIVE_MOUNT, writable=True),
+            ],
             mark_nonce=nonce,
         )
         self._attached[shell_id] = confined
@@ -366,3 +382,11 @@ async def _gone(pid: int, timeout_s: float) -> bool:
     finally:
         loop.remove_reader(fd)
         os.close(fd)
+
+
+def rc_text(nonce: str, confinement: Confinement | None) -> str:
+    """A shell's start-up file: a confined one marks the end of each command for its tracer and
+    keeps its state for the guard in its one writable place (``LIVE_MOUNT``)."""
+    if confinement is None or not confinement.sandboxed:
+        return integration_script(nonce)
+    return integration_script(nonce, mark=mark_path(nonce), state=LIVE_STATE)

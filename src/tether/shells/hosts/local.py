@@ -97,10 +97,32 @@ class LocalHost(ShellHost):
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         tmp.replace(path)
+        # The shell rewrites these at every prompt (``>|`` keeps an existing file's mode): they hold
+        # its variables, so they exist, private, before it first writes them.
+        for state in self._state_files(shell_id):
+            os.close(os.open(state, os.O_WRONLY | os.O_CREAT, 0o600))
         return str(path)
 
     def rc_path(self, shell_id: str) -> Path:
         return self.rc_dir / f"{shell_id}.bash"
+
+    def _state_files(self, shell_id: str) -> tuple[Path, Path]:
+        if self.confined.is_confined(shell_id):
+            return self.confined.state_files(shell_id)
+        return self.rc_dir / f"{shell_id}.state", self.rc_dir / f"{shell_id}.report"
+
+    def read_state(self, shell_id: str, *, report: bool = False) -> bytes | None:
+        # O_NOFOLLOW: a confined shell writes these itself, and may leave a link there.
+        try:
+            fd = os.open(self._state_files(shell_id)[1 if report else 0], os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        return data or None
 
     async def _configure(self) -> list[commands.Cmd]:
         if self._configured:
@@ -146,6 +168,8 @@ class LocalHost(ShellHost):
         pane = self._panes.get(shell_id)
         await super().kill(shell_id)
         self.rc_path(shell_id).unlink(missing_ok=True)
+        for state in self._state_files(shell_id):
+            state.unlink(missing_ok=True)
         await self.confined.ended(shell_id, pane.pid if pane is not None else None)
 
     # ---- confinement --------------------------------------------------------------------------------
@@ -216,6 +240,9 @@ class LocalHost(ShellHost):
 
     async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float:
         return procinfo.group_cpu_seconds(self._shell(pane), pgid)
+
+    async def line_mode(self, pane: PaneInfo) -> bool | None:
+        return procinfo.terminal_canonical(pane.tty)
 
     async def sync_log(self, pane: PaneInfo) -> bool:
         """Print an invisible mark on the pane's terminal and wait until the log holds it: tmux

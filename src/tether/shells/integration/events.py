@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-EventKind = Literal["P", "C", "E", "Q", "H", "X"]
+EventKind = Literal["P", "C", "E", "Q", "H", "X", "L"]
 # The sequence every view removes (any nonce: a forged or foreign marker is hidden as well).
 ANY_MARKER_RE = re.compile(rb"\x1b\]6973;[^\x07\x1b]*(?:\x07|\x1b\\)")
-_MARKER_RE = re.compile(rb"\x1b\]6973;([0-9a-z]{4,32});([PCEQHX])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
+_MARKER_RE = re.compile(rb"\x1b\]6973;([0-9a-z]{4,32});([PCEQHXL])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
 _OPEN = b"\x1b]6973;"
 _MAX_MARKER = 1 << 20  # an H event (a command's text) may be long; longer is not ours
 
@@ -35,7 +35,8 @@ class ShellEvent:
     status: int | None = None  # P: $? of the last command line; X: the exit status
     prompt: int = 0  # P: the prompt's number (a redraw repeats it)
     token: int = 0  # C: the run token the loader set (0: not a tether run)
-    text: str = ""  # H: the command as bash's history holds it
+    text: str = ""  # H: the command as bash's history holds it; L: readline's line (@Q-quoted)
+    seq: str = ""  # L: the request it answers
     at: float | None = None  # P, C: when the shell printed it (epoch seconds), if it said
 
 
@@ -73,6 +74,15 @@ def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end:
         return ShellEvent(kind="E", start=start, end=end, status=_int(fields[0]))
     if k == "X":
         return ShellEvent(kind="X", start=start, end=end, status=_int(fields[0]))
+    if k == "L":
+        seq, _, line = (payload or b"").partition(b";")
+        return ShellEvent(
+            kind="L",
+            start=start,
+            end=end,
+            seq=seq.decode("ascii", "replace"),
+            text=line.decode("utf-8", "surrogateescape"),
+        )
     if k == "H":
         text = (payload or b"").decode("utf-8", "replace").replace("\r\n", "\n")
         # ``history 1`` prints "  123  command"; the number is bash's, not the command's.

@@ -39,3 +39,40 @@ def insert_payload(text: str, variables: Mapping[str, str] | None = None) -> str
     fields = ["i", "0", encode(to_bytes(text))]
     fields += [f"{name}={encode(to_bytes(value))}" for name, value in (variables or {}).items()]
     return "|".join(fields) + PAYLOAD_END
+
+
+def append_payload(text: str) -> str:
+    """Append ``text`` at the end of the line being edited, the cursor after it (nothing accepted)."""
+    return "|".join(["a", "0", encode(to_bytes(text))]) + PAYLOAD_END
+
+
+def report_payload(seq: str) -> str:
+    """What the reporter reads: the request's id, echoed in its ``L`` event."""
+    return f"{seq}|" + PAYLOAD_END
+
+
+def decode_quoted(quoted: str) -> str:
+    """A string as bash's ``${VAR@Q}`` quotes it (``'…'``, ``'\\''``, ``$'…'``), back to its text."""
+    from tether.shells.guard.words import decode_ansi_c
+
+    out: list[str] = []
+    index = 0
+    while index < len(quoted):
+        if quoted.startswith("$'", index):
+            end = index + 2
+            while end < len(quoted) and quoted[end] != "'":
+                end += 2 if quoted[end] == "\\" else 1
+            out.append(decode_ansi_c(quoted[index + 2 : end]))
+            index = end + 1
+        elif quoted[index] == "'":
+            end = quoted.find("'", index + 1)
+            end = len(quoted) if end < 0 else end
+            out.append(quoted[index + 1 : end])
+            index = end + 1
+        elif quoted[index] == "\\" and index + 1 < len(quoted):
+            out.append(quoted[index + 1])
+            index += 2
+        else:
+            out.append(quoted[index])
+            index += 1
+    return "".join(out)

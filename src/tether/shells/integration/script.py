@@ -14,6 +14,8 @@ itself, each carrying the shell's secret nonce so that program output cannot for
     ESC ] 6973 ; NONCE ; Q BEL                        bash waits for a continuation line (PS2)
     ESC ] 6973 ; NONCE ; H ; <history 1> BEL          the text of a command a person typed
     ESC ] 6973 ; NONCE ; X ; STATUS BEL               the shell exits (EXIT trap)
+    ESC ] 6973 ; NONCE ; L ; SEQ ; LINE BEL           the reporter ran: LINE is readline's line now
+                                                    (``${READLINE_LINE@Q}``), SEQ the request's
 
 A confined shell's first prompt hook also marks the end of each command for the tracer (``mark``).
 
@@ -33,6 +35,15 @@ reads a payload from the terminal (printable ASCII, see ``payload``), sets vault
 (unexported) and ``READLINE_LINE`` exactly, and ``RUN_KEYS`` then accepts the line. A tab or a
 control byte therefore never reaches readline as a key (no completion, no binding); the token it
 sets is what PS0 and PS1 report, binding the markers to one run.
+
+What the shell has defined is written, not printed: before every prompt the last hook writes
+``declare -p``, ``declare -F``, ``alias -p``, ``trap -p``, ``hash -l`` and the bodies of the
+functions its own prompt code names into ``<rc>.state`` (builtins only: no fork, nothing on the
+terminal), which the dangerous-command guard reads (``guard.shellstate``). The *reporter* (another
+``bind -x`` function behind a private key) writes the same with every function body into
+``<rc>.report`` (vault variables shadowed, so no value is written) and prints an ``L`` event with
+readline's line: the guard judges the line a person or an agent assembled, exactly as bash will
+read it, before tether presses the key that accepts it.
 """
 
 from __future__ import annotations
@@ -42,8 +53,12 @@ LOAD_SEQ = "\\C-x\\C-_l"  # the loader (bind -x)
 ACCEPT_SEQ = "\\C-x\\C-_a"  # accept-line
 RUN_SEQ = "\\C-x\\C-_r"  # load, then accept: what a run types
 INSERT_SEQ = "\\C-x\\C-_i"  # load into the line at the cursor, without accepting (shell_send text)
+REPORT_SEQ = "\\C-x\\C-_q"  # the reporter: write the state, print the line (nothing is accepted)
 RUN_KEYS = b"\x18\x1fr"
 INSERT_KEYS = b"\x18\x1fi"
+LOAD_KEYS = b"\x18\x1fl"
+ACCEPT_KEYS = b"\x18\x1fa"
+REPORT_KEYS = b"\x18\x1fq"
 PAYLOAD_END = "~"
 
 _TEMPLATE = r"""# tether persistent shell start-up (generated; see tether.shells.integration)
@@ -56,6 +71,7 @@ if [[ ${1-} == --integration ]]; then
   unset __tether_h
 elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi
 __tether_n='@NONCE@'
+__tether_sf=@STATE@
 __tether_tok=0 __tether_cur=0 __tether_ran=0 __tether_pn=0
 __tether_ps0='\e]6973;@NONCE@;C;$((__tether_cur=__tether_tok?__tether_tok:__tether_cur,__tether_tok=0,__tether_ran=1,__tether_cur));${EPOCHREALTIME-}\a'
 __tether_ps1='\[\e]6973;@NONCE@;P;$?;$((__tether_tok=0,++__tether_pn));${EPOCHREALTIME-}\a\]'
@@ -95,6 +111,50 @@ __tether_pc() {
   __tether_ran=0 __tether_cur=0
   unset -v "${!__TETHER_V_@}"
   __tether_arm
+  __tether_dump "$__tether_sf"
+  # Terminal state a program (or random bytes it printed) may have left: an escape sequence or a
+  # DCS/OSC/APC string still open (CAN and ST end them: tmux would swallow the prompt), scroll margins (reset
+  # between saving and restoring the cursor, which stays where it is), the alternate screen, a DEC
+  # graphics charset (also through SO), insert mode, reverse video, application keys, mouse
+  # reporting, a hidden cursor, no autowrap.
+  printf '\x18\e\\\e7\e[r\e8\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>'
+  printf '\e[?1000l\e[?1002l\e[?1003l\e[?1006l\e[?25h\e[?7h'
+}
+__tether_swallow() {
+  # A terminal's answer to a query a program printed and did not read (tmux answers DA, DSR,
+  # XTVERSION, colour queries): read to its end and dropped, instead of reaching readline as keys
+  # (ESC P is M-P, a search that would swallow the next command).
+  local __tether_c
+  while IFS= read -r -s -n1 -t 0.05 __tether_c; do
+    if [[ $1 == csi ]]; then
+      [[ $__tether_c == [@-~] ]] && return
+    elif [[ $__tether_c == $'\a' ]]; then
+      return
+    elif [[ $__tether_c == $'\e' ]]; then
+      IFS= read -r -s -n1 -t 0.05 __tether_c
+      return
+    fi
+  done
+}
+__tether_dump() {
+  # Functions the prompt's own code may call are written whole; the rest by name (see the reporter).
+  local __tether_w="${PROMPT_COMMAND[*]-} ${PS0-} ${PS1-} ${PS2-}" __tether_x
+  local -a __tether_f=(command_not_found_handle)
+  for __tether_x in ${__tether_w//[^A-Za-z0-9_:.-]/ }; do
+    [[ $__tether_x == __tether_* ]] || __tether_f+=("$__tether_x")
+  done
+  { printf '#tether-state\n'; declare -p; printf '#tether-names\n'; declare -F; printf '#tether-code\n'
+    alias -p; trap -p; builtin hash -l
+    if [[ ${2-} == all ]]; then declare -f; else declare -f -- "${__tether_f[@]}"; fi
+    printf '#tether-end\n'; } >| "$1" 2>/dev/null || :
+}
+__tether_report() {
+  local __tether_p
+  IFS= read -r -d '@END@' __tether_p || return
+  # Shadow vault values (set for the line about to run): the report holds their names only.
+  [[ -z ${!__TETHER_V_*} ]] || local -- ${!__TETHER_V_@}
+  __tether_dump "${__tether_sf%.state}.report" all
+  printf '\e]6973;%s;L;%s;%s\a' "$__tether_n" "${__tether_p%%|*}" "${READLINE_LINE@Q}"
 }
 __tether_load() {
   local __tether_p __tether_f __tether_i
@@ -110,6 +170,8 @@ __tether_load() {
   if [[ ${__tether_f[0]} == i ]]; then
     READLINE_LINE=${READLINE_LINE:0:READLINE_POINT}$__tether_t${READLINE_LINE:READLINE_POINT}
     READLINE_POINT=$(( READLINE_POINT + ${#__tether_t} ))
+  elif [[ ${__tether_f[0]} == a ]]; then
+    READLINE_LINE+=$__tether_t; READLINE_POINT=${#READLINE_LINE}
   else
     __tether_tok=${__tether_f[1]}; READLINE_LINE=$__tether_t; READLINE_POINT=${#READLINE_LINE}
   fi
@@ -122,6 +184,11 @@ for __tether_m in emacs vi-insert vi-command; do
   bind -m "$__tether_m" '"@ACCEPT@": accept-line'
   bind -m "$__tether_m" '"@RUN@": "@LOAD@@ACCEPT@"'
   bind -m "$__tether_m" '"@INSERT@": "@LOAD@"'
+  bind -m "$__tether_m" -x '"@REPORT@": __tether_report'
+  bind -m "$__tether_m" -x '"\eP": __tether_swallow string'
+  bind -m "$__tether_m" -x '"\e]": __tether_swallow string'
+  bind -m "$__tether_m" -x '"\e[?": __tether_swallow csi'
+  bind -m "$__tether_m" -x '"\e[>": __tether_swallow csi'
 done
 unset __tether_m
 __tether_arm
@@ -134,18 +201,29 @@ __tether_arm
 _MARK = '  { : >"@MARKDIR@$__tether_cur"; } 2>&-\n'
 
 
-def integration_script(nonce: str, *, mark: str | None = None) -> str:
+def integration_script(nonce: str, *, mark: str | None = None, state: str | None = None) -> str:
     """The start-up file of one shell (its nonce inlined: never in the environment); ``mark``: the
-    directory a confined shell's prompt hook names at the end of each command."""
+    directory a confined shell's prompt hook names at the end of each command; ``state``: where
+    the prompt hook writes the shell's state for the guard (``<state>``, and ``.report`` beside
+    it), by default beside the start-up file (``<rc>.state``)."""
     if not nonce.isalnum():
         raise ValueError("nonce must be alphanumeric")
+    if state is not None and not state.endswith(".state"):
+        raise ValueError("the state file's name ends in .state")
     marking = _MARK.replace("@MARKDIR@", mark) if mark is not None else ""
+    state_file = "${BASH_SOURCE[0]%.bash}.state" if state is None else _sh_single(state)
     return (
-        _TEMPLATE.replace("@NONCE@", nonce)
+        _TEMPLATE.replace("@STATE@", state_file)
+        .replace("@NONCE@", nonce)
         .replace("@MARK@", marking)
         .replace("@END@", PAYLOAD_END)
         .replace("@LOAD@", LOAD_SEQ)
         .replace("@ACCEPT@", ACCEPT_SEQ)
         .replace("@RUN@", RUN_SEQ)
         .replace("@INSERT@", INSERT_SEQ)
+        .replace("@REPORT@", REPORT_SEQ)
     )
+
+
+def _sh_single(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"

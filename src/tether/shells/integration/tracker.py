@@ -52,8 +52,9 @@ def activity_of(events: list[ShellEvent], before: Activity | None = None) -> Act
             current = Activity(phase="hooks", event=ev, prompt=current.prompt)
         elif ev.kind == "Q":
             current = Activity(phase="continuation", event=ev, prompt=current.prompt)
-        else:
+        elif ev.kind == "X":
             current = Activity(phase="exited", event=ev, prompt=current.prompt)
+        # L (the reporter answered) changes nothing: the shell still reads the same line.
     return current
 
 

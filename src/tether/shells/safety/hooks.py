@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from tether.approvals import PersonChannel
+from tether.shells.guard.shellstate import ShellState
 
 WriteKind = Literal["run", "send", "steps", "retry"]
 
@@ -36,6 +37,42 @@ class WriteIntent:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LineVerdict:
+    """The guard's word on a line the shell is about to read: run it (``notes`` to carry), hold it
+    (``incomplete`` says what is still open: bash would wait for more), or ask the shell for these
+    functions' bodies first (``needs``)."""
+
+    notes: tuple[str, ...] = ()
+    incomplete: str | None = None
+    needs: tuple[str, ...] = ()
+
+
+class LineJudge(Protocol):
+    """Judges ``line`` with what the shell reported (``state``); raises ``GuardBlockedError``
+    (noted for the audit record) when it must not run. ``lenient``: the text goes to a program in
+    front, which may leave it for the shell — only what is plainly dangerous counts. ``pending``:
+    the shell already holds lines of this command the guard never saw (a PS2 prompt). ``final``: the
+    shell was asked already; a function body still missing is a refusal, not a question. It may
+    wait for a person (``[guard] ask``), so it is awaited."""
+
+    async def __call__(
+        self,
+        line: str,
+        state: ShellState | None,
+        *,
+        lenient: bool = False,
+        pending: bool = False,
+        final: bool = False,
+    ) -> LineVerdict: ...
+
+
+async def _judge_nothing(
+    line: str, state: ShellState | None, *, lenient: bool = False, pending: bool = False, final: bool = False
+) -> LineVerdict:
+    return LineVerdict()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WriteDecision:
     """``text`` is what to type; ``expanded`` is True when it is not the caller's text verbatim
     (a macro), which makes it unwrappable: ``wait.kind=exit`` is then refused before sending.
@@ -45,7 +82,8 @@ class WriteDecision:
     (references ``force`` left unexpanded, a bypassed guard). ``variables`` are the vault values
     the loader sets (unexported) before the line runs, by shell variable name.
     ``typed_secret`` is True when ``text`` holds a value itself (a program's own prompt): it must
-    go through the paste buffer and never be shown or stored. ``submit`` is a macro's setting."""
+    go through the paste buffer and never be shown or stored. ``submit`` is a macro's setting.
+    ``judge`` is the guard at accept time (``judged`` the text it reads for a run)."""
 
     text: str
     expanded: bool = False
@@ -54,6 +92,10 @@ class WriteDecision:
     variables: Mapping[str, str] = field(default_factory=dict)
     typed_secret: bool = False
     submit: bool = True
+    # The guard, for the moment the shell reads a line: runs, steps and sends call it right
+    # before the key that makes the shell run what it holds (see ``shells.accept``).
+    judge: LineJudge = field(default=_judge_nothing)
+    judged: str = ""  # the command as the guard reads it (after macros, before vault values)
 
 
 async def _allow(intent: WriteIntent) -> WriteDecision:

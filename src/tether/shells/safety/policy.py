@@ -8,12 +8,14 @@ of it passes:
    says (the people's own actors, ``panel`` and ``cli``, are not refused by it);
 2. a person typing (``sessions.user_busy``, the same test ``shell_state`` shows) refuses;
 3. a ``/NAME args`` macro expands (``wait.kind=exit`` on one is refused with the spec's message);
-4. the dangerous-command guard judges the text after macro expansion and before vault expansion,
-   when the pane's foreground is a shell; ``bypassGuard`` needs a non-blank ``reason``; with
-   ``[guard] ask = true`` an agent's blocked command is put to a person instead (``approvals``:
-   the person at the client through elicitation, else the panel's queue) — approved, that one
-   command goes through as a ``bypass-guard`` whose reason the person authored; denied or
-   unanswered, it is blocked;
+4. the dangerous-command guard: the decision carries ``judge``, which ``shells.accept`` calls at
+   the moment the shell would read the line (the lock held, the shell at its prompt), with what
+   the shell reported it has defined — the line after macro expansion and before vault values;
+   a dry run is judged here, on the shell's last reported state; ``bypassGuard`` needs a non-blank
+   ``reason``; with ``[guard] ask = true`` an agent's blocked command is put to a person instead
+   (``approvals``: the person at the client through elicitation, else the panel's queue) —
+   approved, that one command goes through as a ``bypass-guard`` whose reason the person
+   authored; denied or unanswered, it is blocked;
 5. ``{{vault.NAME}}`` references resolve (``force`` semantics in ``vault_refs``); a dry run stops
    here and reports the text with each value as ``[vault:NAME]``;
 6. ``safety.lock: require`` waits (no timeout, cancellable) for the cross-process write lock;
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tether.approvals import Approvals, Question
@@ -39,10 +41,11 @@ from tether.config import Config
 from tether.errors import RefusedError, UsageError
 from tether.shells.domain import Shells
 from tether.shells.guard.config import parse_section
-from tether.shells.guard.guard import Guard, Verdict
+from tether.shells.guard.guard import BYPASS_HOW, Guard, Verdict
+from tether.shells.guard.shellstate import ShellState, parse_dump
 from tether.shells.macros.expand import MacroExpander
 from tether.shells.safety.call_notes import note_command, note_flag, note_outcome, note_reason
-from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
+from tether.shells.safety.hooks import LineJudge, LineVerdict, SessionHooks, WriteDecision, WriteIntent
 from tether.shells.safety.user_busy import client_activity, is_user_busy
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.vault.redaction import SecretRedactor
@@ -179,8 +182,9 @@ class _WritePath:
             if expanded:
                 note_command(text)  # the audit shows what the macro became (references as written)
         notes: list[str] = []
-        if shell_in_front:
-            notes.extend(await self._judge(intent, text))
+        judge = self._line_judge(intent)
+        if shell_in_front and intent.dryrun:
+            notes.extend(await self._judge_now(intent, text, judge))
         refs = reference_names(text)
         if refs and intent.kind == "steps":
             raise UsageError(
@@ -195,30 +199,61 @@ class _WritePath:
         if intent.dryrun:
             note_outcome(shell_id, "dry-run")
             return WriteDecision(
-                text=shown, expanded=expanded, shown=shown, notes=tuple(notes), submit=submit
+                text=shown, expanded=expanded, shown=shown, notes=tuple(notes), submit=submit, judged=text
             )
         lease = await self.locks.acquire(shell_id, actor=intent.actor, mode=intent.lock)
         self._leases[id(intent)] = lease
         try:
             if lease.waited_ms > 0:
                 await self._check_person(shell_id)  # a person may have started typing while we waited
-            return self._deliver(intent, text, x, shown, notes, expanded=expanded, submit=submit)
+            decision = self._deliver(intent, text, x, shown, notes, expanded=expanded, submit=submit)
+            return replace(decision, judge=judge, judged=text)
         except BaseException:
             self._leases.pop(id(intent), None)
             lease.release()
             raise
 
-    async def _judge(self, intent: WriteIntent, text: str) -> list[str]:
+    async def _judge_now(self, intent: WriteIntent, text: str, judge: LineJudge) -> list[str]:
+        """A dry run: judged on the shell's last reported state (nothing will be typed)."""
+        data = self.shells.host_of(intent.shell_id).read_state(intent.shell_id)
+        state = parse_dump(data) if data is not None else None
         pieces = text.split("\n") if intent.kind == "steps" else [text]
         notes: list[str] = []
         for n, piece in enumerate(pieces):
-            if not piece.strip():
-                continue
-            verdict = self.policy.guard.check(piece)
-            if verdict.allowed or (n > 0 and verdict.rule in _NOT_SHELL_RULES):
-                continue
-            notes.append(await self._blocked(intent, verdict, piece))
+            if piece.strip():
+                # From the second step on, text bash cannot parse is taken to be a program's input.
+                notes.extend((await judge(piece, state, lenient=n > 0, final=True)).notes)
         return notes
+
+    def _line_judge(self, intent: WriteIntent) -> LineJudge:
+        guard = self.policy.guard
+
+        async def judge(
+            line: str,
+            state: ShellState | None,
+            *,
+            lenient: bool = False,
+            pending: bool = False,
+            final: bool = False,
+        ) -> LineVerdict:
+            verdict = _pending(guard, line) if pending else guard.check(line, state)
+            if verdict.allowed:
+                held = verdict.incomplete and not intent.bypass_guard
+                return LineVerdict(incomplete=verdict.why if held else None)
+            if lenient and verdict.rule in _NOT_SHELL_RULES:
+                return LineVerdict()
+            if verdict.needs and not final:
+                return LineVerdict(needs=verdict.needs)
+            try:
+                return LineVerdict(notes=(await self._blocked(intent, verdict, line),))
+            except GuardBlockedError as exc:
+                note_outcome(intent.shell_id, "blocked", exc.message)
+                raise
+            except RefusedError as exc:
+                note_outcome(intent.shell_id, "refused", exc.message)
+                raise
+
+        return judge
 
     async def _blocked(self, intent: WriteIntent, verdict: Verdict, piece: str) -> str:
         if not intent.bypass_guard:
@@ -293,6 +328,21 @@ class _WritePath:
             variables=dict(x.variables),
             submit=submit,
         )
+
+
+def _pending(guard: Guard, line: str) -> Verdict:
+    rule = next((r for r in guard.rules if r.id == "unparseable"), None)
+    if rule is None:
+        return Verdict(allowed=True)
+    return Verdict(
+        allowed=False,
+        rule=rule.id,
+        command=line[:300],
+        why="the shell holds earlier lines of this command (it shows a PS2 prompt) that the guard never "
+        "saw, so it cannot tell what the whole command would run",
+        how="Cancel the unfinished command with shell_send keys ['C-c'] and send it whole (a line the "
+        f"guard sees incomplete waits on the prompt until it is complete). {BYPASS_HOW}",
+    )
 
 
 def _shown(text: str, x: ExpandedCommand | None) -> str:
