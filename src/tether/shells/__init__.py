@@ -4,6 +4,8 @@ The face (everything a layer above may use; nothing reaches past it)::
 
     Shells                       the shells of one TETHER_HOME in this process (``Shells.get``)
     ShellHost, LocalHost         the seam: one tmux server and what tether needs of it
+    SshHost, HostError,          a host on another machine (OpenSSH), and what it raises
+    ConnectionLost
     operations                   open_shell · revive · run · steps · retry · send · read ·
                                  shell_state_rows · manage_home · shell_kind · resolve_target ·
                                  check_capacity · follow / position · screen_text
@@ -23,6 +25,7 @@ from __future__ import annotations
 from tether.shells.domain import Shells
 from tether.shells.guard.guard import Guard
 from tether.shells.host import ShellHost
+from tether.shells.hosts import ConnectionLost, HostError, HostUnsuitable, SshHost
 from tether.shells.hosts.local import LocalHost
 from tether.shells.ids import check_shell_id, is_shell_id
 from tether.shells.lifecycle import open_shell
@@ -135,11 +138,14 @@ __all__ = [
     "AuditSource",
     "CallNotes",
     "CloseAction",
+    "ConnectionLost",
     "DoctorAction",
     "Done",
     "ExpectKind",
     "Guard",
     "GuardBlockedError",
+    "HostError",
+    "HostUnsuitable",
     "IdleAction",
     "LocalHost",
     "LockMode",
@@ -179,6 +185,7 @@ __all__ = [
     "Showing",
     "SnapshotAction",
     "SnapshotListAction",
+    "SshHost",
     "StateName",
     "StateQuery",
     "Step",

@@ -7,7 +7,9 @@ foreground, the pane's process tree, CPU time, whether the terminal reads a line
 (``open``, ``run``, ``read`` …) take a host and never reach past these methods.
 
 A host is built once per process and ``TETHER_HOME`` and started on the event loop that uses it;
-``close`` ends its control client and watcher (the shells themselves live on in tmux).
+``close`` ends its control client and watcher (the shells themselves live on in tmux). A host on
+another machine may be unreachable: its methods then raise ``HostError`` (``hosts.ssh_conn``), and
+a wait that was following it when its connection dropped ends (``check_connection``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,20 @@ class ShellHost(ABC):
     async def close(self) -> None:
         self.watcher.close()
         await self.control.close()
+
+    async def connect(self) -> None:
+        """Reach the host now (a remote host tries again even after a recent failure); raises the
+        host's error when it cannot be reached. This machine is always reachable."""
+        return
+
+    def connection_mark(self) -> int:
+        """A number that changes whenever the host's connection drops (0: it never does)."""
+        return 0
+
+    def check_connection(self, mark: int) -> None:
+        """Raise (``ConnectionLost``) if the connection dropped since ``mark`` was taken: a wait
+        following the host's output cannot know what it missed."""
+        return
 
     # ---- panes ----------------------------------------------------------------------------------
 
@@ -118,8 +134,21 @@ class ShellHost(ABC):
         await self.control.run(*commands.kill_session(shell_id))
 
     @abstractmethod
-    def write_rc(self, shell_id: str, text: str) -> str:
+    async def write_rc(self, shell_id: str, text: str) -> str:
         """Store the shell's start-up file on the host; the path its shell reads it from."""
+
+    @abstractmethod
+    async def start_dir(self, cwd: str | None) -> str | None:
+        """The absolute directory on the host a shell starts in (``cwd`` with ``~`` expanded, or
+        the host's default when ``None``); ``None`` when it is not a directory there."""
+
+    @abstractmethod
+    async def exists(self, path: str) -> bool:
+        """A path exists on the host (``~`` expanded): the ``file`` wait."""
+
+    @abstractmethod
+    async def git_branch(self, cwd: str) -> str | None:
+        """The git branch checked out in ``cwd`` on the host (``None``: not a repository)."""
 
     @abstractmethod
     async def resize(self, pane: PaneInfo, cols: int, rows: int) -> None:

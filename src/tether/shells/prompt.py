@@ -164,7 +164,7 @@ async def reinstall(shells: Shells, host: ShellHost, pane: PaneInfo) -> None:
         raise NotFoundError(f"shell {pane.shell_id} has no record: it was not opened by tether")
     # The same nonce: a wait already following the shell's events keeps recognising them.
     nonce = rec.nonce or ids.new_nonce()
-    path = host.write_rc(pane.shell_id, integration_script(nonce))
+    path = await host.write_rc(pane.shell_id, integration_script(nonce))
     shells.set_nonce(pane.shell_id, nonce)
     offset = log_size(host.log_of(pane.shell_id))
     await host.type_line(pane, f" . {sh_quote(path)} --integration")

@@ -101,6 +101,7 @@ class OpenAction:
     idle_minutes: int | None = None
     watch: bool = False
     from_id: str | None = None
+    host: str | None = None  # a configured host name; None = local (or, for ``from``, the old shell's)
 
 
 # ---- shell_run ----------------------------------------------------------------------------------
@@ -360,5 +361,6 @@ class StateQuery:
     cwd: str | None = None
     states: tuple[StateName, ...] = ()
     owner: Owner | None = None
+    host: str | None = None
     with_git: bool = False
     verbose: bool = False

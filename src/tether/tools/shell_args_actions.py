@@ -157,6 +157,9 @@ def _open(f: Fields) -> OpenAction:
         idle_minutes=f.integer("idleMinutes", lo=0, hi=1440, default=None, unit="minutes"),
         watch=f.boolean("watch", default=False),
         from_id=None if from_id is None else check_shell_id(from_id, f.at("from")),
+        host=f.string(
+            "host", max_len=32, non_blank=True, what="a host name ('local' or one of config.toml [hosts])"
+        ),
     )
 
 
@@ -269,7 +272,7 @@ def _audit(f: Fields) -> AuditAction:
 # kind -> (allowed payload fields besides "kind", parser), per tool, in the spec's order.
 KINDS: Mapping[ToolName, Mapping[str, tuple[tuple[str, ...], ActionParser]]] = {
     "shell_open": {
-        "open": (("count", "cwd", "label", "cols", "rows", "idleMinutes", "watch", "from"), _open),
+        "open": (("count", "cwd", "label", "cols", "rows", "idleMinutes", "watch", "from", "host"), _open),
     },
     "shell_run": {
         "run": (("command",), _run),

@@ -123,8 +123,10 @@ class ShellTools:
                         cols=a.cols,
                         rows=a.rows,
                         idle_minutes=a.idle_minutes,
+                        host_name=a.host or "local",
                     )
-                    lines = [f"opened {rec.id} label={rec.label} cwd={rec.cwd}"]
+                    where = "" if rec.host == "local" else f" on host {rec.host}"
+                    lines = [f"opened {rec.id}{where} label={rec.label} cwd={rec.cwd}"]
                     if not reached:
                         lines.append(NOT_READY)
                     if a.watch and ctx.notifier is not None:

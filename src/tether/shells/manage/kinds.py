@@ -10,7 +10,6 @@ lines plus the same facts as JSON ``data`` for ``structuredContent``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tether.audit import AuditLog
@@ -171,8 +170,12 @@ async def revive(shells: Shells, action: OpenAction, actor: str, path: str) -> t
         )
     text = store.read_text(snap)
     notes: list[str] = []
+    # Where the old shell ran, unless the action names a host (or that host is gone from config).
+    old_host = shells.records.host_of(old)
+    name = action.host or (old_host if old_host in shells.hosts else "local")
+    host = shells.check_host(name, f"{path}.host")
     cwd = action.cwd or snap.cwd
-    if not action.cwd and not _is_dir(cwd):
+    if not action.cwd and not (cwd and await host.start_dir(cwd)):
         notes.append(f"[the snapshot's cwd {cwd} no longer exists; the new shell starts in the default]")
         cwd = ""
     rec, reached = await lifecycle.open_shell(
@@ -184,6 +187,7 @@ async def revive(shells: Shells, action: OpenAction, actor: str, path: str) -> t
         rows=snap.rows,
         idle_minutes=action.idle_minutes,
         preamble=lambda new_id: lifecycle.preamble(snap, text, new_id),
+        host_name=host.name,
     )
     lines = [
         f"opened {rec.id} label={rec.label} cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
@@ -195,7 +199,3 @@ async def revive(shells: Shells, action: OpenAction, actor: str, path: str) -> t
     if not reached:
         lines.append(NOT_READY)
     return rec.id, lines
-
-
-def _is_dir(path: str) -> bool:
-    return bool(path) and Path(path).is_dir()
