@@ -121,13 +121,18 @@ class Shells:
 
     # ---- hosts and panes ------------------------------------------------------------------------
 
-    def host_of(self, shell_id: str) -> ShellHost:
+    def host_name(self, shell_id: str) -> str:
+        """The name of the host a shell lives on (noted for the call's audit record)."""
         rec = self.records.shell(shell_id)
         name = rec.host if rec is not None else self._unrecorded.get(shell_id, "local")
+        note_host(shell_id, name)
+        return name
+
+    def host_of(self, shell_id: str) -> ShellHost:
+        name = self.host_name(shell_id)
         host = self.hosts.get(name)
         if host is None:
             raise NotFoundError(f"shell {shell_id} lives on host {name!r}, which is not configured here")
-        note_host(shell_id, name)
         return host
 
     def check_host(self, name: str, path: str) -> ShellHost:

@@ -95,9 +95,11 @@ def session(shell_id: str) -> str:
 
 def control_argv(socket: Path) -> list[str]:
     """The control-mode client of a process: attached to the hidden hub session (one idle pane),
-    so it receives no ``%output`` of any shell."""
+    so it receives no ``%output`` of any shell. ``-u``: tmux would turn a tab or a non-ASCII byte of
+    a reply into ``_`` for a client whose locale is not UTF-8 (an ssh session often has none)."""
     return [
         "tmux",
+        "-u",
         "-S",
         str(socket),
         "-C",
