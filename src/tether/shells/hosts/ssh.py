@@ -43,6 +43,8 @@ from tether.shells.hosts.ssh_conn import (
     remote_command,
 )
 from tether.shells.logs import LogWatcher, read_range
+from tether.shells.safety import call_notes
+from tether.shells.safety.call_notes import CallNotes
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.tmux.control import ClientEnded, ControlClient, SessionError
@@ -114,7 +116,8 @@ class SshHost(ShellHost):
             grew=self._grew,
         )
         self._generation = 0
-        self._down: tuple[float, HostError] | None = None
+        # The last failed connect: when, why, and the tool call it failed in.
+        self._down: tuple[float, HostError, CallNotes | None] | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._followed: set[str] = set()  # shells whose log this process mirrors
@@ -150,13 +153,25 @@ class SshHost(ShellHost):
         try:
             facts = await self.conn.ensure()
         except HostError as exc:
-            self._down = (time.monotonic(), exc)
+            self._down = (time.monotonic(), exc, call_notes.current())
             raise
         self._down = None
+        self._spawn_task(self._warm())
         return facts
 
     async def connect(self) -> None:
+        # Once per tool call: a call that already failed to connect does not wait a second time.
+        down, notes = self._down, call_notes.current()
+        if down is not None and notes is not None and down[2] is notes:
+            raise down[1]
         await self.connection(force=True)
+
+    async def _warm(self) -> None:
+        """Open the control client and the command shell at once (each costs the account's
+        start-up files on the host), rather than one after the other on first use."""
+        await asyncio.gather(
+            self.control.run(*commands.server_pid()), self.sh.run(":"), return_exceptions=True
+        )
 
     def connection_mark(self) -> int:
         return self._generation
@@ -197,6 +212,9 @@ class SshHost(ShellHost):
     async def _check_master(self) -> None:
         if self.conn.facts is None or await self.conn.master_alive():
             return
+        self._lost()
+
+    def _lost(self) -> None:
         if self.conn.facts is None:
             return
         logger.warning("connection to host %s lost; reconnecting", self.name)
