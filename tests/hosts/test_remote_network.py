@@ -180,8 +180,8 @@ async def test_two_hosts_and_local_in_one_call(
                 "target": {"sessions": s},
                 "action": {
                     "kind": "run",
-                    "command": f"touch {barrier}/{i}; until [ $(ls {barrier} | wc -l) -eq 3 ]; do sleep 0.02; "
-                    f"done; echo done-{i}",
+                    "command": f"touch {barrier}/{i}; until [ $(ls {barrier} | wc -l) -eq 3 ]; "
+                    f"do sleep 0.02; done; echo done-{i}",
                 },
                 "wait": {"kind": "exit", "timeoutMs": 30_000},
             }
