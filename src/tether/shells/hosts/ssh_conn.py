@@ -202,13 +202,15 @@ class SshConnection:
         try:
             out, err = await asyncio.wait_for(proc.communicate(), 2 * self.section.connect_timeout + 5)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
             raise HostError(
                 f"{self.where}: no answer within {2 * self.section.connect_timeout + 5} s; check that the "
                 "machine is up and reachable, or raise connect_timeout"
             ) from None
+        finally:
+            if proc.returncode is None:  # timed out or cancelled: the ssh call ends with it
+                # (asyncio's child watcher collects it; no await here, a cancellation may be pending)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
         return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode or 0
 
     async def _master_pid(self) -> int:
