@@ -249,3 +249,24 @@ async def test_two_conversations_share_a_remote_shell_and_its_mirror(
         _, out = await task(b, "shell_read", shell, {"kind": "read", "mode": "history"})
         joined = "\n".join(out["lines"])
         assert joined.index("A-two") < joined.index("echo B-one")
+
+
+async def test_the_log_cap_holds_on_the_host_and_in_the_mirror(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    cap = 1024 * 1024
+    remote.extra_config = f"[sessions]\nlog_max_bytes = {cap}\n"
+    box = remote.add("box-a")
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, host="box-a")
+        out = await run(client, shell, "seq 1 600000", wait={"kind": "exit", "timeoutMs": 60000})
+        assert out["exitCode"] == 0
+        host_log = box.home / "logs" / f"{shell}.log"
+        mirror = tether_home / "hosts" / "box-a" / "logs" / f"{shell}.log"
+        with anyio.fail_after(20):  # the host's copy is punched after the mirror has the bytes
+            while host_log.stat().st_blocks * 512 > 2 * cap or mirror.stat().st_blocks * 512 > 2 * cap:
+                await anyio.sleep(0.02)
+        assert host_log.stat().st_size > 4 * cap and mirror.stat().st_size > 4 * cap  # offsets stay
+        out = await read(client, shell, {"kind": "read", "mode": "history"})
+        numbers = [int(x) for x in out["lines"] if x.isdigit()]
+        assert numbers[-1] == 600000 and numbers == list(range(numbers[0], 600001)) and len(numbers) >= 1998
