@@ -69,16 +69,14 @@ def keygen(path: Path) -> None:
 
 
 def end_processes(pids: list[int], deadline_s: float = 5.0) -> None:
-    """SIGKILL, then wait for each to be gone (collecting the children of ours)."""
+    """SIGKILL, then wait for each to be gone (collecting those handed to this process)."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + deadline_s
     for pid in pids:
         while time.monotonic() < deadline:
-            reap_adopted(pid)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+            reap_adopted(pid)  # a zombie of ours (handed to us, the subreaper): collect it
             if not Path(f"/proc/{pid}").exists() or _is_zombie_of_other(pid):
                 break
             time.sleep(0.005)  # polling kernel state with a deadline: waitpid has no timeout
@@ -102,6 +100,7 @@ class LoopbackSshd:
     user_key: Path
     proc: subprocess.Popen[bytes] | None = None
     log: list[str] = field(default_factory=list)
+    extra: tuple[str, ...] = ()  # more sshd_config lines (the bench sets the sessions' HOME)
 
     def __post_init__(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
@@ -135,6 +134,7 @@ class LoopbackSshd:
                     "PermitTunnel no",
                     "MaxSessions 64",
                     "MaxStartups 64",
+                    *self.extra,
                     "",
                 ]
             )
@@ -199,9 +199,17 @@ class RemoteHosts:
         self._entries: dict[str, str] = {}
         self.extra_config = ""
 
-    def add(self, name: str, *, known: bool = True, timeout: int = 5, start: bool = True) -> Box:
+    def add(
+        self,
+        name: str,
+        *,
+        known: bool = True,
+        timeout: int = 5,
+        start: bool = True,
+        sshd_extra: tuple[str, ...] = (),
+    ) -> Box:
         taken = {b.sshd.port for b in self.boxes.values()}
-        sshd = LoopbackSshd(self.base / f"sshd-{name}", free_port(taken), self.user_key)
+        sshd = LoopbackSshd(self.base / f"sshd-{name}", free_port(taken), self.user_key, extra=sshd_extra)
         home = self.base / f"rh-{name}"
         box = Box(name=name, sshd=sshd, home=home)
         self.boxes[name] = box

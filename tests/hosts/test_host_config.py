@@ -103,7 +103,9 @@ def test_the_process_facts_script_reads_a_real_pane(tmp_path: Path) -> None:
         deadline = time.monotonic() + 20
         while True:  # until the child has exec'd python3 and started its sleep
             tty = os.readlink(f"/proc/{pid}/fd/0")
-            out = subprocess.run(["sh", "-c", facts_script(pid, tty)], capture_output=True, text=True).stdout
+            out = subprocess.run(
+                ["sh", "-c", facts_script(pid, tty, terminal=True)], capture_output=True, text=True
+            ).stdout
             procs = parse_facts(out, os.sysconf("SC_CLK_TCK"))
             names = [p.name for p in procs.procs]
             if ("python3" in names and "sleep" in names) or time.monotonic() > deadline:

@@ -71,7 +71,7 @@ async def test_attach_argv_is_a_terminal_on_the_remote_shell(tether_home: Path, 
         finally:
             loop.remove_reader(fd)
             os.kill(pid, signal.SIGTERM)
-            os.waitpid(pid, 0)
+            await asyncio.to_thread(os.waitpid, pid, 0)
             os.close(fd)
         with anyio.fail_after(20):  # the person's client left: tmux counts no client any more
             while (await host.pane_now(rec.id)).attached:

@@ -1,8 +1,8 @@
 """What runs in a remote pane, from one question to the host: its processes and its terminal mode.
 
 Invariant: one script answers everything a wait or ``shell_state`` asks about a pane — the
-processes of the pane's session (``/proc/*/stat`` on Linux, else ``ps -t`` on the pane's
-terminal) and ``stty -a`` of its terminal — and the decisions are the local host's
+processes under the pane's shell (``/proc`` on Linux, else ``ps -t`` on the pane's terminal) and
+``stty -a`` of its terminal — and the decisions are the local host's
 (``procinfo``): the shell is in front when the terminal's foreground group is its own; a command's
 CPU is that of its process group among the shell's descendants; readline reads a line when the
 terminal is not canonical. What no POSIX tool reports (bytes typed but not yet read) is not
@@ -19,17 +19,26 @@ from tether.shells.tmux.commands import sh_quote
 _PS_TIME_RE = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)")
 
 
-def facts_script(shell_pid: int, tty: str) -> str:
-    """Print ``S <stat line>`` (or ``P <ps line>``) per process of the pane's session, then
-    ``T <stty -a>`` of its terminal."""
+def facts_script(shell_pid: int, tty: str, *, terminal: bool) -> str:
+    """Print ``S <stat line>`` (or ``P <ps line>``) per process of the pane, then, with
+    ``terminal``, ``T`` and the lines of ``stty -a`` of its terminal. On Linux the walk follows
+    ``/proc/PID/task/*/children`` down from the shell (its cost is the tree's size, not the
+    machine's process count, and it forks nothing); without those files every process of the
+    shell's session is looked at; without ``/proc``, ``ps -t`` on the terminal. It never exits
+    or changes directory, so it may run in the channel's own shell."""
     t = sh_quote(tty)
+    stty = f"; echo T; stty -a < {t}" if terminal else ""
     return (
-        "if [ -r /proc/self/stat ]; then cd /proc || exit 1; "
-        'for d in [0-9]*; do { read -r l < "$d/stat"; } 2>/dev/null || continue; '
-        f'r=${{l##*) }}; set -- $r; [ "$4" = {shell_pid} ] && printf "S %s\\n" "$l"; done; '
+        f"if [ -r /proc/{shell_pid}/task/{shell_pid}/children ]; then todo={shell_pid}; "
+        'while [ -n "$todo" ]; do set -- $todo; todo=; for p; do '
+        '{ read -r l < /proc/$p/stat; } 2>/dev/null || continue; echo "S $l"; '
+        'for c in /proc/$p/task/*/children; do k=; { read -r k < "$c"; } 2>/dev/null; todo="$todo $k"; '
+        "done; done; done; "
+        "elif [ -r /proc/self/stat ]; then "
+        'for d in /proc/[0-9]*/stat; do { read -r l < "$d"; } 2>/dev/null || continue; '
+        f'r=${{l##*) }}; set -- $r; [ "$4" = {shell_pid} ] && echo "S $l"; done; '
         f"else ps -t {sh_quote(tty.removeprefix('/dev/'))} -o pid= -o ppid= -o pgid= -o tpgid= -o time= "
-        '-o comm= | sed "s/^/P /"; fi; '
-        f'printf "T %s\\n" "$(stty -a < {t} 2>/dev/null | tr "\\n" " ")"'
+        f'-o comm= | sed "s/^/P /"; fi{stty}'
     )
 
 
@@ -90,16 +99,18 @@ class PaneProcs:
 def parse_facts(out: str, clock_ticks: int) -> PaneProcs:
     procs: list[Proc] = []
     canonical: bool | None = None
-    for line in out.splitlines():
+    lines = out.splitlines()
+    if "T" in lines:  # what follows is stty -a of the terminal
+        at = lines.index("T")
+        words = " ".join(lines[at + 1 :]).split()
+        canonical = False if "-icanon" in words else True if "icanon" in words else None
+        lines = lines[:at]
+    for line in lines:
         kind, _, rest = line.partition(" ")
         if kind == "S":
             proc = _from_stat(rest, clock_ticks)
         elif kind == "P":
             proc = _from_ps(rest)
-        elif kind == "T":
-            words = rest.split()
-            canonical = False if "-icanon" in words else True if "icanon" in words else None
-            continue
         else:
             continue
         if proc is not None:

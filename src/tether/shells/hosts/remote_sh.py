@@ -50,9 +50,11 @@ class RemoteShell:
         self._lock = asyncio.Lock()
         self._closing = False
 
-    async def run(self, script: str, *, timeout: float = _ASK_TIMEOUT_S) -> Reply:
+    async def run(self, script: str, *, timeout: float = _ASK_TIMEOUT_S, isolated: bool = True) -> Reply:
+        """``isolated=False`` runs the script in the channel's shell itself (a fork saved) — only
+        for scripts that never exit, change directory or read their input."""
         proc = await self._ensure()
-        fut = self._ask(proc, script)
+        fut = self._ask(proc, script, isolated=isolated)
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:
@@ -73,12 +75,16 @@ class RemoteShell:
             self._ask(proc, ":")  # swallows what the account's start-up files print
             return proc
 
-    def _ask(self, proc: asyncio.subprocess.Process, script: str) -> asyncio.Future[Reply]:
+    def _ask(
+        self, proc: asyncio.subprocess.Process, script: str, *, isolated: bool = True
+    ) -> asyncio.Future[Reply]:
         marker = secrets.token_hex(8)
         fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending.append((marker, fut))
         # A subshell: a script's exit, cd or variables never touch the channel's own shell.
-        text = f"( {script}\n) </dev/null 2>/dev/null; printf '\\n\\036%s %s\\n' {marker} \"$?\"\n"
+        opening, closing = ("(", ")") if isolated else ("{", "}")
+        end = f"printf '\\n\\036%s %s\\n' {marker} \"$?\""
+        text = f"{opening} {script}\n{closing} </dev/null 2>/dev/null; {end}\n"
         assert proc.stdin is not None
         with contextlib.suppress(ConnectionError, RuntimeError):  # gone: its reader fails the question
             proc.stdin.write(text.encode("utf-8", "surrogateescape"))

@@ -122,7 +122,7 @@ class SshHost(ShellHost):
         self._tasks: set[asyncio.Task[None]] = set()
         self._followed: set[str] = set()  # shells whose log this process mirrors
         self._synced: dict[str, int] = {}  # shell -> connection mark its mirror was last synced in
-        self._procs: dict[str, tuple[float, asyncio.Task[PaneProcs]]] = {}
+        self._procs: dict[tuple[str, bool], tuple[float, asyncio.Task[PaneProcs]]] = {}
         self._configured = -1  # the connection mark the server options were set in
         self._trimmed: dict[str, int] = {}
 
@@ -467,20 +467,21 @@ class SshHost(ShellHost):
 
     # ---- processes ---------------------------------------------------------------------------------
 
-    async def _pane_procs(self, pane: PaneInfo) -> PaneProcs:
-        """The pane's processes and terminal mode; callers within ``_PROCS_FRESH_S`` share one
-        question."""
+    async def _pane_procs(self, pane: PaneInfo, *, terminal: bool = False) -> PaneProcs:
+        """The pane's processes (and, with ``terminal``, its terminal's mode); callers within
+        ``_PROCS_FRESH_S`` share one question."""
         loop = asyncio.get_running_loop()
-        found = self._procs.get(pane.shell_id)
+        key = (pane.shell_id, terminal)
+        found = self._procs.get(key)
         if found is not None and (not found[1].done() or loop.time() - found[0] < _PROCS_FRESH_S):
             return await asyncio.shield(found[1])
-        task = loop.create_task(self._ask_procs(pane))
-        self._procs[pane.shell_id] = (loop.time(), task)
+        task = loop.create_task(self._ask_procs(pane, terminal))
+        self._procs[key] = (loop.time(), task)
         return await asyncio.shield(task)
 
-    async def _ask_procs(self, pane: PaneInfo) -> PaneProcs:
+    async def _ask_procs(self, pane: PaneInfo, terminal: bool) -> PaneProcs:
         facts = await self.connection()
-        reply = await self.sh.run(facts_script(pane.pid, pane.tty))
+        reply = await self.sh.run(facts_script(pane.pid, pane.tty, terminal=terminal), isolated=False)
         return parse_facts(reply.out, facts.clock_ticks)
 
     async def foreground(self, pane: PaneInfo) -> Foreground:
@@ -497,7 +498,7 @@ class SshHost(ShellHost):
         return (await self._pane_procs(pane)).group_cpu(pane.pid, pgid)
 
     async def reading_line(self, pane: PaneInfo) -> bool | None:
-        procs = await self._pane_procs(pane)
+        procs = await self._pane_procs(pane, terminal=True)
         _, in_front, _ = procs.foreground(pane.pid)
         if not in_front:
             return False
