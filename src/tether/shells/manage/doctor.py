@@ -143,10 +143,11 @@ async def _host(host: SshHost) -> Check:
             f"(try `ssh {host.section.ssh}` in a terminal)",
         )
     system = f", {facts.system}" if facts.system else ""
+    port = f" port {host.section.port}" if host.section.port else ""
     return Check(
         name=name,
         ok=True,
-        detail=f"reachable ({host.conn.where}), tmux {facts.tmux}, state directory {facts.home} "
+        detail=f"reachable (ssh {host.section.ssh}{port}), tmux {facts.tmux}, state directory {facts.home} "
         f"writable{system}; process facts from {'/proc' if facts.proc else 'ps'}",
     )
 
