@@ -47,6 +47,17 @@ async def test_open_run_every_wait_and_read_on_a_remote_shell(
         assert _tmux(tether_home, "has-session", "-t", f"={shell}").returncode != 0
         assert (box.home / "logs" / f"{shell}.log").exists()
         mirror = tether_home / "hosts" / "box-a" / "logs" / f"{shell}.log"
+        # Private on both sides: files 0600, directories 0700.
+        for path in (box.home / "logs" / f"{shell}.log", box.home / "rc" / f"{shell}.bash", mirror):
+            assert path.stat().st_mode & 0o777 == 0o600, path
+        for path in (
+            box.home / "logs",
+            box.home / "rc",
+            mirror.parent,
+            mirror.parent.parent,
+            tether_home / "ssh",
+        ):
+            assert path.stat().st_mode & 0o777 == 0o700, path
 
         assert (await run(client, shell, "true"))["exitCode"] == 0
         await run(client, shell, "cd /tmp && X=42")

@@ -103,6 +103,8 @@ class SshHost(ShellHost):
         self.section = section
         self.config = config
         home = ensure_home(config.home)
+        for private in (home / "hosts", home / "hosts" / section.name):
+            private.mkdir(mode=0o700, exist_ok=True)
         self.logs_dir = home / "hosts" / section.name / "logs"
         self.conn = SshConnection(section, home)
         self.control = SshControlClient(self)
