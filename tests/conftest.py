@@ -71,20 +71,29 @@ def _ppid(pid: int) -> int | None:
     return int(raw[raw.rfind(b")") + 2 :].split()[1])
 
 
+def _running(pid: int) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return raw[raw.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
 def _reap_ours(pids: set[int], deadline_s: float = 3.0) -> None:
     """Once pytest is a subreaper (the process layer makes it one), the daemonized tmux server and,
     when it dies, every process it leaves behind are handed to us: collect them, or each test
     leaves zombies of pytest. Only these pids are waited for (never a child other code awaits),
     and never past the deadline. A pid adopted by another subreaper (a ``tether mcp`` child still
-    running) is its business."""
+    running) is its business to collect, but it is waited for until it has ended: a server that
+    is not our child (pytest is no subreaper yet) still runs its exit when ``kill-server`` returns."""
     me = os.getpid()
     deadline = time.monotonic() + deadline_s
     waiting = set(pids)
     while waiting and time.monotonic() < deadline:
         for pid in list(waiting):
             parent = _ppid(pid)
-            if parent is None or (parent != me and parent not in waiting):
-                waiting.discard(pid)  # gone, or someone else's to collect
+            if parent is None or (parent != me and parent not in waiting and not _running(pid)):
+                waiting.discard(pid)  # gone, or ended and someone else's to collect
             elif parent == me:
                 with contextlib.suppress(ChildProcessError):
                     if os.waitpid(pid, os.WNOHANG)[0] != pid:

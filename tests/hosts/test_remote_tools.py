@@ -151,7 +151,7 @@ async def test_open_run_every_wait_and_read_on_a_remote_shell(
             client, "shell_open", {"tasks": [{"action": {"kind": "open", "from": shell}}]}
         )
         revived = data["tasks"][0]["shell"]
-        assert f"opened {revived}" in text
+        assert f"opened {revived} on host box-a" in text
         assert _tmux(box.home, "has-session", "-t", f"={revived}").returncode == 0
         out = await read(client, revived, {"kind": "read", "search": "SCREEN-MARK"})
         assert not out["lines"][0].startswith("0 matches"), out
@@ -211,6 +211,9 @@ async def test_vault_reference_lock_and_audit_name_the_host(tether_home: Path, r
         assert out["errorCode"] == "REFUSED" and "locked by alice" in out["error"], out
         manual_locks(tether_home).unlock(shell)
         assert (await run(client, shell, "echo yes"))["lines"] == ["yes"]
+        # the guard judges a remote shell's commands as a local one's
+        _, out = await task(client, "shell_run", shell, {"kind": "run", "command": "rm -rf /"})
+        assert out["errorCode"] == "BLOCKED", out
     records = audit_records(tether_home)
     runs = [r for r in records if r["tool"] == "shell_run" and shell in r["targets"]]
     assert runs and all(r["extra"]["hosts"] == {shell: "box-a"} for r in runs), runs[-1]
@@ -220,6 +223,7 @@ async def test_vault_reference_lock_and_audit_name_the_host(tether_home: Path, r
     assert all(secret not in str(r) for r in records)
     refused = [r for r in runs if r["outcome"] == "refused"]
     assert refused and "alice" in refused[0]["detail"]
+    assert [r["outcome"] for r in runs if r["command"] == "rm -rf /"] == ["blocked"]
 
 
 async def test_two_conversations_share_a_remote_shell_and_its_mirror(

@@ -190,7 +190,8 @@ async def revive(shells: Shells, action: OpenAction, actor: str, path: str) -> t
         host_name=host.name,
     )
     lines = [
-        f"opened {rec.id} label={rec.label} cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
+        f"opened {rec.id}{'' if host.name == 'local' else ' on host ' + host.name} label={rec.label} "
+        f"cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
         f"(snapshot '{snap.reason}' of {utc_text(snap.taken_ms)})",
         f"the old scrollback ({snap.size} bytes) is at the start of {rec.id}'s history: "
         "shell_read mode=history, mode=since or search",
