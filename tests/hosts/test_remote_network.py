@@ -9,10 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from shell_harness import call, open_shell, read, run, shell_client
 from sshd_harness import RemoteHosts, end_processes
 
 from tether.process.tree import reap_adopted
+
+# A real sshd and several shells per test: room for a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(180)
 
 
 def _kill_master(remote: RemoteHosts, name: str) -> int:

@@ -11,9 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from safety_harness import audit_records, manual_locks, task, vault
 from shell_harness import call, open_shell, read, run, shell_client
 from sshd_harness import RemoteHosts
+
+# A real sshd and several shells per test: room for a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(180)
 
 
 def _openers(path: Path) -> set[int]:
@@ -138,6 +142,26 @@ async def test_open_run_every_wait_and_read_on_a_remote_shell(
             {"tasks": [{"action": {"kind": "open", "host": "box-a", "cwd": "/no/such/dir"}}]},
         )
         assert "is not a directory on host box-a" in data["tasks"][0]["error"], text
+        # resize (the host's terminal has the size when the call returns) and respawn
+        _, data = await call(
+            client,
+            "shell_manage",
+            {
+                "tasks": [
+                    {"target": {"sessions": shell}, "action": {"kind": "resize", "cols": 100, "rows": 30}}
+                ]
+            },
+        )
+        assert data["tasks"][0]["ok"], data
+        assert (await run(client, shell, "stty size"))["lines"] == ["30 100"]
+        _, data = await call(
+            client,
+            "shell_manage",
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "respawn"}}]},
+        )
+        assert data["tasks"][0]["ok"], data
+        out = await run(client, shell, "echo ${X:-unset}; (exit 3)")
+        assert out["lines"] == ["unset"] and out["exitCode"] == 3  # a fresh bash, with integration
         # close: the host keeps nothing of the shell; the mirror stays here
         _, data = await call(
             client, "shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]}
