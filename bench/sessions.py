@@ -32,6 +32,7 @@ from typing import Any
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "hosts"))
 from sshd_harness import SSHD, RemoteHosts  # the tests' loopback sshd
 

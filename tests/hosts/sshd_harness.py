@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hang import HANG_S
 from tether.process.tree import reap_adopted
 
 SSHD = "/usr/sbin/sshd"
@@ -162,7 +163,7 @@ class LoopbackSshd:
             listening.set()
 
         threading.Thread(target=drain, daemon=True).start()
-        if not listening.wait(20) or proc.poll() is not None:
+        if not listening.wait(HANG_S) or proc.poll() is not None:
             self.stop()
             raise RuntimeError("sshd did not start:\n" + "\n".join(self.log[-20:]))
 

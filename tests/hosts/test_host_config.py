@@ -13,6 +13,7 @@ import pytest
 from shell_harness import TETHER, call, shell_client
 from sshd_harness import RemoteHosts
 
+from hang import HANG_S
 from tether.config import load_config
 from tether.errors import UsageError
 from tether.shells.hosts.remote_procs import facts_script, parse_facts
@@ -62,7 +63,7 @@ def test_tether_mcp_refuses_to_start_on_a_bad_entry(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text('[hosts.box]\nssh = "x"\nport = 70000\n')
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TETHER_HOME": str(tmp_path)}
     done = subprocess.run(
-        [TETHER, "mcp"], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=30
+        [TETHER, "mcp"], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=HANG_S
     )
     assert done.returncode != 0
     assert "[hosts.box].port must be an integer from 1 to 65535; got 70000" in done.stderr
@@ -100,7 +101,7 @@ def test_the_process_facts_script_reads_a_real_pane(tmp_path: Path) -> None:
     if pid == 0:  # the "pane": a shell with a child in its own process group, in front
         os.execvp("sh", ["sh", "-c", "sleep 30 & exec python3 -c 'import time; time.sleep(30)'"])
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG_S
         while True:  # until the child has exec'd python3 and started its sleep
             tty = os.readlink(f"/proc/{pid}/fd/0")
             out = subprocess.run(

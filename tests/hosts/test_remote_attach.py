@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 from sshd_harness import RemoteHosts
 
+from hang import HANG_S
 from tether.config import load_config
 from tether.shells import Shells, open_shell
 from tether.shells.logs import read_range
@@ -54,7 +55,7 @@ async def test_attach_argv_is_a_terminal_on_the_remote_shell(tether_home: Path, 
         try:
 
             async def until(marker: bytes) -> None:
-                with anyio.fail_after(20):
+                with anyio.fail_after(HANG_S):
                     while marker not in seen:
                         got.clear()
                         await got.wait()
@@ -63,7 +64,7 @@ async def test_attach_argv_is_a_terminal_on_the_remote_shell(tether_home: Path, 
             os.write(fd, b"echo VIA-$((6*7))-ATTACH\r")
             await until(b"VIA-42-ATTACH")  # the shell's output, on this terminal
             log = host.log_of(rec.id)
-            with anyio.fail_after(20):  # and in the shell's log, as any output
+            with anyio.fail_after(HANG_S):  # and in the shell's log, as any output
                 while b"VIA-42-ATTACH" not in read_range(log, 0):
                     await anyio.sleep(0.02)
             pane = await host.pane_now(rec.id)
@@ -73,7 +74,7 @@ async def test_attach_argv_is_a_terminal_on_the_remote_shell(tether_home: Path, 
             os.kill(pid, signal.SIGTERM)
             await asyncio.to_thread(os.waitpid, pid, 0)
             os.close(fd)
-        with anyio.fail_after(20):  # the person's client left: tmux counts no client any more
+        with anyio.fail_after(HANG_S):  # the person's client left: tmux counts no client any more
             while (await host.pane_now(rec.id)).attached:
                 await anyio.sleep(0.02)
     finally:

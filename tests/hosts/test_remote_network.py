@@ -9,14 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from shell_harness import call, open_shell, read, run, shell_client
 from sshd_harness import RemoteHosts, end_processes
 
+from hang import HANG_MS, HANG_S
 from tether.process.tree import reap_adopted
-
-# A real sshd and several shells per test: room for a loaded 2-core machine.
-pytestmark = pytest.mark.timeout(180)
 
 
 def _kill_master(remote: RemoteHosts, name: str) -> int:
@@ -62,7 +59,7 @@ async def test_a_killed_master_loses_nothing(tether_home: Path, remote: RemoteHo
                         {
                             "target": {"sessions": shell},
                             "action": {"kind": "run", "command": "sleep 31.25; echo late"},
-                            "wait": {"kind": "exit", "timeoutMs": 120_000},
+                            "wait": {"kind": "exit", "timeoutMs": HANG_MS},
                         }
                     ]
                 },
@@ -71,7 +68,7 @@ async def test_a_killed_master_loses_nothing(tether_home: Path, remote: RemoteHo
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiting)
-            with anyio.fail_after(20):
+            with anyio.fail_after(HANG_S):
                 while not _running("sleep\x0031.25"):
                     await anyio.sleep(0.02)
             _kill_master(remote, "box-a")
@@ -90,7 +87,7 @@ async def test_a_killed_master_loses_nothing(tether_home: Path, remote: RemoteHo
                 ]
             },
         )
-        out = await read(client, shell, wait={"kind": "exit", "timeoutMs": 10_000})
+        out = await read(client, shell, wait={"kind": "exit", "timeoutMs": HANG_MS})
         assert out["exitCode"] == 130, out
         out = await run(client, shell, "echo $KEEP $PWD")
         assert out["lines"] == ["kept /tmp"]
@@ -187,7 +184,7 @@ async def test_two_hosts_and_local_in_one_call(
                     "command": f"touch {barrier}/{i}; until [ $(ls {barrier} | wc -l) -eq 3 ]; "
                     f"do sleep 0.02; done; echo done-{i}",
                 },
-                "wait": {"kind": "exit", "timeoutMs": 30_000},
+                "wait": {"kind": "exit", "timeoutMs": HANG_MS},
             }
             for i, s in enumerate(shells)
         ]

@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from safety_harness import audit_records, manual_locks, task, vault
 from shell_harness import call, open_shell, read, run, shell_client
 from sshd_harness import RemoteHosts
 
-# A real sshd and several shells per test: room for a loaded 2-core machine.
-pytestmark = pytest.mark.timeout(180)
+from hang import HANG_MS, HANG_S
 
 
 def _openers(path: Path) -> set[int]:
@@ -109,7 +107,7 @@ async def test_open_run_every_wait_and_read_on_a_remote_shell(
         # a timeout reports and never kills
         out = await run(client, shell, "sleep 2", wait={"kind": "exit", "timeoutMs": 200})
         assert out["met"] is False and out["exitCode"] is None
-        out = await read(client, shell, wait={"kind": "exit", "runId": out["runId"], "timeoutMs": 10000})
+        out = await read(client, shell, wait={"kind": "exit", "runId": out["runId"], "timeoutMs": HANG_MS})
         assert out["exitCode"] == 0 and out["met"] is True
         # the read modes: screen and tail from the host's tmux, history and search from the mirror
         await run(client, shell, "echo SCREEN-MARK")
@@ -120,7 +118,7 @@ async def test_open_run_every_wait_and_read_on_a_remote_shell(
         out = await read(client, shell, {"kind": "read", "search": "^n[0-9]$"})
         assert out["lines"][0].startswith("3 matches"), out
         # the mirror holds exactly the host's log, byte for byte
-        with anyio.fail_after(10):
+        with anyio.fail_after(HANG_S):
             while mirror.read_bytes() != (box.home / "logs" / f"{shell}.log").read_bytes():
                 await anyio.sleep(0.02)  # the last prompt may still be on its way
         # filters: by host
@@ -142,6 +140,9 @@ async def test_open_run_every_wait_and_read_on_a_remote_shell(
             {"tasks": [{"action": {"kind": "open", "host": "box-a", "cwd": "/no/such/dir"}}]},
         )
         assert "is not a directory on host box-a" in data["tasks"][0]["error"], text
+        # exec bash replaces the shell there: the integration is installed again, codes stay exact
+        assert (await run(client, shell, "exec bash"))["exitCode"] == 0
+        assert (await run(client, shell, "(exit 18)"))["exitCode"] == 18
         # resize (the host's terminal has the size when the call returns) and respawn
         _, data = await call(
             client,
@@ -192,7 +193,7 @@ async def test_history_and_search_after_20_megabytes(tether_home: Path, remote: 
             client,
             shell,
             f"seq 1 {n}",
-            wait={"kind": "exit", "timeoutMs": 120000},
+            wait={"kind": "exit", "timeoutMs": HANG_MS},
             output={"showing": "summary"},
         )
         assert out["exitCode"] == 0 and out["lines"][-1] == f"[{n} lines total]", out
@@ -201,7 +202,18 @@ async def test_history_and_search_after_20_megabytes(tether_home: Path, remote: 
         assert remote_log.stat().st_size > 20_000_000
         assert mirror.stat().st_size >= remote_log.stat().st_size - 4096  # only the prompt may trail
         out = await read(client, shell, {"kind": "read", "mode": "history"})
-        assert str(n) in out["lines"] and str(n - 1000) in out["lines"]
+        # output.lines (20): the last numbers and the prompt after them, behind the paging note.
+        assert "earlier lines not shown" in out["lines"][0] and out["before"] > 20_000_000, out["lines"][0]
+        numbers = [int(x) for x in out["lines"][1:] if x.isdigit()]
+        assert numbers == list(range(n - len(numbers) + 1, n + 1)) and len(numbers) >= 18, out["lines"]
+        # The page before, 2000 lines, ends exactly where this one began.
+        page = await read(
+            client,
+            shell,
+            {"kind": "read", "mode": "history", "before": out["before"]},
+            output={"lines": 2000},
+        )
+        assert page["lines"][1:] == [str(k) for k in range(numbers[0] - 2000, numbers[0])]
         out = await read(client, shell, {"kind": "read", "search": "123456"})
         expected = sum(1 for i in range(1, n + 1) if "123456" in str(i))
         assert out["lines"][0].startswith(f"{expected} matches"), out["lines"][0]
@@ -271,7 +283,7 @@ async def test_two_conversations_share_a_remote_shell_and_its_mirror(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(first)
-            with anyio.fail_after(20):
+            with anyio.fail_after(HANG_S):
                 while True:
                     _, data = await call(b, "shell_state", {"sessions": shell})
                     if "locked" in data["shells"][0]["states"]:
@@ -279,7 +291,7 @@ async def test_two_conversations_share_a_remote_shell_and_its_mirror(
                     await anyio.sleep(0.02)
             tg.start_soon(second)
             lock_file = tether_home / "locks" / f"{shell}.lock"
-            with anyio.fail_after(20):
+            with anyio.fail_after(HANG_S):
                 while len(_openers(lock_file)) < 2:  # B's server waits on the shell's lock
                     await anyio.sleep(0.02)
             go.touch()
@@ -298,14 +310,14 @@ async def test_the_log_cap_holds_on_the_host_and_in_the_mirror(
     box = remote.add("box-a")
     async with shell_client(tether_home) as client:
         shell = await open_shell(client, host="box-a")
-        out = await run(client, shell, "seq 1 600000", wait={"kind": "exit", "timeoutMs": 60000})
+        out = await run(client, shell, "seq 1 600000", wait={"kind": "exit", "timeoutMs": HANG_MS})
         assert out["exitCode"] == 0
         host_log = box.home / "logs" / f"{shell}.log"
         mirror = tether_home / "hosts" / "box-a" / "logs" / f"{shell}.log"
-        with anyio.fail_after(20):  # the host's copy is punched after the mirror has the bytes
+        with anyio.fail_after(HANG_S):  # the host's copy is punched after the mirror has the bytes
             while host_log.stat().st_blocks * 512 > 2 * cap or mirror.stat().st_blocks * 512 > 2 * cap:
                 await anyio.sleep(0.02)
         assert host_log.stat().st_size > 4 * cap and mirror.stat().st_size > 4 * cap  # offsets stay
-        out = await read(client, shell, {"kind": "read", "mode": "history"})
+        out = await read(client, shell, {"kind": "read", "mode": "history"}, output={"lines": 2000})
         numbers = [int(x) for x in out["lines"] if x.isdigit()]
         assert numbers[-1] == 600000 and numbers == list(range(numbers[0], 600001)) and len(numbers) >= 1998

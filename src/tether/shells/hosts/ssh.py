@@ -29,9 +29,10 @@ from pathlib import Path
 
 from tether.config import Config, HostSection, ensure_home
 from tether.errors import NotFoundError
-from tether.shells.host import Foreground, ShellHost, ShellStart
+from tether.shells.host import ShellHost, ShellStart
 from tether.shells.hosts.mirror import LogMirror, stream_script
-from tether.shells.hosts.remote_procs import PaneProcs, facts_script, parse_facts
+from tether.shells.hosts.remote_procs import PaneProcs
+from tether.shells.hosts.remote_questions import RemoteQuestions
 from tether.shells.hosts.remote_sh import RemoteShell
 from tether.shells.hosts.ssh_conn import (
     ConnectionLost,
@@ -53,8 +54,6 @@ logger = logging.getLogger(__name__)
 
 BACKOFF_S = 10.0
 _SYNC_S = 10.0  # at most this long for a mirror to catch up after a (re)connect
-_PROCS_FRESH_S = 0.01  # one process listing serves the questions of one wait poll
-_RESIZE_WAIT_S = 2.0
 _SOCKET_WORD = "/@tether-socket@"  # placeholder for the socket in a command built for the host's shell
 
 
@@ -94,7 +93,7 @@ class SshControlClient(ControlClient):
         await super().close()
 
 
-class SshHost(ShellHost):
+class SshHost(RemoteQuestions, ShellHost):
     """Shells in tmux on another machine (see the module docstring)."""
 
     def __init__(self, config: Config, section: HostSection) -> None:
@@ -425,86 +424,6 @@ class SshHost(ShellHost):
         facts = await self.connection()
         await self.control.run_many(self._put_file(facts.rc(shell_id), text))
         return facts.rc(shell_id)
-
-    # ---- the host's files ----------------------------------------------------------------------
-
-    @staticmethod
-    def _expand(path: str) -> str:
-        """``p`` set to ``path`` with a leading ``~`` expanded, as a shell statement."""
-        return f'p={sh_quote(path)}; case $p in "~") p=$HOME;; "~/"*) p=$HOME/${{p#"~/"}};; esac; '
-
-    async def start_dir(self, cwd: str | None) -> str | None:
-        script = (self._expand(cwd) + 'cd -- "$p" && pwd') if cwd else "cd && pwd"
-        reply = await self.sh.run(script)
-        out = reply.out.strip()
-        return out if reply.status == 0 and out.startswith("/") else None
-
-    async def exists(self, path: str) -> bool:
-        return (await self.sh.run(self._expand(path) + '[ -e "$p" ]')).status == 0
-
-    async def git_branch(self, cwd: str) -> str | None:
-        try:
-            reply = await self.sh.run(f"git -C {sh_quote(cwd)} rev-parse --abbrev-ref HEAD")
-        except HostError:
-            return None
-        return (reply.out.strip() or None) if reply.status == 0 else None
-
-    # ---- the terminal ----------------------------------------------------------------------------
-
-    async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
-        reply = await self.sh.run(f"stty size < {sh_quote(pane.tty)}")
-        parts = reply.out.split()
-        if reply.status != 0 or len(parts) != 2 or not all(p.isdigit() for p in parts):
-            return None
-        return int(parts[1]), int(parts[0])
-
-    async def resize(self, pane: PaneInfo, cols: int, rows: int) -> None:
-        """``resize-window``, then until the host's terminal has the size (tmux applies it on its
-        next loop turn); each look is one question to the host."""
-        await self.control.run(*commands.resize_window(pane.shell_id, cols, rows))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _RESIZE_WAIT_S
-        while await self.pty_size(pane) not in ((cols, rows), None) and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-
-    # ---- processes ---------------------------------------------------------------------------------
-
-    async def _pane_procs(self, pane: PaneInfo, *, terminal: bool = False) -> PaneProcs:
-        """The pane's processes (and, with ``terminal``, its terminal's mode); callers within
-        ``_PROCS_FRESH_S`` share one question."""
-        loop = asyncio.get_running_loop()
-        key = (pane.shell_id, terminal)
-        found = self._procs.get(key)
-        if found is not None and (not found[1].done() or loop.time() - found[0] < _PROCS_FRESH_S):
-            return await asyncio.shield(found[1])
-        task = loop.create_task(self._ask_procs(pane, terminal))
-        self._procs[key] = (loop.time(), task)
-        return await asyncio.shield(task)
-
-    async def _ask_procs(self, pane: PaneInfo, terminal: bool) -> PaneProcs:
-        facts = await self.connection()
-        reply = await self.sh.run(facts_script(pane.pid, pane.tty, terminal=terminal), isolated=False)
-        return parse_facts(reply.out, facts.clock_ticks)
-
-    async def foreground(self, pane: PaneInfo) -> Foreground:
-        pgid, in_front, command = (await self._pane_procs(pane)).foreground(pane.pid)
-        return Foreground(pgid=pgid, shell_in_front=in_front, command=command)
-
-    async def tree_names(self, pane: PaneInfo) -> list[str]:
-        return (await self._pane_procs(pane)).tree_names(pane.pid)
-
-    async def group_names(self, pane: PaneInfo, pgid: int) -> list[str]:
-        return (await self._pane_procs(pane)).group_names(pane.pid, pgid)
-
-    async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float:
-        return (await self._pane_procs(pane)).group_cpu(pane.pid, pgid)
-
-    async def reading_line(self, pane: PaneInfo) -> bool | None:
-        procs = await self._pane_procs(pane, terminal=True)
-        _, in_front, _ = procs.foreground(pane.pid)
-        if not in_front:
-            return False
-        return None if procs.canonical is None else not procs.canonical
 
     # ---- people ----------------------------------------------------------------------------------
 
