@@ -10,6 +10,8 @@ import pytest
 
 # The tool tests' harnesses (the MCP client over stdio, the safety helpers) serve these tests too.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+# ... and the panel's (the app served in-process, Debian's chromium).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "panel"))
 
 from sshd_harness import RemoteHosts
 

@@ -11,8 +11,10 @@ from browser import chromium, panel_page, screenshot, terminal_text, wait_termin
 from panel_harness import TOKEN, serving
 
 from hang import HANG_S
+from tether.config import load_config
 from tether.panel import tmux_client
 from tether.panel.app import login_url
+from tether.shells import LocalHost
 
 SHELL = "dsh-br0wse"
 
@@ -54,7 +56,7 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
         await wait_terminal_contains(page, "old-line-60")
         # Lines that scrolled off tmux's screen before the page attached are in xterm's scrollback.
         await wait_terminal_contains(page, "old-line-1")
-        sock = tether_home / "tmux.sock"
+        sock = LocalHost(load_config(tether_home))
         assert await tmux_client.terminal_clients(sock, SHELL) == 1
 
         _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "echo streamed-$((40+2))", "Enter")

@@ -10,9 +10,11 @@ import anyio
 import pytest
 
 from hang import HANG_S
+from tether.config import load_config
 from tether.errors import NotFoundError, UsageError
 from tether.panel import tmux_client
 from tether.panel.terminal import PanelTerminal
+from tether.shells import LocalHost
 
 SHELL = "dsh-t3st01"
 
@@ -60,8 +62,8 @@ def _alive(pid: int) -> bool:
 
 
 async def test_attach_type_resize_detach_restores_size(tether_home: Path, shell: str) -> None:
-    sock = tether_home / "tmux.sock"
-    term = await PanelTerminal.open(socket=sock, shell_id=shell, cols=90, rows=25)
+    sock = LocalHost(load_config(tether_home))
+    term = await PanelTerminal.open(server=sock, shell_id=shell, cols=90, rows=25)
     seen = bytearray()
     try:
         await _read_until(term, b"bash-", seen)  # the prompt, drawn by the attach redraw
@@ -82,7 +84,7 @@ async def test_attach_type_resize_detach_restores_size(tether_home: Path, shell:
     assert await tmux_client.window_size(sock, shell) == (120, 32)
 
     # The next attach still drives the size (the restore did not leave the window pinned).
-    again = await PanelTerminal.open(socket=sock, shell_id=shell, cols=80, rows=20)
+    again = await PanelTerminal.open(server=sock, shell_id=shell, cols=80, rows=20)
     try:
         with anyio.fail_after(HANG_S):
             while await tmux_client.window_size(sock, shell) != (80, 20):
@@ -92,7 +94,7 @@ async def test_attach_type_resize_detach_restores_size(tether_home: Path, shell:
 
 
 async def test_history_and_user_input_stamp(tether_home: Path, shell: str) -> None:
-    sock = tether_home / "tmux.sock"
+    sock = LocalHost(load_config(tether_home))
     _tmux(tether_home, "send-keys", "-t", f"={shell}:", "seq 1 200", "Enter")
     with anyio.fail_after(HANG_S):
         while (
@@ -109,9 +111,9 @@ async def test_history_and_user_input_stamp(tether_home: Path, shell: str) -> No
 
 
 async def test_client_ends_when_shell_closes(tether_home: Path, shell: str) -> None:
-    sock = tether_home / "tmux.sock"
+    sock = LocalHost(load_config(tether_home))
     _tmux(tether_home, "new-session", "-d", "-s", "dsh-keep01")  # keep the server alive
-    term = await PanelTerminal.open(socket=sock, shell_id=shell, cols=80, rows=24)
+    term = await PanelTerminal.open(server=sock, shell_id=shell, cols=80, rows=24)
     try:
         _tmux(tether_home, "kill-session", "-t", f"={shell}")
         with anyio.fail_after(HANG_S):
@@ -123,8 +125,8 @@ async def test_client_ends_when_shell_closes(tether_home: Path, shell: str) -> N
 
 
 async def test_bad_and_missing_shell_ids(tether_home: Path, shell: str) -> None:
-    sock = tether_home / "tmux.sock"
+    sock = LocalHost(load_config(tether_home))
     with pytest.raises(UsageError, match="dsh-ab12cd"):
-        await PanelTerminal.open(socket=sock, shell_id="dsh-x;kill-server", cols=80, rows=24)
+        await PanelTerminal.open(server=sock, shell_id="dsh-x;kill-server", cols=80, rows=24)
     with pytest.raises(NotFoundError):
-        await PanelTerminal.open(socket=sock, shell_id="dsh-nope00", cols=80, rows=24)
+        await PanelTerminal.open(server=sock, shell_id="dsh-nope00", cols=80, rows=24)

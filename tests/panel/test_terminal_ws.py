@@ -12,7 +12,9 @@ from panel_harness import Served, serving
 
 from hang import HANG_S
 from tether.audit import query as audit_query
+from tether.config import load_config
 from tether.panel import tmux_client
+from tether.shells import LocalHost
 
 SHELL = "dsh-w5test"
 
@@ -58,7 +60,7 @@ async def test_input_resize_and_the_end_of_the_shell(tether_home: Path) -> None:
     )
     _tmux(tether_home, "new-session", "-d", "-s", "dsh-keep00")  # keeps the server up after SHELL ends
     _tmux(tether_home, "set-option", "-g", "status", "off")
-    sock = tether_home / "tmux.sock"
+    sock = LocalHost(load_config(tether_home))
     async with serving(tether_home) as served, _connect(served, SHELL) as ws:
         await _until(ws, b"bash-")
         with anyio.fail_after(HANG_S):
@@ -122,7 +124,7 @@ async def test_leaving_detaches_the_client(tether_home: Path) -> None:
         "30",
         "bash --norc",
     )
-    sock = tether_home / "tmux.sock"
+    sock = LocalHost(load_config(tether_home))
     async with serving(tether_home) as served:
         async with _connect(served, SHELL) as ws:
             await _until(ws, b"bash-")

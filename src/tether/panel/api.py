@@ -27,7 +27,7 @@ from tether.config import Config
 from tether.errors import TetherError, UsageError
 from tether.panel.calls import PanelCalls, PanelError, error_from, task_rows, task_summary
 from tether.panel.shells import ShellFeed
-from tether.panel.tmux_client import check_shell_id
+from tether.shells import check_shell_id
 from tether.store.vault import Vault, VaultListing
 
 Endpoint = Callable[[Request], Awaitable[Response]]

@@ -111,7 +111,7 @@ def build_panel_app(
     auth = PanelAuth(token=token, names=served_names(bind_host, extra_hosts))
     calls = PanelCalls(registry=registry, config=config)
     feed = ShellFeed(calls=calls)
-    terminal = TerminalEndpoint(socket=config.home / "tmux.sock", calls=calls)
+    terminal = TerminalEndpoint(calls=calls)
 
     async def index(request: Request) -> Response:
         return FileResponse(static_dir / "index.html", headers={"Cache-Control": "no-store"})

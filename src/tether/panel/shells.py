@@ -31,6 +31,7 @@ OWNER_KINDS = ("conversation", "panel", "cli", "unknown")
 class ShellRow:
     id: str
     label: str
+    host: str  # "local" or a [hosts.NAME] entry
     owner: str  # one of OWNER_KINDS
     owner_id: str  # the conversation id for "conversation", else the same as owner
     states: tuple[str, ...]
@@ -44,6 +45,7 @@ class ShellRow:
         return {
             "id": self.id,
             "label": self.label,
+            "host": self.host,
             "owner": self.owner,
             "ownerId": self.owner_id,
             "states": list(self.states),
@@ -85,6 +87,7 @@ def row_from_state(item: Mapping[str, Any], owners: Mapping[str, str]) -> ShellR
     return ShellRow(
         id=shell_id,
         label=_str(item.get("label")),
+        host=_str(item.get("host")) or "local",
         owner=owner_kind(owner_id or None) if relative != "unknown" else "unknown",
         owner_id=owner_id or "unknown",
         states=tuple(s for s in states if isinstance(s, str)) if isinstance(states, list) else (),

@@ -1,4 +1,4 @@
-"""A browser terminal's tmux client: ``tmux attach`` running in a PTY that the panel process owns.
+"""A browser terminal's tmux client: the host's ``attach_argv`` running in a PTY the panel owns.
 
 Invariants:
 
@@ -10,6 +10,9 @@ Invariants:
   the client's size, and with tmux's default ``window-size latest`` the most recently active client
   sizes the window. The size the window had before the first browser attached is put back when the
   last one leaves (see ``tmux_client.restore_size_if_unwatched``).
+- On a remote host the client is ``ssh -tt`` through the host's shared connection running
+  ``tmux attach`` there: the PTY here is ssh's terminal, ssh carries its size to the terminal it
+  opens on the host, so everything above holds unchanged.
 - ``aclose`` always ends and reaps the client: closing the master hangs the PTY up (``SIGHUP`` to
   the client's session, which detaches it); a client still alive after a grace period is killed.
   Waiters on the master fd are woken (``anyio.notify_closing``) before the fd is closed.
@@ -24,13 +27,13 @@ import signal
 import struct
 import termios
 from contextlib import suppress
-from pathlib import Path
 
 import anyio
 from anyio.abc import Process
 
 from tether.errors import TetherError
 from tether.panel import tmux_client
+from tether.shells import ShellHost, check_shell_id
 
 _READ_CHUNK = 64 * 1024
 _EXIT_GRACE_S = 2.0
@@ -48,38 +51,36 @@ def _set_winsize(fd: int, cols: int, rows: int) -> None:
 
 def _client_env() -> dict[str, str]:
     # A tmux client needs only a terminal type; nothing of the panel's own environment (tokens,
-    # TMUX of an enclosing tmux) should reach the server through update-environment.
+    # TMUX of an enclosing tmux) should reach the server through update-environment. ssh (the
+    # client of a remote shell) also finds its keys through HOME and the agent's socket.
     env = {"TERM": "xterm-256color", "COLORTERM": "truecolor", "LANG": "C.UTF-8"}
-    for name in ("PATH", "HOME"):
+    for name in ("PATH", "HOME", "SSH_AUTH_SOCK"):
         if name in os.environ:
             env[name] = os.environ[name]
     return env
 
 
 class PanelTerminal:
-    """``tmux attach -t =<shell>`` in a PTY: ``read`` what it draws, ``write`` what a person types."""
+    """The host's terminal client for one shell in a PTY: ``read`` what it draws, ``write`` what a
+    person types."""
 
-    def __init__(self, *, shell_id: str, socket: Path, master: int, process: Process) -> None:
+    def __init__(self, *, shell_id: str, server: ShellHost, master: int, process: Process) -> None:
         self.shell_id = shell_id
-        self.socket = socket
+        self.server = server
         self._master = master
         self._process = process
         self._closed = False
 
     @classmethod
-    async def open(cls, *, socket: Path, shell_id: str, cols: int, rows: int) -> PanelTerminal:
-        tmux_client.check_shell_id(shell_id)
+    async def open(cls, *, server: ShellHost, shell_id: str, cols: int, rows: int) -> PanelTerminal:
+        check_shell_id(shell_id)
         cols, rows = clamp_size(cols, rows)
-        await tmux_client.remember_size_for_restore(socket, shell_id)
+        await tmux_client.remember_size_for_restore(server, shell_id)
         master, slave = os.openpty()
         try:
             _set_winsize(slave, cols, rows)
             os.set_blocking(master, False)
-            argv = [
-                "setsid",
-                "--ctty",
-                *tmux_client.tmux_argv(socket, "attach-session", "-t", f"={shell_id}"),
-            ]
+            argv = ["setsid", "--ctty", *server.attach_argv(shell_id)]
             process = await anyio.open_process(
                 argv, stdin=slave, stdout=slave, stderr=slave, env=_client_env()
             )
@@ -88,7 +89,7 @@ class PanelTerminal:
             raise
         finally:
             os.close(slave)
-        return cls(shell_id=shell_id, socket=socket, master=master, process=process)
+        return cls(shell_id=shell_id, server=server, master=master, process=process)
 
     async def read(self) -> bytes:
         """The client's next output; ``b""`` once it has exited (detached, shell closed, or killed)."""
@@ -151,4 +152,4 @@ class PanelTerminal:
                 await self._process.wait()
             # The shell (or the whole tmux server) may be gone by now; nothing to restore then.
             with suppress(TetherError):
-                await tmux_client.restore_size_if_unwatched(self.socket, self.shell_id)
+                await tmux_client.restore_size_if_unwatched(self.server, self.shell_id)

@@ -9,6 +9,10 @@ Protocol (``/panel/ws/term/<shell>?cols=C&rows=R``):
   and ``{"type": "resize", "cols": int, "rows": int}``. ``typed`` is true only for a person's own
   keystrokes, pastes and clicks — xterm's automatic replies to tmux's queries are not typing.
 
+The client runs on the host the shell lives on (its record says which; ``Shells.host_of``): a
+remote shell's client is ssh through that host's shared connection, so the page treats local and
+remote shells alike.
+
 Invariants: the tmux client lives exactly as long as the socket (both directions stop together
 and ``PanelTerminal.aclose`` always runs); a keystroke marked ``typed`` stamps the shell's
 ``@tether_user_input_at`` *before* its bytes reach the PTY, so an agent write checked after the
@@ -22,7 +26,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,6 +35,7 @@ from tether.errors import TetherError
 from tether.panel import tmux_client
 from tether.panel.calls import PanelCalls, PanelError
 from tether.panel.terminal import PanelTerminal, clamp_size
+from tether.shells import check_shell_id
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +46,6 @@ MAX_INPUT_CHARS = 1 << 20
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TerminalEndpoint:
-    socket: Path
     calls: PanelCalls
 
     async def serve(self, websocket: WebSocket) -> None:
@@ -52,23 +55,27 @@ class TerminalEndpoint:
         )
         await websocket.accept()
         try:
-            tmux_client.check_shell_id(shell_id)
-            if not await tmux_client.session_exists(self.socket, shell_id):
+            check_shell_id(shell_id)
+            server = self.calls.engine().host_of(shell_id)
+            where = "" if server.name == "local" else f" on host {server.name}"
+            if not await tmux_client.session_exists(server, shell_id):
                 raise TetherError(
-                    f"shell {shell_id} is not running (closed, or never opened)", code="NOT_FOUND"
+                    f"shell {shell_id} is not running{where} (closed, or never opened)", code="NOT_FOUND"
                 )
-            history = await tmux_client.capture_history(self.socket, shell_id, HISTORY_LINES)
+            history = await tmux_client.capture_history(server, shell_id, HISTORY_LINES)
             if history:
                 # Enough newlines to scroll every history line off the screen before tmux redraws it.
                 await websocket.send_bytes(history + b"\r\n" * rows)
-            term = await PanelTerminal.open(socket=self.socket, shell_id=shell_id, cols=cols, rows=rows)
+            term = await PanelTerminal.open(server=server, shell_id=shell_id, cols=cols, rows=rows)
         except (TetherError, PanelError) as exc:
             # Also the race where the shell ends between the check and the attach.
             await _send_control(websocket, "error", exc.message)
             await websocket.close(code=4404, reason=exc.message[:120])
             return
         try:
-            await self.calls.audit(action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}")
+            await self.calls.audit(
+                action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}{where}"
+            )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._pump_output, websocket, term, tg.cancel_scope)
                 await self._pump_input(websocket, term, shell_id)
@@ -91,8 +98,11 @@ class TerminalEndpoint:
         except (WebSocketDisconnect, RuntimeError, OSError):
             scope.cancel()  # the page went away mid-send; the input side ends the same way
             return
-        alive = await tmux_client.session_exists(self.socket, term.shell_id)
-        message = "detached" if alive else f"shell {term.shell_id} ended"
+        try:
+            alive = await tmux_client.session_exists(term.server, term.shell_id)
+            message = "detached" if alive else f"shell {term.shell_id} ended"
+        except TetherError:  # a remote host out of reach: the client ended with its connection
+            message = f"connection to host {term.server.name} lost; open the shell again to reconnect"
         try:
             await _send_control(websocket, "exit", message)
             await websocket.close(code=1000, reason=message)
@@ -121,7 +131,7 @@ class TerminalEndpoint:
                 )
                 if msg.get("typed") is True and time.monotonic() - last_stamp >= STAMP_INTERVAL_S:
                     try:
-                        await tmux_client.mark_user_input(self.socket, shell_id)
+                        await tmux_client.mark_user_input(term.server, shell_id)
                         last_stamp = time.monotonic()
                     except TetherError:
                         logger.warning("could not stamp user input on %s", shell_id, exc_info=True)

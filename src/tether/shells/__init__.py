@@ -14,6 +14,8 @@ The face (everything a layer above may use; nothing reaches past it)::
     safety                       SafetyPolicy, SessionHooks, WriteIntent, WriteDecision,
                                  GuardBlockedError, call notes (collecting), Guard
     ids                          is_shell_id, check_shell_id
+    tmux_commands                the tmux command builders (the panel's display plumbing runs them
+                                 through ``ShellHost.client_argv`` / ``attach_argv``)
 
 Invariant: tools, the panel and the CLI translate requests into these calls and outcomes into
 results; shell state (``maxSessions``, runs in flight, busy/idle/ai-busy, read positions) is
@@ -110,6 +112,7 @@ from tether.shells.state import state as shell_state_rows
 from tether.shells.steps import steps
 from tether.shells.targets import check_capacity, resolve_target
 from tether.shells.timeline import TimelineEntry, timeline
+from tether.shells.tmux import commands as tmux_commands
 from tether.shells.vault.mask import SecretMasker
 from tether.shells.vault.redaction import SecretRedactor
 from tether.shells.views import budget, fit, screen_lines
@@ -228,4 +231,5 @@ __all__ = [
     "shell_state_rows",
     "steps",
     "timeline",
+    "tmux_commands",
 ]

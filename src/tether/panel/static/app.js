@@ -140,7 +140,7 @@ function shellMatches(s) {
   if (owner && s.owner !== owner) return false;
   if (st && !s.states.includes(st)) return false;
   if (text) {
-    const hay = [s.id, s.label, s.fg, s.cwd].join(" ").toLowerCase();
+    const hay = [s.id, s.label, s.host, s.fg, s.cwd].join(" ").toLowerCase();
     if (!hay.includes(text)) return false;
   }
   return true;
@@ -162,7 +162,8 @@ function renderShells() {
       "aria-label": `Open terminal of ${s.id}${s.label ? " " + s.label : ""}` }, s.id);
     return el("tr", { "data-id": s.id, "aria-selected": s.id === state.selected ? "true" : "false",
                       onclick: () => { location.hash = `#/shells/${s.id}`; } },
-      el("td", {}, open, s.label ? el("span", { class: "sub" }, s.label) : null),
+      el("td", {}, open, s.label ? el("span", { class: "sub" }, s.label) : null,
+        s.host && s.host !== "local" ? el("span", { class: "sub mono host", title: "the host this shell runs on" }, `on ${s.host}`) : null),
       el("td", {}, s.owner, s.ownerId && s.ownerId !== s.owner ? el("span", { class: "sub mono" }, s.ownerId) : null),
       el("td", {}, s.states.map((x) => el("span", { class: `badge ${x}` }, x)),
         s.lockedBy ? el("span", { class: "badge locked", title: "a person locked this shell; agents are refused" },
@@ -271,7 +272,8 @@ function renderTermHead() {
   const id = state.termShell;
   if (!id) return;
   const s = state.shells.find((x) => x.id === id);
-  $("#term-title").textContent = s && s.label ? `${id} · ${s.label}` : id;
+  const where = s && s.host && s.host !== "local" ? ` · on ${s.host}` : "";
+  $("#term-title").textContent = (s && s.label ? `${id} · ${s.label}` : id) + where;
   $("#term-state").textContent = s ? [...s.states, ...(s.lockedBy ? [`lock: ${s.lockedBy}`] : [])].join(" · ") : "";
   const locked = !!(s && s.lockedBy);
   const lockBtn = $("#act-lock");

@@ -230,7 +230,10 @@ class LocalHost(ShellHost):
     # ---- people -----------------------------------------------------------------------------------
 
     def attach_argv(self, shell_id: str) -> list[str]:
-        return commands.client_argv(self.socket, commands.attach(shell_id))
+        return self.client_argv(commands.attach(shell_id))
+
+    def client_argv(self, cmd: commands.Cmd) -> list[str]:
+        return commands.client_argv(self.socket, cmd)
 
 
 # A stat on this machine costs microseconds: no thread for it.
