@@ -53,11 +53,15 @@ typecheck: venv
 pytest: venv panel-assets
 	$(VENV)/bin/pytest
 
+# Three workers on two cores: most of a test's time is waiting for its tmux server, shells and
+# processes, so the suite fits its budget (10 minutes on 2 cores) even on a busy machine.
+PYTEST_WORKERS ?= 3
+
 test: venv panel-assets
 	$(VENV)/bin/ruff check src tests bench build_support setup.py
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --python-version 3.13
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS)
 	$(MAKE) --no-print-directory smoke
 	$(MAKE) --no-print-directory test-clients-if-online
 

@@ -25,6 +25,8 @@ ASSETS = (
     ("@xterm/xterm/lib/xterm.js", "xterm.js"),
     ("@xterm/xterm/css/xterm.css", "xterm.css"),
     ("@xterm/addon-fit/lib/addon-fit.js", "addon-fit.js"),
+    ("@xterm/addon-search/lib/addon-search.js", "addon-search.js"),
+    ("@xterm/addon-web-links/lib/addon-web-links.js", "addon-web-links.js"),
 )
 STAMP = ".installed"
 
@@ -53,7 +55,7 @@ def ensure(panel_dir: Path = PANEL_DIR) -> bool:
     if npm is None:
         raise AssetError(
             "npm was not found: building tether needs npm (Node.js) to fetch the panel's browser "
-            "assets (@xterm/xterm, @xterm/addon-fit) from the npm registry; install Node.js and npm "
+            "assets (@xterm/xterm and its addons) from the npm registry; install Node.js and npm "
             "(Debian: apt-get install nodejs npm) and build again"
         )
     done = subprocess.run(

@@ -6,10 +6,13 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
+from tether.config import load_config
+from tether.shells import Shells
 
 
 @pytest.fixture
@@ -108,6 +111,16 @@ def _no_inherited_tether_home(monkeypatch: pytest.MonkeyPatch) -> None:
     # A developer's own TETHER_HOME must never be touched by a test.
     if "TETHER_HOME" in os.environ:
         monkeypatch.delenv("TETHER_HOME")
+
+
+@pytest.fixture
+async def home_shells(tether_home: Path) -> AsyncIterator[Shells]:
+    """The shells face of ``tether_home`` on the test's loop (for a person's terminal plumbing)."""
+    shells = Shells.get(load_config(tether_home))
+    try:
+        yield shells
+    finally:
+        await shells.close()
 
 
 def _stale_tmux(base: Path) -> list[tuple[int, str]]:

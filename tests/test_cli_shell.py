@@ -1,4 +1,6 @@
-"""``tether shell list / lock / unlock``: manual locks that agents see, each action audited as cli."""
+"""``tether shell list / lock / unlock``: manual locks that agents see, each action audited as cli
+(through the people-only tools, which the CLI calls on its own event loop: in-process calls from an
+async test run in a worker thread)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from hang import HANG_S
@@ -46,10 +49,14 @@ def _cli_records(home: Path) -> list[tuple[str, tuple[str, ...], str]]:
     return [(r.action, r.targets, r.outcome) for r in query(home, source="cli", limit=100)]
 
 
+async def _main(argv: list[str]) -> int:
+    return await anyio.to_thread.run_sync(main, argv)
+
+
 async def test_lock_refuses_agents_until_unlock(
     tether_home: Path, store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["shell", "lock", SHELL, "--reason", "deploying", "--who", "alice"]) == 0
+    assert await _main(["shell", "lock", SHELL, "--reason", "deploying", "--who", "alice"]) == 0
     out = capsys.readouterr().out
     assert f"{SHELL} locked by alice since " in out and f"`tether shell unlock {SHELL}`" in out
     locks = ShellLocks(tether_home, store)
@@ -57,17 +64,17 @@ async def test_lock_refuses_agents_until_unlock(
         await locks.acquire(SHELL, actor="conv-a")
     assert "is locked by alice since " in str(err.value) and "(deploying)" in str(err.value)
     # Locking again keeps the first lock.
-    assert main(["shell", "lock", SHELL, "--who", "bob"]) == 0
+    assert await _main(["shell", "lock", SHELL, "--who", "bob"]) == 0
     assert "already locked by alice" in capsys.readouterr().out
-    assert main(["shell", "list", "--json"]) == 0
+    assert await _main(["shell", "list", "--json"]) == 0
     rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)["shells"]}
     assert rows[SHELL]["lockedBy"] == "alice" and rows[SHELL]["lockReason"] == "deploying"
     assert rows[OTHER]["lockedBy"] is None and rows[OTHER]["owner"] == "panel"
-    assert main(["shell", "unlock", SHELL]) == 0
+    assert await _main(["shell", "unlock", SHELL]) == 0
     assert "unlocked (it was locked by alice" in capsys.readouterr().out
     async with locks.hold(SHELL, actor="conv-a") as lease:
         assert lease.held
-    assert main(["shell", "unlock", SHELL]) == 0
+    assert await _main(["shell", "unlock", SHELL]) == 0
     assert "was not locked" in capsys.readouterr().out
     assert _cli_records(tether_home) == [
         ("lock", (SHELL,), "ok"),
@@ -77,7 +84,7 @@ async def test_lock_refuses_agents_until_unlock(
         ("unlock", (SHELL,), "ok"),
     ]
     first = query(tether_home, source="cli", limit=100)[0]
-    assert (first.actor, first.tool, first.reason) == ("cli", "shell", "deploying")
+    assert (first.actor, first.tool, first.reason) == ("cli", "shell_lock", "deploying")
     assert verify(tether_home).ok
 
 
@@ -99,9 +106,9 @@ def test_list_empty(tether_home: Path, capsys: pytest.CaptureFixture[str]) -> No
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["shell", "lock", "nope"], "is not a shell id"),
+        (["shell", "lock", "nope"], "shell ids look like dsh-ab12cd"),
         (["shell", "lock", "dsh-zzzzzz"], "no shell dsh-zzzzzz is recorded"),
-        (["shell", "unlock", "../x"], "is not a shell id"),
+        (["shell", "unlock", "../x"], "shell ids look like dsh-ab12cd"),
         (["shell", "lock", SHELL, "--who", " "], "name of the person"),
     ],
 )

@@ -22,8 +22,9 @@ from mcp_harness import http_client, text_of
 
 import tether
 from hang import HANG_S
+from tether.panel.app import VENDOR_FILES
 
-VENDOR = ("xterm.js", "xterm.css", "addon-fit.js")
+VENDOR = VENDOR_FILES
 
 
 @pytest.fixture

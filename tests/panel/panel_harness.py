@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -61,7 +62,12 @@ async def serving(
     registry = registry if registry is not None else ToolRegistry()
     panel = build_panel_app(registry=registry, config=config, token=token, bind_host="127.0.0.1")
     front_door = McpFrontDoor(registry)
-    app = build_http_app(front_door, HttpSettings(host="127.0.0.1", token=token), routes=panel.routes)
+    app = build_http_app(
+        front_door,
+        HttpSettings(host="127.0.0.1", token=token),
+        routes=panel.routes,
+        lifespans=[panel.lifespan],
+    )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
@@ -103,13 +109,42 @@ async def serving_tools(home: Path) -> AsyncIterator[Served]:
 
 
 @asynccontextmanager
-async def agent(served: Served, *, token: str = TOKEN) -> AsyncIterator[Client]:
+async def agent(
+    served: Served, *, token: str = TOKEN, client_info: types.Implementation | None = None
+) -> AsyncIterator[Client]:
     """An agent: the official MCP SDK client over streamable HTTP with the bearer token."""
     async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
         transport = streamable_http_client(f"{served.base}/mcp", http_client=http)
-        async with Client(transport) as client:
+        async with Client(transport, client_info=client_info) as client:
             yield client
 
 
 def text_of(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def open_shells(client: Client, count: int = 1, **action: Any) -> list[str]:
+    """Shells opened by the agent (``shell_open``), their ids."""
+    result = await client.call_tool(
+        "shell_open", {"tasks": [{"action": {"kind": "open", "count": count, **action}}]}
+    )
+    assert not result.is_error, text_of(result)
+    return [t["shell"] for t in (result.structured_content or {})["tasks"]]
+
+
+async def run_in(client: Client, shell: str, command: str, wait: str = "exit") -> dict[str, Any]:
+    """One ``shell_run`` by the agent; its task entry."""
+    result = await client.call_tool(
+        "shell_run",
+        {
+            "tasks": [
+                {
+                    "target": {"sessions": shell},
+                    "action": {"kind": "run", "command": command},
+                    "wait": {"kind": wait},
+                }
+            ]
+        },
+    )
+    task: dict[str, Any] = (result.structured_content or {})["tasks"][0]
+    return task

@@ -58,9 +58,9 @@ async def test_lock_and_unlock_are_recorded_and_shown(tether_home: Path) -> None
 
     records = [r for r in audit_query(tether_home, source="panel", shell=shell, limit=50)]
     assert [(r.actor, r.tool, r.action, r.outcome, r.reason) for r in records] == [
-        ("panel", "shell", "lock", "ok", "deploying"),
-        ("panel", "shell", "lock", "ok", None),
-        ("panel", "shell", "unlock", "ok", None),
+        ("panel", "shell_lock", "lock", "ok", "deploying"),
+        ("panel", "shell_lock", "lock", "ok", None),
+        ("panel", "shell_lock", "unlock", "ok", None),
     ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import websockets
-from panel_harness import TOKEN, browserless, serving
+from panel_harness import TOKEN, browserless, serving, serving_tools
 
 from tether.audit import query as audit_query
 from tether.panel.auth import COOKIE_NAME, session_cookie_value
@@ -34,9 +34,14 @@ async def test_login_link_sets_a_strict_httponly_cookie_and_strips_the_token(tet
 
         page = await client.get("/panel/", headers={"Cookie": served.cookie_header()})
         assert page.status_code == 200
-        assert 'id="terminal"' in page.text
+        assert 'id="grid"' in page.text
         assert "script-src 'self'" in page.headers["content-security-policy"]
 
+        # The sign-in page lets its form say where it comes from (a no-referrer page would post
+        # with Origin: null, which is refused): same-origin referrers only.
+        async with httpx2.AsyncClient(base_url=served.base) as fresh:
+            signin = await fresh.get("/panel/login")
+        assert signin.status_code == 200 and signin.headers["referrer-policy"] == "same-origin"
         form = await client.post("/panel/login", data={"token": TOKEN}, headers={"Origin": served.origin})
         assert form.status_code == 303 and COOKIE_NAME in form.headers["set-cookie"]
 
@@ -52,7 +57,7 @@ async def test_requests_without_the_cookie_are_refused(tether_home: Path) -> Non
         assert api.status_code == 401 and api.json()["error"] == "refused"
         forged = await client.get("/panel/api/shells", headers={"Cookie": f"{COOKIE_NAME}={TOKEN}"})
         assert forged.status_code == 401  # the raw token is not a session
-        assets = await client.get("/panel/static/app.js")
+        assets = await client.get("/panel/static/js/app.js")
         assert assets.status_code == 200  # public: the login page needs its stylesheet
         with pytest.raises(websockets.InvalidStatus) as refused:
             async with websockets.connect(f"{served.ws_base}/panel/ws/events", origin=served.origin):  # type: ignore[arg-type]
@@ -61,7 +66,7 @@ async def test_requests_without_the_cookie_are_refused(tether_home: Path) -> Non
 
 
 async def test_foreign_origin_and_cross_site_writes_are_refused(tether_home: Path) -> None:
-    async with serving(tether_home) as served, browserless(served) as client:
+    async with serving_tools(tether_home) as served, browserless(served) as client:
         ok = await client.get("/panel/api/vault")
         assert ok.status_code == 200, ok.text
 
@@ -76,6 +81,9 @@ async def test_foreign_origin_and_cross_site_writes_are_refused(tether_home: Pat
                 "/panel/api/vault/g/lock", json={}, headers={"Sec-Fetch-Site": "cross-site"}
             )
             assert cross.status_code == 403
+            # An opaque origin (a no-referrer page's form, a sandboxed frame) proves nothing.
+            opaque = {"Origin": "null", "Sec-Fetch-Site": "same-origin"}
+            assert (await bare.post("/panel/api/vault/g/lock", json={}, headers=opaque)).status_code == 403
 
         as_form = await client.post(
             "/panel/api/vault/g/lock", content=b"x=1", headers={"Content-Type": "text/plain"}

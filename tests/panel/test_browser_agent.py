@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from browser import chromium, panel_page, publish_screenshot, screenshot, wait_terminal_contains
+from browser import chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
 from mcp import Client
 from panel_harness import TOKEN, agent, serving_tools, text_of
 
@@ -75,25 +76,40 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         # The page lists the agent's shell by itself (pushed), owned by a conversation.
         row = page.locator(f'#shells tbody tr[data-id="{shell}"]')
         await row.wait_for(timeout=HANG_MS)
-        assert "conversation" in await row.inner_text()
+        # Owned by a conversation: its id, under the name its client gave (the SDK's default here).
+        assert "conv-" in await row.inner_text() and "mcp 0.1.0" in await row.inner_text()
         assert "build" in await row.inner_text()
 
         # Open it from the keyboard: a real tmux client attaches, so the shell is "attached" — and
         # attaching is not typing, so it is not "user-busy".
-        await page.focus(f'#shells [data-shell="{shell}"]')
+        await page.focus(f'#shells .open-btn[data-shell="{shell}"]')
         await page.keyboard.press("Enter")
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
         ok, text, state = await _call(client, "shell_state", {"scope": "*"})
         states = next(r["states"] for r in state["shells"] if r["shell"] == shell)
         assert ok and "attached" in states and "user-busy" not in states, text
 
-        # An agent's output streams into the page's terminal.
-        ok, text = await _run(client, shell, "echo agent-says-$((20+1))")
+        # An agent's output streams into the page's terminal, and its command shows exactly as
+        # typed: no wrapper, no marker, nothing of tether's around it.
+        command = "echo agent-says-$((20+1))"
+        ok, text = await _run(client, shell, command)
         assert ok, text
-        await wait_terminal_contains(page, "agent-says-21")
+        await wait_terminal_contains(
+            page,
+            "agent-says-21",
+        )
+        shown = await terminal_text(page, shell)
+        typed = [line for line in shown.split("\n") if "agent-says" in line and "echo" in line]
+        assert [re.sub(r"^.*?[#$] ", "", line) for line in typed] == [command], shown
+        assert "6973" not in shown and "__t" not in shown
+        # tether's own tmux server has no status bar (it would show inside the terminal).
+        status = await anyio.run_process(
+            ["tmux", "-S", str(tether_home / "tmux.sock"), "show-options", "-g", "-v", "status"]
+        )
+        assert status.stdout.decode().strip() == "off"
 
         # What the person types runs in the shell (the agent reads it back).
-        await page.click("#terminal")
+        await page.click(f'.cell[data-shell="{shell}"] .cell-term')
         await page.keyboard.type("echo person-$((3*5))")
         await page.keyboard.press("Enter")
         with anyio.fail_after(HANG_S):
@@ -107,13 +123,12 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
                     break
                 await anyio.sleep(0.05)
         # Ctrl+] leaves the terminal for the list, so the keyboard is never trapped.
-        await page.click("#terminal")
+        await page.click(f'.cell[data-shell="{shell}"] .cell-term')
         await page.keyboard.press("Control+BracketRight")
         focused = await page.evaluate("document.activeElement.dataset.shell || document.activeElement.id")
         assert focused == shell
         await page.locator(f'#shells tbody tr[data-id="{other}"] .badge.busy').wait_for(timeout=HANG_MS)
-        shot = await screenshot(page, "agent-and-person")
-        publish_screenshot(shot)
+        await screenshot(page, "agent-and-person")
 
         # A person opens a shell of their own from the page: owner "panel", opened in the terminal.
         await page.click("#new-shell-box summary")
@@ -129,7 +144,10 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         ok, text, state = await _call(client, "shell_state", {"scope": "*", "owner": "panel"})
         assert ok and [r["shell"] for r in state["shells"]] == [mine], text
 
-        # Filters: by owner, then by state.
+        # Filters: by owner, by state, by host (every shell here is local).
+        await page.select_option("#f-host", "local")
+        assert await page.locator("#shells tbody tr").count() == 3
+        await page.select_option("#f-host", "")
         await page.select_option("#f-owner", "conversation")
         assert await page.locator("#shells tbody tr").count() == 2
         await page.select_option("#f-owner", "panel")
@@ -141,5 +159,5 @@ async def test_person_and_agent_share_a_shell(tether_home: Path) -> None:
         await page.select_option("#f-state", "")
 
         await page.set_viewport_size({"width": 420, "height": 800})
-        await page.locator("#terminal .xterm").wait_for()
+        await page.locator(f'.cell[data-shell="{mine}"] .xterm').wait_for()
         await screenshot(page, "narrow")

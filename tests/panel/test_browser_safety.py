@@ -54,7 +54,7 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
 
         # A person types: the shell is user-busy and an agent write is refused, saying why.
-        await page.click("#terminal")
+        await page.click(f'.cell[data-shell="{shell}"] .cell-term')
         await page.keyboard.type("echo person-was-here")
         await page.keyboard.press("Enter")
         # Its echo in the page proves the keystrokes (stamped before they are written) reached tmux.
@@ -71,15 +71,17 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         assert ok, text
         await wait_terminal_contains(page, "agent-after-typing")
 
-        # Lock from the page: the agent is refused at once; unlock: it succeeds.
-        await page.click("#act-lock")
+        # Lock from the page (the terminal's own Lock): the agent is refused at once; unlock: it succeeds.
+        lock = page.locator(f'.cell[data-shell="{shell}"] .cell-lock')
+        await lock.click()
         await page.locator(f'#shells tbody tr[data-id="{shell}"] .badge.locked').first.wait_for(
             timeout=HANG_MS
         )
         ok, text = await _run(client, shell, "echo agent-while-locked")
         assert not ok and "REFUSED" in text and "locked" in text, text
         await screenshot(page, "locked")
-        await page.click("#act-lock")  # now labelled Unlock
+        await page.locator(f'.cell[data-shell="{shell}"] .cell-lock[aria-pressed="true"]').wait_for()
+        await lock.click()  # now labelled Unlock
         with anyio.fail_after(HANG_S):
             while "locked" in await _states(client, shell):
                 await anyio.sleep(0.05)
@@ -90,12 +92,19 @@ async def test_typing_and_locks_refuse_agents_and_the_audit_shows_it(tether_home
         await page.goto(f"{served.base}/panel/#/audit")
         await page.fill('#audit-filters input[name="shell"]', shell)
         await page.click('#audit-filters button[type="submit"]')
-        table = page.locator("#audit tbody")
-        await table.locator("tr").first.wait_for(timeout=HANG_MS)
-        rows = await table.locator("tr").all_inner_texts()
+        # The filtered answer (the view first shows every record): every row names the shell.
+        await page.wait_for_function(
+            """(shell) => { const rows = [...document.querySelectorAll('#audit tbody tr')];
+                return rows.length > 0 && rows.every((tr) => tr.cells[4].textContent.includes(shell)); }""",
+            arg=shell,
+        )
+        rows: list[str] = await page.evaluate(
+            """() => [...document.querySelectorAll('#audit tbody tr')].map(
+                (tr) => [...tr.cells].map((td) => td.textContent).join('\\t'))"""
+        )
         refused_tool = [r for r in rows if "shell_run" in r and "refused" in r]
         ok_tool = [r for r in rows if "shell_run" in r and "refused" not in r]
-        panel_rows = [r for r in rows if "\tpanel\t" in r]
+        panel_rows = [r for r in rows if r.split("\t")[1] == "panel"]
         assert len(refused_tool) == 2, rows
         assert len(ok_tool) >= 1, rows
         assert any("lock" in r for r in panel_rows) and any("unlock" in r for r in panel_rows), rows

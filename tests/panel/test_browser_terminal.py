@@ -7,14 +7,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from browser import chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
+from browser import cell_cursor, chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
 from panel_harness import TOKEN, serving
+from playwright.async_api import Page
 
 from hang import HANG_S
-from tether.config import load_config
-from tether.panel import tmux_client
 from tether.panel.app import login_url
-from tether.shells import LocalHost
+from tether.shells import Shells, terminal_clients
 
 SHELL = "dsh-br0wse"
 
@@ -25,8 +24,32 @@ def _tmux(home: Path, *args: str) -> str:
     ).stdout
 
 
+def _tmux_cursor(home: Path) -> tuple[int, int, int, int]:
+    out = _tmux(
+        home,
+        "display-message",
+        "-p",
+        "-t",
+        f"={SHELL}:",
+        "#{cursor_x} #{cursor_y} #{pane_width} #{pane_height}",
+    )
+    x, y, w, h = (int(v) for v in out.split())
+    return x, y, w, h
+
+
+async def _cursor_agrees(page: Page, home: Path) -> None:
+    """xterm.js and tmux agree on the size and on where the cursor is (no status line: the pane is
+    the whole screen)."""
+    with anyio.fail_after(HANG_S):
+        while (await cell_cursor(page, SHELL)) != _tmux_cursor(home):
+            await anyio.sleep(0.05)
+
+
 @pytest.mark.browser
-async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_home: Path) -> None:
+async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
+    tether_home: Path, home_shells: Shells
+) -> None:
+    # A session tether did not make (a server without tether's options: tmux's status bar is on).
     _tmux(
         tether_home,
         "-f",
@@ -56,25 +79,38 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(tether_
         await wait_terminal_contains(page, "old-line-60")
         # Lines that scrolled off tmux's screen before the page attached are in xterm's scrollback.
         await wait_terminal_contains(page, "old-line-1")
-        sock = LocalHost(load_config(tether_home))
-        assert await tmux_client.terminal_clients(sock, SHELL) == 1
+        assert await terminal_clients(home_shells, SHELL) == 1
+        # No tmux status bar inside the terminal: the session's status is off before the attach.
+        assert _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", "status").strip() == "off"
+        assert f"[{SHELL}]" not in await terminal_text(page)
+        await _cursor_agrees(page, tether_home)
 
         _tmux(tether_home, "send-keys", "-t", f"={SHELL}:", "echo streamed-$((40+2))", "Enter")
         await wait_terminal_contains(page, "streamed-42")
 
-        await page.click("#terminal")
+        await page.click(f'.cell[data-shell="{SHELL}"] .cell-term')
         await page.keyboard.type("echo typed-$((6*7))")
         await page.keyboard.press("Enter")
         with anyio.fail_after(HANG_S):
             while "typed-42" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={SHELL}:"):
                 await anyio.sleep(0.02)
-        stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", tmux_client.USER_INPUT_OPTION)
+        stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", "@tether_user_input_at")
         assert stamp.strip().isdigit()
         await wait_terminal_contains(page, "typed-42")
         assert "old-line-1" in await terminal_text(page)
         await screenshot(page, "terminal")
 
-        await page.click("#act-detach")
-        with anyio.fail_after(HANG_S):
-            while await tmux_client.terminal_clients(sock, SHELL) != 0:
-                await anyio.sleep(0.02)
+        # Detach and attach again, twice: the cursor is where tmux has it each time (it was off by
+        # the rows a late refit changed, before the terminal sent its size once connected).
+        for _ in range(2):
+            await page.click(f'.cell[data-shell="{SHELL}"] .cell-close')
+            with anyio.fail_after(HANG_S):
+                while await terminal_clients(home_shells, SHELL) != 0:
+                    await anyio.sleep(0.02)
+            await page.goto(f"{served.base}/panel/#/shells/{SHELL}")
+            await wait_terminal_contains(page, "typed-42")
+            await _cursor_agrees(page, tether_home)
+            await page.keyboard.type("echo again")
+            await wait_terminal_contains(page, "echo again")
+            await _cursor_agrees(page, tether_home)
+            await page.keyboard.press("Control+C")

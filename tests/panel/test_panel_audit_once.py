@@ -31,6 +31,6 @@ async def test_a_panel_tool_action_is_one_record_and_the_list_refresh_none(tethe
     records = [r for r in _records(tether_home) if r["source"] == "panel" and r["action"] != "login"]
     assert [(r["actor"], r["tool"], r["action"], r["targets"]) for r in records] == [
         ("panel", "shell_open", "open", [shell]),
-        ("panel", "shell", "lock", [shell]),
+        ("panel", "shell_lock", "lock", [shell]),
     ]
     assert not [r for r in _records(tether_home) if r["tool"] == "shell_state"]

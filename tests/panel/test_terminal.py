@@ -1,4 +1,5 @@
-"""The browser terminal's tmux client on a real tmux server (no browser, no sessions layer)."""
+"""The browser terminal's client and the shells face's terminal plumbing on a real tmux server
+(no browser; the session is made by hand, as a shell tether did not open)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ import anyio
 import pytest
 
 from hang import HANG_S
-from tether.config import load_config
 from tether.errors import NotFoundError, UsageError
-from tether.panel import tmux_client
 from tether.panel.terminal import PanelTerminal
-from tether.shells import LocalHost
+from tether.shells import (
+    Shells,
+    first_paint,
+    mark_user_input,
+    terminal_clients,
+    user_input_stamp,
+    window_size,
+)
 
 SHELL = "dsh-t3st01"
 
@@ -61,59 +67,59 @@ def _alive(pid: int) -> bool:
     return True
 
 
-async def test_attach_type_resize_detach_restores_size(tether_home: Path, shell: str) -> None:
-    sock = LocalHost(load_config(tether_home))
-    term = await PanelTerminal.open(server=sock, shell_id=shell, cols=90, rows=25)
+async def test_attach_type_resize_detach_restores_size(shell: str, home_shells: Shells) -> None:
+    term = await PanelTerminal.open(shells=home_shells, shell_id=shell, cols=90, rows=25)
     seen = bytearray()
     try:
         await _read_until(term, b"bash-", seen)  # the prompt, drawn by the attach redraw
-        assert await tmux_client.terminal_clients(sock, shell) == 1
-        assert await tmux_client.window_size(sock, shell) == (90, 25)
+        assert await terminal_clients(home_shells, shell) == 1
+        assert await window_size(home_shells, shell) == (90, 25)
 
         await term.write(b"echo typed-$((6*7))\r")
         await _read_until(term, b"typed-42", seen)
 
         term.resize(100, 30)
         with anyio.fail_after(HANG_S):
-            while await tmux_client.window_size(sock, shell) != (100, 30):
+            while await window_size(home_shells, shell) != (100, 30):
                 await term.read()  # the redraw after SIGWINCH
     finally:
         await term.aclose()
     assert not _alive(term.pid)
-    assert await tmux_client.terminal_clients(sock, shell) == 0
-    assert await tmux_client.window_size(sock, shell) == (120, 32)
+    assert await terminal_clients(home_shells, shell) == 0
+    assert await window_size(home_shells, shell) == (120, 32)
 
     # The next attach still drives the size (the restore did not leave the window pinned).
-    again = await PanelTerminal.open(server=sock, shell_id=shell, cols=80, rows=20)
+    again = await PanelTerminal.open(shells=home_shells, shell_id=shell, cols=80, rows=20)
     try:
         with anyio.fail_after(HANG_S):
-            while await tmux_client.window_size(sock, shell) != (80, 20):
+            while await window_size(home_shells, shell) != (80, 20):
                 await again.read()
     finally:
         await again.aclose()
 
 
-async def test_history_and_user_input_stamp(tether_home: Path, shell: str) -> None:
-    sock = LocalHost(load_config(tether_home))
+async def test_history_and_user_input_stamp(tether_home: Path, shell: str, home_shells: Shells) -> None:
     _tmux(tether_home, "send-keys", "-t", f"={shell}:", "seq 1 200", "Enter")
     with anyio.fail_after(HANG_S):
         while (
             b"200"
-            not in await tmux_client.capture_history(sock, shell, 1000)
+            not in await first_paint(home_shells, shell, 1000)
             + _tmux(tether_home, "capture-pane", "-p", "-t", f"={shell}:").encode()
         ):
             await anyio.sleep(0.02)
-    history = await tmux_client.capture_history(sock, shell, 1000)
+    history = await first_paint(home_shells, shell, 1000)
     assert b"\r\n1\x1b[0m\r\n2\x1b[0m\r\n" in history
-    await tmux_client.mark_user_input(sock, shell, at_ms=1234)
-    shown = _tmux(tether_home, "show-options", "-v", "-t", f"={shell}:", tmux_client.USER_INPUT_OPTION)
-    assert shown.strip() == "1234"
+    # Only the lines above the screen: the screen itself is the client's own first redraw.
+    assert b"\r\n200\x1b[0m" not in history
+    assert await user_input_stamp(home_shells, shell) is None
+    await mark_user_input(home_shells, shell, at_ms=1234)
+    shown = _tmux(tether_home, "show-options", "-v", "-t", f"={shell}:", "@tether_user_input_at")
+    assert shown.strip() == "1234" and await user_input_stamp(home_shells, shell) == 1234
 
 
-async def test_client_ends_when_shell_closes(tether_home: Path, shell: str) -> None:
-    sock = LocalHost(load_config(tether_home))
+async def test_client_ends_when_shell_closes(tether_home: Path, shell: str, home_shells: Shells) -> None:
     _tmux(tether_home, "new-session", "-d", "-s", "dsh-keep01")  # keep the server alive
-    term = await PanelTerminal.open(server=sock, shell_id=shell, cols=80, rows=24)
+    term = await PanelTerminal.open(shells=home_shells, shell_id=shell, cols=80, rows=24)
     try:
         _tmux(tether_home, "kill-session", "-t", f"={shell}")
         with anyio.fail_after(HANG_S):
@@ -124,9 +130,8 @@ async def test_client_ends_when_shell_closes(tether_home: Path, shell: str) -> N
     assert not _alive(term.pid)
 
 
-async def test_bad_and_missing_shell_ids(tether_home: Path, shell: str) -> None:
-    sock = LocalHost(load_config(tether_home))
+async def test_bad_and_missing_shell_ids(shell: str, home_shells: Shells) -> None:
     with pytest.raises(UsageError, match="dsh-ab12cd"):
-        await PanelTerminal.open(server=sock, shell_id="dsh-x;kill-server", cols=80, rows=24)
+        await PanelTerminal.open(shells=home_shells, shell_id="dsh-x;kill-server", cols=80, rows=24)
     with pytest.raises(NotFoundError):
-        await PanelTerminal.open(server=sock, shell_id="dsh-nope00", cols=80, rows=24)
+        await PanelTerminal.open(shells=home_shells, shell_id="dsh-nope00", cols=80, rows=24)

@@ -12,9 +12,7 @@ from panel_harness import Served, serving
 
 from hang import HANG_S
 from tether.audit import query as audit_query
-from tether.config import load_config
-from tether.panel import tmux_client
-from tether.shells import LocalHost
+from tether.shells import Shells, terminal_clients, window_size
 
 SHELL = "dsh-w5test"
 
@@ -43,7 +41,7 @@ async def _until(ws: websockets.ClientConnection, needle: bytes) -> bytes:
     return seen
 
 
-async def test_input_resize_and_the_end_of_the_shell(tether_home: Path) -> None:
+async def test_input_resize_and_the_end_of_the_shell(tether_home: Path, home_shells: Shells) -> None:
     _tmux(
         tether_home,
         "-f",
@@ -60,29 +58,26 @@ async def test_input_resize_and_the_end_of_the_shell(tether_home: Path) -> None:
     )
     _tmux(tether_home, "new-session", "-d", "-s", "dsh-keep00")  # keeps the server up after SHELL ends
     _tmux(tether_home, "set-option", "-g", "status", "off")
-    sock = LocalHost(load_config(tether_home))
     async with serving(tether_home) as served, _connect(served, SHELL) as ws:
         await _until(ws, b"bash-")
         with anyio.fail_after(HANG_S):
-            while await tmux_client.window_size(sock, SHELL) != (90, 20):
+            while await window_size(home_shells, SHELL) != (90, 20):
                 await ws.recv()
 
         await ws.send(json.dumps({"type": "input", "data": "echo ws-$((2+3))\r", "typed": False}))
         await _until(ws, b"ws-5")
         # Not typed by a person (e.g. an automatic terminal reply): no user-input stamp.
-        stamp = _tmux(
-            tether_home, "show-options", "-v", "-q", "-t", f"={SHELL}:", tmux_client.USER_INPUT_OPTION
-        )
+        stamp = _tmux(tether_home, "show-options", "-v", "-q", "-t", f"={SHELL}:", "@tether_user_input_at")
         assert stamp.strip() == ""
         await ws.send(json.dumps({"type": "input", "data": "echo typed\r", "typed": True}))
         await _until(ws, b"typed")
-        stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", tmux_client.USER_INPUT_OPTION)
+        stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", "@tether_user_input_at")
         assert stamp.strip().isdigit()
 
         await ws.send(json.dumps({"type": "resize", "cols": 100, "rows": 25}))
         await ws.send("not json")  # ignored, not fatal
         with anyio.fail_after(HANG_S):
-            while await tmux_client.window_size(sock, SHELL) != (100, 25):
+            while await window_size(home_shells, SHELL) != (100, 25):
                 await ws.recv()
 
         _tmux(tether_home, "kill-session", "-t", f"={SHELL}")
@@ -98,7 +93,7 @@ async def test_input_resize_and_the_end_of_the_shell(tether_home: Path) -> None:
     assert actions == [("terminal-attach", (SHELL,)), ("terminal-detach", (SHELL,))]
 
 
-async def test_unknown_or_malformed_shell(tether_home: Path) -> None:
+async def test_unknown_or_malformed_shell(tether_home: Path, home_shells: Shells) -> None:
     async with serving(tether_home) as served:
         for shell, code in (("dsh-gone00", 4404), ("dsh-BAD!", 4404)):
             async with _connect(served, shell) as ws:
@@ -109,7 +104,7 @@ async def test_unknown_or_malformed_shell(tether_home: Path) -> None:
                 assert ws.close_code == code
 
 
-async def test_leaving_detaches_the_client(tether_home: Path) -> None:
+async def test_leaving_detaches_the_client(tether_home: Path, home_shells: Shells) -> None:
     _tmux(
         tether_home,
         "-f",
@@ -124,16 +119,15 @@ async def test_leaving_detaches_the_client(tether_home: Path) -> None:
         "30",
         "bash --norc",
     )
-    sock = LocalHost(load_config(tether_home))
     async with serving(tether_home) as served:
         async with _connect(served, SHELL) as ws:
             await _until(ws, b"bash-")
             with anyio.fail_after(HANG_S):
-                while await tmux_client.terminal_clients(sock, SHELL) != 1:
+                while await terminal_clients(home_shells, SHELL) != 1:
                     await ws.recv()
         # The client is gone and the window is back to the size it had before the page attached.
         with anyio.fail_after(HANG_S):
-            while await tmux_client.terminal_clients(sock, SHELL) != 0 or await tmux_client.window_size(
-                sock, SHELL
+            while await terminal_clients(home_shells, SHELL) != 0 or await window_size(
+                home_shells, SHELL
             ) != (120, 30):
                 await anyio.sleep(0.02)

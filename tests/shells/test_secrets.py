@@ -16,7 +16,7 @@ import pytest
 
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.shells.integration import payload
-from tether.shells.vault.mask import SecretMasker, StreamMasker, secret_forms
+from tether.shells.vault.mask import SecretMasker, StreamMasker, TimedStreamMasker, secret_forms
 from tether.shells.vault.quoting import reference_contexts
 from tether.shells.vault.refs import (
     ExpandedCommand,
@@ -323,3 +323,31 @@ def test_stream_holds_back_only_a_tail() -> None:
     assert len(out) == 10_000 - (masker.longest - 1) and stream.pending == masker.longest - 1
     assert stream.flush() == "x" * (masker.longest - 1)
     assert StreamMasker(SecretMasker({})).feed("abc") == "abc"
+
+
+def _timed(masker: SecretMasker, chunks: list[str]) -> list[tuple[float, str]]:
+    stream = TimedStreamMasker(masker)
+    parts = [p for i, c in enumerate(chunks) for p in stream.feed(c, float(i))]
+    return parts + stream.flush()
+
+
+def test_timed_stream_masks_across_pieces_and_keeps_each_part_at_its_own_time() -> None:
+    masker = SecretMasker({"TOKEN": CANARY})
+    text = "start\n" + "\n".join(_encodings(CANARY).values()) + "\nend"
+    whole = masker.mask(text)
+    rng = random.Random(11)
+    for _ in range(200):
+        cuts = sorted(rng.sample(range(len(text)), 6))
+        chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        parts = _timed(masker, chunks)
+        assert "".join(p for _t, p in parts) == whole
+        assert [t for t, _p in parts] == sorted(t for t, _p in parts)
+        # Every part is timed by the piece it came from: the text of a piece never moves later.
+        ends = [sum(len(c) for c in chunks[: i + 1]) for i in range(len(chunks))]
+        for at, part in parts:
+            if "[vault:" not in part:
+                assert part in text[: ends[int(at)]]
+    # Held back, then released with the next piece: still at the first piece's time.
+    assert _timed(masker, ["hello ", "world"]) == [(0.0, "hello "), (1.0, "world")]
+    split = _timed(masker, ["a " + CANARY[:5], CANARY[5:] + " b"])
+    assert split == [(0.0, "a [vault:TOKEN]"), (1.0, " b")]

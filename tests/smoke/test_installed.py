@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 import tether
+from tether.panel.app import VENDOR_FILES
 
 BIN = Path(sys.executable).parent
 TETHER = str(BIN / "tether")
@@ -46,7 +47,7 @@ def test_the_installed_wheel_is_what_runs() -> None:
     package = Path(tether.__file__).resolve().parent
     assert sys.prefix != sys.base_prefix and package.is_relative_to(Path(sys.prefix).resolve())
     assert not package.is_relative_to(REPO), f"tether imported from the checkout: {package}"
-    for name in ("xterm.js", "xterm.css", "addon-fit.js"):
+    for name in VENDOR_FILES:
         assert (package / "panel" / "static" / "vendor" / name).stat().st_size > 0
     done = subprocess.run([TETHER, "--version"], capture_output=True, text=True, timeout=60, cwd="/")
     assert done.returncode == 0 and done.stdout.strip() == f"tether {tether.__version__}"

@@ -14,7 +14,7 @@ from safety_harness import audit_records, macros, manual_locks, task, vault
 from shell_harness import TETHER, call, open_shell, run, shell_client, text_of
 
 from hang import HANG_S
-from tether.panel.tmux_client import mark_user_input
+from tether.shells import Shells, mark_user_input
 from tether.shells.macros.expand import EXIT_WAIT_REFUSAL
 from tether.store.macros import MacroView
 
@@ -57,17 +57,19 @@ async def test_manual_lock_refuses_at_once_in_both_lock_modes(tether_home: Path)
     assert all(r["targets"] == [shell] for r in refused)
 
 
-async def test_person_typing_refuses_then_the_write_goes_through(tether_home: Path) -> None:
+async def test_person_typing_refuses_then_the_write_goes_through(
+    tether_home: Path, home_shells: Shells
+) -> None:
     async with shell_client(tether_home, "conv-a") as client:
         shell = await open_shell(client)
-        await mark_user_input(tether_home / "tmux.sock", shell)
+        await mark_user_input(home_shells, shell)
         _, data = await call(client, "shell_state", {"sessions": shell})
         assert "user-busy" in _state(data, shell)
         _, out = await task(client, "shell_run", shell, {"kind": "run", "command": "echo agent"})
         assert out["errorCode"] == "REFUSED" and "a person is typing" in out["error"]
         assert "retry in a few seconds" in out["error"].lower()
         # The person stopped (their last keystroke is now older than user_busy_seconds).
-        await mark_user_input(tether_home / "tmux.sock", shell, int(time.time() * 1000) - 60_000)
+        await mark_user_input(home_shells, shell, int(time.time() * 1000) - 60_000)
         out = await run(client, shell, "echo agent")
         assert out["exitCode"] == 0 and "agent" in out["lines"]
 

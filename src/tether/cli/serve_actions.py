@@ -111,17 +111,19 @@ async def _serve(
             instructions=catalog.instructions(),
             on_conversation_end=catalog.end_conversation,
         )
+        lifespans = []
         if panel_unavailable is None:
-            routes = build_panel_app(
+            panel = build_panel_app(
                 registry=catalog.registry,
                 config=config,
                 token=settings.token,
                 bind_host=settings.host,
                 extra_hosts=settings.allowed_hosts,
-            ).routes
+            )
+            routes, lifespans = panel.routes, [panel.lifespan]
         else:
             routes = unavailable_panel_routes()
-        app = build_http_app(front_door, settings, routes=routes)
+        app = build_http_app(front_door, settings, routes=routes, lifespans=lifespans)
         server = _Server(
             uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False), on_ready=on_ready
         )

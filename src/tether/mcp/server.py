@@ -2,9 +2,11 @@
 
 Invariants this module owns:
 
-- It holds no tool logic. ``tools/list`` is the registry at this moment; ``tools/call`` runs
-  ``ToolRegistry.call`` (handler plus audit and masking middleware) with a ``CallContext`` naming
-  the conversation (one per MCP connection).
+- It holds no tool logic. ``tools/list`` is the registry's model-visible tools at this moment
+  (people-only tools are never listed, and a call of one is answered as an unknown tool);
+  ``tools/call`` runs ``ToolRegistry.call`` (handler plus audit and masking middleware) with a
+  ``CallContext`` naming the conversation (one per MCP connection) and the client's own name for
+  itself (``clientInfo`` of ``initialize``).
 - Unusable request parameters are answered naming the field (``tether.mcp.requests``): a
   ``tools/call`` whose ``arguments`` is not an object is a tool error, like any argument error.
 - A ``TetherError`` becomes a tool error result (``isError``) whose text starts with its stable
@@ -122,7 +124,12 @@ class McpFrontDoor:
         if not isinstance(notifier, ConnectionNotifier):
             notifier = ConnectionNotifier(connection)
             connection.state[_NOTIFIER_KEY] = notifier
-        return CallContext(actor=self.conversation_of(connection), source="tool", notifier=notifier)
+        return CallContext(
+            actor=self.conversation_of(connection),
+            source="tool",
+            notifier=notifier,
+            client=client_name(connection),
+        )
 
     async def _track_connection(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -264,6 +271,15 @@ class McpFrontDoor:
     ) -> types.EmptyResult:
         subscriptions(connection_of(ctx)).discard(str(params.uri))
         return types.EmptyResult()
+
+
+def client_name(connection: Connection) -> str | None:
+    """``name version`` from the client's ``initialize`` (``clientInfo``), once it has said it."""
+    params = connection.client_params
+    info = params.client_info if params is not None else None
+    if info is None or not info.name:
+        return None
+    return f"{info.name} {info.version}".strip() if info.version else info.name
 
 
 class _ListChangedServer(Server[dict[str, Any]]):

@@ -1,38 +1,40 @@
-"""The panel's JSON API (``/panel/api/…``): one request, one action, one answer.
+"""The panel's JSON API (``/panel/api/…``): one request, one tool call, one answer.
 
-Invariant: every handler is a thin translation — read the JSON body, make one call through
-``PanelCalls`` (a tool, as actor ``panel``) or one lower-layer call (audit, vault), answer JSON. A
-failure is ``{"error": CODE, "message": …}`` with a 4xx/5xx status, never a traceback.
+Invariant: every handler is a thin translation — read the JSON body or query, make one call
+through ``PanelCalls`` (a tool, as actor ``panel``: model-visible or people-only), answer JSON. A
+failure is ``{"error": CODE, "message": …}`` with a 4xx/5xx status, never a traceback. Anything a
+person does is a POST (audited by the tool layer); a GET only fills a view and writes nothing.
 
-Vault answers carry names, groups and lock state only; a passphrase is read from the body, used,
-and never logged, stored or echoed.
+Vault answers carry names, groups and lock state only; a passphrase is read from the body, passed
+to the ``vault`` tool, and never logged, stored or echoed.
+
+Routes are grouped by the view they serve (shells, timeline and history, workspaces, audit,
+vault); a later view (the approvals queue of confined shells) adds its own group here and its
+own view in the page, beside these.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict
-from datetime import date
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from tether.audit import query as audit_query
-from tether.audit import verify as audit_verify
-from tether.config import Config
-from tether.errors import TetherError, UsageError
+from tether.errors import TetherError
 from tether.panel.calls import PanelCalls, PanelError, error_from, task_rows, task_summary
 from tether.panel.shells import ShellFeed
 from tether.shells import check_shell_id
-from tether.store.vault import Vault, VaultListing
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 AUDIT_PAGE = 300
 MAX_BODY = 64 * 1024
+SEARCH_PAGE = 200
+_HIT = re.compile(r"^(\d+)([:-]) (.*)$", re.S)
+_SEARCH_HEAD = re.compile(r"^(\d+) matches, (\d+) on this page, from (\d+)(?:; next: matchOffset=(\d+))?")
 
 
 def _json_endpoint(fn: Callable[[Request], Awaitable[Any]]) -> Endpoint:
@@ -72,13 +74,20 @@ def _text(body: Mapping[str, Any], key: str) -> str:
     return value.strip()
 
 
+def _int(body: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
+    value = body.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PanelError(code="INVALID_ARGUMENT", message=f"{key} must be a whole number")
+    return value
+
+
 def _shell(request: Request) -> str:
     return check_shell_id(str(request.path_params["shell"]))
 
 
-def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[BaseRoute]:
-    home = config.home
-
+def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
     async def manage(shell: str | None, action: dict[str, Any]) -> dict[str, Any]:
         task: dict[str, Any] = {"action": action}
         if shell is not None:
@@ -119,27 +128,62 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
 
     async def lock(request: Request) -> Any:
         shell = _shell(request)
-        why = _text(await _body(request), "reason")
-
-        async def run() -> Any:
-            calls.known_shell(shell)
-            held, created = calls.manual_locks().lock(shell, who="panel", why=why, source="panel")
-            feed.poke()
-            if created:
-                return {"message": f"{shell} locked: agents are refused until you unlock it"}
-            return {"message": f"{shell} was already locked by {held.who}"}
-
-        return await calls.audited(tool="shell", action="lock", targets=[shell], run=run, reason=why or None)
+        reason = _text(await _body(request), "reason")
+        result = await calls.tool("shell_lock", {"shell": shell, "action": "lock", "reason": reason})
+        feed.poke()
+        return {"message": result.text, "lock": result.structured.get("lock")}
 
     async def unlock(request: Request) -> Any:
-        shell = _shell(request)
+        result = await calls.tool("shell_lock", {"shell": _shell(request), "action": "unlock"})
+        feed.poke()
+        return {"message": result.text}
 
-        async def run() -> Any:
-            was = calls.manual_locks().unlock(shell)
-            feed.poke()
-            return {"message": f"{shell} unlocked" if was else f"{shell} was not locked"}
+    # -- timeline, history, copy, recordings ---------------------------------------------------
 
-        return await calls.audited(tool="shell", action="unlock", targets=[shell], run=run)
+    async def timeline(request: Request) -> Any:
+        # Filling the timeline view (it refreshes as the shell runs): not an action.
+        result = await calls.tool("shell_timeline", {"shell": _shell(request)}, audited=False)
+        return {"commands": result.structured.get("commands", [])}
+
+    async def output(request: Request) -> Any:
+        body = await _body(request)
+        args: dict[str, Any] = {"shell": _shell(request), "start": _int(body, "start", 0)}
+        if (end := _int(body, "end")) is not None:
+            args["end"] = end
+        result = await calls.tool("shell_output", args)
+        data = result.structured
+        return {
+            "text": "\n".join(data.get("lines", [])),
+            "total": data.get("total"),
+            "dropped": data.get("dropped"),
+        }
+
+    async def search(request: Request) -> Any:
+        body = await _body(request)
+        pattern = _text(body, "pattern")
+        if not pattern:
+            raise PanelError(code="INVALID_ARGUMENT", message="type something to search for")
+        regex = pattern if body.get("regex") is True else re.escape(pattern)
+        action = {
+            "kind": "read",
+            "search": regex,
+            "context": _int(body, "context", 1),
+            "matchOffset": _int(body, "offset", 0),
+        }
+        task = {"target": {"sessions": _shell(request)}, "action": action, "output": {"lines": SEARCH_PAGE}}
+        result = await calls.tool("shell_read", {"tasks": [task]})
+        rows = task_rows(result.structured)
+        lines = [str(line) for line in (rows[0].get("lines") or [])] if rows else []
+        return search_page(lines)
+
+    async def recording(request: Request) -> Any:
+        result = await calls.tool("shell_record", {"shell": _shell(request)})
+        data = result.structured
+        return {
+            "cast": data.get("cast", ""),
+            "events": data.get("events"),
+            "durationS": data.get("durationS"),
+        }
 
     # -- workspaces ----------------------------------------------------------------------------
 
@@ -158,64 +202,44 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
 
     async def read_audit(request: Request) -> Any:
         q = request.query_params
-        day = q.get("day") or None
-        if day is not None:
-            try:
-                date.fromisoformat(day)
-            except ValueError as exc:
-                raise UsageError(f"day {day!r} is not a date; use YYYY-MM-DD") from exc
-
-        def run() -> list[dict[str, Any]]:
-            records = audit_query(
-                home,
-                actor=q.get("actor") or None,
-                source=q.get("source") or None,
-                shell=q.get("shell") or None,
-                day=day,
-                days=7,
-                limit=AUDIT_PAGE,
-            )
-            return [r.to_dict() for r in records]
-
-        return {"records": await anyio.to_thread.run_sync(run)}
+        args: dict[str, Any] = {"limit": AUDIT_PAGE, "days": 7}
+        for key in ("actor", "source", "shell", "day"):
+            if q.get(key):
+                args[key] = q[key]
+        result = await calls.tool("audit_show", args)
+        return {"records": result.structured.get("records", [])}
 
     async def verify_audit(request: Request) -> Any:
-        report = await anyio.to_thread.run_sync(audit_verify, home)
-        return {"ok": report.ok, "records": report.records, "summary": report.summary()}
+        result = await calls.tool("audit_verify", {})
+        data = result.structured
+        return {"ok": data.get("ok"), "records": data.get("records"), "summary": data.get("summary")}
 
     # -- vault ---------------------------------------------------------------------------------
 
-    def vault() -> Vault:
-        return Vault.open(config)
-
     async def list_vault(request: Request) -> Any:
-        return vault_json(await anyio.to_thread.run_sync(lambda: vault().list()))
+        # Filling the vault view: not an action.
+        result = await calls.tool("vault", {"action": "list"}, audited=False)
+        items = result.structured.get("items", [])
+        return {
+            "groups": result.structured.get("groups", []),
+            "items": [{k: i.get(k) for k in ("name", "group", "locked")} for i in items],
+        }
 
     async def unlock_group(request: Request) -> Any:
         group = str(request.path_params["group"])
         body = await _body(request)
         passphrase = body.get("passphrase")
-        minutes = body.get("minutes")
         if not isinstance(passphrase, str) or not passphrase:
             raise PanelError(code="INVALID_ARGUMENT", message="passphrase is required to unlock a group")
-        if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, int)):
-            raise PanelError(code="INVALID_ARGUMENT", message="minutes must be a whole number")
-
-        async def run() -> Any:
-            # scrypt takes a noticeable fraction of a second: off the event loop.
-            info = await anyio.to_thread.run_sync(lambda: vault().unlock(group, passphrase, minutes))
-            return {"message": f"group {group} unlocked", "group": asdict(info)}
-
-        return await calls.audited(tool="vault", action="unlock", targets=[group], run=run)
+        args: dict[str, Any] = {"action": "unlock", "group": group, "passphrase": passphrase}
+        if (minutes := _int(body, "minutes")) is not None:
+            args["minutes"] = minutes
+        result = await calls.tool("vault", args)
+        return {"message": result.text, "group": result.structured.get("group")}
 
     async def lock_group(request: Request) -> Any:
-        group = str(request.path_params["group"])
-
-        async def run() -> Any:
-            was = await anyio.to_thread.run_sync(lambda: vault().lock(group))
-            return {"message": f"group {group} locked" + ("" if was else " (it was not unlocked)")}
-
-        return await calls.audited(tool="vault", action="lock", targets=[group], run=run)
+        result = await calls.tool("vault", {"action": "lock", "group": str(request.path_params["group"])})
+        return {"message": result.text}
 
     post = ["POST"]
     return [
@@ -226,6 +250,10 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
         Route("/shells/{shell}/snapshot", _json_endpoint(snapshot), methods=post),
         Route("/shells/{shell}/lock", _json_endpoint(lock), methods=post),
         Route("/shells/{shell}/unlock", _json_endpoint(unlock), methods=post),
+        Route("/shells/{shell}/timeline", _json_endpoint(timeline), methods=["GET"]),
+        Route("/shells/{shell}/output", _json_endpoint(output), methods=post),
+        Route("/shells/{shell}/search", _json_endpoint(search), methods=post),
+        Route("/shells/{shell}/recording", _json_endpoint(recording), methods=post),
         Route("/workspaces", _json_endpoint(list_workspaces), methods=["GET"]),
         Route("/workspaces/{name}/restore", _json_endpoint(restore_workspace), methods=post),
         Route("/audit", _json_endpoint(read_audit), methods=["GET"]),
@@ -236,19 +264,33 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed, config: Config) -> list[Ba
     ]
 
 
-def vault_json(listing: VaultListing) -> dict[str, Any]:
+def search_page(lines: list[str]) -> dict[str, Any]:
+    """``shell_read`` search lines as hits with context: after ``12: hit``, ``13- …`` lines are its
+    after-context until ``--`` (or the next hit); after ``--`` they are the next hit's before."""
+    head = _SEARCH_HEAD.match(lines[0]) if lines else None
+    if head is None:
+        return {"total": 0, "offset": 0, "next": None, "hits": []}
+    hits: list[dict[str, Any]] = []
+    before: list[dict[str, Any]] = []
+    after = False
+    for line in lines[1:]:
+        m = _HIT.match(line)
+        if m is None:
+            before, after = [], False
+            continue
+        entry = {"line": int(m.group(1)), "text": m.group(3)}
+        if m.group(2) == ":":
+            hits.append({**entry, "before": before, "after": []})
+            before, after = [], True
+        elif after and hits:
+            hits[-1]["after"].append(entry)
+        else:
+            before.append(entry)
     return {
-        "groups": [
-            {
-                "name": g.name,
-                "protected": g.protected,
-                "locked": g.locked,
-                "unlockedUntilMs": g.unlocked_until_ms,
-                "items": g.items,
-            }
-            for g in listing.groups
-        ],
-        "items": [{"name": i.name, "group": i.group, "locked": i.locked} for i in listing.items],
+        "total": int(head.group(1)),
+        "offset": int(head.group(3)),
+        "next": int(head.group(4)) if head.group(4) else None,
+        "hits": hits,
     }
 
 

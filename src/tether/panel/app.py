@@ -1,9 +1,10 @@
 """The panel's Starlette app, mounted at ``/panel`` on the ``tether serve`` app.
 
 Invariant: this module only routes. Pages and assets are static files; the JSON API turns each
-request into one call of ``PanelCalls`` (tools as actor ``panel``) or of a lower layer's API
-(audit, vault, manual locks), and ``PanelGuard`` (``auth``) stands in front of all of it.
+request into one tool call of ``PanelCalls`` (as actor ``panel``), the terminal socket runs the
+shell host's terminal client, and ``PanelGuard`` (``auth``) stands in front of all of it.
 
+    GET  /                          redirect to /panel/ (which redirects to the sign-in when needed)
     GET  /panel/login[?token=…]     sign in (the link tether serve prints), then redirect to /panel/
     POST /panel/login               the same with the token from the form
     POST /panel/logout              forget the cookie
@@ -16,6 +17,8 @@ request into one call of ``PanelCalls`` (tools as actor ``panel``) or of a lower
 from __future__ import annotations
 
 import html
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -37,11 +40,12 @@ from tether.panel.auth import PanelAuth, PanelGuard, served_names, token_matches
 from tether.panel.calls import PanelCalls
 from tether.panel.shells import ShellFeed
 from tether.panel.terminal_ws import TerminalEndpoint
+from tether.shells import Shells
 from tether.tools.registry import ToolRegistry
 
 MOUNT: Final = "/panel"
 STATIC_DIR: Final = Path(__file__).with_name("static")
-VENDOR_FILES: Final = ("xterm.js", "xterm.css", "addon-fit.js")
+VENDOR_FILES: Final = ("xterm.js", "xterm.css", "addon-fit.js", "addon-search.js", "addon-web-links.js")
 
 
 def missing_assets(static_dir: Path = STATIC_DIR) -> str | None:
@@ -79,7 +83,16 @@ def unavailable_panel_routes(static_dir: Path = STATIC_DIR) -> list[BaseRoute]:
         )
         return HTMLResponse(body, status_code=503, headers={"Cache-Control": "no-store"})
 
-    return [Route(MOUNT, unavailable), Route(MOUNT + "/{rest:path}", unavailable)]
+    return [
+        Route("/", root_redirect),
+        Route(MOUNT, unavailable),
+        Route(MOUNT + "/{rest:path}", unavailable),
+    ]
+
+
+async def root_redirect(request: Request) -> Response:
+    """``/`` and ``/panel``: the panel (whose guard sends a person without a cookie to sign in)."""
+    return RedirectResponse(f"{MOUNT}/", status_code=307)
 
 
 def login_url(base_url: str, token: str) -> str:
@@ -89,12 +102,20 @@ def login_url(base_url: str, token: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PanelApp:
-    """What ``tether serve`` needs to mount the panel: ``routes`` for ``build_http_app``."""
+    """What ``tether serve`` needs to mount the panel: ``routes`` and ``lifespan`` for
+    ``build_http_app`` (the lifespan closes the shells the panel's terminals used, on its loop)."""
 
     routes: list[BaseRoute]
     auth: PanelAuth
     calls: PanelCalls
     feed: ShellFeed
+
+    @asynccontextmanager
+    async def lifespan(self, _app: object) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await Shells.close_home(self.calls.config.home)
 
 
 def build_panel_app(
@@ -154,9 +175,6 @@ def build_panel_app(
                 pass
             tg.cancel_scope.cancel()
 
-    async def root_redirect(request: Request) -> Response:
-        return RedirectResponse(f"{MOUNT}/", status_code=307)
-
     inner = Starlette(
         routes=[
             Route("/", index),
@@ -165,11 +183,15 @@ def build_panel_app(
             Mount("/static", app=StaticFiles(directory=static_dir)),
             WebSocketRoute("/ws/events", events),
             WebSocketRoute("/ws/term/{shell}", terminal.serve),
-            Mount("/api", routes=api_routes(calls=calls, feed=feed, config=config)),
+            Mount("/api", routes=api_routes(calls=calls, feed=feed)),
         ],
         middleware=[Middleware(PanelGuard, auth=auth)],
     )
-    routes: list[BaseRoute] = [Route(MOUNT, root_redirect), Mount(MOUNT, app=inner)]
+    routes: list[BaseRoute] = [
+        Route("/", root_redirect),
+        Route(MOUNT, root_redirect),
+        Mount(MOUNT, app=inner),
+    ]
     return PanelApp(routes=routes, auth=auth, calls=calls, feed=feed)
 
 
@@ -180,7 +202,7 @@ def _login_page(message: str, status: int) -> HTMLResponse:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tether panel — sign in</title><link rel="icon" href="data:,">
 <link rel="stylesheet" href="static/app.css"></head>
-<body><main class="login">
+<body class="login-page"><main class="login" id="login">
 <h1>tether panel</h1>
 <p>Open the link <code>tether serve</code> printed,
 or paste the token from <code>$TETHER_HOME/token</code>.</p>
@@ -189,4 +211,7 @@ or paste the token from <code>$TETHER_HOME/token</code>.</p>
 <label>Token <input name="token" type="password" autocomplete="off" required autofocus></label>
 <button type="submit">Sign in</button>
 </form></main></body></html>"""
-    return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+    # same-origin, not the panel's usual no-referrer: with no-referrer a browser posts the form
+    # with ``Origin: null``, which the server refuses as it must. Its own URL holds no token.
+    headers = {"Cache-Control": "no-store", "Referrer-Policy": "same-origin"}
+    return HTMLResponse(body, status_code=status, headers=headers)

@@ -2,13 +2,15 @@
 
 Invariants:
 
-- A panel action that an agent could also take (open, rename, close, snapshot, workspaces, state,
-  audit reading) is a call of the registry's tool handler with ``CallContext(actor="panel",
-  source="panel")`` — the panel holds no second implementation of any behaviour.
-- Every panel action leaves exactly one audit record with source ``panel``: tool calls go through
-  ``ToolRegistry.call``, whose middleware writes it (it sees ``source="panel"`` in the context);
-  actions that are not tools (manual locks, vault unlock/lock, attaching a terminal) are appended
-  here. The shell list's periodic ``shell_state`` refresh is not an action and is not logged.
+- Every panel action is a call of a registry tool with ``CallContext(actor="panel",
+  source="panel")``: the tools an agent could also call (open, rename, close, snapshot, workspaces,
+  state, read) and the people-only tools no agent can (manual locks, the vault, the audit log,
+  timelines, outputs, recordings). The panel holds no second implementation of any behaviour and
+  no second path to the store.
+- Every panel action leaves exactly one audit record with source ``panel``, written by the
+  registry's middleware; what the panel itself notes (signing in, a terminal attaching and
+  detaching: keystrokes are never logged) is appended here. Refreshing a view (the shell list's
+  ``shell_state``, a timeline, the vault listing) is not an action and is not logged.
 - Errors are data for the browser: ``PanelError`` carries a stable code, an HTTP status and the
   lower layer's human-actionable message; nothing else crosses to the page.
 """
@@ -16,9 +18,9 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 
@@ -27,14 +29,12 @@ from tether.audit.record import Outcome
 from tether.config import Config
 from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
 from tether.shells import Shells
-from tether.store.manual_locks import ManualLocks
 from tether.tools.registry import CallContext, ToolRegistry, ToolResult
 
 logger = logging.getLogger(__name__)
 
 PANEL_ACTOR = "panel"
 PANEL_CONTEXT = CallContext(actor=PANEL_ACTOR, source="panel")
-T = TypeVar("T")
 
 
 # The codes of a policy's no (a 403 for the page): a lock, a person typing, the guard, a locked vault.
@@ -66,7 +66,7 @@ def error_from(exc: TetherError) -> PanelError:
 
 @dataclass(slots=True, kw_only=True)
 class PanelCalls:
-    """The panel's door to tools, the audit log and the store of one ``TETHER_HOME``."""
+    """The panel's door to the tools of one ``TETHER_HOME`` (and to its own audit notes)."""
 
     registry: ToolRegistry
     config: Config
@@ -79,7 +79,7 @@ class PanelCalls:
         """Run tool ``name`` as the panel; a tool error result becomes ``PanelError``.
 
         ``audited=False`` only for the shell list's background refresh (not a person's action)."""
-        tool = self.registry.get(name)
+        tool = self.registry.get(name, people=True)
         if tool is None:
             raise PanelError(
                 code="UNAVAILABLE",
@@ -102,20 +102,8 @@ class PanelCalls:
             )
         return result
 
-    def shell_owners(self) -> dict[str, str]:
-        """Shell id → the actor that opened it, from the sessions layer's durable records."""
-        return {shell_id: rec.owner for shell_id, rec in self.engine().records.shells().items()}
-
-    def known_shell(self, shell_id: str) -> str:
-        """``shell_id`` if the sessions layer has a record of it, else ``NotFoundError``."""
-        if shell_id not in self.engine().records.known_ids():
-            raise NotFoundError(f"no shell {shell_id} is recorded here; the list shows the live shells")
-        return shell_id
-
-    def manual_locks(self) -> ManualLocks:
-        return ManualLocks(self.engine().store)
-
     def engine(self) -> Shells:
+        """The home's shells on this loop: only for a person's terminal (``shells`` people face)."""
         return Shells.get(self.config)
 
     async def audit(
@@ -129,7 +117,7 @@ class PanelCalls:
         reason: str | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append one ``panel`` record for an action that is not a tool call (fsync: off the loop)."""
+        """Append one ``panel`` record of the panel's own (fsync: off the loop)."""
 
         def write() -> None:
             self.audit_log.append(
@@ -148,34 +136,6 @@ class PanelCalls:
             await anyio.to_thread.run_sync(write)
         except TetherError as exc:
             raise error_from(exc) from exc
-
-    async def audited(
-        self,
-        *,
-        tool: str,
-        action: str,
-        targets: Sequence[str],
-        run: Callable[[], Awaitable[T]],
-        reason: str | None = None,
-    ) -> T:
-        """Run a non-tool action and log one record whatever happens (outcome and message only)."""
-        outcome: Outcome = "error"
-        detail = ""
-        try:
-            result = await run()
-            outcome = "ok"
-            return result
-        except RefusedError as exc:
-            outcome, detail = "refused", exc.message
-            raise error_from(exc) from exc
-        except TetherError as exc:
-            detail = exc.message
-            raise error_from(exc) from exc
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.audit(
-                    tool=tool, action=action, targets=targets, outcome=outcome, detail=detail, reason=reason
-                )
 
 
 def task_rows(structured: Mapping[str, Any]) -> list[Mapping[str, Any]]:

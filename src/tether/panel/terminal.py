@@ -1,18 +1,17 @@
-"""A browser terminal's tmux client: the host's ``attach_argv`` running in a PTY the panel owns.
+"""A browser terminal's client: the shell host's terminal client running in a PTY the panel owns.
 
 Invariants:
 
-- One ``PanelTerminal`` is one real, read-write tmux client attached to one shell. tmux therefore
-  reports the shell as attached, and a person's keystrokes reach the pane exactly as they would
-  from a terminal emulator (the bytes xterm.js produces are written to the PTY master).
+- One ``PanelTerminal`` is one real, read-write terminal client attached to one shell — the argv
+  its host gives for a person (``attach_argv``: ``tmux attach`` on a local host; a remote host
+  attaches the same way). tmux therefore reports the shell as attached, and a person's keystrokes
+  reach the pane exactly as they would from a terminal emulator (the bytes xterm.js produces are
+  written to the PTY master).
 - The client runs in a session of its own with the PTY as its controlling terminal (``setsid
   --ctty``), so a ``TIOCSWINSZ`` on the master reaches it as ``SIGWINCH``: the browser's size is
   the client's size, and with tmux's default ``window-size latest`` the most recently active client
   sizes the window. The size the window had before the first browser attached is put back when the
-  last one leaves (see ``tmux_client.restore_size_if_unwatched``).
-- On a remote host the client is ``ssh -tt`` through the host's shared connection running
-  ``tmux attach`` there: the PTY here is ssh's terminal, ssh carries its size to the terminal it
-  opens on the host, so everything above holds unchanged.
+  last one leaves (``prepare_attach`` notes it, ``restore_size`` gives it back).
 - ``aclose`` always ends and reaps the client: closing the master hangs the PTY up (``SIGHUP`` to
   the client's session, which detaches it); a client still alive after a grace period is killed.
   Waiters on the master fd are woken (``anyio.notify_closing``) before the fd is closed.
@@ -32,8 +31,7 @@ import anyio
 from anyio.abc import Process
 
 from tether.errors import TetherError
-from tether.panel import tmux_client
-from tether.shells import ShellHost, check_shell_id
+from tether.shells import Shells, attach_argv, check_shell_id, prepare_attach, restore_size
 
 _READ_CHUNK = 64 * 1024
 _EXIT_GRACE_S = 2.0
@@ -61,26 +59,25 @@ def _client_env() -> dict[str, str]:
 
 
 class PanelTerminal:
-    """The host's terminal client for one shell in a PTY: ``read`` what it draws, ``write`` what a
-    person types."""
+    """A shell's terminal client in a PTY: ``read`` what it draws, ``write`` what a person types."""
 
-    def __init__(self, *, shell_id: str, server: ShellHost, master: int, process: Process) -> None:
+    def __init__(self, *, shell_id: str, shells: Shells, master: int, process: Process) -> None:
         self.shell_id = shell_id
-        self.server = server
+        self.shells = shells
         self._master = master
         self._process = process
         self._closed = False
 
     @classmethod
-    async def open(cls, *, server: ShellHost, shell_id: str, cols: int, rows: int) -> PanelTerminal:
+    async def open(cls, *, shells: Shells, shell_id: str, cols: int, rows: int) -> PanelTerminal:
         check_shell_id(shell_id)
         cols, rows = clamp_size(cols, rows)
-        await tmux_client.remember_size_for_restore(server, shell_id)
+        await prepare_attach(shells, shell_id)
         master, slave = os.openpty()
         try:
             _set_winsize(slave, cols, rows)
             os.set_blocking(master, False)
-            argv = ["setsid", "--ctty", *server.attach_argv(shell_id)]
+            argv = ["setsid", "--ctty", *attach_argv(shells, shell_id)]
             process = await anyio.open_process(
                 argv, stdin=slave, stdout=slave, stderr=slave, env=_client_env()
             )
@@ -89,7 +86,7 @@ class PanelTerminal:
             raise
         finally:
             os.close(slave)
-        return cls(shell_id=shell_id, server=server, master=master, process=process)
+        return cls(shell_id=shell_id, shells=shells, master=master, process=process)
 
     async def read(self) -> bytes:
         """The client's next output; ``b""`` once it has exited (detached, shell closed, or killed)."""
@@ -152,4 +149,4 @@ class PanelTerminal:
                 await self._process.wait()
             # The shell (or the whole tmux server) may be gone by now; nothing to restore then.
             with suppress(TetherError):
-                await tmux_client.restore_size_if_unwatched(self.server, self.shell_id)
+                await restore_size(self.shells, self.shell_id)

@@ -9,10 +9,6 @@ Protocol (``/panel/ws/term/<shell>?cols=C&rows=R``):
   and ``{"type": "resize", "cols": int, "rows": int}``. ``typed`` is true only for a person's own
   keystrokes, pastes and clicks — xterm's automatic replies to tmux's queries are not typing.
 
-The client runs on the host the shell lives on (its record says which; ``Shells.host_of``): a
-remote shell's client is ssh through that host's shared connection, so the page treats local and
-remote shells alike.
-
 Invariants: the tmux client lives exactly as long as the socket (both directions stop together
 and ``PanelTerminal.aclose`` always runs); a keystroke marked ``typed`` stamps the shell's
 ``@tether_user_input_at`` *before* its bytes reach the PTY, so an agent write checked after the
@@ -32,10 +28,9 @@ import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tether.errors import TetherError
-from tether.panel import tmux_client
 from tether.panel.calls import PanelCalls, PanelError
 from tether.panel.terminal import PanelTerminal, clamp_size
-from tether.shells import check_shell_id
+from tether.shells import check_shell_id, first_paint, mark_user_input, session_exists
 
 logger = logging.getLogger(__name__)
 
@@ -54,25 +49,26 @@ class TerminalEndpoint:
             _int(websocket.query_params.get("cols"), 120), _int(websocket.query_params.get("rows"), 32)
         )
         await websocket.accept()
+        shells = self.calls.engine()
         try:
             check_shell_id(shell_id)
-            server = self.calls.engine().host_of(shell_id)
-            where = "" if server.name == "local" else f" on host {server.name}"
-            if not await tmux_client.session_exists(server, shell_id):
+            if not await session_exists(shells, shell_id):
                 raise TetherError(
-                    f"shell {shell_id} is not running{where} (closed, or never opened)", code="NOT_FOUND"
+                    f"shell {shell_id} is not running (closed, or never opened)", code="NOT_FOUND"
                 )
-            history = await tmux_client.capture_history(server, shell_id, HISTORY_LINES)
+            history = await first_paint(shells, shell_id, HISTORY_LINES)
             if history:
                 # Enough newlines to scroll every history line off the screen before tmux redraws it.
                 await websocket.send_bytes(history + b"\r\n" * rows)
-            term = await PanelTerminal.open(server=server, shell_id=shell_id, cols=cols, rows=rows)
+            term = await PanelTerminal.open(shells=shells, shell_id=shell_id, cols=cols, rows=rows)
         except (TetherError, PanelError) as exc:
             # Also the race where the shell ends between the check and the attach.
             await _send_control(websocket, "error", exc.message)
             await websocket.close(code=4404, reason=exc.message[:120])
             return
         try:
+            host = shells.host_name(shell_id)
+            where = "" if host == "local" else f" on host {host}"  # a remote shell's attach names its host
             await self.calls.audit(
                 action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}{where}"
             )
@@ -98,11 +94,8 @@ class TerminalEndpoint:
         except (WebSocketDisconnect, RuntimeError, OSError):
             scope.cancel()  # the page went away mid-send; the input side ends the same way
             return
-        try:
-            alive = await tmux_client.session_exists(term.server, term.shell_id)
-            message = "detached" if alive else f"shell {term.shell_id} ended"
-        except TetherError:  # a remote host out of reach: the client ended with its connection
-            message = f"connection to host {term.server.name} lost; open the shell again to reconnect"
+        alive = await session_exists(term.shells, term.shell_id)
+        message = "detached" if alive else f"shell {term.shell_id} ended"
         try:
             await _send_control(websocket, "exit", message)
             await websocket.close(code=1000, reason=message)
@@ -131,7 +124,7 @@ class TerminalEndpoint:
                 )
                 if msg.get("typed") is True and time.monotonic() - last_stamp >= STAMP_INTERVAL_S:
                     try:
-                        await tmux_client.mark_user_input(term.server, shell_id)
+                        await mark_user_input(term.shells, shell_id)
                         last_stamp = time.monotonic()
                     except TetherError:
                         logger.warning("could not stamp user input on %s", shell_id, exc_info=True)

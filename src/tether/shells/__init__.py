@@ -14,8 +14,10 @@ The face (everything a layer above may use; nothing reaches past it)::
     safety                       SafetyPolicy, SessionHooks, WriteIntent, WriteDecision,
                                  GuardBlockedError, call notes (collecting), Guard
     ids                          is_shell_id, check_shell_id
-    tmux_commands                the tmux command builders (the panel's display plumbing runs them
-                                 through ``ShellHost.client_argv`` / ``attach_argv``)
+    people's terminals           session_exists · attach_argv · prepare_attach · first_paint ·
+                                 terminal_clients · window_size · restore_size · mark_user_input ·
+                                 user_input_stamp
+    exports                      command_output (a log range as text) · asciicast (a recording)
 
 Invariant: tools, the panel and the CLI translate requests into these calls and outcomes into
 results; shell state (``maxSessions``, runs in flight, busy/idle/ai-busy, read positions) is
@@ -25,6 +27,7 @@ decided here only.
 from __future__ import annotations
 
 from tether.shells.domain import Shells
+from tether.shells.exports import Recording, asciicast, command_output
 from tether.shells.guard.guard import Guard
 from tether.shells.host import ShellHost
 from tether.shells.hosts import ConnectionLost, HostError, HostUnsuitable, SshHost
@@ -41,6 +44,17 @@ from tether.shells.manage import (
     shell_kind,
 )
 from tether.shells.outcomes import Outcome
+from tether.shells.people import (
+    attach_argv,
+    first_paint,
+    mark_user_input,
+    prepare_attach,
+    restore_size,
+    session_exists,
+    terminal_clients,
+    user_input_stamp,
+    window_size,
+)
 from tether.shells.reads import read
 from tether.shells.records import Records, ShellRecord
 from tether.shells.requests import (
@@ -112,7 +126,6 @@ from tether.shells.state import state as shell_state_rows
 from tether.shells.steps import steps
 from tether.shells.targets import check_capacity, resolve_target
 from tether.shells.timeline import TimelineEntry, timeline
-from tether.shells.tmux import commands as tmux_commands
 from tether.shells.vault.mask import SecretMasker
 from tether.shells.vault.redaction import SecretRedactor
 from tether.shells.views import budget, fit, screen_lines
@@ -167,6 +180,7 @@ __all__ = [
     "ReadMode",
     "ReadToolAction",
     "ReapAction",
+    "Recording",
     "Records",
     "RenameAction",
     "ResizeAction",
@@ -210,26 +224,36 @@ __all__ = [
     "Write",
     "WriteDecision",
     "WriteIntent",
+    "asciicast",
+    "attach_argv",
     "budget",
     "check_capacity",
     "check_shell_id",
     "collecting",
+    "command_output",
+    "first_paint",
     "fit",
     "follow",
     "is_shell_id",
     "manage_home",
+    "mark_user_input",
     "open_shell",
     "position",
+    "prepare_attach",
     "read",
     "resolve_target",
+    "restore_size",
     "retry",
     "revive",
     "run",
     "screen_text",
     "send",
+    "session_exists",
     "shell_kind",
     "shell_state_rows",
     "steps",
+    "terminal_clients",
     "timeline",
-    "tmux_commands",
+    "user_input_stamp",
+    "window_size",
 ]

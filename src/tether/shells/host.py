@@ -238,9 +238,3 @@ class ShellHost(ABC):
     @abstractmethod
     def attach_argv(self, shell_id: str) -> list[str]:
         """A real terminal client for one shell (the panel runs it in a PTY)."""
-
-    @abstractmethod
-    def client_argv(self, cmd: commands.Cmd) -> list[str]:
-        """One tmux command run as its own process against the host's server, its answer on
-        stdout (the panel's display plumbing beside its terminal client; a remote host runs it
-        through the shared connection, ssh exiting 255 when that cannot be reached)."""

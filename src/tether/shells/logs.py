@@ -10,7 +10,8 @@ next one that sees the shell print. On a filesystem without hole punching the lo
 (logged once).
 
 Waits are event-driven: one inotify descriptor per process watches the logs directory and sets
-the wake-up events of the shells whose log was written.
+the wake-up events of the shells whose log was written. The same wake-ups time the output
+(``timing.OutputClock``: the samples recordings are built from).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import logging
 import os
 import struct
 from pathlib import Path
+
+from tether.shells.timing import OutputClock
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +127,7 @@ class LogWatcher:
         self._wakers: dict[str, set[asyncio.Event]] = {}
         self._starts: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.clock = OutputClock(logs_dir)
 
     def start(self) -> None:
         if self._fd >= 0:
@@ -139,8 +143,10 @@ class LogWatcher:
         self._fd = fd
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(fd, self._on_readable)
+        self.clock.start(self._loop)
 
     def close(self) -> None:
+        self.clock.close()
         if self._fd < 0:
             return
         if self._loop is not None and not self._loop.is_closed():
@@ -187,6 +193,7 @@ class LogWatcher:
             for event in self._wakers.get(name, ()):
                 event.set()
             self._check_cap(name)
+            self.clock.note(name)
 
     def _check_cap(self, shell_id: str) -> None:
         # One stat per batch of writes (microseconds); the start of retained data is cached and

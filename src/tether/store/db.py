@@ -152,13 +152,21 @@ def _private_file(path: Path) -> None:
 
     SQLite gives its ``-wal`` and ``-shm`` files the database file's permissions, so those are
     private too. A database left readable by an older version is tightened the same way.
+
+    An existing database is never opened here: closing any descriptor of a file drops every POSIX
+    lock this process holds on it, SQLite's included (another thread's connection keeps its lock
+    only while no other descriptor of the file is closed). Without its lock, the next connection
+    of another process to close believes it is the last one and deletes the ``-wal`` and ``-shm``
+    this process still writes to, so its later commits reach no other process. So: ``O_EXCL``
+    (no descriptor when the file exists) and ``chmod`` by path.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-            for suffix in ("-wal", "-shm"):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        if os.stat(path).st_mode & 0o077:
+            for name in (str(path), f"{path}-wal", f"{path}-shm"):
                 with contextlib.suppress(FileNotFoundError):
-                    os.chmod(f"{path}{suffix}", 0o600)
-    finally:
-        os.close(fd)
+                    os.chmod(name, 0o600)
+        return
+    # Nothing else has this brand-new file open, so closing it drops no lock.
+    os.close(fd)

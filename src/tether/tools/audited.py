@@ -7,7 +7,10 @@ Invariants:
   tool, action kind(s), target shells, the command(s) as written (``{{vault.NAME}}`` unexpanded),
   outcome (``ok`` / ``error`` / ``refused`` / ``blocked`` / ``dry-run`` / ``cancelled``), detail,
   ``reason`` and flags (``bypass-guard``, ``dryrun``, ``force``). The vault's masker is the
-  log's ``redact``, so a value written literally is stored masked.
+  log's ``redact``, so a value written literally is stored masked. A tool without tasks (the
+  people-only tools) names its action, targets and reason itself (``ToolDef.audit_fields``); its
+  arguments are never written (a passphrase or a secret value passes through them). A tool whose
+  ``audit_calls`` is False (reading or verifying the log itself) writes no record.
 - The result's text and structured content, a ``TetherError``'s message, and every notification
   the call's notifier sends (also long after, for a subscription) pass through the masker of the
   vault's readable values plus the values delivered to shells (``SecretRedactor``). Resources read
@@ -142,10 +145,11 @@ class AuditMiddleware:
                 outcome, detail = "error", f"unexpected failure ({type(exc).__name__})"
                 raise
             finally:
-                with anyio.CancelScope(shield=True):
-                    if masker is None:
-                        masker = self.redactor.masker()
-                    await self._append(tool, arguments, ctx, notes, result, outcome, detail, masker)
+                if tool.audit_calls:
+                    with anyio.CancelScope(shield=True):
+                        if masker is None:
+                            masker = self.redactor.masker()
+                        await self._append(tool, arguments, ctx, notes, result, outcome, detail, masker)
 
     async def _append(
         self,
@@ -171,7 +175,15 @@ class AuditMiddleware:
                 flags.add("force")
         reasons = _distinct(str(s["reason"]) for s in safety if isinstance(s, Mapping) and s.get("reason"))
         commands = _commands(tool.name, arguments, tasks)
+        action = _action(tool.name, arguments, tasks)
+        targets = _targets(tasks, result)
+        if tool.audit_fields is not None:
+            fields = tool.audit_fields(arguments)
+            action, targets = fields.action, sorted(set(fields.targets))
+            reasons = [fields.reason] if fields.reason else []
         extra: dict[str, Any] = {}
+        if ctx.client:
+            extra["client"] = ctx.client  # the MCP client's own name for itself (clientInfo)
         if notes.commands:
             extra["shown"] = notes.commands  # macro-expanded, each value as [vault:NAME]
         if notes.hosts:
@@ -189,8 +201,8 @@ class AuditMiddleware:
                 actor=ctx.actor,
                 source=ctx.source,
                 tool=tool.name,
-                action=_action(tool.name, arguments, tasks),
-                targets=_targets(tasks, result),
+                action=action,
+                targets=targets,
                 command="\n".join(commands) if commands else None,
                 outcome=outcome,
                 detail=detail,

@@ -17,7 +17,10 @@ from tether.shells import SafetyPolicy
 from tether.tools.audited import AuditMiddleware, MaskedResources
 from tether.tools.bash_schema import ShellName
 from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
+from tether.tools.conversations import ConversationNotes
 from tether.tools.job_tools import register_job_tools
+from tether.tools.people_admin import register_people_admin_tools
+from tether.tools.people_shells import register_people_shell_tools
 from tether.tools.registry import ToolRegistry
 from tether.tools.shell_audit import register_shell_audit
 from tether.tools.shell_manage import register_shell_manage
@@ -72,7 +75,8 @@ class ToolCatalog:
 
 
 def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
-    """Assemble the tools of one process: bash, pwsh (where it resolves), jobs, persistent shells."""
+    """Assemble the tools of one process: bash, pwsh (where it resolves), jobs, persistent shells,
+    and the people-only tools the panel and the CLI act through."""
     registry = ToolRegistry()
     jobs = (
         JobRegistry(max_live=config.jobs.max_live, max_finished=config.jobs.max_finished)
@@ -108,7 +112,10 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     # Safety (spec 003 §4): every write passes the policy's hooks; every call is audited once and
     # masked by the middleware (so shell_audit does not log itself).
     policy = SafetyPolicy.from_config(config)
+    conversations = ConversationNotes(config.home)
+    registry.middleware.append(conversations)
     registry.middleware.append(AuditMiddleware(config.home, policy.redactor))
+    catalog.closers.append(conversations.aclose)
     shell_tools = register_shell_tools(
         registry, config=config, hints=catalog.hints, closers=catalog.closers, hooks_for=policy.hooks_for
     )
@@ -116,4 +123,7 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     registry.resources[:] = [MaskedResources(r, policy.redactor) for r in registry.resources]
     register_shell_audit(registry, home=config.home, audit_calls=False)
     register_shell_manage(registry, config=config, shells=shell_tools.shells)
+    # The people's doors (panel, CLI): never listed to a model nor callable by one.
+    register_people_shell_tools(registry, shells=shell_tools.shells, redactor=policy.redactor)
+    register_people_admin_tools(registry, config=config, shells=shell_tools.shells)
     return catalog

@@ -6,6 +6,12 @@ the same handler, through ``ToolRegistry.call`` so that every call passes the sa
 and removed at run time (spec 000 "schema hot-switch"); every
 change is announced to listeners so a front door can send ``notifications/tools/list_changed``.
 
+People-only tools (``ToolDef.people_only``: manual locks, vault administration, audit checks,
+timelines and recordings) are the people's doors — the panel and the CLI act through them, never
+through the store. They are part of no model-visible listing (``list``, ``get``) and a call from
+any other source (an MCP conversation: ``source="tool"``) is answered exactly as for a tool that
+does not exist.
+
 A handler receives the raw argument object and validates it itself (pydantic at this boundary);
 bad input raises ``UsageError`` naming the field and the allowed values. A command's own failure
 is a normal ``ToolResult``; only input errors and infrastructure failures raise.
@@ -20,6 +26,8 @@ from typing import Any, Literal, Protocol
 from tether.errors import NotFoundError
 
 Source = Literal["tool", "panel", "host", "cli"]
+# The sources a person acts through: only they may call people-only tools.
+PEOPLE_SOURCES: frozenset[str] = frozenset({"panel", "cli"})
 
 
 class Notifier(Protocol):
@@ -32,11 +40,13 @@ class Notifier(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CallContext:
-    """Who is calling: ``actor`` is the conversation id (MCP session), ``panel`` or ``cli``."""
+    """Who is calling: ``actor`` is the conversation id (MCP session), ``panel`` or ``cli``;
+    ``client`` the name (and version) the MCP client gave in ``initialize`` (``clientInfo``)."""
 
     actor: str
     source: Source = "tool"
     notifier: Notifier | None = None
+    client: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +65,15 @@ Middleware = Callable[["ToolDef", Mapping[str, Any], CallContext, Handler], Awai
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AuditFields:
+    """What a tool without ``tasks`` tells its audit record: the action, its targets, the reason."""
+
+    action: str
+    targets: tuple[str, ...] = ()
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolDef:
     name: str
     description: str
@@ -63,6 +82,12 @@ class ToolDef:
     output_schema: dict[str, Any] | None = None
     title: str | None = None
     read_only: bool = False
+    # Listed to nobody, callable only from ``PEOPLE_SOURCES`` (see the module docstring).
+    people_only: bool = False
+    # False: the middleware masks but writes no record (reading or checking the log itself).
+    audit_calls: bool = True
+    # How the audit record names the action and targets, for tools whose arguments have no tasks.
+    audit_fields: Callable[[Mapping[str, Any]], AuditFields] | None = None
 
 
 Listener = Callable[[], None]
@@ -111,11 +136,16 @@ class ToolRegistry:
         self._changed()
         return True
 
-    def get(self, name: str) -> ToolDef | None:
-        return self._tools.get(name)
+    def get(self, name: str, *, people: bool = False) -> ToolDef | None:
+        """A model-visible tool by name; with ``people=True`` a people-only tool too."""
+        tool = self._tools.get(name)
+        if tool is not None and tool.people_only and not people:
+            return None
+        return tool
 
-    def list(self) -> list[ToolDef]:
-        return list(self._tools.values())
+    def list(self, *, people: bool = False) -> list[ToolDef]:
+        """The model-visible tools (what MCP lists); ``people=True``: the people-only ones instead."""
+        return [t for t in self._tools.values() if t.people_only == people]
 
     async def call(
         self, name: str, arguments: Mapping[str, Any], ctx: CallContext, *, audited: bool = True
@@ -126,8 +156,9 @@ class ToolRegistry:
         e.g. the panel polling ``shell_state``; never for an action someone asked for).
         """
         tool = self._tools.get(name)
-        if tool is None:
-            names = ", ".join(sorted(self._tools)) or "(none)"
+        if tool is None or (tool.people_only and ctx.source not in PEOPLE_SOURCES):
+            # A people-only tool called by anyone else is answered as a tool that does not exist.
+            names = ", ".join(sorted(t.name for t in self.list())) or "(none)"
             raise NotFoundError(f"unknown tool {name!r}; available tools: {names}")
         handler: Handler = tool.handler
         if audited:

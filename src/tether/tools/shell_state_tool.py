@@ -1,6 +1,9 @@
 """``shell_state``: the rows of ``shells.state`` as text and ``structuredContent``.
 
 Invariant: translation only — the states and filters are the shells layer's (``shells.state``).
+Each row also names who opened the shell (``openedBy``: a conversation id, ``panel``, ``cli``) with
+the client that conversation said it was (``client``), and a person's manual lock (``manualLock``),
+so a front door needs nothing else to show the list.
 """
 
 from __future__ import annotations
@@ -8,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from tether.shells import ShellRow, Shells, StateQuery, shell_state_rows
+from tether.store.manual_locks import ManualLock, ManualLocks
+from tether.tools.conversations import client_names
 from tether.tools.registry import ToolResult
 
 STATE_SCHEMA: dict[str, Any] = {
@@ -30,6 +35,23 @@ STATE_SCHEMA: dict[str, Any] = {
                     "createdMs": {"type": ["integer", "null"]},
                     "lastActivityMs": {"type": ["integer", "null"]},
                     "git": {"type": ["string", "null"]},
+                    "openedBy": {
+                        "type": ["string", "null"],
+                        "description": "Who opened the shell: a conversation id, panel or cli.",
+                    },
+                    "client": {
+                        "type": ["string", "null"],
+                        "description": "The MCP client of that conversation, as it named itself.",
+                    },
+                    "manualLock": {
+                        "type": ["object", "null"],
+                        "description": "A person's lock (panel or tether shell lock): agents are refused.",
+                        "properties": {
+                            "who": {"type": "string"},
+                            "sinceMs": {"type": "integer"},
+                            "reason": {"type": "string"},
+                        },
+                    },
                     "lastCommand": {
                         "type": ["object", "null"],
                         "description": "The latest command line the shell ran (by an agent, a person or "
@@ -50,7 +72,9 @@ STATE_SCHEMA: dict[str, Any] = {
 }
 
 
-def _row(r: ShellRow) -> dict[str, Any]:
+def _row(
+    r: ShellRow, opened_by: str | None, clients: dict[str, str], lock: ManualLock | None
+) -> dict[str, Any]:
     return {
         "shell": r.shell,
         "label": r.label,
@@ -63,6 +87,11 @@ def _row(r: ShellRow) -> dict[str, Any]:
         "createdMs": r.created_ms,
         "lastActivityMs": r.last_activity_ms,
         "git": r.git,
+        "openedBy": opened_by,
+        "client": clients.get(opened_by) if opened_by else None,
+        "manualLock": None
+        if lock is None
+        else {"who": lock.who, "sinceMs": lock.since_ms, "reason": lock.why},
         "lastCommand": None
         if r.last_command is None
         else {"text": r.last_command.text, "exitCode": r.last_command.status, "by": r.last_command.by},
@@ -86,6 +115,11 @@ async def shell_state(shells: Shells, q: StateQuery, actor: str) -> ToolResult:
         lines.append(text)
     if diagnostics is not None:
         lines.append("diagnostics: " + " · ".join(f"{k}={v}" for k, v in diagnostics.items()))
-    return ToolResult(
-        text="\n".join(lines), structured={"shells": [_row(r) for r in rows], "diagnostics": diagnostics}
-    )
+    records = shells.records.shells()
+    clients = client_names(shells.store)
+    locks = ManualLocks(shells.store).all()
+    structured = [
+        _row(r, records[r.shell].owner if r.shell in records else None, clients, locks.get(r.shell))
+        for r in rows
+    ]
+    return ToolResult(text="\n".join(lines), structured={"shells": structured, "diagnostics": diagnostics})

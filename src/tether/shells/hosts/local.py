@@ -230,10 +230,7 @@ class LocalHost(ShellHost):
     # ---- people -----------------------------------------------------------------------------------
 
     def attach_argv(self, shell_id: str) -> list[str]:
-        return self.client_argv(commands.attach(shell_id))
-
-    def client_argv(self, cmd: commands.Cmd) -> list[str]:
-        return commands.client_argv(self.socket, cmd)
+        return commands.client_argv(self.socket, commands.attach(shell_id))
 
 
 # A stat on this machine costs microseconds: no thread for it.

@@ -430,16 +430,10 @@ class SshHost(RemoteQuestions, ShellHost):
     def attach_argv(self, shell_id: str) -> list[str]:
         """A person's terminal on the shell: ``ssh -tt`` (a terminal on the host) running
         ``tmux attach`` there, through the shared connection."""
-        return self.conn.argv(self._client_command(commands.attach(shell_id)), tty=True)
-
-    def client_argv(self, cmd: commands.Cmd) -> list[str]:
-        return self.conn.argv(self._client_command(cmd))
-
-    def _client_command(self, cmd: commands.Cmd) -> str:
         script = f"h={home_expression(self.section.tether_home)}; exec " + _words(
-            commands.client_argv(Path(_SOCKET_WORD), cmd)
+            commands.client_argv(Path(_SOCKET_WORD), commands.attach(shell_id))
         )
-        return remote_command(script)
+        return self.conn.argv(remote_command(script), tty=True)
 
 
 def remote_hosts(config: Config) -> dict[str, ShellHost]:

@@ -302,6 +302,65 @@ class StreamMasker:
         return len(self._pending)
 
 
+class TimedStreamMasker:
+    """``StreamMasker`` for a stream whose pieces each carry a time (a recording's output).
+
+    What is held back is released later, with the next piece — but each released part keeps the
+    time of the piece it came from, so a pause after a piece is not moved before its tail. A
+    masked label takes the time of the piece its match starts in. ``feed`` and ``flush`` return
+    ``(time, text)`` parts in stream order (times as fed: non-decreasing if fed so).
+    """
+
+    __slots__ = ("_masker", "_pending", "_starts")
+
+    def __init__(self, masker: SecretMasker) -> None:
+        self._masker = masker
+        self._pending = ""
+        self._starts: list[tuple[int, float]] = []  # (offset in _pending, time) of each piece
+
+    def feed(self, chunk: str, at: float) -> list[tuple[float, str]]:
+        if chunk:
+            self._starts.append((len(self._pending), at))
+            self._pending += chunk
+        cut = _hold_back(self._pending, max(self._masker.longest - 1, 0))
+        return self._release(cut) if cut > 0 else []
+
+    def flush(self) -> list[tuple[float, str]]:
+        return self._release(len(self._pending))
+
+    def _release(self, cut: int) -> list[tuple[float, str]]:
+        text = self._pending
+        spans = list(self._masker._spans(text, cut)) if self._masker else []
+        end = max([cut, *(e for _s, e, _label in spans)])
+        bounds = [o for o, _t in self._starts] + [len(text)]
+        out: list[tuple[float, str]] = []
+        for i, (start, at) in enumerate(self._starts):
+            stop = min(bounds[i + 1], end)
+            if start >= end:
+                break
+            pieces: list[str] = []
+            pos = start
+            # A match that began in an earlier piece covers this one's start: skipped (``pos = e``).
+            for s, e, label in spans:
+                if e <= pos or s >= stop:
+                    continue
+                if s >= pos:
+                    pieces.append(text[pos:s])
+                    pieces.append(label)
+                pos = max(pos, min(e, len(text)))
+            if pos < stop:
+                pieces.append(text[pos:stop])
+            if "".join(pieces):
+                out.append((at, "".join(pieces)))
+        self._pending = text[end:]
+        kept = [(o - end, t) for o, t in self._starts if o >= end]
+        first = next((t for o, t in reversed(self._starts) if o < end), None)
+        if self._pending and (not kept or kept[0][0] > 0) and first is not None:
+            kept.insert(0, (0, first))
+        self._starts = kept
+        return out
+
+
 def _hold_back(text: str, keep: int) -> int:
     """The offset from which ``text`` holds ``keep`` characters other than line breaks."""
     if keep == 0:

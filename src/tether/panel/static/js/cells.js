@@ -1,0 +1,192 @@
+/* Terminals: one cell per shell, each a real tmux client behind /panel/ws/term/<id>, drawn by
+ * xterm.js; one to four cells side by side, each with its own typing focus and lock state. */
+import { $, act, api, el, wsBase } from "./util.js";
+import { list, shellById } from "./list.js";
+
+export const MAX_CELLS = 4;
+// Replies to tmux's own queries (device attributes, cursor reports, focus) are not a person typing.
+const REPLY = /^(\x1b\[[?>]?[\d;]*[cRn]|\x1bP[\s\S]*\x1b\\|\x1b\][\s\S]*(\x07|\x1b\\)|\x1b\[[IO]|\x1b\[\?[\d;]*\$y)$/;
+const ALT_SCREEN = (p) => p.length > 0 && p.every((x) => [47, 1047, 1049].includes(x));
+
+export const grid = {
+  cells: [],
+  focused: null,
+  onFocus: [],      // (cell) => … after the focused cell changes
+  onLeave: null,    // () => … Ctrl+] in a terminal: where the keyboard goes
+};
+
+export class TermCell {
+  constructor(id) {
+    this.id = id;
+    this.lastUserEventAt = 0;
+    this.socket = null;
+    this.title = el("button", { class: "cell-title", type: "button", title: "Focus this terminal" }, id);
+    this.state = el("span", { class: "cell-state" });
+    this.lock = el("button", { class: "quiet cell-lock", type: "button", "aria-pressed": "false",
+      "aria-keyshortcuts": "l" }, "Lock");
+    this.close = el("button", { class: "quiet cell-close", type: "button", "aria-label": `Detach from ${id}`,
+      title: "Detach (x)", "aria-keyshortcuts": "x" }, "×");
+    this.body = el("div", { class: "cell-term", role: "region", "aria-label": `Terminal of ${id}; Ctrl+] leaves it` });
+    this.note = el("p", { class: "cell-note note" });
+    this.node = el("article", { class: "cell", "data-shell": id, "aria-label": `Terminal of ${id}` },
+      el("header", { class: "cell-head" }, this.title, this.state, this.lock, this.close), this.body, this.note);
+    this.title.onclick = () => { grid.focus(this); this.term.focus(); };
+    this.lock.onclick = () => toggleLock(this.id);
+    this.close.onclick = () => removeCell(this.id);
+    this.node.addEventListener("mousedown", () => grid.focus(this), true);
+    this.node.addEventListener("focusin", () => grid.focus(this));
+  }
+
+  mount(parent) {
+    parent.append(this.node);
+    const term = new Terminal({
+      cursorBlink: true, scrollback: 10000, convertEol: false, allowProposedApi: true,
+      fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, monospace', fontSize: 13,
+      theme: { background: "#000000" },
+    });
+    this.fit = new FitAddon.FitAddon();
+    this.search = new SearchAddon.SearchAddon();
+    term.loadAddon(this.fit);
+    term.loadAddon(this.search);
+    term.loadAddon(new WebLinksAddon.WebLinksAddon());
+    term.open(this.body);
+    // tmux switches the outer terminal to the alternate screen, which has no scrollback; stay on the
+    // normal screen so lines tmux scrolls off the top land in xterm's scrollback.
+    term.parser.registerCsiHandler({ prefix: "?", final: "h" }, ALT_SCREEN);
+    term.parser.registerCsiHandler({ prefix: "?", final: "l" }, ALT_SCREEN);
+    const mark = () => { this.lastUserEventAt = performance.now(); };
+    term.attachCustomKeyEventHandler((ev) => {
+      if (ev.type === "keydown" && ev.ctrlKey && ev.key === "]") { if (grid.onLeave) grid.onLeave(this); return false; }
+      mark(); return true;
+    });
+    this.body.addEventListener("paste", mark, true);
+    this.body.addEventListener("mousedown", mark, true);
+    term.onData((d) => this.send(d, false));
+    term.onBinary((d) => this.send(d, true));
+    term.onResize(({ cols, rows }) => this.sendSize(cols, rows));
+    new ResizeObserver(() => { if (this.node.isConnected) this.fit.fit(); }).observe(this.body);
+    this.term = term;
+    this.connect();
+  }
+
+  send(data, binary) {
+    const ws = this.socket;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return;
+    const typed = performance.now() - this.lastUserEventAt < 1000 && !REPLY.test(data);
+    ws.send(JSON.stringify({ type: "input", data, binary: !!binary, typed }));
+  }
+
+  sendSize(cols, rows) {
+    const ws = this.socket;
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols, rows }));
+  }
+
+  connect() {
+    const term = this.term;
+    term.reset();
+    this.fit.fit();
+    this.node.classList.remove("closed");
+    this.note.textContent = "attaching…";
+    const ws = new WebSocket(`${wsBase()}/ws/term/${encodeURIComponent(this.id)}?cols=${term.cols}&rows=${term.rows}`);
+    ws.binaryType = "arraybuffer";
+    this.socket = ws;
+    ws.onopen = () => {
+      // The layout may have settled (and the terminal been refitted) while the socket opened: a
+      // resize then went nowhere, and tmux would draw for the old size, the cursor off by rows.
+      this.fit.fit();
+      this.sendSize(term.cols, term.rows);
+      this.note.textContent = "attached: typing goes to the shell · Ctrl+] leaves the terminal";
+      if (grid.focused === this) term.focus();
+    };
+    ws.onmessage = (ev) => {
+      if (typeof ev.data !== "string") { term.write(new Uint8Array(ev.data)); return; }
+      const msg = JSON.parse(ev.data);
+      if (msg.type === "exit" || msg.type === "error") { this.note.textContent = msg.message; this.node.classList.add("closed"); }
+    };
+    ws.onclose = (ev) => {
+      if (this.socket !== ws) return;
+      this.socket = null;
+      this.node.classList.add("closed");
+      if (ev.reason) this.note.textContent = ev.reason;
+      else if (!this.note.textContent.startsWith("shell")) this.note.textContent = "detached";
+    };
+  }
+
+  render(row) {
+    const label = row && row.label && row.label !== this.id ? row.label : "";
+    this.title.textContent = label ? `${this.id} · ${label}` : this.id;
+    // A person's lock has its own badge (who holds it): "locked" would say it twice.
+    const hidden = new Set(["unlocked", "attached", ...(row && row.lockedBy ? ["locked"] : [])]);
+    const badges = row ? [el("span", { class: "badge host" }, row.host), ...row.states.filter((s) => !hidden.has(s))
+      .map((s) => el("span", { class: `badge ${s}` }, s))] : [];
+    if (row && row.lockedBy) badges.push(el("span", { class: "badge locked", title: row.lockReason || "" }, `lock: ${row.lockedBy}`));
+    this.state.replaceChildren(...badges);
+    const locked = !!(row && row.lockedBy);
+    this.lock.textContent = locked ? "Unlock" : "Lock";
+    this.lock.setAttribute("aria-pressed", locked ? "true" : "false");
+    this.lock.setAttribute("aria-label", `${locked ? "Unlock" : "Lock"} ${this.id}`);
+  }
+
+  dispose() {
+    if (this.socket) { const ws = this.socket; this.socket = null; ws.close(1000, "detach"); }
+    if (this.term) this.term.dispose();
+    this.node.remove();
+  }
+}
+
+grid.focus = function (cell) {
+  if (!cell || grid.focused === cell) return;
+  grid.focused = cell;
+  for (const c of grid.cells) c.node.classList.toggle("focused", c === cell);
+  window.tetherTerm = cell.term;  // for the browser tests and the curious
+  for (const fn of grid.onFocus) fn(cell);
+};
+
+export const cellOf = (id) => grid.cells.find((c) => c.id === id);
+export const shownIds = () => grid.cells.map((c) => c.id);
+
+/* Make the grid show exactly ``ids`` (in order), keeping cells that stay. */
+export function showCells(ids) {
+  ids = [...new Set(ids)].slice(0, MAX_CELLS);
+  for (const c of [...grid.cells]) if (!ids.includes(c.id)) { c.dispose(); grid.cells.splice(grid.cells.indexOf(c), 1); }
+  const host = $("#grid");
+  for (const id of ids) {
+    let c = cellOf(id);
+    if (!c) { c = new TermCell(id); grid.cells.push(c); c.mount(host); c.render(shellById(id)); }
+    host.append(c.node);  // DOM order = ids order
+  }
+  grid.cells.sort((a, b) => ids.indexOf(a.id) - ids.indexOf(b.id));
+  host.className = `grid n${Math.max(1, grid.cells.length)}`;
+  $("#work").hidden = grid.cells.length === 0;
+  if (!grid.cells.includes(grid.focused)) { grid.focused = null; if (grid.cells.length) grid.focus(grid.cells[grid.cells.length - 1]); }
+  list.selected = new Set(ids);
+  window.tetherTerms = Object.fromEntries(grid.cells.map((c) => [c.id, c.term]));
+  for (const c of grid.cells) requestAnimationFrame(() => c.fit.fit());
+}
+
+const setHash = (ids) => { location.hash = ids.length ? `#/shells/${ids.join(",")}` : "#/shells"; };
+
+/* Open ``id`` in the focused cell's place (or alone when only one is shown). */
+export function openCell(id) {
+  const ids = shownIds();
+  if (ids.includes(id)) { grid.focus(cellOf(id)); cellOf(id).term.focus(); return; }
+  if (ids.length <= 1) setHash([id]);
+  else { ids[ids.indexOf(grid.focused.id)] = id; setHash(ids); }
+}
+
+export function addCell(id) {
+  const ids = shownIds();
+  if (ids.includes(id)) { grid.focus(cellOf(id)); return; }
+  if (ids.length >= MAX_CELLS) { act("Add to grid", async () => { throw new Error(`the grid holds ${MAX_CELLS} terminals; detach one first (x)`); }); return; }
+  setHash([...ids, id]);
+}
+
+export function removeCell(id) { setHash(shownIds().filter((x) => x !== id)); }
+
+export function toggleLock(id) {
+  const s = shellById(id);
+  const unlocking = !!(s && s.lockedBy);
+  return act(unlocking ? "Unlock" : "Lock", () => api("POST", `shells/${id}/${unlocking ? "unlock" : "lock"}`, {}));
+}
+
+list.listeners.push(() => { for (const c of grid.cells) c.render(shellById(c.id)); });

@@ -1,0 +1,128 @@
+/* The live shell list: pushed over /panel/ws/events (what shell_state reports), filtered here. */
+import { $, $$, basePath, el, fmtIdle, wsBase } from "./util.js";
+
+export const list = {
+  shells: [],        // rows pushed by the server
+  skewMs: 0,         // server clock minus ours, so idle times count from the server's view
+  selected: new Set(),
+  listeners: [],     // called after every push: (shells) => …
+};
+
+export const shellById = (id) => list.shells.find((s) => s.id === id);
+
+export function connectEvents(delay = 500) {
+  const live = $("#live");
+  const ws = new WebSocket(`${wsBase()}/ws/events`);
+  ws.onopen = () => { live.textContent = "live"; live.className = "live ok"; delay = 500; };
+  ws.onmessage = (ev) => {
+    const msg = JSON.parse(ev.data);
+    if (msg.type === "shells") {
+      list.shells = msg.shells;
+      list.skewMs = msg.now - Date.now();
+      renderShells();
+      for (const fn of list.listeners) fn(list.shells);
+    } else if (msg.type === "error") {
+      live.textContent = `list unavailable: ${msg.message}`; live.className = "live down";
+    }
+  };
+  ws.onclose = (ev) => {
+    live.textContent = ev.code === 1008 ? "signed out" : "reconnecting…";
+    live.className = "live down";
+    if (ev.code === 1008) { location.href = `${basePath()}/login`; return; }
+    setTimeout(() => connectEvents(Math.min(delay * 2, 8000)), delay);
+  };
+}
+
+function matches(s) {
+  const owner = $("#f-owner").value, st = $("#f-state").value, host = $("#f-host").value;
+  const text = $("#f-text").value.trim().toLowerCase();
+  if (owner && s.owner !== owner) return false;
+  if (st && !s.states.includes(st)) return false;
+  if (host && s.host !== host) return false;
+  if (text) {
+    const last = s.lastCommand ? s.lastCommand.text : "";
+    const hay = [s.id, s.label, s.fg, s.cwd, s.ownerId, s.client || "", s.host, last].join(" ").toLowerCase();
+    if (!hay.includes(text)) return false;
+  }
+  return true;
+}
+
+export const idleOf = (s) => (s.lastActivityMs ? Date.now() + list.skewMs - s.lastActivityMs : s.idleMs);
+
+function renderHosts() {
+  const sel = $("#f-host");
+  const hosts = [...new Set(list.shells.map((s) => s.host))].sort();
+  const have = $$("option", sel).slice(1).map((o) => o.value);
+  if (hosts.join() === have.join()) return;
+  const current = sel.value;
+  sel.replaceChildren(el("option", { value: "" }, "any"), ...hosts.map((h) => el("option", { value: h }, h)));
+  sel.value = hosts.includes(current) ? current : "";
+}
+
+function ownerCell(s) {
+  const who = s.owner === "conversation" ? (s.client || "conversation") : s.owner;
+  const sub = s.owner === "conversation" ? s.ownerId : null;
+  return el("td", { title: s.owner === "conversation" ? `conversation ${s.ownerId}${s.client ? ` (${s.client})` : ""}` : s.owner },
+    el("span", { class: "sub", style: "color:inherit;font-size:inherit" }, who), sub ? el("span", { class: "sub mono" }, sub) : null);
+}
+
+export function renderShells() {
+  renderHosts();
+  const body = $("#shells tbody");
+  const rows = list.shells.filter(matches);
+  const total = list.shells.length;
+  $("#shell-count").textContent = `(${rows.length}${rows.length !== total ? ` of ${total}` : ""})`;
+  $("#no-shells").hidden = rows.length > 0;
+  const active = document.activeElement;
+  const keep = active && active.closest && active.closest("#shells tbody") ? [active.dataset.shell, active.className] : null;
+  body.replaceChildren(...rows.map((s) => {
+    const label = s.label && s.label !== s.id ? s.label : "";
+    const open = el("button", { class: "open-btn", type: "button", "data-shell": s.id,
+      "aria-label": `Open terminal of ${s.id}${label ? " " + label : ""}`, "aria-keyshortcuts": "Enter" }, s.id);
+    const add = el("button", { class: "quiet add-btn", type: "button", "data-shell": s.id, "data-add": "1",
+      title: "Add to the grid (+)", "aria-label": `Add ${s.id} to the terminal grid`, "aria-keyshortcuts": "+" }, "+");
+    const last = s.lastCommand;
+    const cmd = last ? `${last.text}` : (s.fg || "—");
+    return el("tr", { "data-id": s.id, "aria-selected": list.selected.has(s.id) ? "true" : "false" },
+      el("td", {}, open, add, label ? el("span", { class: "sub" }, label) : null,
+        el("span", { class: "badge host", title: `host ${s.host}` }, s.host)),
+      ownerCell(s),
+      el("td", {}, s.states.filter((x) => x !== "unlocked" && !(x === "locked" && s.lockedBy))
+        .map((x) => el("span", { class: `badge ${x}` }, x)),
+        s.lockedBy ? el("span", { class: "badge locked", title: `locked by ${s.lockedBy}${s.lockReason ? ": " + s.lockReason : ""}; agents are refused` },
+          `lock: ${s.lockedBy}`) : null),
+      el("td", {}, el("span", { class: "sub mono", style: "color:inherit", title: cmd }, cmd),
+        el("span", { class: "sub mono", title: s.cwd }, s.cwd || "")),
+      el("td", { class: "idle mono", "data-id": s.id }, fmtIdle(idleOf(s))));
+  }));
+  if (keep) {
+    const again = $$(`#shells tbody [data-shell="${keep[0]}"]`).find((b) => b.className === keep[1]);
+    if (again) again.focus();
+  }
+}
+
+setInterval(() => {  // idle times tick between pushes
+  for (const cell of $$("#shells td.idle")) {
+    const s = shellById(cell.dataset.id);
+    if (s) cell.textContent = fmtIdle(idleOf(s));
+  }
+}, 1000);
+
+/* Move the keyboard focus to the next (+1) or previous (-1) shell of the list. */
+export function moveInList(step) {
+  const buttons = $$("#shells tbody .open-btn");
+  if (!buttons.length) return;
+  const at = buttons.indexOf(document.activeElement.closest ? document.activeElement.closest("tr")?.querySelector(".open-btn") : null);
+  const next = at < 0 ? (step > 0 ? 0 : buttons.length - 1) : Math.max(0, Math.min(buttons.length - 1, at + step));
+  buttons[next].focus();
+}
+
+export function bindList({ open, add }) {
+  for (const id of ["#f-owner", "#f-state", "#f-host", "#f-text"]) $(id).addEventListener("input", renderShells);
+  $("#filters").onsubmit = (ev) => ev.preventDefault();
+  $("#shells tbody").addEventListener("click", (ev) => {
+    const tr = ev.target.closest("tr");
+    if (!tr) return;
+    if (ev.target.closest("[data-add]")) add(tr.dataset.id); else open(tr.dataset.id);
+  });
+}

@@ -1,0 +1,134 @@
+"""Every action without a mouse: the ? overlay lists the shortcuts, and a person drives the panel
+with the keyboard alone — filter, open, type, leave, lock, timeline, search, views."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from browser import chromium, panel_page, screenshot, wait_terminal_contains
+from panel_harness import TOKEN, agent, open_shells, run_in, serving_tools
+from playwright.async_api import Page
+
+from hang import HANG_S
+from tether.panel.app import login_url
+
+
+async def _active(page: Page) -> str:
+    found: str = await page.evaluate(
+        "() => { const a = document.activeElement; return a.id || a.dataset.shell || a.className; }"
+    )
+    return found
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(150)
+async def test_the_panel_without_a_mouse(tether_home: Path) -> None:
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        shell, other = await open_shells(client, 2, cols=90, rows=20)
+        assert (await run_in(client, shell, "echo from-the-agent"))["exitCode"] == 0
+        await page.locator(f'#shells tr[data-id="{other}"]').wait_for()
+
+        await page.keyboard.press("?")
+        help_text = await page.locator("#help-dialog[open]").inner_text()
+        for action in (
+            "filter the shell list",
+            "lock or unlock",
+            "command timeline",
+            "search the focused",
+            "copy the terminal",
+            "recordings",
+            "add the shell",
+            "type into terminal 2",
+            "go to the audit log",
+            "show this list",
+        ):
+            assert action in help_text, help_text
+        await screenshot(page, "keyboard-help")
+        await page.keyboard.press("Escape")
+        await page.locator("#help-dialog[open]").wait_for(state="detached")
+
+        # Filter the list to one shell, move to it, open it, type into it, leave it.
+        await page.keyboard.press("/")
+        assert await _active(page) == "f-text"
+        await page.keyboard.type(shell)
+        await page.keyboard.press("Escape")
+        await page.keyboard.press("j")
+        assert await _active(page) == shell
+        await page.keyboard.press("Enter")
+        await wait_terminal_contains(page, "from-the-agent", shell=shell)
+        await page.wait_for_function(
+            "() => document.activeElement.classList.contains('xterm-helper-textarea')"
+        )
+        await page.keyboard.type("echo by-keyboard")
+        await page.keyboard.press("Enter")
+        await wait_terminal_contains(page, "by-keyboard", shell=shell)
+        await page.keyboard.press("Control+BracketRight")
+        assert await _active(page) == shell  # back on its row in the list
+
+        # Lock (l) and unlock it again.
+        await page.keyboard.press("l")
+        await page.locator(f'.cell[data-shell="{shell}"] .cell-lock[aria-pressed="true"]').wait_for()
+        await page.keyboard.press("l")
+        await page.locator(f'.cell[data-shell="{shell}"] .cell-lock[aria-pressed="false"]').wait_for()
+
+        # The timeline (t), its commands reachable with arrows and Enter; then search (f).
+        await page.keyboard.press("t")
+        row = page.locator("#timeline tbody tr").first
+        await row.wait_for()
+        with anyio.fail_after(HANG_S):  # the person's command arrives with the next push of the list
+            while "by-keyboard" not in await row.inner_text():
+                await anyio.sleep(0.05)
+        await row.focus()
+        await page.keyboard.press("ArrowDown")
+        assert "from-the-agent" in await page.evaluate("() => document.activeElement.textContent")
+        await page.keyboard.press("Enter")
+        await page.locator("#output-view:not([hidden])").wait_for()
+        await page.keyboard.press("Escape")  # leaves the drawer for the terminal
+        await page.locator("#drawer").wait_for(state="hidden")
+        await page.keyboard.press("Control+BracketRight")
+        await page.keyboard.press("f")
+        assert await _active(page) == "search-q"
+        await page.keyboard.type("by-keyboard")
+        await page.keyboard.press("Enter")
+        await page.wait_for_function(
+            "() => document.querySelector('#search-note').textContent.startsWith('match 1')"
+        )
+
+        # Add the other shell to the grid (+ on its row) and switch terminals by number.
+        await page.keyboard.press("Escape")
+        await page.keyboard.press("/")
+        await page.keyboard.press("Control+A")
+        await page.keyboard.press("Backspace")
+        await page.keyboard.press("Escape")
+        for _ in range(2):  # the list is in id order: the other shell is first or second
+            await page.keyboard.press("j")
+            if await _active(page) == other:
+                break
+        assert await _active(page) == other
+        await page.keyboard.press("+")
+        await page.locator("#grid.n2").wait_for()
+        await page.keyboard.press("Control+BracketRight")
+        await page.keyboard.press("1")
+        await page.locator(f'.cell.focused[data-shell="{shell}"]').wait_for()
+        await page.keyboard.press("Control+BracketRight")
+        await page.keyboard.press("2")
+        await page.locator(f'.cell.focused[data-shell="{other}"]').wait_for()
+
+        # Views: g a (audit), g v (vault), g s (back to the shells, the grid as it was).
+        await page.keyboard.press("Control+BracketRight")
+        await page.keyboard.press("g")
+        await page.keyboard.press("a")
+        await page.locator("#view-audit:not([hidden])").wait_for()
+        await page.keyboard.press("g")
+        await page.keyboard.press("v")
+        await page.locator("#view-vault:not([hidden])").wait_for()
+        await page.keyboard.press("g")
+        await page.keyboard.press("s")
+        await page.locator("#grid.n2").wait_for()
