@@ -123,8 +123,13 @@ async def home_shells(tether_home: Path) -> AsyncIterator[Shells]:
         await shells.close()
 
 
+_WATCHED = frozenset({b"tmux", b"sshd", b"ssh"})
+
+
 def _stale_tmux(base: Path) -> list[tuple[int, str]]:
-    """tmux processes (servers and clients) on a socket under this run's temporary directory."""
+    """tmux processes (servers and clients) on a socket under this run's temporary directory, and
+    the remote-host tests' loopback sshd listeners and ssh masters (``sshd: … -f BASE/…``,
+    ``ssh: BASE/…/ssh/NAME [mux]``: both retitle themselves, so the program is argv[0]'s first word)."""
     found = []
     for entry in _listdir("/proc"):
         if not entry.isdigit():
@@ -133,14 +138,15 @@ def _stale_tmux(base: Path) -> list[tuple[int, str]]:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv and argv[0].endswith(b"tmux") and any(str(base).encode() in a for a in argv):
+        program = os.path.basename(argv[0].split(b" ")[0].rstrip(b":")) if argv else b""
+        if program in _WATCHED and any(str(base).encode() in a for a in argv):
             found.append((int(entry), b" ".join(argv).decode("utf-8", "replace")[:120]))
     return found
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Nothing outlives the tests: a tmux server or client left on a test's socket fails the run
-    (and is ended, so it does not outlive the run either)."""
+    """Nothing outlives the tests: a tmux server or client left on a test's socket, or a test's sshd
+    or ssh master, fails the run (and is ended, so it does not outlive the run either)."""
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None or os.environ.get("PYTEST_XDIST_WORKER"):
         return
@@ -151,5 +157,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             os.kill(pid, 9)
     if stale:
         lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in stale)
-        print(f"\nstale tmux processes after the tests (ended now):\n{lines}")
+        print(f"\nstale tmux/ssh processes after the tests (ended now):\n{lines}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

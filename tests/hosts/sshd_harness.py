@@ -30,10 +30,21 @@ from tether.process.tree import reap_adopted
 
 SSHD = "/usr/sbin/sshd"
 PORTS = range(9700, 9800)
+_SLICE = 20  # ports per pytest-xdist worker: two workers never probe the same port at once
+
+
+def _ports() -> range:
+    """This process's share of 9700-9799: a pytest-xdist worker ``gwN`` gets its own slice (a port
+    found free by one worker could otherwise be taken by another before its sshd binds it)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    n = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else -1
+    if 0 <= n < len(PORTS) // _SLICE:
+        return range(PORTS.start + n * _SLICE, PORTS.start + (n + 1) * _SLICE)
+    return PORTS
 
 
 def free_port(taken: set[int]) -> int:
-    for port in PORTS:
+    for port in _ports():
         if port in taken:
             continue
         with socket.socket() as s:
@@ -42,7 +53,7 @@ def free_port(taken: set[int]) -> int:
             except OSError:
                 continue
         return port
-    raise RuntimeError("no free port in 9700-9799 for a test sshd")
+    raise RuntimeError(f"no free port in {_ports().start}-{_ports().stop - 1} for a test sshd")
 
 
 def _descendants(pid: int) -> list[int]:
