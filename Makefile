@@ -8,7 +8,7 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-SYSTEM := tmux bubblewrap strace chromium nodejs npm procps git ca-certificates
+SYSTEM := tmux bubblewrap strace chromium nodejs npm procps git ca-certificates openssh-server openssh-client
 # The default interpreter makes .venv; the smoke subset also runs on the others.
 PYTHON         ?= python3
 SMOKE_PYTHONS  ?= 3.11 3.12 3.13

@@ -9,6 +9,10 @@ hook there (pyenv-virtualenv's forks ``stat`` at every prompt, ≈2.5 ms on a lo
 is the user's cost, and a run waits for the prompt before it returns. ``TETHER_BENCH_USER_RC=1``
 keeps the real ``HOME`` to measure with the user's start-up file.
 
+A loopback SSH host (Debian's sshd on 127.0.0.1, started here as in the tests) gives the remote
+figures: the warm ``echo hi`` round trip on a shell there as a ratio to a local shell measured in
+the same run (budget ≤ 3×), and what reconnecting costs after the shared connection was killed.
+
 Run: .venv/bin/python bench/sessions.py
 """
 
@@ -17,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -27,11 +33,17 @@ from typing import Any
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "hosts"))
+from sshd_harness import SSHD, RemoteHosts  # the tests' loopback sshd
+
 from tether import shells as sh
 from tether.config import load_config
 from tether.shells import Output, Safety, Shells, Wait, Write
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
+
+HAVE_SSHD = os.path.exists(SSHD)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -70,15 +82,68 @@ def wait_for_baseline(sock: Path, shell: str, n: int) -> list[float]:
     return out
 
 
+async def remote_figures(engine: Shells, hosts: RemoteHosts, local: list[float]) -> None:
+    """The warm round trip on the loopback SSH host against the local one, and reconnecting."""
+    rec, _ = await sh.open_shell(
+        engine, owner="bench", label="far", cwd="/tmp", cols=120, rows=32, idle_minutes=None, host_name="loop"
+    )
+    for _ in range(20):
+        await echo_once(engine, rec.id)
+    far = []
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        far.append(await echo_once(engine, rec.id))
+    p50, base = statistics.median(far), statistics.median(local)
+    print(
+        f"echo hi on the loopback SSH host: p50 {p50:.2f} ms  p99 {pct(far, 0.99):.2f} ms  "
+        f"ratio {p50 / base:.2f}x a local shell ({base:.2f} ms, same run; budget ≤ 3x)"
+    )
+    again = []
+    for _ in range(5):
+        # A call that raced the kill ends with "connection lost" and the reconnect finishes behind
+        # it: measure from a settled connection (a bench may poll; tests may not).
+        pid = hosts.ssh_check("loop")
+        while pid is None:
+            await asyncio.sleep(0.05)
+            await echo_once(engine, rec.id)
+            pid = hosts.ssh_check("loop")
+        t = time.perf_counter()
+        os.kill(pid, signal.SIGKILL)
+        await echo_once(engine, rec.id)  # notices the loss, reconnects, resumes the log, runs
+        again.append((time.perf_counter() - t) * 1000)
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            await echo_once(engine, rec.id)
+    warm = []
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        warm.append(await echo_once(engine, rec.id))
+    print(
+        f"reconnecting: echo hi right after the shared connection was killed p50 "
+        f"{statistics.median(again):.0f} ms  max {max(again):.0f} ms (a new master, the probe, three "
+        f"channels, the log resumed); warm again afterwards p50 {statistics.median(warm):.2f} ms"
+    )
+
+
 async def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="thb", dir="/tmp"))
-    (home / "config.toml").write_text("[sessions]\nmax_sessions = 64\n")  # room for the 50-shell figure
+    settings = "[sessions]\nmax_sessions = 64\n"  # room for the 50-shell figure
+    (home / "config.toml").write_text(settings)
+    bare = home / "bare-home"
     if os.environ.get("TETHER_BENCH_USER_RC") != "1":
-        (home / "bare-home").mkdir()
-        os.environ["HOME"] = str(home / "bare-home")  # the shells inherit it: no ~/.bashrc prompt hooks
+        bare.mkdir()
+        os.environ["HOME"] = str(bare)  # the shells inherit it: no ~/.bashrc prompt hooks
         print("shells start with an empty HOME (no ~/.bashrc); TETHER_BENCH_USER_RC=1 keeps yours")
     else:
         print(f"shells read {os.environ.get('HOME', '~')}/.bashrc (its prompt hooks run after every command)")
+    hosts: RemoteHosts | None = None
+    if HAVE_SSHD:
+        hosts = RemoteHosts(home, Path(tempfile.mkdtemp(prefix="thr", dir="/tmp")))
+        hosts.extra_config = settings
+        # The remote shells get the same HOME as the local ones (sshd would set the account's).
+        hosts.add("loop", sshd_extra=(f"SetEnv HOME={bare}",) if bare.exists() else ())
+    else:
+        print(f"no {SSHD}: the loopback SSH host figures are skipped (make installs openssh-server)")
     catalog = build_catalog(load_config(home), with_jobs=False)
     assert catalog.shell_tools is not None
     registry = catalog.registry
@@ -206,8 +271,12 @@ async def main() -> None:
         print(
             f"idle process holding {live} shells: RSS {me.memory_info().rss / 2**20:.1f} MiB, CPU {cpu:.1f}% over 5 s"  # noqa: E501
         )
+        if hosts is not None:
+            await remote_figures(engine, hosts, ours)
     finally:
         await catalog.aclose()
+        if hosts is not None:
+            hosts.close()
         subprocess.run(["tmux", "-S", str(home / "tmux.sock"), "kill-server"], check=False)  # noqa: ASYNC221
 
 

@@ -74,20 +74,29 @@ def _ppid(pid: int) -> int | None:
     return int(raw[raw.rfind(b")") + 2 :].split()[1])
 
 
+def _running(pid: int) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return raw[raw.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
 def _reap_ours(pids: set[int], deadline_s: float = 3.0) -> None:
     """Once pytest is a subreaper (the process layer makes it one), the daemonized tmux server and,
     when it dies, every process it leaves behind are handed to us: collect them, or each test
     leaves zombies of pytest. Only these pids are waited for (never a child other code awaits),
     and never past the deadline. A pid adopted by another subreaper (a ``tether mcp`` child still
-    running) is its business."""
+    running) is its business to collect, but it is waited for until it has ended: a server that
+    is not our child (pytest is no subreaper yet) still runs its exit when ``kill-server`` returns."""
     me = os.getpid()
     deadline = time.monotonic() + deadline_s
     waiting = set(pids)
     while waiting and time.monotonic() < deadline:
         for pid in list(waiting):
             parent = _ppid(pid)
-            if parent is None or (parent != me and parent not in waiting):
-                waiting.discard(pid)  # gone, or someone else's to collect
+            if parent is None or (parent != me and parent not in waiting and not _running(pid)):
+                waiting.discard(pid)  # gone, or ended and someone else's to collect
             elif parent == me:
                 with contextlib.suppress(ChildProcessError):
                     if os.waitpid(pid, os.WNOHANG)[0] != pid:
@@ -122,8 +131,13 @@ def _zombie(pid: int) -> bool:
     return raw[raw.rfind(b")") + 2 :].split()[0] == b"Z"
 
 
+_WATCHED = frozenset({b"tmux", b"sshd", b"ssh"})
+
+
 def _stale_tmux(base: Path) -> list[tuple[int, str]]:
-    """tmux processes (servers and clients) on a socket under this run's temporary directory."""
+    """tmux processes (servers and clients) on a socket under this run's temporary directory, and
+    the remote-host tests' loopback sshd listeners and ssh masters (``sshd: … -f BASE/…``,
+    ``ssh: BASE/…/ssh/NAME [mux]``: both retitle themselves, so the program is argv[0]'s first word)."""
     found = []
     for entry in _listdir("/proc"):
         if not entry.isdigit():
@@ -134,14 +148,15 @@ def _stale_tmux(base: Path) -> list[tuple[int, str]]:
             continue
         if _zombie(int(entry)):
             continue  # dead already: its parent (init, for a daemon orphaned by its tether) reaps it
-        if argv and argv[0].endswith(b"tmux") and any(str(base).encode() in a for a in argv):
+        program = os.path.basename(argv[0].split(b" ")[0].rstrip(b":")) if argv else b""
+        if program in _WATCHED and any(str(base).encode() in a for a in argv):
             found.append((int(entry), b" ".join(argv).decode("utf-8", "replace")[:120]))
     return found
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Nothing outlives the tests: a tmux server or client left on a test's socket fails the run
-    (and is ended, so it does not outlive the run either)."""
+    """Nothing outlives the tests: a tmux server or client left on a test's socket, or a test's sshd
+    or ssh master, fails the run (and is ended, so it does not outlive the run either)."""
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None or os.environ.get("PYTEST_XDIST_WORKER"):
         return
@@ -152,5 +167,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             os.kill(pid, 9)
     if stale:
         lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in stale)
-        print(f"\nstale tmux processes after the tests (ended now):\n{lines}")
+        print(f"\nstale tmux/ssh processes after the tests (ended now):\n{lines}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

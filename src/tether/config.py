@@ -8,6 +8,10 @@ ones, so a typo never silently falls back to a default.
 ``audit/``, ``spill/``, ``logs/``, ``config.toml`` and ``token``. Pointing ``TETHER_HOME`` at a
 fresh directory isolates a test or a user completely.
 
+``[hosts.NAME]`` tables name other machines persistent shells may run on (over OpenSSH); each entry
+is checked whole at load (``HostSection``), so a bad entry stops tether from starting and the
+message names the host and the field.
+
 Sections owned by a feature module (``[guard]``, ``[sandbox]``) are validated by that module from
 ``Config.raw``; this module only checks that the section name is known.
 """
@@ -143,6 +147,144 @@ _TYPED: dict[str, type[Any]] = {
 # Sections validated by the module that owns them.
 _OWNED_ELSEWHERE = ("guard", "sandbox", "vault")
 
+_HOST_NAME_RE = r"[a-z0-9][a-z0-9_-]{0,31}"
+_SSH_OPTION_RE = r"([A-Za-z][A-Za-z0-9]*)\s*(?:=|\s)\s*(\S.*)"
+# ssh options tether sets itself (connection sharing, no prompts, strict host keys) or takes from
+# its own keys; a host entry may not override them.
+_OWNED_SSH_OPTIONS = {
+    "batchmode": "tether always sets BatchMode=yes (no prompt may block a call)",
+    "stricthostkeychecking": "tether always checks host keys against known_hosts (StrictHostKeyChecking=yes)",
+    "controlmaster": "tether shares one connection per host itself",
+    "controlpath": "tether keeps the shared connection's socket under $TETHER_HOME/ssh",
+    "controlpersist": "tether keeps the shared connection open itself",
+    "connecttimeout": "use the host's connect_timeout key",
+    "port": "use the host's port key",
+    "identityfile": "use the host's identity key",
+    "remotecommand": "tether chooses what runs on the host",
+    "requesttty": "tether chooses whether a terminal is requested",
+    "sessiontype": "tether chooses what runs on the host",
+    "stdinnull": "tether talks to the host over standard input",
+    "forkafterauthentication": "tether talks to the host over standard input",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSection:
+    """``[hosts.NAME]``: a machine reached with OpenSSH. ``ssh`` is any destination ``ssh`` accepts
+    (``~/.ssh/config`` applies); ``tether_home`` is the state directory on that machine."""
+
+    name: str
+    ssh: str
+    port: int | None = None
+    identity: str | None = None  # a private key file (``~`` expanded)
+    options: tuple[str, ...] = ()  # extra ``-o`` settings, as ``Name=value``
+    tether_home: str = "~/.tether"
+    connect_timeout: int = 10  # seconds
+
+
+_HOST_KEYS = ("ssh", "port", "identity", "options", "tether_home", "connect_timeout")
+
+
+def _host_section(name: str, table: object) -> HostSection:
+    import re  # here, not at the top: only a config with [hosts] needs it
+
+    where = f"config.toml: [hosts.{name}]"
+    if not re.fullmatch(_HOST_NAME_RE, name):
+        raise UsageError(
+            f"{where}: a host name is 1-32 characters of a-z, 0-9, '-' and '_', starting with a letter "
+            "or digit; rename the table"
+        )
+    if name == "local":
+        raise UsageError(f"{where}: 'local' is the implicit host (this machine); give the table another name")
+    if not isinstance(table, dict):
+        raise UsageError(f"{where} must be a table of settings ({', '.join(_HOST_KEYS)})")
+    unknown = sorted(set(table) - set(_HOST_KEYS))
+    if unknown:
+        raise UsageError(f"{where}: unknown setting {unknown[0]}; allowed: {', '.join(_HOST_KEYS)}")
+    ssh = table.get("ssh")
+    if ssh is None:
+        raise UsageError(
+            f"{where}.ssh is required: the destination ssh connects to (user@host or a Host alias)"
+        )
+    if (
+        not isinstance(ssh, str)
+        or not ssh
+        or len(ssh) > 255
+        or ssh.startswith("-")
+        or not ssh.isprintable()
+        or any(c.isspace() for c in ssh)
+    ):
+        raise UsageError(
+            f"{where}.ssh must be one ssh destination such as 'user@build.example.com' or a Host alias "
+            f"(no spaces, not starting with '-'); got {ssh!r}"
+        )
+    port = table.get("port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+        raise UsageError(f"{where}.port must be an integer from 1 to 65535; got {port!r}")
+    identity = table.get("identity")
+    if identity is not None:
+        if not isinstance(identity, str) or not identity.strip():
+            raise UsageError(f"{where}.identity must be the path of a private key file; got {identity!r}")
+        identity = str(Path(identity).expanduser())
+        if not Path(identity).is_file():
+            raise UsageError(f"{where}.identity: no key file at {identity}; give the path of an existing key")
+    return HostSection(
+        name=name,
+        ssh=ssh,
+        port=port,
+        identity=identity,
+        options=_host_options(where, table.get("options", [])),
+        tether_home=_host_home(where, table.get("tether_home", "~/.tether")),
+        connect_timeout=_host_timeout(where, table.get("connect_timeout", 10)),
+    )
+
+
+def _host_options(where: str, options: object) -> tuple[str, ...]:
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        raise UsageError(f'{where}.options must be a list of ssh settings such as ["ServerAliveInterval=15"]')
+    import re
+
+    out = []
+    for i, option in enumerate(options):
+        m = re.fullmatch(_SSH_OPTION_RE, option.strip())
+        if m is None or not option.isprintable():
+            raise UsageError(
+                f"{where}.options[{i}]: {option!r} is not an ssh setting; write Name=value "
+                '(as after ssh -o, e.g. "ProxyJump=bastion")'
+            )
+        owned = _OWNED_SSH_OPTIONS.get(m.group(1).lower())
+        if owned is not None:
+            raise UsageError(f"{where}.options[{i}]: {m.group(1)} cannot be set here: {owned}")
+        out.append(f"{m.group(1)}={m.group(2).strip()}")
+    return tuple(out)
+
+
+def _host_home(where: str, home: object) -> str:
+    if (
+        not isinstance(home, str)
+        or not home.isprintable()
+        or not (home.startswith(("/", "~/")) or home == "~")
+    ):
+        raise UsageError(
+            f"{where}.tether_home must be an absolute path or one under ~ on that machine "
+            f"(default '~/.tether'); got {home!r}"
+        )
+    return home.rstrip("/") or "/"
+
+
+def _host_timeout(where: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 300:
+        raise UsageError(
+            f"{where}.connect_timeout must be a whole number of seconds from 1 to 300; got {value!r}"
+        )
+    return value
+
+
+def _hosts(table: object) -> tuple[HostSection, ...]:
+    if not isinstance(table, dict):
+        raise UsageError("config.toml: [hosts] must hold one table per host: [hosts.NAME] with ssh = '…'")
+    return tuple(_host_section(name, entry) for name, entry in table.items())
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
@@ -154,6 +296,7 @@ class Config:
     sessions: SessionsSection = field(default_factory=SessionsSection)
     server: ServerSection = field(default_factory=ServerSection)
     approvals: ApprovalsSection = field(default_factory=ApprovalsSection)
+    hosts: tuple[HostSection, ...] = ()  # the machines besides this one (``local``)
     raw: dict[str, Any] = field(default_factory=dict)
 
     def section(self, name: str) -> dict[str, Any]:
@@ -205,9 +348,10 @@ def load_config(home: Path | None = None) -> Config:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise UsageError(f"config.toml at {path} cannot be read: {exc}") from exc
-    known = (*_TYPED, *_OWNED_ELSEWHERE)
+    known = (*_TYPED, *_OWNED_ELSEWHERE, "hosts")
     for name in raw:
         if name not in known:
             raise UsageError(f"config.toml: unknown section [{name}]; allowed: {', '.join(sorted(known))}")
     sections = {name: _build_section(name, cls, raw[name]) for name, cls in _TYPED.items() if name in raw}
-    return Config(home=home, raw=raw, **sections)
+    hosts = _hosts(raw["hosts"]) if "hosts" in raw else ()
+    return Config(home=home, raw=raw, hosts=hosts, **sections)

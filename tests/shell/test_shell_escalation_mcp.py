@@ -229,3 +229,17 @@ async def test_shell_open_offers_sandbox_fields_only_where_the_deployment_confin
         "require_escalated",
     ]
     assert confined["justification"]["type"] == "string"
+
+
+async def test_a_confining_deployment_opens_no_shell_on_a_remote_host(tether_home: Path, home: Path) -> None:
+    # The host is never dialled: the refusal comes before any connection (port 9 on loopback would
+    # refuse one anyway, and that error would name the connection instead).
+    (tether_home / "config.toml").write_text('[hosts.box]\nssh = "127.0.0.1"\nport = 9\n')
+    async with Client(params(tether_home, home, "--sandbox")) as client:
+        refused = await _open(client, host="box")
+        assert refused.is_error
+        task = (refused.structured_content or {})["tasks"][0]
+        assert task["errorCode"] == "REFUSED", task
+        assert "'box' cannot confine its shells" in task["error"] and "local host" in task["error"]
+        local = await _open(client)
+        assert not local.is_error, text_of(local)

@@ -52,6 +52,7 @@ def test_save_list_restore_delete(store: Store, tmp_path: Path) -> None:
         "cols": 120,
         "rows": 32,
         "idleMinutes": 30,
+        "host": "local",
     }
 
 
@@ -80,3 +81,9 @@ def test_name_of_64_characters(store: Store) -> None:
 def test_bad_shells(store: Store, shells: list[ShellDescriptor], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         WorkspaceStore(store).save("w", shells, actor="a")
+
+
+def test_a_descriptor_saved_before_hosts_opens_on_this_machine() -> None:
+    old = {"label": "web", "cwd": "/srv", "cols": 80, "rows": 24, "idleMinutes": None}
+    assert ShellDescriptor.from_json(old).host == "local"
+    assert ShellDescriptor.from_json({**old, "host": "build"}).to_json()["host"] == "build"

@@ -49,9 +49,10 @@ def _set_winsize(fd: int, cols: int, rows: int) -> None:
 
 def _client_env() -> dict[str, str]:
     # A tmux client needs only a terminal type; nothing of the panel's own environment (tokens,
-    # TMUX of an enclosing tmux) should reach the server through update-environment.
+    # TMUX of an enclosing tmux) should reach the server through update-environment. ssh (the
+    # client of a remote shell) also finds its keys through HOME and the agent's socket.
     env = {"TERM": "xterm-256color", "COLORTERM": "truecolor", "LANG": "C.UTF-8"}
-    for name in ("PATH", "HOME"):
+    for name in ("PATH", "HOME", "SSH_AUTH_SOCK"):
         if name in os.environ:
             env[name] = os.environ[name]
     return env

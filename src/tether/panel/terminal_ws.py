@@ -67,7 +67,11 @@ class TerminalEndpoint:
             await websocket.close(code=4404, reason=exc.message[:120])
             return
         try:
-            await self.calls.audit(action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}")
+            host = shells.host_name(shell_id)
+            where = "" if host == "local" else f" on host {host}"  # a remote shell's attach names its host
+            await self.calls.audit(
+                action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}{where}"
+            )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._pump_output, websocket, term, tg.cancel_scope)
                 await self._pump_input(websocket, term, shell_id)

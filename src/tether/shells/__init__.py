@@ -5,6 +5,8 @@ The face (everything a layer above may use; nothing reaches past it)::
     Shells                       the shells of one TETHER_HOME in this process (``Shells.get``)
     ShellHost, LocalHost         the seam: one tmux server and what tether needs of it
     Confinement                  a shell's sandbox, as its record carries it
+    SshHost, HostError,          a host on another machine (OpenSSH), and what it raises
+    ConnectionLost
     operations                   open_shell · revive · run · steps · retry · send · read ·
                                  shell_state_rows · manage_home · shell_kind · resolve_target ·
                                  check_capacity · follow / position · screen_text
@@ -29,6 +31,7 @@ from tether.shells.domain import Shells
 from tether.shells.exports import Recording, asciicast, command_output
 from tether.shells.guard.guard import Guard
 from tether.shells.host import ShellHost
+from tether.shells.hosts import ConnectionLost, HostError, HostUnsuitable, SshHost
 from tether.shells.hosts.confined import Confinement
 from tether.shells.hosts.local import LocalHost
 from tether.shells.ids import check_shell_id, is_shell_id
@@ -154,11 +157,14 @@ __all__ = [
     "CallNotes",
     "CloseAction",
     "Confinement",
+    "ConnectionLost",
     "DoctorAction",
     "Done",
     "ExpectKind",
     "Guard",
     "GuardBlockedError",
+    "HostError",
+    "HostUnsuitable",
     "IdleAction",
     "LocalHost",
     "LockMode",
@@ -199,6 +205,7 @@ __all__ = [
     "Showing",
     "SnapshotAction",
     "SnapshotListAction",
+    "SshHost",
     "StateName",
     "StateQuery",
     "Step",

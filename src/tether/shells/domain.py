@@ -19,15 +19,17 @@ from pathlib import Path
 from typing import ClassVar
 
 from tether.config import Config, ensure_home
-from tether.errors import NotFoundError, RefusedError
+from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.shell import SandboxSettings
 from tether.shells.host import ShellHost
+from tether.shells.hosts import HostError, remote_hosts
 from tether.shells.hosts.confined import Confinement, default_confinement
 from tether.shells.hosts.local import LocalHost
 from tether.shells.integration.events import EventScanner
 from tether.shells.integration.tracker import Activity, activity_of, last_activity
 from tether.shells.logs import log_size, read_range
 from tether.shells.records import Records, ShellRecord
+from tether.shells.safety.call_notes import note_host
 from tether.shells.safety.hooks import SessionHooks
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.waits import WaitEngine
@@ -63,9 +65,14 @@ class Shells:
         self.records = Records(self.store)
         self.hooks = hooks if hooks is not None else SessionHooks()
         self.local = LocalHost(config)
-        self.hosts: dict[str, ShellHost] = {"local": self.local}
+        self.hosts: dict[str, ShellHost] = {"local": self.local, **remote_hosts(config)}
+        # Hosts the latest look could not reach, with why (their shells are not live from here).
+        self.down: dict[str, HostError] = {}
         self._waits: dict[str, WaitEngine] = {name: WaitEngine(h) for name, h in self.hosts.items()}
         self.pending: dict[str, PendingRun] = {}
+        # Live shells without a record (opened by another state directory on a shared remote
+        # home): the host they were seen on.
+        self._unrecorded: dict[str, str] = {}
         # Per shell: its nonce (fixed for the shell's life, respawn included), and the phase read
         # so far with the scanner that continues from where it stopped: a phase costs the bytes
         # printed since the last look, not a scan of the log.
@@ -123,13 +130,48 @@ class Shells:
 
     # ---- hosts and panes ------------------------------------------------------------------------
 
-    def host_of(self, shell_id: str) -> ShellHost:
+    def host_name(self, shell_id: str) -> str:
+        """The name of the host a shell lives on (noted for the call's audit record)."""
         rec = self.records.shell(shell_id)
-        name = rec.host if rec is not None else "local"
+        name = rec.host if rec is not None else self._unrecorded.get(shell_id, "local")
+        note_host(shell_id, name)
+        return name
+
+    def host_of(self, shell_id: str) -> ShellHost:
+        name = self.host_name(shell_id)
         host = self.hosts.get(name)
         if host is None:
             raise NotFoundError(f"shell {shell_id} lives on host {name!r}, which is not configured here")
         return host
+
+    def check_host(self, name: str, path: str) -> ShellHost:
+        """The configured host ``name`` (``UsageError`` naming the configured ones)."""
+        host = self.hosts.get(name)
+        if host is None:
+            raise UsageError(
+                f"{path}: no host {name!r} is configured; configured hosts: {', '.join(sorted(self.hosts))} "
+                "(add others as [hosts.NAME] tables in config.toml)"
+            )
+        return host
+
+    async def _panes_everywhere(self) -> dict[str, dict[str, PaneInfo]]:
+        """Every host's panes, asked of all hosts at once; a host that cannot be reached is
+        recorded in ``down`` (with why) and lists nothing."""
+        hosts = list(self.hosts.values())
+        found = await asyncio.gather(*(h.panes() for h in hosts), return_exceptions=True)
+        out: dict[str, dict[str, PaneInfo]] = {}
+        for host, panes in zip(hosts, found, strict=True):
+            if isinstance(panes, HostError):
+                self.down[host.name] = panes
+                continue
+            if isinstance(panes, BaseException):
+                raise panes
+            self.down.pop(host.name, None)
+            out[host.name] = panes
+            for shell_id in panes:
+                if host.name != "local":
+                    self._unrecorded[shell_id] = host.name
+        return out
 
     def waits(self, host: ShellHost) -> WaitEngine:
         return self._waits[host.name]
@@ -138,15 +180,15 @@ class Shells:
         """Every live shell on every host, fresh from tmux (a pane whose shell ended is kept by
         tmux, with its exit status, until the idle sweep removes it: it is not live)."""
         found: dict[str, PaneInfo] = {}
-        for host in self.hosts.values():
-            found.update({k: p for k, p in (await host.panes()).items() if not p.dead})
+        for panes in (await self._panes_everywhere()).values():
+            found.update({k: p for k, p in panes.items() if not p.dead})
         return found
 
     async def ended(self) -> dict[str, PaneInfo]:
         """Panes whose shell has ended (tmux keeps them with their exit status)."""
         found: dict[str, PaneInfo] = {}
-        for host in self.hosts.values():
-            found.update({k: p for k, p in (await host.panes()).items() if p.dead})
+        for panes in (await self._panes_everywhere()).values():
+            found.update({k: p for k, p in panes.items() if p.dead})
         return found
 
     async def pane(self, shell_id: str) -> tuple[ShellHost, PaneInfo]:

@@ -7,7 +7,9 @@ foreground, the pane's process tree, CPU time, whether the terminal reads a line
 (``open``, ``run``, ``read`` …) take a host and never reach past these methods.
 
 A host is built once per process and ``TETHER_HOME`` and started on the event loop that uses it;
-``close`` ends its control client and watcher (the shells themselves live on in tmux).
+``close`` ends its control client and watcher (the shells themselves live on in tmux). A host on
+another machine may be unreachable: its methods then raise ``HostError`` (``hosts.ssh_conn``), and
+a wait that was following it when its connection dropped ends (``check_connection``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tether.errors import NotFoundError
+from tether.errors import NotFoundError, RefusedError
 from tether.shell import ShellSandboxInfo
-from tether.shells.hosts.confined import Confinement, refuse_unconfinable
 from tether.shells.logs import LogWatcher, log_path
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import ControlClient, SessionError
+
+if TYPE_CHECKING:  # hosts/ implements this seam: at run time it imports this module, not back
+    from tether.shells.hosts.confined import Confinement
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +71,20 @@ class ShellHost(ABC):
     async def close(self) -> None:
         self.watcher.close()
         await self.control.close()
+
+    async def connect(self) -> None:
+        """Reach the host now (a remote host tries again even after a recent failure); raises the
+        host's error when it cannot be reached. This machine is always reachable."""
+        return
+
+    def connection_mark(self) -> int:
+        """A number that changes whenever the host's connection drops (0: it never does)."""
+        return 0
+
+    def check_connection(self, mark: int) -> None:
+        """Raise (``ConnectionLost``) if the connection dropped since ``mark`` was taken: a wait
+        following the host's output cannot know what it missed."""
+        return
 
     # ---- panes ----------------------------------------------------------------------------------
 
@@ -123,13 +142,26 @@ class ShellHost(ABC):
         await self.control.run(*commands.kill_session(shell_id))
 
     @abstractmethod
-    def write_rc(self, shell_id: str, text: str) -> str:
+    async def write_rc(self, shell_id: str, text: str) -> str:
         """Store the shell's start-up file on the host; the path its shell reads it from."""
 
     @abstractmethod
     def read_state(self, shell_id: str, *, report: bool = False) -> bytes | None:
         """What the shell last wrote about its definitions (``integration.script``): at its last
         prompt, or (``report``) when the reporter last ran; ``None`` when it never wrote it."""
+
+    @abstractmethod
+    async def start_dir(self, cwd: str | None) -> str | None:
+        """The absolute directory on the host a shell starts in (``cwd`` with ``~`` expanded, or
+        the host's default when ``None``); ``None`` when it is not a directory there."""
+
+    @abstractmethod
+    async def exists(self, path: str) -> bool:
+        """A path exists on the host (``~`` expanded): the ``file`` wait."""
+
+    @abstractmethod
+    async def git_branch(self, cwd: str) -> str | None:
+        """The git branch checked out in ``cwd`` on the host (``None``: not a repository)."""
 
     @abstractmethod
     async def resize(self, pane: PaneInfo, cols: int, rows: int) -> None:
@@ -249,3 +281,10 @@ class ShellHost(ABC):
     @abstractmethod
     def attach_argv(self, shell_id: str) -> list[str]:
         """A real terminal client for one shell (the panel runs it in a PTY)."""
+
+
+def refuse_unconfinable(host_name: str) -> RefusedError:
+    return RefusedError(
+        f"host {host_name!r} cannot confine its shells (bubblewrap confines shells on this machine only); "
+        "this deployment confines every shell: open the shell on the local host"
+    )

@@ -27,6 +27,7 @@ from tether.shells.hosts.confined import Confinement, rc_text
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
 from tether.shells.records import ShellRecord, now_ms
+from tether.shells.safety.call_notes import note_host
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import SessionError
 from tether.shells.vault.mask import SecretMasker
@@ -147,14 +148,14 @@ async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
         shells.set_confinement(shell_id, confinement)
     if confinement is not None and confinement.sandboxed:
         rec = shells.record(shell_id)
-        cwd = rec.cwd if rec is not None and _is_dir(rec.cwd) else None
+        cwd = rec.cwd if rec is not None and await host.start_dir(rec.cwd) else None
         if cwd is None:
             raise UsageError(
                 f"shell {shell_id} is confined to the directory it was opened in, which no longer "
                 "exists; close it and open a new one"
             )
     host.check_start(start_of(shell_id, "0", confinement))
-    start = cwd if cwd and _is_dir(cwd) else None
+    start = await host.start_dir(cwd) if cwd else None
     # The same nonce: the shell keeps its identity, and every process keeps reading its events.
     nonce = shells.nonce_of(shell_id) or ids.new_nonce()
     offset = log_size(host.log_of(shell_id))
@@ -189,12 +190,16 @@ async def open_shell(
     """Open a shell; ``preamble(new_id)`` (a revived shell's old scrollback) starts its log;
     ``confinement``: a granted one (else the deployment's default). Returns the record and whether
     the shell reached its first prompt in time."""
-    host = shells.hosts[host_name]
+    host = shells.check_host(host_name, "open.host")
     confinement = confinement if confinement is not None else shells.default_confinement()
-    host.check_start(start_of("dsh-000000", "0", confinement))
-    start_dir = _start_dir(cwd, shells.config.shell.cwd)
+    host.check_start(start_of("dsh-000000", "0", confinement))  # before any connection is made
+    await host.connect()
+    start_dir = await host.start_dir(cwd)
     if start_dir is None:
-        raise UsageError(f"open.cwd {cwd!r} is not a directory; give an existing directory or omit cwd")
+        where = "" if host.name == "local" else f" on host {host.name}"
+        raise UsageError(
+            f"open.cwd {cwd!r} is not a directory{where}; give an existing directory or omit cwd"
+        )
     shell = shells.config.sessions.shell or "bash"
     if not Path(shell).name.startswith("bash"):
         raise UsageError(
@@ -237,14 +242,10 @@ async def open_shell(
     else:
         raise SessionError("no free shell id after 5 draws (36^6 ids); try again")
     shells.records.add_shell(record)
+    note_host(shell_id, host.name)
     pane = await host.pane_now(shell_id)
     reached = await first_prompt(shells, host, pane, len(head), nonce)
     return record, reached
-
-
-def _start_dir(cwd: str | None, configured: str) -> str | None:
-    path = Path(cwd).expanduser() if cwd else Path(configured or os.getcwd())
-    return str(path) if path.is_dir() else None
 
 
 async def close(
@@ -286,6 +287,8 @@ async def lost_shells(shells: Shells, now: int, min_idle_ms: int = REAP_MIN_IDLE
     lost = []
     for rec in shells.records.shells().values():
         idle = now - rec.last_activity_ms
+        if rec.host in shells.down or rec.host not in shells.hosts:
+            continue  # a host out of reach: its shells may well live on there
         if rec.id not in live and idle >= min_idle_ms:
             lost.append(LostShell(record=rec, idle_ms=idle))
     return sorted(lost, key=lambda s: s.record.id)
@@ -326,7 +329,3 @@ def check_label(label: str, path: str) -> str:
             f"{path}: a label is 1-32 characters, not blank, without control characters; got {label!r}"
         )
     return label
-
-
-def _is_dir(path: str) -> bool:
-    return Path(path).is_dir()

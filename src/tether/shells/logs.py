@@ -167,6 +167,12 @@ class LogWatcher:
             if not group:
                 del self._wakers[shell_id]
 
+    def wake_all(self) -> None:
+        """Set every waiter's event (a remote host's connection dropped: each waiter looks why)."""
+        for group in self._wakers.values():
+            for event in group:
+                event.set()
+
     def _on_readable(self) -> None:
         try:
             data = os.read(self._fd, 65536)

@@ -165,7 +165,7 @@ async def reinstall(shells: Shells, host: ShellHost, pane: PaneInfo) -> None:
     # The same nonce: a wait already following the shell's events keeps recognising them.
     nonce = rec.nonce or ids.new_nonce()
     # The same start-up file it opened with (a confined shell's marks and state place included).
-    path = host.write_rc(pane.shell_id, rc_text(nonce, Confinement.from_json(rec.confinement)))
+    path = await host.write_rc(pane.shell_id, rc_text(nonce, Confinement.from_json(rec.confinement)))
     shells.set_nonce(pane.shell_id, nonce)
     offset = log_size(host.log_of(pane.shell_id))
     await host.type_line(pane, f" . {sh_quote(path)} --integration")

@@ -160,6 +160,11 @@ class Records:
         rows = self.store.query("SELECT * FROM shells WHERE id = ?", (shell_id,))
         return _shell(rows[0]) if rows else None
 
+    def host_of(self, shell_id: str) -> str | None:
+        """The host a shell ran on, also after it was closed (``None``: no record)."""
+        rows = self.store.query("SELECT host FROM shells WHERE id = ?", (shell_id,))
+        return str(rows[0]["host"]) if rows else None
+
     def known_ids(self) -> set[str]:
         return {r["id"] for r in self.store.query("SELECT id FROM shells")}
 

@@ -105,6 +105,7 @@ class OpenAction:
     from_id: str | None = None
     sandbox_permissions: str | None = None
     justification: str | None = None
+    host: str | None = None  # a configured host name; None = local (or, for ``from``, the old shell's)
 
 
 # ---- shell_run ----------------------------------------------------------------------------------
@@ -364,5 +365,6 @@ class StateQuery:
     cwd: str | None = None
     states: tuple[StateName, ...] = ()
     owner: Owner | None = None
+    host: str | None = None
     with_git: bool = False
     verbose: bool = False

@@ -80,24 +80,6 @@ async def states_of(
     return states, fg.command
 
 
-async def _git_branch(cwd: str) -> str | None:
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            "-C",
-            cwd,
-            "rev-parse",
-            "--abbrev-ref",
-            "HEAD",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), 5.0)
-    except (OSError, TimeoutError):
-        return None
-    return out.decode().strip() or None if proc.returncode == 0 else None
-
-
 async def diagnostics(shells: Shells, live: int, records: int) -> dict[str, Any]:
     """Server (tmux), host, watchdog (idle sweep) and configuration facts for ``verbose``."""
     host = shells.local
@@ -113,6 +95,7 @@ async def diagnostics(shells: Shells, live: int, records: int) -> dict[str, Any]
         "home": str(shells.home),
         "host": socket.gethostname(),
         "hosts": sorted(shells.hosts),
+        "hostsDown": {name: exc.message for name, exc in sorted(shells.down.items())},
         "pid": os.getpid(),
         "liveShells": live,
         "records": records,
@@ -127,11 +110,14 @@ async def diagnostics(shells: Shells, live: int, records: int) -> dict[str, Any]
 
 async def state(shells: Shells, q: StateQuery, actor: str) -> tuple[list[ShellRow], dict[str, Any] | None]:
     """The rows the query selects, and the diagnostics when ``verbose``."""
+    if q.host is not None:
+        shells.check_host(q.host, "host")
     live = await shells.live()
     records = shells.records.shells()
     activity: dict[str, float] = {}
     for host in shells.hosts.values():
-        activity.update(await client_activity(host))
+        if host.name not in shells.down:
+            activity.update(await client_activity(host))
     now = time.time()
     rows: list[ShellRow] = []
     for shell_id in sorted(live):
@@ -150,6 +136,8 @@ async def state(shells: Shells, q: StateQuery, actor: str) -> tuple[list[ShellRo
         if q.cwd is not None and q.cwd not in pane.cwd:
             continue
         host = shells.host_of(shell_id)
+        if q.host is not None and host.name != q.host:
+            continue
         states, fg = await states_of(shells, host, pane, activity.get(shell_id, 0.0), now, actor)
         if q.fg is not None and q.fg not in fg:
             continue
@@ -171,7 +159,7 @@ async def state(shells: Shells, q: StateQuery, actor: str) -> tuple[list[ShellRo
             )
         )
     if q.with_git:
-        branches = await asyncio.gather(*(_git_branch(r.cwd) for r in rows))
+        branches = await asyncio.gather(*(shells.hosts[r.host].git_branch(r.cwd) for r in rows))
         rows = [_with_git(r, b) for r, b in zip(rows, branches, strict=True)]
     diag = await diagnostics(shells, len(live), len(records)) if q.verbose else None
     return rows, diag

@@ -2,7 +2,9 @@
 
 Invariant: a target resolves against what is alive now: ``mine`` is this conversation's live
 shells (a write needs exactly one), ``*`` every live shell (never for a write), ids must all be
-alive. ``maxSessions`` counts live shells on every host before any is opened.
+alive. A named shell on a host that could not be reached is tried once more, and its host's error
+(what failed, how to fix it) is the task's error, not "no such shell". ``maxSessions`` counts
+live shells on every host before any is opened (the open records of an unreachable host count).
 """
 
 from __future__ import annotations
@@ -29,10 +31,15 @@ async def resolve_target(
     if target.mode == "ids":
         missing = [i for i in target.ids if i not in live]
         if missing:
+            live = {*live, *await _beyond_reach(shells, missing)}
+            missing = [i for i in target.ids if i not in live]
+        if missing:
             raise NotFoundError(
                 f"{path}.sessions: no live shell {', '.join(missing)}; list live shells with "
                 "shell_state scope='*' or open one with shell_open"
             )
+        for shell_id in target.ids:
+            shells.host_name(shell_id)
         return list(target.ids)
     if target.mode == "*":
         if write:
@@ -41,6 +48,8 @@ async def resolve_target(
     records = shells.records.shells()
     mine = sorted(i for i in live if (rec := records.get(i)) is not None and rec.owner == actor)
     if not mine:
+        away = [r.id for r in records.values() if r.owner == actor and r.host in shells.down]
+        mine = sorted(await _beyond_reach(shells, away))
         raise NotFoundError(
             f"{path}.sessions='mine': this conversation has no live shell; open one with shell_open "
             "or name a shell id"
@@ -50,12 +59,30 @@ async def resolve_target(
             f"{path}.sessions='mine' is ambiguous for a write: this conversation owns {len(mine)} shells "
             f"({', '.join(mine)}); give target.sessions=<id>"
         )
+    for shell_id in mine:
+        shells.host_name(shell_id)
     return mine
+
+
+async def _beyond_reach(shells: Shells, ids: list[str]) -> set[str]:
+    """Those of ``ids`` found live on their (remote) host after trying it once more; the host's
+    error when it still cannot be reached."""
+    found: set[str] = set()
+    for name in sorted({shells.host_name(i) for i in ids} - {"local"}):
+        host = shells.hosts.get(name)
+        if host is None:
+            continue
+        await host.connect()  # raises the host's error (within its connect timeout)
+        panes = await host.panes()
+        shells.down.pop(name, None)
+        found |= {i for i in ids if i in panes and not panes[i].dead}
+    return found
 
 
 async def check_capacity(shells: Shells, wanted: int, *, what: str = "shell_open") -> None:
     """``RefusedError`` (``MAX_SESSIONS``) when ``wanted`` more shells would pass ``maxSessions``."""
-    live = await shells.live()
+    live = set(await shells.live())
+    live |= {r.id for r in shells.records.shells().values() if r.host in shells.down}
     limit = shells.config.sessions.max_sessions
     if len(live) + wanted > limit:
         raise RefusedError(

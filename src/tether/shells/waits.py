@@ -181,8 +181,11 @@ class WaitEngine:
         cpu_prev: tuple[float, float] | None = None
         prompt = at_prompt
         exited: ShellEvent | None = None
+        connection = self.host.connection_mark()
         while True:
             waker.clear()
+            # A remote host's connection dropped: what it printed meanwhile may never have arrived.
+            self.host.check_connection(connection)
             while (events := await _fed(scan)) is not None:
                 if run is not None:
                     run.feed(events)
@@ -296,7 +299,7 @@ class WaitEngine:
         kind = spec.kind
         run_over = run is not None and run.verdict != "pending"
         if kind == "file" and spec.path is not None:
-            hit = _exists(spec.path)
+            hit = await self.host.exists(spec.path)
             return ((True, f"file {spec.path} exists") if hit else None), cpu_prev, seen_proc
         if kind == "noproc" and spec.proc is not None:
             present = spec.proc[:15] in await self.host.tree_names(pane)
@@ -378,10 +381,6 @@ def _ended(status: int | None) -> str:
     if status > 128:
         return f"the shell ended (killed by signal {status - 128}, exit status {status})"
     return f"the shell ended with exit status {status}"
-
-
-def _exists(path: str) -> bool:
-    return os.path.exists(os.path.expanduser(path))
 
 
 def _mtime(path: Path, now: float) -> float:

@@ -47,6 +47,7 @@ class ShellDescriptor:
     cols: int
     rows: int
     idle_minutes: int | None = None
+    host: str = "local"  # the configured host the shell ran on
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +56,7 @@ class ShellDescriptor:
             "cols": self.cols,
             "rows": self.rows,
             "idleMinutes": self.idle_minutes,
+            "host": self.host,
         }
 
     @classmethod
@@ -65,6 +67,7 @@ class ShellDescriptor:
             cols=int(data["cols"]),
             rows=int(data["rows"]),
             idle_minutes=None if data.get("idleMinutes") is None else int(data["idleMinutes"]),
+            host=str(data.get("host") or "local"),
         )
 
 

@@ -187,6 +187,8 @@ class AuditMiddleware:
             extra["client"] = ctx.client  # the MCP client's own name for itself (clientInfo)
         if notes.commands:
             extra["shown"] = notes.commands  # macro-expanded, each value as [vault:NAME]
+        if notes.hosts:
+            extra["hosts"] = dict(sorted(notes.hosts.items()))  # where each target shell lives
         if result is not None and isinstance(result.structured.get("tasks"), list):
             extra["tasks"] = [
                 {"shell": t.get("shell"), "ok": t.get("ok"), "error": t.get("error")}

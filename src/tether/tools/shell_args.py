@@ -130,7 +130,7 @@ STATE_NAMES: tuple[StateName, ...] = (
     "attached",
 )
 OWNERS: tuple[Owner, ...] = ("mine", "others", "panel", "unknown")
-STATE_FIELDS = ("scope", "sessions", "label", "fg", "cwd", "state", "owner", "withGit", "verbose")
+STATE_FIELDS = ("scope", "sessions", "label", "fg", "cwd", "state", "owner", "host", "withGit", "verbose")
 # Fields that belong inside a task; seeing them at the top level means a missing { tasks: [...] }.
 _TASK_LEVEL_HINT = "put them in { tasks: [{ target, action }] }"
 _INNER_FIELDS = frozenset(
@@ -305,6 +305,7 @@ def parse_state(raw: Any) -> StateQuery:
         cwd=f.string("cwd", what="a working directory substring"),
         states=tuple(states),
         owner=f.enum("owner", OWNERS, default=None),
+        host=f.string("host", max_len=32, non_blank=True, what="a host name"),
         with_git=f.boolean("withGit", default=False),
         verbose=f.boolean("verbose", default=False),
     )

@@ -160,6 +160,9 @@ def _open(f: Fields) -> OpenAction:
         from_id=None if from_id is None else check_shell_id(from_id, f.at("from")),
         sandbox_permissions=f.enum("sandbox_permissions", PERMISSION_MODES, default=None),
         justification=f.string("justification", what="why the shell needs a wider sandbox"),
+        host=f.string(
+            "host", max_len=32, non_blank=True, what="a host name ('local' or one of config.toml [hosts])"
+        ),
     )
 
 
@@ -276,7 +279,18 @@ CONFINED_OPEN_FIELDS = ("sandbox_permissions", "justification")
 KINDS: Mapping[ToolName, Mapping[str, tuple[tuple[str, ...], ActionParser]]] = {
     "shell_open": {
         "open": (
-            ("count", "cwd", "label", "cols", "rows", "idleMinutes", "watch", "from", *CONFINED_OPEN_FIELDS),
+            (
+                "count",
+                "cwd",
+                "label",
+                "cols",
+                "rows",
+                "idleMinutes",
+                "watch",
+                "from",
+                "host",
+                *CONFINED_OPEN_FIELDS,
+            ),
             _open,
         ),
     },

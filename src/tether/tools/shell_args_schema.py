@@ -197,6 +197,7 @@ _STATE: Schema = {
                 "unlocked, attached."
             ),
             "owner": s_enum(["mine", "others", "panel", "unknown"], "Filter by creator."),
+            "host": s_str("Filter by host: 'local' or a configured [hosts.NAME]."),
             "withGit": s_bool(False, "Add the git branch (one git call per row)."),
             "verbose": s_bool(False, "Add a diagnostic tail (server, host, watchdog, config)."),
         }

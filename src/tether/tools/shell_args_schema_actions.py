@@ -100,6 +100,12 @@ ACTION_SCHEMAS: Mapping[str, Sequence[Schema]] = {
                 ),
                 "watch": s_bool(False, "Subscribe to new output right away (not for TUI programs)."),
                 "from": s_str("Revive from the latest snapshot of this old shell id (dsh-…)."),
+                "host": s_str(
+                    "Where the shell runs: 'local' (this machine, the default) or a host configured in "
+                    "config.toml as [hosts.NAME] (reached with OpenSSH; tmux there keeps the shell). "
+                    "With from: default is the old shell's host.",
+                    32,
+                ),
             },
             "Create shells.",
         ),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tether.errors import NotFoundError, TetherError, UsageError
-from tether.shells import Shells, resolve_target
+from tether.shells import HostError, Shells, resolve_target
 from tether.tools.shell_args_model import Call, Task
 from tether.tools.shell_render import TaskOutcome
 
@@ -39,7 +39,7 @@ async def plan_units(shells: Shells, call: Call[Any], actor: str, *, write: bool
         path = f"tasks[{task.index}].target"
         try:
             ids = await resolve_target(shells, task.target, actor, write=write, path=path, live=live)
-        except NotFoundError as exc:
+        except (NotFoundError, HostError) as exc:
             failed.append(TaskOutcome.failed(task.index, task.label, exc))
             continue
         for shell_id in ids:

@@ -185,9 +185,11 @@ class ShellTools:
                         rows=a.rows,
                         idle_minutes=a.idle_minutes,
                         confinement=confinement,
+                        host_name=a.host or "local",
                     )
+                    where = "" if rec.host == "local" else f" on host {rec.host}"
                     lines = [
-                        f"opened {rec.id} label={rec.label} cwd={rec.cwd}",
+                        f"opened {rec.id}{where} label={rec.label} cwd={rec.cwd}",
                         *sandbox_note(shells, rec.id),
                     ]
                     if not reached:

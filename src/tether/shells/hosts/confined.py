@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import psutil
 
-from tether.errors import RefusedError, UsageError
+from tether.errors import UsageError
 from tether.shell import (
     DEFAULT_MODE,
     PERMISSION_MODES,
@@ -315,13 +315,6 @@ class ConfinedPanes:
                 if child.name() == "bwrap" and _session_of(child.pid) == pane_pid:
                     return int(child.pid)
         return None
-
-
-def refuse_unconfinable(host_name: str) -> RefusedError:
-    return RefusedError(
-        f"host {host_name!r} cannot confine its shells (bubblewrap confines shells on this machine only); "
-        "this deployment confines every shell: open the shell on the local host"
-    )
 
 
 def _comm(pid: int) -> str:

@@ -84,10 +84,13 @@ class LocalHost(ShellHost):
                 nonce=start.nonce,
                 confinement=confinement,
             )
-        rc = self.write_rc(shell_id, start.rc_text)
+        rc = self._write_rc(shell_id, start.rc_text)
         return f"exec {sh_quote(self.shell)} --rcfile {sh_quote(rc)} -i"
 
-    def write_rc(self, shell_id: str, text: str) -> str:
+    async def write_rc(self, shell_id: str, text: str) -> str:
+        return self._write_rc(shell_id, text)
+
+    def _write_rc(self, shell_id: str, text: str) -> str:
         if self.confined.is_confined(shell_id):
             return self.confined.write_rc(shell_id, text)
         self.rc_dir.mkdir(mode=0o700, exist_ok=True)
@@ -102,6 +105,29 @@ class LocalHost(ShellHost):
         for state in self._state_files(shell_id):
             os.close(os.open(state, os.O_WRONLY | os.O_CREAT, 0o600))
         return str(path)
+
+    async def start_dir(self, cwd: str | None) -> str | None:
+        return _directory(cwd or self.config.shell.cwd or os.getcwd())
+
+    async def exists(self, path: str) -> bool:
+        return _exists(path)
+
+    async def git_branch(self, cwd: str) -> str | None:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "git",
+                "-C",
+                cwd,
+                "rev-parse",
+                "--abbrev-ref",
+                "HEAD",
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            out, _ = await asyncio.wait_for(proc.communicate(), 5.0)
+        except (OSError, TimeoutError):
+            return None
+        return out.decode().strip() or None if proc.returncode == 0 else None
 
     def rc_path(self, shell_id: str) -> Path:
         return self.rc_dir / f"{shell_id}.bash"
@@ -288,3 +314,13 @@ class LocalHost(ShellHost):
 
     def attach_argv(self, shell_id: str) -> list[str]:
         return commands.client_argv(self.socket, commands.attach(shell_id))
+
+
+# A stat on this machine costs microseconds: no thread for it.
+def _directory(path: str) -> str | None:
+    found = Path(path).expanduser()
+    return str(found) if found.is_dir() else None
+
+
+def _exists(path: str) -> bool:
+    return os.path.exists(os.path.expanduser(path))

@@ -1,13 +1,16 @@
 """``shell_manage`` kind ``doctor``: check what persistent shells depend on, each with a fix.
 
 Invariant: every check runs (one failing never hides the others) and reports ok or FAIL with what
-it saw and, when it failed, how to repair it; the checks only read. The caller's ``note`` goes
+it saw and, when it failed, how to repair it; the checks only read (a remote host is connected to,
+and its state directory created if it was missing, as any use of it would). Each remote host is
+one check, all of them at once. The caller's ``note`` goes
 into the audit log as its own ``doctor-note`` record (the tool call itself is audited by the
 dispatcher).
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from tether.errors import TetherError
 from tether.shell.sandbox_policy import SandboxSettings
 from tether.shells.domain import Shells
 from tether.shells.guard.config import parse_section
+from tether.shells.hosts import HostError, SshHost
 from tether.shells.manage.kinds import Done, audit_note
 from tether.shells.tmux import commands
 from tether.store.vault_rules import vault_settings
@@ -123,6 +127,31 @@ CHECKS: tuple[tuple[str, Callable[[Shells], Awaitable[Check]]], ...] = (
 )
 
 
+async def _host(host: SshHost) -> Check:
+    """A remote host: reachable over its shared connection, tmux there, its state directory."""
+    name = f"host {host.name}"
+    try:
+        await host.connect()
+        facts = await host.connection()
+        await host.control.run(*commands.hub_ready())
+    except HostError as exc:
+        return Check(
+            name=name,
+            ok=False,
+            detail=exc.message,
+            fix=f"as the message says; the entry is [hosts.{host.name}] in config.toml "
+            f"(try `ssh {host.section.ssh}` in a terminal)",
+        )
+    system = f", {facts.system}" if facts.system else ""
+    port = f" port {host.section.port}" if host.section.port else ""
+    return Check(
+        name=name,
+        ok=True,
+        detail=f"reachable (ssh {host.section.ssh}{port}), tmux {facts.tmux}, state directory {facts.home} "
+        f"writable{system}; process facts from {'/proc' if facts.proc else 'ps'}",
+    )
+
+
 async def doctor(shells: Shells, note: str | None, actor: str) -> Done:
     checks: list[Check] = []
     for name, run in CHECKS:
@@ -131,6 +160,8 @@ async def doctor(shells: Shells, note: str | None, actor: str) -> Done:
         except (TetherError, OSError) as exc:
             message = exc.message if isinstance(exc, TetherError) else str(exc)
             checks.append(Check(name=name, ok=False, detail=message, fix=_FIXES[name]))
+    remote = [h for h in shells.hosts.values() if isinstance(h, SshHost)]
+    checks += await asyncio.gather(*(_host(h) for h in remote))
     failed = [c for c in checks if not c.ok]
     head = f"doctor: {len(checks) - len(failed)} ok, {len(failed)} FAILED" if failed else "doctor: all ok"
     lines = [head]

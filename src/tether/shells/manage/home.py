@@ -8,8 +8,6 @@ opens new shells owned by the caller only when all of them fit under ``maxSessio
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tether.config import Config
 from tether.errors import UsageError
 from tether.shells import lifecycle
@@ -189,6 +187,7 @@ async def workspace_save(
                 cols=pane.cols,
                 rows=pane.rows,
                 idle_minutes=rec.idle_minutes if rec is not None else None,
+                host=shells.host_of(shell_id).name,
             )
         )
     ws, replaced = WorkspaceStore(shells.store).save(action.name, descriptors, actor=actor)
@@ -226,12 +225,21 @@ async def workspace_restore(shells: Shells, action: WorkspaceRestoreAction, acto
     await check_capacity(shells, len(descriptors), what=f"workspace {action.name!r}")
     lines, opened = [], []
     for d in descriptors:
-        cwd = d.cwd if _is_dir(d.cwd) else None
+        host = shells.check_host(d.host, f"workspace {action.name!r} shell {d.label!r}: host")
+        cwd = d.cwd if d.cwd and await host.start_dir(d.cwd) else None
         rec, _ = await lifecycle.open_shell(
-            shells, owner=actor, label=d.label, cwd=cwd, cols=d.cols, rows=d.rows, idle_minutes=d.idle_minutes
+            shells,
+            owner=actor,
+            label=d.label,
+            cwd=cwd,
+            cols=d.cols,
+            rows=d.rows,
+            idle_minutes=d.idle_minutes,
+            host_name=host.name,
         )
         gone = "" if cwd else f" (saved cwd {d.cwd} no longer exists)"
-        lines.append(f"opened {rec.id} label={rec.label} cwd={rec.cwd} {d.cols}x{d.rows}{gone}")
+        where = "" if host.name == "local" else f" on {host.name}"
+        lines.append(f"opened {rec.id}{where} label={rec.label} cwd={rec.cwd} {d.cols}x{d.rows}{gone}")
         opened.append({"shell": rec.id, "label": rec.label, "cwd": rec.cwd})
     return Done(
         lines=(f"restored workspace {action.name!r}: {len(opened)} new shells", *lines),
@@ -255,7 +263,3 @@ def workspace_delete(shells: Shells, action: WorkspaceDeleteAction, dryrun: bool
         lines=(f"deleted workspace {ws.name!r} ({len(ws.shells)} shells; no shell was touched)",),
         data={"deleted": ws.name},
     )
-
-
-def _is_dir(path: str) -> bool:
-    return bool(path) and Path(path).is_dir()

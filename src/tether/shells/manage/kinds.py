@@ -10,7 +10,6 @@ lines plus the same facts as JSON ``data`` for ``structuredContent``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tether.audit import AuditLog
@@ -178,8 +177,12 @@ async def revive(
         )
     text = store.read_text(snap)
     notes: list[str] = []
+    # Where the old shell ran, unless the action names a host (or that host is gone from config).
+    old_host = shells.records.host_of(old)
+    name = action.host or (old_host if old_host in shells.hosts else "local")
+    host = shells.check_host(name, f"{path}.host")
     cwd = action.cwd or snap.cwd
-    if not action.cwd and not _is_dir(cwd):
+    if not action.cwd and not (cwd and await host.start_dir(cwd)):
         notes.append(f"[the snapshot's cwd {cwd} no longer exists; the new shell starts in the default]")
         cwd = ""
     rec, reached = await lifecycle.open_shell(
@@ -192,9 +195,11 @@ async def revive(
         idle_minutes=action.idle_minutes,
         preamble=lambda new_id: lifecycle.preamble(snap, text, new_id),
         confinement=confinement,
+        host_name=host.name,
     )
     lines = [
-        f"opened {rec.id} label={rec.label} cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
+        f"opened {rec.id}{'' if host.name == 'local' else ' on host ' + host.name} label={rec.label} "
+        f"cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
         f"(snapshot '{snap.reason}' of {utc_text(snap.taken_ms)})",
         f"the old scrollback ({snap.size} bytes) is at the start of {rec.id}'s history: "
         "shell_read mode=history, mode=since or search",
@@ -209,7 +214,3 @@ def _was_confined(shells: Shells, old: str) -> Confinement | None:
     rec = shells.records.any_shell(old)
     was = Confinement.from_json(rec.confinement) if rec is not None else None
     return default_confinement(was.settings) if was is not None and was.sandboxed else None
-
-
-def _is_dir(path: str) -> bool:
-    return bool(path) and Path(path).is_dir()

@@ -22,12 +22,14 @@ class CallNotes:
     """``outcomes``: (shell, outcome, detail) of writes the safety path decided (refused, blocked,
     dry-run); ``flags``: e.g. ``bypass-guard``; ``commands``: commands as shown (macros expanded,
     references as written) when they differ from the call's arguments; ``reasons``: reasons
-    someone other than the caller authored (a person who let a guard block through)."""
+    someone other than the caller authored (a person who let a guard block through); ``hosts``:
+    the host of each shell the call worked on."""
 
     outcomes: list[tuple[str, str, str]] = field(default_factory=list)
     flags: set[str] = field(default_factory=set)
     commands: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    hosts: dict[str, str] = field(default_factory=dict)
 
 
 def current() -> CallNotes | None:
@@ -56,6 +58,12 @@ def note_command(shown: str) -> None:
     notes = _CURRENT.get()
     if notes is not None and shown not in notes.commands:
         notes.commands.append(shown)
+
+
+def note_host(shell_id: str, host: str) -> None:
+    notes = _CURRENT.get()
+    if notes is not None:
+        notes.hosts[shell_id] = host
 
 
 @contextmanager

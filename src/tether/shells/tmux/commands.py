@@ -95,9 +95,11 @@ def session(shell_id: str) -> str:
 
 def control_argv(socket: Path) -> list[str]:
     """The control-mode client of a process: attached to the hidden hub session (one idle pane),
-    so it receives no ``%output`` of any shell."""
+    so it receives no ``%output`` of any shell. ``-u``: tmux would turn a tab or a non-ASCII byte of
+    a reply into ``_`` for a client whose locale is not UTF-8 (an ssh session often has none)."""
     return [
         "tmux",
+        "-u",
         "-S",
         str(socket),
         "-C",
@@ -111,6 +113,11 @@ def control_argv(socket: Path) -> list[str]:
         "24",
         "exec sleep 2147483647",
     ]
+
+
+def version_argv() -> list[str]:
+    """``tmux -V`` (a host's tmux version, asked by the shell that probes a remote host)."""
+    return ["tmux", "-V"]
 
 
 def server_pid() -> Cmd:
@@ -228,6 +235,16 @@ def set_buffer(name: str, data: str) -> Cmd:
     return ("set-buffer", "-b", name, "--", data)
 
 
+def save_buffer(name: str, path: str) -> Cmd:
+    """Write a buffer to a file on the tmux server's machine (how tether puts files on a remote
+    host: the bytes travel over the control connection, never on a command line)."""
+    return ("save-buffer", "-b", name, path)
+
+
+def delete_buffer(name: str) -> Cmd:
+    return ("delete-buffer", "-b", name)
+
+
 def paste_buffer(name: str, pane_id: str) -> Cmd:
     """Paste and delete a buffer; ``-r`` keeps line feeds as they are (no LF → CR)."""
     return ("paste-buffer", "-d", "-r", "-b", name, "-t", pane_id)
@@ -254,6 +271,11 @@ def window_size(shell_id: str) -> Cmd:
 
 def session_clients(shell_id: str) -> Cmd:
     return ("list-clients", "-t", f"={check_shell_id(shell_id)}", "-F", "#{client_control_mode}")
+
+
+def pane_alive(pane_id: str) -> Cmd:
+    """``PID DEAD`` of one pane (``DEAD`` 1 once its process ended)."""
+    return ("display-message", "-p", "-t", pane_id, "#{pane_pid} #{pane_dead}")
 
 
 def has_session(shell_id: str) -> Cmd:

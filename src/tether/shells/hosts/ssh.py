@@ -1,0 +1,441 @@
+"""A host on another machine, reached with OpenSSH: tmux there keeps its shells.
+
+Invariant: the host's tmux server, the shells and their full logs live on that machine, under
+its ``tether_home`` (never shared with this machine's state, even when the "remote" machine is
+this one); this machine keeps only a mirror of each log (``mirror``) under
+``$TETHER_HOME/hosts/NAME/logs``, so reads, searches, waits and the timeline work on local files
+exactly as for ``local``. Three kinds of channel share the host's one connection (``ssh_conn``):
+the tmux control client (``tmux -C`` over ``ssh -T``: commands, typing — a vault value travels in
+it, never on a command line or in a file), one log stream per shell, and one ``sh`` for process
+facts and small file questions (``remote_sh``). Files tether needs there (start-up files, a
+revived shell's first bytes) are written by tmux ``set-buffer`` + ``save-buffer`` over the
+control connection; the host needs only sshd, tmux ≥ 3.2 and a POSIX shell.
+
+A dropped connection loses nothing there: every channel ends, the host's connection mark moves
+on (a wait that was following it ends with ``ConnectionLost``), a reconnect is tried at once, and
+the next call reconnects if that failed; each log stream resumes at its mirror's size. A host
+that cannot be reached fails the call that needs it within the connect timeout; calls that only
+look around (listing every host) skip it for ``BACKOFF_S`` after a failure rather than wait again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from pathlib import Path
+
+from tether.config import Config, HostSection, ensure_home
+from tether.errors import NotFoundError
+from tether.shells.host import ShellHost, ShellStart
+from tether.shells.hosts.mirror import LogMirror, stream_script
+from tether.shells.hosts.remote_procs import PaneProcs
+from tether.shells.hosts.remote_questions import RemoteQuestions
+from tether.shells.hosts.remote_sh import RemoteShell
+from tether.shells.hosts.ssh_conn import (
+    ConnectionLost,
+    HostError,
+    HostFacts,
+    HostUnsuitable,
+    SshConnection,
+    home_expression,
+    remote_command,
+)
+from tether.shells.logs import LogWatcher, read_range
+from tether.shells.safety import call_notes
+from tether.shells.safety.call_notes import CallNotes
+from tether.shells.tmux import commands
+from tether.shells.tmux.commands import PaneInfo, sh_quote
+from tether.shells.tmux.control import ClientEnded, ControlClient, SessionError
+
+logger = logging.getLogger(__name__)
+
+BACKOFF_S = 10.0
+_SYNC_S = 10.0  # at most this long for a mirror to catch up after a (re)connect
+_SOCKET_WORD = "/@tether-socket@"  # placeholder for the socket in a command built for the host's shell
+
+
+def _words(argv: list[str]) -> str:
+    return " ".join('"$h"/tmux.sock' if a == _SOCKET_WORD else sh_quote(a) for a in argv)
+
+
+class SshControlClient(ControlClient):
+    """The control client of a remote tmux server: ``tmux -C`` on the host, over ssh. tmux
+    there is started by it (umask 077: every file the server or this client writes is 0600)."""
+
+    def __init__(self, host: SshHost) -> None:
+        super().__init__(Path(host.section.tether_home) / "tmux.sock")
+        self._host = host
+        self._closing = False
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        await self._host.connection()
+        self._closing = False
+        script = f"umask 077; h={home_expression(self._host.section.tether_home)}; exec " + _words(
+            commands.control_argv(Path(_SOCKET_WORD))
+        )
+        return await self._host.channel(script)
+
+    async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        try:
+            await super()._read(proc)
+        finally:
+            if not self._closing:
+                self._host.channel_ended()
+
+    def _reap_server(self) -> None:
+        """The server runs on the other machine: nothing of ours to collect."""
+
+    async def close(self) -> None:
+        self._closing = True
+        await super().close()
+
+
+class SshHost(RemoteQuestions, ShellHost):
+    """Shells in tmux on another machine (see the module docstring)."""
+
+    def __init__(self, config: Config, section: HostSection) -> None:
+        super().__init__()
+        self.name = section.name
+        self.section = section
+        self.config = config
+        home = ensure_home(config.home)
+        for private in (home / "hosts", home / "hosts" / section.name):
+            private.mkdir(mode=0o700, exist_ok=True)
+        self.logs_dir = home / "hosts" / section.name / "logs"
+        self.conn = SshConnection(section, home)
+        self.control = SshControlClient(self)
+        self.watcher = LogWatcher(self.logs_dir, cap=config.sessions.log_max_bytes)
+        self.sh = RemoteShell(where=self.conn.where, spawn=self._spawn_sh, ended=self.channel_ended)
+        self.mirror = LogMirror(
+            logs_dir=self.logs_dir,
+            watcher=self.watcher,
+            spawn=self._spawn_stream,
+            ended=lambda _shell, _status: self.channel_ended(),
+            grew=self._grew,
+        )
+        self._generation = 0
+        # The last failed connect: when, why, and the tool call it failed in.
+        self._down: tuple[float, HostError, CallNotes | None] | None = None
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._followed: set[str] = set()  # shells whose log this process mirrors
+        self._synced: dict[str, int] = {}  # shell -> connection mark its mirror was last synced in
+        self._procs: dict[tuple[str, bool], tuple[float, asyncio.Task[PaneProcs]]] = {}
+        self._configured = -1  # the connection mark the server options were set in
+        self._trimmed: dict[str, int] = {}
+
+    def start(self) -> None:
+        self.watcher.start()
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        await self.mirror.close()
+        await self.sh.close()
+        await super().close()  # the shared connection stays (ControlPersist) for the next process
+
+    # ---- the connection -----------------------------------------------------------------------
+
+    async def connection(self, *, force: bool = False) -> HostFacts:
+        """The host's facts, connecting first if needed; within ``BACKOFF_S`` of a failure the
+        same error again at once, unless ``force``."""
+        facts = self.conn.facts
+        if facts is not None:
+            return facts
+        if self._down is not None and not force and time.monotonic() - self._down[0] < BACKOFF_S:
+            raise self._down[1]
+        try:
+            facts = await self.conn.ensure()
+        except HostError as exc:
+            self._down = (time.monotonic(), exc, call_notes.current())
+            raise
+        self._down = None
+        self._spawn_task(self._warm())
+        return facts
+
+    async def connect(self) -> None:
+        # Once per tool call: a call that already failed to connect does not wait a second time.
+        down, notes = self._down, call_notes.current()
+        if down is not None and notes is not None and down[2] is notes:
+            raise down[1]
+        await self.connection(force=True)
+
+    async def _warm(self) -> None:
+        """Open the control client and the command shell at once (each costs the account's
+        start-up files on the host), rather than one after the other on first use."""
+        await asyncio.gather(
+            self.control.run(*commands.server_pid()), self.sh.run(":"), return_exceptions=True
+        )
+
+    def connection_mark(self) -> int:
+        return self._generation
+
+    def check_connection(self, mark: int) -> None:
+        if mark != self._generation:
+            raise self._lost_error()
+
+    def _lost_error(self) -> ConnectionLost:
+        return ConnectionLost(
+            f"connection to {self.name} lost; reconnecting (the shell keeps running on {self.name}; the "
+            "next call reconnects — shell_read with wait kind exit picks up the latest run)"
+        )
+
+    async def channel(
+        self, script: str, *, stdout_limit: int = 16 * 1024 * 1024
+    ) -> asyncio.subprocess.Process:
+        """An ``ssh -T`` channel running ``script`` (POSIX sh) on the host, stdin/stdout piped."""
+        await self.connection()
+        try:
+            return await asyncio.create_subprocess_exec(
+                *self.conn.argv(remote_command(script)),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                limit=stdout_limit,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise HostError(f"{self.conn.where}: ssh is not installed on this machine") from exc
+
+    def channel_ended(self) -> None:
+        """A channel ended unasked: if the master is gone too, the connection was lost."""
+        if self._closed or self.conn.facts is None:
+            return
+        self._spawn_task(self._check_master())
+
+    async def _check_master(self) -> None:
+        if self.conn.facts is None or await self.conn.master_alive():
+            return
+        self._lost()
+
+    def _lost(self) -> None:
+        if self.conn.facts is None:
+            return
+        logger.warning("connection to host %s lost; reconnecting", self.name)
+        self.conn.forget()
+        self._generation += 1
+        self.watcher.wake_all()  # every wait on this host looks at its connection mark now
+        self._spawn_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        try:
+            await self.connection(force=True)
+        except HostError as exc:
+            logger.warning("host %s: reconnecting failed: %s", self.name, exc.message)
+            return
+        for shell_id in sorted(self._followed):
+            self._follow(shell_id)
+
+    def _spawn_task(self, coro: object) -> None:
+        if self._closed:
+            if asyncio.iscoroutine(coro):
+                coro.close()
+            return
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _spawn_sh(self) -> asyncio.subprocess.Process:
+        return await self.channel("exec sh", stdout_limit=64 * 1024 * 1024)
+
+    async def _spawn_stream(self, shell_id: str, offset: int) -> asyncio.subprocess.Process:
+        facts = await self.connection()
+        return await self.channel(stream_script(facts.log(shell_id), offset))
+
+    # ---- mirrors -------------------------------------------------------------------------------
+
+    def _follow(self, shell_id: str) -> None:
+        """Mirror the shell's log from now on (a stream starts in the background)."""
+        self._followed.add(shell_id)
+        if shell_id not in self.mirror.streaming():
+            self._spawn_task(self._ensure_stream(shell_id))
+
+    async def _ensure_stream(self, shell_id: str) -> None:
+        try:
+            await self.mirror.ensure(shell_id)
+        except HostError as exc:
+            logger.info("host %s: no log stream for %s: %s", self.name, shell_id, exc.message)
+
+    async def _sync(self, shell_id: str) -> None:
+        """The mirror holds what the host's log held when this look began (once per connection)."""
+        self._followed.add(shell_id)
+        if self._synced.get(shell_id) == self._generation:
+            await self.mirror.ensure(shell_id)
+            return
+        mark = self._generation
+        await self.mirror.synced(shell_id, lambda: self._remote_size(shell_id), _SYNC_S)
+        self._synced[shell_id] = mark
+
+    async def _remote_size(self, shell_id: str) -> int | None:
+        facts = await self.connection()
+        reply = await self.sh.run(f"wc -c < {sh_quote(facts.log(shell_id))}")
+        text = reply.out.strip()
+        return int(text) if reply.status == 0 and text.isdigit() else None
+
+    def _grew(self, shell_id: str, size: int) -> None:
+        """Keep the host's copy under the log cap too: its oldest bytes are in the mirror already
+        (punched with ``fallocate`` where the host has it; otherwise the host keeps them)."""
+        cap = self.config.sessions.log_max_bytes
+        if size - self._trimmed.get(shell_id, 0) <= cap:
+            return
+        cut = ((size - cap // 2) // 4096) * 4096
+        self._trimmed[shell_id] = cut
+        facts = self.conn.facts
+        if facts is not None:
+            log = sh_quote(facts.log(shell_id))
+            script = f"command -v fallocate >/dev/null && fallocate -p -o 0 -l {cut} {log}"
+            self._spawn_task(self._quiet(script))
+
+    async def _quiet(self, script: str) -> None:
+        with contextlib.suppress(HostError):
+            await self.sh.run(script)
+
+    # ---- panes ----------------------------------------------------------------------------------
+
+    async def _query(self, cmd: commands.Cmd) -> list[str]:
+        try:
+            return await self.control.run(*cmd)
+        except ClientEnded as exc:
+            raise self._lost_error() from exc
+
+    async def panes(self) -> dict[str, PaneInfo]:
+        await self.connection()
+        try:
+            lines = await self._query(commands.list_panes())
+        except ConnectionLost:
+            raise
+        except SessionError:
+            lines = []
+        panes = {p.shell_id: p for p in map(commands.parse_pane, lines) if p is not None}
+        self._panes = panes
+        await self.mirror.retain(set(panes))
+        self._followed &= set(panes)
+        for shell_id in panes:
+            self._follow(shell_id)
+        return panes
+
+    async def pane(self, shell_id: str) -> PaneInfo:
+        # Asking tmux costs the round trip a liveness check would: always ask.
+        return await self.pane_now(shell_id)
+
+    async def pane_now(self, shell_id: str) -> PaneInfo:
+        try:
+            lines = await self._query(commands.describe_pane(shell_id))
+        except ConnectionLost:
+            raise
+        except SessionError:
+            lines = []
+        pane = commands.parse_pane(lines[0]) if lines else None
+        if pane is None or pane.shell_id != shell_id:
+            self._panes.pop(shell_id, None)
+            raise NotFoundError(
+                f"shell {shell_id} does not exist on host {self.name} (it was closed or its process "
+                "ended); list live shells with shell_state scope='*'"
+            )
+        self._panes[shell_id] = pane
+        await self._sync(shell_id)
+        return pane
+
+    async def alive(self, pane: PaneInfo) -> bool:
+        try:
+            lines = await self._query(commands.pane_alive(pane.pane_id))
+        except ConnectionLost:
+            raise
+        except SessionError:
+            return False
+        parts = lines[0].split() if lines else []
+        ok = len(parts) == 2 and parts[0] == str(pane.pid) and parts[1] != "1"
+        if ok and pane.shell_id not in self.mirror.streaming():
+            self._follow(pane.shell_id)  # the process that streamed it let go: take over
+        return ok
+
+    # ---- creating shells --------------------------------------------------------------------------
+
+    def _configure(self) -> list[commands.Cmd]:
+        if self._configured == self._generation:
+            return []
+        self._configured = self._generation
+        return commands.server_options()
+
+    @staticmethod
+    def _put_file(path: str, text: str) -> list[commands.Cmd]:
+        """Write ``text`` (any bytes, as surrogate-escaped str) to ``path`` on the host."""
+        buf = "tether-file-" + secrets.token_hex(6)
+        return [commands.set_buffer(buf, text), commands.save_buffer(buf, path), commands.delete_buffer(buf)]
+
+    @staticmethod
+    def _pane_command(rc: str) -> str:
+        return f"exec bash --rcfile {sh_quote(rc)} -i"
+
+    async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
+        facts = await self.connection()
+        log, rc = facts.log(shell_id), facts.rc(shell_id)
+        fresh = await self.sh.run(f"umask 077; : > {sh_quote(log)}")
+        if fresh.status != 0:
+            raise HostUnsuitable(f"{self.conn.where}: cannot create {log}; check the state directory there")
+        cmds = [*self._configure(), *self._put_file(rc, start.rc_text)]
+        # The mirror already starts with what the log must start with (a revived shell's scrollback).
+        head = read_range(self.log_of(shell_id), 0)
+        if head:
+            cmds += self._put_file(log, head.decode("utf-8", "surrogateescape"))
+        cmds += [
+            commands.new_session(
+                shell_id, cols=cols, rows=rows, cwd=cwd, env=start.env, command=self._pane_command(rc)
+            ),
+            commands.pipe_pane(commands.session(shell_id), log),
+        ]
+        await self.control.run_many(cmds)
+        self._synced[shell_id] = self._generation
+        self._follow(shell_id)
+
+    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
+        facts = await self.connection()
+        rc, log = facts.rc(pane.shell_id), facts.log(pane.shell_id)
+        await self.control.run_many(
+            [
+                *self._configure(),
+                *self._put_file(rc, start.rc_text),
+                commands.stop_pipe(pane.pane_id),
+                commands.respawn_pane(pane.pane_id, cwd=cwd, command=self._pane_command(rc)),
+                commands.pipe_pane(pane.pane_id, log),
+            ]
+        )
+        self.forget(pane.shell_id)
+
+    async def kill(self, shell_id: str) -> None:
+        try:
+            await super().kill(shell_id)
+        finally:
+            self._followed.discard(shell_id)
+            await self.mirror.stop(shell_id)
+            facts = self.conn.facts
+            if facts is not None:
+                # Nothing of a closed shell stays on the host (its mirror keeps the output here).
+                await self._quiet(f"rm -f {sh_quote(facts.log(shell_id))} {sh_quote(facts.rc(shell_id))}")
+
+    async def write_rc(self, shell_id: str, text: str) -> str:
+        facts = await self.connection()
+        await self.control.run_many(self._put_file(facts.rc(shell_id), text))
+        return facts.rc(shell_id)
+
+    # ---- people ----------------------------------------------------------------------------------
+
+    def attach_argv(self, shell_id: str) -> list[str]:
+        """A person's terminal on the shell: ``ssh -tt`` (a terminal on the host) running
+        ``tmux attach`` there, through the shared connection."""
+        script = f"h={home_expression(self.section.tether_home)}; exec " + _words(
+            commands.client_argv(Path(_SOCKET_WORD), commands.attach(shell_id))
+        )
+        return self.conn.argv(remote_command(script), tty=True)
+
+
+def remote_hosts(config: Config) -> dict[str, ShellHost]:
+    """One ``SshHost`` per ``[hosts.NAME]`` entry."""
+    return {section.name: SshHost(config, section) for section in config.hosts}

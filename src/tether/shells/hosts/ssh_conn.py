@@ -1,0 +1,302 @@
+"""One OpenSSH connection per remote host, shared by every channel tether opens to it.
+
+Invariant: tether reaches another machine only through ``ssh`` with connection sharing — one
+master connection per host, its socket under ``$TETHER_HOME/ssh`` (0700), kept ``ControlPersist``
+seconds after its last channel so the next tether process (a CLI call) reuses it — and with the
+settings no host entry can weaken: host keys checked against ``known_hosts``
+(``StrictHostKeyChecking=yes``: an unknown or changed key is an error that says how to add it, never
+a key accepted silently), ``BatchMode=yes`` (no password or passphrase prompt can block a call) and
+a connect timeout. Every channel (the tmux control client, a log stream, the command shell) is
+``ssh -T`` through the master; the first one to find no master becomes it.
+
+``ensure`` probes the host (its tether home created 0700, tmux ≥ 3.2, what it can tell about its
+processes) and returns its ``HostFacts``; a failure is a ``HostError`` naming the host, what went
+wrong and the fix. ``ConnectionLost`` ends what was following a host when its connection dropped.
+
+    HostError (TetherError)        code HOST_UNREACHABLE: cannot connect (network, key, login)
+    ├── HostUnsuitable             code HOST_UNSUITABLE: connected, but tmux or the state dir is wrong
+    └── ConnectionLost             code CONNECTION_LOST: the connection dropped under a call
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.config import HostSection
+from tether.errors import TetherError
+from tether.process.tree import reap_adopted
+from tether.shells.tmux import commands
+from tether.shells.tmux.commands import sh_quote
+
+CONTROL_PERSIST_S = 600
+MIN_TMUX = (3, 2)
+# sun_path holds 108 bytes; ssh adds a 17-character suffix while it binds the master's socket.
+_MAX_SOCKET_PATH = 90
+_MASTER_PID_RE = re.compile(r"pid=(\d+)")
+_TMUX_VERSION_RE = re.compile(r"(\d+)\.(\d+)")
+
+
+class HostError(TetherError):
+    """A remote host cannot be used right now; the message names it and says how to fix it."""
+
+    code = "HOST_UNREACHABLE"
+
+
+class HostUnsuitable(HostError):
+    code = "HOST_UNSUITABLE"
+
+
+class ConnectionLost(HostError):
+    code = "CONNECTION_LOST"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostFacts:
+    """What the probe learned of a host."""
+
+    home: str  # its tether home, absolute (symbolic links resolved)
+    tmux: str  # "3.3a"
+    proc: bool  # /proc/PID/stat readable: process facts come from there
+    clock_ticks: int  # CLK_TCK, the unit of CPU times in /proc
+    system: str  # uname -sr
+
+    @property
+    def socket(self) -> str:
+        return f"{self.home}/tmux.sock"
+
+    def log(self, shell_id: str) -> str:
+        return f"{self.home}/logs/{shell_id}.log"
+
+    def rc(self, shell_id: str) -> str:
+        return f"{self.home}/rc/{shell_id}.bash"
+
+
+def home_expression(home: str) -> str:
+    """``tether_home`` as a POSIX shell word on the host (``~`` becomes that user's ``$HOME``)."""
+    if home == "~":
+        return '"$HOME"'
+    if home.startswith("~/"):
+        return '"$HOME"/' + sh_quote(home[2:])
+    return sh_quote(home)
+
+
+def remote_command(script: str) -> str:
+    """What ssh asks the host's login shell to run: ``sh`` on ``script`` (so the script's syntax
+    is POSIX whatever the account's shell is)."""
+    return "exec sh -c " + sh_quote(script)
+
+
+def _probe_script(home: str) -> str:
+    tmux_v = " ".join(sh_quote(a) for a in commands.version_argv())
+    return (
+        f"umask 077; h={home_expression(home)}; "
+        '{ [ -d "$h" ] || mkdir -p "$h"; } && mkdir -p "$h/logs" "$h/rc" && chmod 700 "$h/logs" "$h/rc" '
+        '&& cd "$h" && [ -w . ] || { echo "state=$h"; exit 3; }; '
+        'printf "home=%s\\n" "$(pwd -P)"; '
+        f'printf "version=%s\\n" "$({tmux_v} 2>/dev/null)"; '
+        "[ -r /proc/self/stat ] && echo proc=1; "
+        'printf "ticks=%s\\n" "$(getconf CLK_TCK 2>/dev/null)"; '
+        "command -v tail >/dev/null 2>&1 && echo tail=1; "
+        'printf "system=%s\\n" "$(uname -sr 2>/dev/null)"'
+    )
+
+
+class SshConnection:
+    """The ssh side of one host: argv for a channel, the probe, the master's life."""
+
+    def __init__(self, section: HostSection, local_home: Path) -> None:
+        self.section = section
+        self.control_dir = local_home / "ssh"
+        self.control_path = self.control_dir / section.name
+        self._facts: HostFacts | None = None
+        self._lock = asyncio.Lock()
+        self.master_pid = 0
+
+    @property
+    def where(self) -> str:
+        port = f" port {self.section.port}" if self.section.port else ""
+        return f"host {self.section.name} ({self.section.ssh}{port})"
+
+    @property
+    def facts(self) -> HostFacts | None:
+        return self._facts
+
+    def argv(self, command: str, *, tty: bool = False, master: str = "auto") -> list[str]:
+        """An ``ssh`` invocation running ``command`` on the host through the shared connection.
+        tether's own settings come first: for each setting ssh keeps the first value it sees."""
+        s = self.section
+        args = ["ssh", "-tt" if tty else "-T"]
+        for option in (
+            f"ControlMaster={master}",
+            f"ControlPath={self.control_path}",
+            f"ControlPersist={CONTROL_PERSIST_S}",
+            "BatchMode=yes",
+            "StrictHostKeyChecking=yes",
+            f"ConnectTimeout={s.connect_timeout}",
+        ):
+            args += ["-o", option]
+        if s.port is not None:
+            args += ["-p", str(s.port)]
+        if s.identity is not None:
+            args += ["-i", s.identity, "-o", "IdentitiesOnly=yes"]
+        for option in s.options:
+            args += ["-o", option]
+        # Defaults an entry may override (its options come first): notice a dead network in ~45 s.
+        args += ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"]
+        return [*args, "--", s.ssh, command]
+
+    def forget(self) -> None:
+        """The connection dropped: the next ``ensure`` probes (and so reconnects) again."""
+        self._facts = None
+        if self.master_pid:
+            reap_adopted(self.master_pid)  # a master that daemonized under us ended: collect it
+
+    async def ensure(self) -> HostFacts:
+        """Connect (start the master if none runs) and probe; ``HostError`` when that fails."""
+        facts = self._facts
+        if facts is not None:
+            return facts
+        async with self._lock:
+            if self._facts is not None:
+                return self._facts
+            self._check_socket_dir()
+            out, err, status = await self._run(remote_command(_probe_script(self.section.tether_home)))
+            if status == 255:
+                raise HostError(self._unreachable(err))
+            facts = self._parse(out, status)
+            self.master_pid = await self._master_pid()
+            self._facts = facts
+            return facts
+
+    def _check_socket_dir(self) -> None:
+        if len(str(self.control_path)) > _MAX_SOCKET_PATH:
+            raise HostError(
+                f"{self.where}: the connection socket {self.control_path} would be too long for a unix "
+                "socket; use a shorter TETHER_HOME or host name"
+            )
+        self.control_dir.mkdir(mode=0o700, exist_ok=True)
+        self.control_dir.chmod(0o700)
+
+    async def _run(self, command: str, *, extra: tuple[str, ...] = ()) -> tuple[str, str, int]:
+        """One ssh call with its own deadline (the connect timeout covers connecting and the key
+        exchange; the probe itself gets as long again)."""
+        argv = self.argv(command)
+        if extra:
+            argv = [argv[0], *extra, *argv[1:-2], argv[-2]]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise HostError(
+                f"{self.where}: ssh is not installed; remote hosts need OpenSSH's client on this machine"
+            ) from exc
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 2 * self.section.connect_timeout + 5)
+        except TimeoutError:
+            raise HostError(
+                f"{self.where}: no answer within {2 * self.section.connect_timeout + 5} s; check that the "
+                "machine is up and reachable, or raise connect_timeout"
+            ) from None
+        finally:
+            if proc.returncode is None:  # timed out or cancelled: the ssh call ends with it
+                # (asyncio's child watcher collects it; no await here, a cancellation may be pending)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode or 0
+
+    async def _master_pid(self) -> int:
+        _, err, status = await self._run("", extra=("-O", "check"))
+        m = _MASTER_PID_RE.search(err)
+        return int(m.group(1)) if status == 0 and m else 0
+
+    async def master_alive(self) -> bool:
+        """The shared connection still runs (asks the master over its socket; no network)."""
+        try:
+            _, _, status = await self._run("", extra=("-O", "check"))
+        except HostError:
+            return False
+        return status == 0
+
+    async def exit_master(self) -> None:
+        """Ask the master to end (its channels end with it)."""
+        with contextlib.suppress(HostError):
+            await self._run("", extra=("-O", "exit"))
+        self.forget()
+
+    def _parse(self, out: str, status: int) -> HostFacts:
+        values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        if status != 0 or "home" not in values:
+            where = values.get("state", self.section.tether_home)
+            raise HostUnsuitable(
+                f"{self.where}: cannot create or write the state directory {where} there (exit {status}); "
+                "set tether_home to a directory that user may write"
+            )
+        version = values.get("version", "")
+        m = _TMUX_VERSION_RE.search(version)
+        if m is None:
+            raise HostUnsuitable(
+                f"{self.where}: tmux is not installed there; install tmux ≥ 3.2 on that machine"
+            )
+        if (int(m.group(1)), int(m.group(2))) < MIN_TMUX:
+            raise HostUnsuitable(f"{self.where}: {version} is installed there; tether needs tmux ≥ 3.2")
+        if "tail" not in values:
+            raise HostUnsuitable(
+                f"{self.where}: no tail command there (POSIX tail is needed to read shell logs)"
+            )
+        home = values["home"]
+        if len(home) + len("/tmux.sock") > 100:
+            raise HostUnsuitable(
+                f"{self.where}: the tmux socket under {home} would be too long; set a shorter tether_home"
+            )
+        ticks = values.get("ticks", "")
+        return HostFacts(
+            home=home,
+            tmux=version.split()[-1],
+            proc="proc" in values,
+            clock_ticks=int(ticks) if ticks.isdigit() and int(ticks) > 0 else 100,
+            system=values.get("system", "").strip(),
+        )
+
+    def _unreachable(self, err: str) -> str:
+        s = self.section
+        text = " ".join(line.strip() for line in err.splitlines() if line.strip())
+        host = s.ssh.rsplit("@", 1)[-1]
+        port = f"-p {s.port} " if s.port else ""
+        if "REMOTE HOST IDENTIFICATION HAS CHANGED" in err:
+            return (
+                f"{self.where}: its host key has CHANGED since it was recorded in known_hosts; tether "
+                "refuses to connect. If the machine was really reinstalled, remove the old key "
+                f"(ssh-keygen -R {host}) and add the new one after checking its fingerprint; otherwise "
+                "someone may be intercepting the connection"
+            )
+        if "Host key verification failed" in err or "host key is known" in err:
+            return (
+                f"{self.where}: its host key is not in known_hosts, and tether never accepts a key by "
+                "itself. Check the key's fingerprint with the machine's owner, then add it: ssh-keyscan "
+                f"{port}{host} >> ~/.ssh/known_hosts (or run ssh {port}{s.ssh} once in a terminal and "
+                "answer yes; a UserKnownHostsFile in the host's options names another file)"
+            )
+        if "Permission denied" in err or "Too many authentication failures" in err:
+            return (
+                f"{self.where}: the login was refused ({text}); tether logs in with keys only (BatchMode): "
+                "set identity to a key the account accepts, or load it into ssh-agent"
+            )
+        if "Connection refused" in err:
+            return f"{self.where}: connection refused; is sshd running there and listening on that port?"
+        if "timed out" in err.lower():
+            return (
+                f"{self.where}: connecting timed out after {s.connect_timeout} s; check that the machine is "
+                "up and reachable (or raise connect_timeout)"
+            )
+        if "Could not resolve hostname" in err:
+            return f"{self.where}: the name does not resolve ({text}); check ssh in the host's entry"
+        return f"{self.where}: ssh failed: {text or 'no message'}"

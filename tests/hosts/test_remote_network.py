@@ -1,0 +1,193 @@
+"""Remote hosts when the network misbehaves: a killed ssh master (between calls and in the middle
+of a wait), a stopped sshd, an unknown host key; two hosts and this machine in one call."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+from shell_harness import call, open_shell, read, run, shell_client
+from sshd_harness import RemoteHosts, end_processes
+
+from hang import HANG_MS, HANG_S
+from tether.process.tree import reap_adopted
+
+
+def _kill_master(remote: RemoteHosts, name: str) -> int:
+    pid = remote.ssh_check(name)
+    assert pid is not None, "no shared connection runs"
+    os.kill(pid, signal.SIGKILL)
+    end_processes([pid])
+    reap_adopted(pid)
+    return pid
+
+
+def _running(marker: str) -> bool:
+    """A process whose command line holds ``marker`` runs (the host is this machine)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+async def test_a_killed_master_loses_nothing(tether_home: Path, remote: RemoteHosts) -> None:
+    remote.add("box-a")
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, host="box-a")
+        await run(client, shell, "cd /tmp && export KEEP=kept")
+        # Between calls: the next call reconnects, and the shell kept its directory and variables.
+        old = _kill_master(remote, "box-a")
+        out = await run(client, shell, "echo $KEEP $PWD")
+        assert out["exitCode"] == 0 and out["lines"] == ["kept /tmp"], out
+        new = remote.ssh_check("box-a")
+        assert new is not None and new != old
+        # In the middle of a wait: it ends with the documented error, at once (not at its timeout).
+        results: dict[str, Any] = {}
+
+        async def waiting() -> None:
+            _, data = await call(
+                client,
+                "shell_run",
+                {
+                    "tasks": [
+                        {
+                            "target": {"sessions": shell},
+                            "action": {"kind": "run", "command": "sleep 31.25; echo late"},
+                            "wait": {"kind": "exit", "timeoutMs": HANG_MS},
+                        }
+                    ]
+                },
+            )
+            results["task"] = data["tasks"][0]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiting)
+            with anyio.fail_after(HANG_S):
+                while not _running("sleep\x0031.25"):
+                    await anyio.sleep(0.02)
+            _kill_master(remote, "box-a")
+        task = results["task"]
+        assert task["errorCode"] == "CONNECTION_LOST", task
+        assert "connection to box-a lost; reconnecting" in task["error"]
+        # The program still runs there; the next call reconnects and sees it in front.
+        _, data = await call(client, "shell_state", {"sessions": shell})
+        assert data["shells"][0]["fg"] == "sleep", data
+        await call(
+            client,
+            "shell_send",
+            {
+                "tasks": [
+                    {"target": {"sessions": shell}, "action": {"kind": "send", "text": "", "keys": ["C-c"]}}
+                ]
+            },
+        )
+        out = await read(client, shell, wait={"kind": "exit", "timeoutMs": HANG_MS})
+        assert out["exitCode"] == 130, out
+        out = await run(client, shell, "echo $KEEP $PWD")
+        assert out["lines"] == ["kept /tmp"]
+        # The history read after the drops is whole: nothing was lost or doubled in the mirror.
+        out = await read(client, shell, {"kind": "read", "search": "^kept /tmp$"})
+        assert out["lines"][0].startswith("2 matches"), out
+
+
+async def test_a_stopped_sshd_fails_fast_and_local_shells_keep_working(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    box = remote.add("box-a", timeout=3)
+    async with shell_client(tether_home) as client:
+        far = await open_shell(client, host="box-a")
+        near = await open_shell(client)
+        await run(client, far, "export KEEP=still-here")
+        box.sshd.stop()
+        for _ in range(2):  # the call that finds out, and one during the back-off
+            _, data = await call(
+                client,
+                "shell_run",
+                {"tasks": [{"target": {"sessions": far}, "action": {"kind": "run", "command": "echo x"}}]},
+            )
+            task = data["tasks"][0]
+            assert task["errorCode"] == "HOST_UNREACHABLE", task
+            assert "host box-a" in task["error"] and "connection refused" in task["error"], task
+            out = await run(client, near, "echo near")
+            assert out["exitCode"] == 0 and out["lines"] == ["near"]
+        text, data = await call(client, "shell_state", {"scope": "*", "verbose": True})
+        assert [r["shell"] for r in data["shells"]] == [near]
+        assert "box-a" in data["diagnostics"]["hostsDown"], text
+        # Opening there fails the same way; the host's shells are not reaped while it is away.
+        _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "host": "box-a"}}]})
+        assert data["tasks"][0]["errorCode"] == "HOST_UNREACHABLE"
+        _, data = await call(client, "shell_manage", {"tasks": [{"action": {"kind": "reap"}}]})
+        assert far not in str(data)
+        # Back on the network: the shell is there, with its state.
+        box.sshd.start()
+        out = await run(client, far, "echo $KEEP")
+        assert out["exitCode"] == 0 and out["lines"] == ["still-here"], out
+
+
+async def test_an_unknown_host_key_is_refused(tether_home: Path, remote: RemoteHosts) -> None:
+    box = remote.add("box-a", known=False)
+    async with shell_client(tether_home) as client:
+        _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "host": "box-a"}}]})
+        task = data["tasks"][0]
+        assert task["errorCode"] == "HOST_UNREACHABLE", task
+        assert "host key is not in known_hosts" in task["error"]
+        assert "never accepts a key by itself" in task["error"]
+        assert f"ssh-keyscan -p {box.sshd.port} 127.0.0.1" in task["error"]
+        # Nothing was written to known_hosts, and no shell was opened there.
+        assert remote.known_hosts.read_text() == ""
+        assert not (box.home / "tmux.sock").exists()
+    # Once the key is known (as the message says), the same host works.
+    remote.known_hosts.write_text(box.sshd.known_hosts_line() + "\n")
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, host="box-a")
+        assert (await run(client, shell, "echo trusted"))["lines"] == ["trusted"]
+
+
+async def test_two_hosts_and_local_in_one_call(
+    tether_home: Path, remote: RemoteHosts, tmp_path: Path
+) -> None:
+    remote.add("box-a")
+    remote.add("box-b")
+    async with shell_client(tether_home) as client:
+        text, data = await call(
+            client,
+            "shell_open",
+            {
+                "tasks": [
+                    {"action": {"kind": "open", "host": "box-a"}},
+                    {"action": {"kind": "open", "host": "box-b"}},
+                    {"action": {"kind": "open"}},
+                ]
+            },
+        )
+        shells = [t["shell"] for t in data["tasks"]]
+        assert len(set(shells)) == 3, text
+        _, data = await call(client, "shell_state", {"scope": "*"})
+        assert {r["shell"]: r["host"] for r in data["shells"]} == dict(
+            zip(shells, ["box-a", "box-b", "local"], strict=True)
+        )
+        # In parallel: each task ends only once all three have started (run one after the other,
+        # the first would wait for the others until its timeout).
+        barrier = tmp_path / "barrier"
+        barrier.mkdir()
+        tasks = [
+            {
+                "target": {"sessions": s},
+                "action": {
+                    "kind": "run",
+                    "command": f"touch {barrier}/{i}; until [ $(ls {barrier} | wc -l) -eq 3 ]; "
+                    f"do sleep 0.02; done; echo done-{i}",
+                },
+                "wait": {"kind": "exit", "timeoutMs": HANG_MS},
+            }
+            for i, s in enumerate(shells)
+        ]
+        _, data = await call(client, "shell_run", {"tasks": tasks, "concurrency": 3})
+        assert [t["lines"] for t in data["tasks"]] == [["done-0"], ["done-1"], ["done-2"]], data
+        assert [t["exitCode"] for t in data["tasks"]] == [0, 0, 0]
