@@ -46,11 +46,19 @@ async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("approve", [True, False])
-async def test_a_guard_block_is_answered_in_the_panel(tether_home: Path, approve: bool) -> None:
+async def test_a_guard_block_is_answered_in_the_panel(
+    tether_home: Path, tmp_path: Path, approve: bool
+) -> None:
     (tether_home / "config.toml").write_text(f"[guard]\nask = true\n[approvals]\ntimeout_s = {HANG_S}\n")
     command = "git push --force origin main; echo pushed=$?"
     async with serving_tools(tether_home) as served, agent(served) as client, browserless(served) as http:
-        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        # Outside any repository (the suite may run from a clone whose origin is a real one): the
+        # approved push must fail with git's "not a git repository" (128), and push nothing.
+        outside = tmp_path / "not-a-repo"
+        outside.mkdir()
+        opened = await client.call_tool(
+            "shell_open", {"tasks": [{"action": {"kind": "open", "cwd": str(outside)}}]}
+        )
         shell = (opened.structured_content or {})["tasks"][0]["shell"]
         got: dict[str, Any] = {}
 
