@@ -14,6 +14,9 @@ a wait that was following it when its connection dropped ends (``check_connectio
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,10 +25,12 @@ from typing import TYPE_CHECKING
 
 from tether.errors import NotFoundError, RefusedError
 from tether.shell import ShellSandboxInfo
-from tether.shells.logs import LogWatcher, log_path
+from tether.shells.logs import LogWatcher, log_path, log_size, read_range
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import ControlClient, SessionError
+
+_SYNC_WAIT_S = 10.0  # the mark follows the pane's output by microseconds; this is for a stalled host
 
 if TYPE_CHECKING:  # hosts/ implements this seam: at run time it imports this module, not back
     from tether.shells.hosts.confined import Confinement
@@ -236,10 +241,36 @@ class ShellHost(ABC):
     @abstractmethod
     async def group_cpu_seconds(self, pane: PaneInfo, pgid: int) -> float: ...
 
-    async def sync_log(self, pane: PaneInfo) -> bool:
-        """Make sure everything the pane printed so far is in the log (``False``: this host cannot
-        tell; the default)."""
+    async def print_on_terminal(self, pane: PaneInfo, data: bytes) -> bool:
+        """Write ``data`` to the pane's terminal, as a program in it would print it (``False``:
+        this host cannot; the default)."""
         return False
+
+    async def sync_log(self, pane: PaneInfo) -> bool:
+        """Make sure everything the pane printed so far is in the log (``False``: cannot tell).
+
+        An invisible mark is printed on the pane's terminal and waited for in the log: tmux pipes a
+        pane's output in order (and a remote host's mirror copies it in order), so every byte
+        printed before the mark is in the log once the mark is."""
+        mark = b"\x1b]6973;sync;" + secrets.token_hex(8).encode() + b"\x07"
+        path = self.log_of(pane.shell_id)
+        start = log_size(path)
+        waker = self.watcher.waker(pane.shell_id)
+        try:
+            if not await self.print_on_terminal(pane, mark):
+                return False
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + _SYNC_WAIT_S
+            while mark not in read_range(path, start, None):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                waker.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waker.wait(), min(remaining, 0.5))
+            return True
+        finally:
+            self.watcher.drop(pane.shell_id, waker)
 
     @abstractmethod
     async def line_mode(self, pane: PaneInfo) -> bool | None:

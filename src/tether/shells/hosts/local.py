@@ -12,10 +12,8 @@ microsecond reads, no tmux call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
 import os
-import secrets
 import struct
 import termios
 from pathlib import Path
@@ -26,13 +24,12 @@ from tether.shell import ShellSandboxInfo
 from tether.shells.host import Foreground, ShellHost, ShellStart
 from tether.shells.hosts import procinfo
 from tether.shells.hosts.confined import ConfinedPanes, Confinement
-from tether.shells.logs import LogWatcher, log_size, read_range
+from tether.shells.logs import LogWatcher
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.tmux.control import ControlClient
 
 _RESIZE_WAIT_S = 2.0
-_SYNC_WAIT_S = 10.0
 
 
 # A process's own identity is not every shell's: the tmux server outlives the process that started it.
@@ -270,36 +267,18 @@ class LocalHost(ShellHost):
     async def line_mode(self, pane: PaneInfo) -> bool | None:
         return procinfo.terminal_canonical(pane.tty)
 
-    async def sync_log(self, pane: PaneInfo) -> bool:
-        """Print an invisible mark on the pane's terminal and wait until the log holds it: tmux
-        pipes a pane's output in order, so every byte before the mark is in the log then."""
-        mark = b"\x1b]6973;sync;" + secrets.token_hex(8).encode() + b"\x07"
-        path = self.log_of(pane.shell_id)
-        start = log_size(path)
-        waker = self.watcher.waker(pane.shell_id)
+    async def print_on_terminal(self, pane: PaneInfo, data: bytes) -> bool:
         try:
-            try:
-                fd = os.open(pane.tty, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
-            except OSError:
-                return False
-            try:
-                os.write(fd, mark)
-            except OSError:
-                return False
-            finally:
-                os.close(fd)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + _SYNC_WAIT_S
-            while mark not in read_range(path, start, None):
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return False
-                waker.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waker.wait(), min(remaining, 0.5))
-            return True
+            fd = os.open(pane.tty, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return False
+        try:
+            os.write(fd, data)
+        except OSError:
+            return False
         finally:
-            self.watcher.drop(pane.shell_id, waker)
+            os.close(fd)
+        return True
 
     async def reading_line(self, pane: PaneInfo) -> bool | None:
         fg = procinfo.foreground(self._shell(pane))

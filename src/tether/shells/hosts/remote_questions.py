@@ -10,22 +10,19 @@ log did: a mark written to the pane's terminal there arrives after everything pr
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import secrets
 from abc import abstractmethod
 
 from tether.shells.host import Foreground
 from tether.shells.hosts.remote_procs import PaneProcs, facts_script, parse_facts
 from tether.shells.hosts.remote_sh import RemoteShell
 from tether.shells.hosts.ssh_conn import HostError, HostFacts
-from tether.shells.logs import LogWatcher, log_path, log_size, read_range
+from tether.shells.logs import LogWatcher
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.tmux.control import ControlClient
 
 _PROCS_FRESH_S = 0.01  # one process listing serves the questions of one wait poll
 _RESIZE_WAIT_S = 2.0
-_SYNC_WAIT_S = 10.0
 
 
 class RemoteQuestions:
@@ -127,32 +124,11 @@ class RemoteQuestions:
         earlier definitions (``accept.capable`` is False), as docs/hosts.md says."""
         return None
 
-    async def sync_log(self, pane: PaneInfo) -> bool:
-        """Write an invisible mark to the pane's terminal on the host and wait until the mirror
-        holds it: tmux pipes the pane's output in order and the stream copies it in order."""
-        token = secrets.token_hex(8)
-        mark = f"\x1b]6973;sync;{token}\x07"
-        path = log_path(self.watcher.logs_dir, pane.shell_id)
-        start = log_size(path)
-        waker = self.watcher.waker(pane.shell_id)
+    async def print_on_terminal(self, pane: PaneInfo, data: bytes) -> bool:
+        # Every byte as a printf octal escape: nothing in ``data`` is read by the remote shell.
+        escaped = "".join(f"\\{byte:03o}" for byte in data)
         try:
-            try:
-                reply = await self.sh.run(
-                    f"printf '\\033]6973;sync;{mark[11:-1]}\\007' > {sh_quote(pane.tty)}"
-                )
-            except HostError:
-                return False
-            if reply.status != 0:
-                return False
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + _SYNC_WAIT_S
-            while mark.encode() not in read_range(path, start, None):
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return False
-                waker.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waker.wait(), min(remaining, 0.5))
-            return True
-        finally:
-            self.watcher.drop(pane.shell_id, waker)
+            reply = await self.sh.run(f"printf '{escaped}' > {sh_quote(pane.tty)}")
+        except HostError:
+            return False
+        return reply.status == 0
