@@ -6,9 +6,9 @@ default ``tether-socket`` rule (a speed bump: the sandbox is the boundary)."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
+import anyio
 from shell_harness import call, open_shell, run, shell_client
 
 
@@ -31,13 +31,8 @@ async def test_a_shells_tmux_is_the_users_own(tether_home: Path, tmp_path: Path)
             text = "\n".join(listed["lines"])
             assert "mine:" in text and shell not in text and other not in text and "tether-hub" not in text
             # The session the shell made is on the user's server, not on tether's.
-            ours = subprocess.run(
-                ["tmux", "-S", str(tether_home / "tmux.sock"), "ls"],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            assert "mine" not in ours.stdout and shell in ours.stdout
+            ours = await anyio.run_process(["tmux", "-S", str(tether_home / "tmux.sock"), "ls"], check=False)
+            assert b"mine" not in ours.stdout and shell.encode() in ours.stdout
 
             for command in (
                 f"tmux -S {tether_home / 'tmux.sock'} kill-server",
@@ -58,4 +53,4 @@ async def test_a_shells_tmux_is_the_users_own(tether_home: Path, tmp_path: Path)
             assert (await run(client, other, "echo still-$((1+1))"))["exitCode"] == 0
     finally:
         user_socket = users / f"tmux-{os.getuid()}" / "default"
-        subprocess.run(["tmux", "-S", str(user_socket), "kill-server"], capture_output=True, check=False)
+        await anyio.run_process(["tmux", "-S", str(user_socket), "kill-server"], check=False)
