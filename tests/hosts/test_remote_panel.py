@@ -12,7 +12,7 @@ from browser import chromium, panel_page, terminal_text, wait_terminal_contains
 from panel_harness import TOKEN, serving_tools
 from sshd_harness import RemoteHosts
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 from tether.audit import query as audit_query
 from tether.panel.app import login_url
 from tether.shells import Shells, open_shell, terminal_clients, user_input_stamp
@@ -51,6 +51,21 @@ async def test_the_panel_lists_watches_and_types_into_a_remote_shell(
         row = page.locator(f'#shells tr[data-id="{rec.id}"]')
         await row.wait_for()
         assert "box-a" in await row.locator(".badge.host").inner_text()
+        # Filterable by host: a local shell beside it, each filter keeps only its own host's rows.
+        near, near_reached = await open_shell(
+            shells, owner="panel", label="near", cwd=None, cols=80, rows=24, idle_minutes=None
+        )
+        assert near_reached
+        near_row = page.locator(f'#shells tr[data-id="{near.id}"]')
+        await near_row.wait_for()
+        await page.select_option("#f-host", "box-a")
+        await near_row.wait_for(state="hidden", timeout=HANG_MS)
+        await row.wait_for(state="visible", timeout=HANG_MS)
+        await page.select_option("#f-host", "local")
+        await row.wait_for(state="hidden", timeout=HANG_MS)
+        await near_row.wait_for(state="visible", timeout=HANG_MS)
+        await page.select_option("#f-host", "")
+        await row.wait_for(state="visible", timeout=HANG_MS)
 
         await page.goto(f"{served.base}/panel/#/shells/{rec.id}")
         await wait_terminal_contains(page, "far-line-60")
