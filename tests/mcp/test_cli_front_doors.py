@@ -247,3 +247,17 @@ def test_serve_on_a_remote_host_warns(tether_home: Path) -> None:
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=HANG_S)
+
+
+def test_a_shutdown_that_hangs_is_ended_by_the_watchdog() -> None:
+    # The first Ctrl+C arms it; a shutdown stuck past the deadline (here a sleep) ends the process.
+    code = (
+        "import time\n"
+        "from tether.cli import serve_actions as s\n"
+        "s._FORCE_EXIT_S = 0.2\n"
+        "s._arm_watchdog()\n"
+        "time.sleep(600)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 1
+    assert "shutdown did not finish within 0.2 s; exiting now" in done.stderr

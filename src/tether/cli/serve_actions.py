@@ -5,6 +5,10 @@ before serving, and "Ready." with the panel's sign-in link only once requests ar
 the panel's browser assets it still serves MCP and says why there is no panel. Binding to a
 non-loopback address needs ``--allow-remote`` and prints a warning: anyone who can reach the port
 and holds the token gets a shell.
+
+Ctrl+C (or SIGTERM) always ends it: the first signal starts a graceful shutdown, and a shutdown that
+has not finished ``_FORCE_EXIT_S`` later ends the process outright. Nothing is lost that way —
+every acknowledged audit record is already on disk, and the shells live on in tmux.
 """
 
 from __future__ import annotations
@@ -36,6 +40,36 @@ from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import build_catalog
 
 logger = logging.getLogger(__name__)
+
+_FORCE_EXIT_S = 10.0
+_watchdog_lock = threading.Lock()
+_watchdog: threading.Timer | None = None
+
+
+def _force_exit() -> None:
+    print(
+        f"tether serve: shutdown did not finish within {_FORCE_EXIT_S:g} s; exiting now "
+        "(the shells keep running in tmux)",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(1)
+
+
+def _arm_watchdog() -> None:
+    """Once per process: the shutdown a signal asked for ends within ``_FORCE_EXIT_S``."""
+    global _watchdog
+    with _watchdog_lock:
+        if _watchdog is None:
+            _watchdog = threading.Timer(_FORCE_EXIT_S, _force_exit)
+            _watchdog.daemon = True
+            _watchdog.start()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """Before uvicorn serves (and after): what Python does on SIGINT, with the watchdog armed."""
+    _arm_watchdog()
+    raise KeyboardInterrupt
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -89,7 +123,12 @@ class _Server(uvicorn.Server):
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def handle(signum: int, frame: object) -> None:
+            _arm_watchdog()
+            self.handle_exit(signum, None)
+
+        originals = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
@@ -182,8 +221,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"Panel (open this link once; it signs you in): {panel_link}", flush=True)
 
     settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(allowed))
+    # A signal that comes while the app is still starting (before uvicorn takes the signals over)
+    # ends the start-up the same way, watchdog included.
+    signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         anyio.run(_serve, config, settings, sock, ready, unavailable)
+    except KeyboardInterrupt:
+        return 130  # stopped while starting: nothing was served yet
     finally:
         sock.close()
     return 0

@@ -80,12 +80,14 @@ class RemoteQuestions:
     # ---- processes ---------------------------------------------------------------------------------
 
     async def _pane_procs(self, pane: PaneInfo, *, terminal: bool = False) -> PaneProcs:
-        """The pane's processes (and, with ``terminal``, its terminal's mode); callers within
-        ``_PROCS_FRESH_S`` share one question."""
+        """The pane's processes (and, with ``terminal``, its terminal's mode); callers that ask
+        within ``_PROCS_FRESH_S`` of each other share one question. A question asked earlier than
+        that is never shared, even while it is still in flight: its answer may predate what the
+        caller already knows (a wait that saw a program start, then ``shell_state``)."""
         loop = asyncio.get_running_loop()
         key = (pane.shell_id, terminal)
         found = self._procs.get(key)
-        if found is not None and (not found[1].done() or loop.time() - found[0] < _PROCS_FRESH_S):
+        if found is not None and loop.time() - found[0] < _PROCS_FRESH_S:
             return await asyncio.shield(found[1])
         task = loop.create_task(self._ask_procs(pane, terminal))
         self._procs[key] = (loop.time(), task)
