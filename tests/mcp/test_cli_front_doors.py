@@ -261,3 +261,27 @@ def test_a_shutdown_that_hangs_is_ended_by_the_watchdog() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 1
     assert "shutdown did not finish within 0.2 s; exiting now" in done.stderr
+
+
+def test_ctrl_c_while_serve_starts_ends_it_even_if_the_parent_ignored_it(tether_home: Path) -> None:
+    # A parent that ignores SIGINT (pytest-xdist's workers do) hands that on; the banner says
+    # "Press Ctrl+C", so serve takes the signal back before it prints anything. The signal comes at
+    # the first line of output, long before the app has started.
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    argv = [TETHER, "serve", "--host", "0.0.0.0", "--port", "0", "--allow-remote"]
+    process = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert process.stderr is not None
+    try:
+        assert process.stderr.readline().startswith("WARNING: serving on 0.0.0.0")
+    finally:
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=HANG_S)
+        process.communicate()
+    assert code in (0, 130)

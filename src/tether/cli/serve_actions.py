@@ -173,6 +173,11 @@ async def _serve(
 
 
 def run(args: argparse.Namespace) -> int:
+    # First of all, before the banner that says "Press Ctrl+C": a signal that comes while the app
+    # is still starting (before uvicorn takes the signals over) ends the start-up, watchdog armed.
+    # Installed explicitly because a parent may have left SIGINT ignored (Python then keeps it so).
+    signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)
     home = ensure_home(resolve_home())
     config = load_config(home)
     if args.sandbox:
@@ -221,10 +226,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"Panel (open this link once; it signs you in): {panel_link}", flush=True)
 
     settings = HttpSettings(host=host, token=token, allowed_hosts=tuple(allowed))
-    # A signal that comes while the app is still starting (before uvicorn takes the signals over)
-    # ends the start-up the same way, watchdog included.
-    signal.signal(signal.SIGINT, _interrupted)
-    signal.signal(signal.SIGTERM, _interrupted)
     try:
         anyio.run(_serve, config, settings, sock, ready, unavailable)
     except KeyboardInterrupt:
