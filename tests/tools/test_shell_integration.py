@@ -143,14 +143,11 @@ async def test_cpu_and_noproc_wait_for_the_command_itself(tether_home: Path, tmp
             wait={"kind": "noproc", "proc": "python3", "timeoutMs": 600_000},
         )
         assert out["met"] is True and (tmp_path / "p.done").exists(), out
-        # Busy for 0.3 s of CPU time (however long a loaded machine makes that), then idle: a 1%
-        # threshold is met only once the command itself has run and gone quiet.
-        busy = "import time\nwhile time.process_time() < 0.3: pass\n"
-        busy += "open('c.done', 'w').write('x')\ntime.sleep(3)"
-        (tmp_path / "busy.py").write_text(busy)
-        out = await run(
-            client, shell, "python3 busy.py", wait={"kind": "cpu", "threshold": 1, "timeoutMs": 600_000}
-        )
+        # Busy with a fixed amount of work (however long a loaded machine makes that), then idle: a
+        # 1% threshold is met only once the command itself has run and gone quiet. The work is a
+        # loop of bash's own (no program to load from disk: a start blocked on I/O reads as idle).
+        busy = "bash -c 'for ((i = 0; i < 400000; i++)); do :; done; : > c.done; sleep 3'"
+        out = await run(client, shell, busy, wait={"kind": "cpu", "threshold": 1, "timeoutMs": 600_000})
         assert out["met"] is True and (tmp_path / "c.done").exists(), out
 
 
