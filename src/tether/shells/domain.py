@@ -154,11 +154,11 @@ class Shells:
             )
         return host
 
-    async def _panes_everywhere(self) -> dict[str, dict[str, PaneInfo]]:
+    async def _panes_everywhere(self, *, lean: bool = False) -> dict[str, dict[str, PaneInfo]]:
         """Every host's panes, asked of all hosts at once; a host that cannot be reached is
-        recorded in ``down`` (with why) and lists nothing."""
+        recorded in ``down`` (with why) and lists nothing. ``lean``: see ``ShellHost.panes``."""
         hosts = list(self.hosts.values())
-        found = await asyncio.gather(*(h.panes() for h in hosts), return_exceptions=True)
+        found = await asyncio.gather(*(h.panes(lean=lean) for h in hosts), return_exceptions=True)
         out: dict[str, dict[str, PaneInfo]] = {}
         for host, panes in zip(hosts, found, strict=True):
             if isinstance(panes, HostError):
@@ -176,11 +176,12 @@ class Shells:
     def waits(self, host: ShellHost) -> WaitEngine:
         return self._waits[host.name]
 
-    async def live(self) -> dict[str, PaneInfo]:
+    async def live(self, *, lean: bool = False) -> dict[str, PaneInfo]:
         """Every live shell on every host, fresh from tmux (a pane whose shell ended is kept by
-        tmux, with its exit status, until the idle sweep removes it: it is not live)."""
+        tmux, with its exit status, until the idle sweep removes it: it is not live). ``lean``:
+        each pane's cwd and foreground name may be older (see ``ShellHost.panes``)."""
         found: dict[str, PaneInfo] = {}
-        for panes in (await self._panes_everywhere()).values():
+        for panes in (await self._panes_everywhere(lean=lean)).values():
             found.update({k: p for k, p in panes.items() if not p.dead})
         return found
 

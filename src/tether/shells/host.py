@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,9 @@ from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import ControlClient, SessionError
 
 _SYNC_WAIT_S = 10.0  # the mark follows the pane's output by microseconds; this is for a stalled host
+# A listing this young is "now" for the person check: a person's keystroke window is seconds long,
+# and the listing was asked after the call began (so a write costs one query round trip, not two).
+_FRESH_S = 0.02
 
 if TYPE_CHECKING:  # hosts/ implements this seam: at run time it imports this module, not back
     from tether.shells.hosts.confined import Confinement
@@ -66,6 +70,8 @@ class ShellHost(ABC):
 
     def __init__(self) -> None:
         self._panes: dict[str, PaneInfo] = {}
+        # The last listing read with the clients' keystroke times: (monotonic time, panes, clients).
+        self._seen: tuple[float, dict[str, PaneInfo], dict[str, float]] | None = None
 
     # ---- lifecycle of the host ------------------------------------------------------------------
 
@@ -96,16 +102,47 @@ class ShellHost(ABC):
     def log_of(self, shell_id: str) -> Path:
         return log_path(self.logs_dir, shell_id)
 
-    async def panes(self) -> dict[str, PaneInfo]:
-        """Every live ``dsh-`` shell (one pane each), fresh from tmux (asked after this call began;
-        the concurrent callers of one loop iteration share the query)."""
+    async def panes(self, *, lean: bool = False) -> dict[str, PaneInfo]:
+        """Every ``dsh-`` shell's pane (one each, a dead one too), fresh from tmux (asked after
+        this call began; the concurrent callers of one loop iteration share the query).
+
+        ``lean``: without the foreground's cwd and name, which cost tmux a read of ``/proc`` per
+        pane; each pane keeps the ones last read for it (``""`` if none was). For a caller that
+        needs which shells live and their state, not where they are."""
+        asked = time.monotonic()
         try:
-            lines = await self.control.run_shared(*commands.list_panes())
+            # Both leave in one write (the control client batches one loop iteration).
+            lines, clients = await asyncio.gather(
+                self.control.run_shared(*commands.list_panes(lean=lean)), self.client_activity()
+            )
         except SessionError:
             return {}
         panes = {p.shell_id: p for p in map(commands.parse_pane, lines) if p is not None}
+        if lean:
+            for shell_id, pane in panes.items():
+                known = self._panes.get(shell_id)
+                if known is not None and known.pane_id == pane.pane_id and known.pid == pane.pid:
+                    panes[shell_id] = replace(pane, cwd=known.cwd, command=known.command)
         self._panes = panes
+        self._seen = (asked, panes, clients)
         return panes
+
+    async def client_activity(self) -> dict[str, float]:
+        """Latest keystroke time (epoch s) per session among attached non-control clients, now."""
+        try:
+            return commands.parse_clients(await self.control.run_shared(*commands.list_clients()))
+        except Exception:  # no server, or a host that went away: nobody types there
+            return {}
+
+    async def person_view(self, shell_id: str, *, recent: bool = True) -> tuple[PaneInfo, float]:
+        """The shell's pane (with the panel's input stamp) and its clients' latest keystroke,
+        read now: with ``recent``, from a listing asked within the last few milliseconds (the
+        target check of the same call), else from tmux (both queries in one write)."""
+        seen = self._seen
+        if recent and seen is not None and time.monotonic() - seen[0] < _FRESH_S and shell_id in seen[1]:
+            return seen[1][shell_id], seen[2].get(shell_id, 0.0)
+        pane, clients = await asyncio.gather(self.pane_now(shell_id), self.client_activity())
+        return pane, clients.get(shell_id, 0.0)
 
     async def pane(self, shell_id: str) -> PaneInfo:
         """The shell's pane, from the last listing if its process still runs, else fresh."""

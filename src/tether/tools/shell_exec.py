@@ -34,7 +34,7 @@ async def plan_units(shells: Shells, call: Call[Any], actor: str, *, write: bool
     units: list[Unit | TaskOutcome] = []
     failed: list[Unit | TaskOutcome] = []
     seen: dict[str, int] = {}
-    live = set(await shells.live())
+    live = set(await shells.live(lean=True))  # which shells live, not where they are
     for task in call.tasks:
         path = f"tasks[{task.index}].target"
         try:

@@ -305,7 +305,8 @@ class SshHost(RemoteQuestions, ShellHost):
         except ClientEnded as exc:
             raise self._lost_error() from exc
 
-    async def panes(self) -> dict[str, PaneInfo]:
+    async def panes(self, *, lean: bool = False) -> dict[str, PaneInfo]:
+        # Always the whole listing: over ssh, the round trip costs far more than tmux's /proc reads.
         await self.connection()
         try:
             lines = await self._query(commands.list_panes())

@@ -31,7 +31,6 @@ Every refusal is noted for the call's audit record (``call_notes``) before it pr
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -46,7 +45,7 @@ from tether.shells.guard.shellstate import ShellState, parse_dump
 from tether.shells.macros.expand import MacroExpander
 from tether.shells.safety.call_notes import note_command, note_flag, note_outcome, note_reason
 from tether.shells.safety.hooks import LineJudge, LineVerdict, SessionHooks, WriteDecision, WriteIntent
-from tether.shells.safety.user_busy import client_activity, is_user_busy
+from tether.shells.safety.user_busy import is_user_busy
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.vault.redaction import SecretRedactor
 from tether.shells.vault.refs import (
@@ -152,13 +151,11 @@ class _WritePath:
         if lease is not None:
             lease.release()
 
-    async def _check_person(self, shell_id: str) -> PaneInfo:
+    async def _check_person(self, shell_id: str, *, recent: bool = True) -> PaneInfo:
         """The pane, read fresh (``host.pane`` may answer from a cache, and the person-typing
-        stamp must be read now); ``RefusedError`` while a person types there."""
-        # Both queries leave in one write to tmux (``ControlClient`` batches one loop iteration).
-        host = self.shells.host_of(shell_id)
-        pane, clients = await asyncio.gather(host.pane_now(shell_id), client_activity(host))
-        activity = clients.get(shell_id, 0.0)
+        stamp must be read now); ``RefusedError`` while a person types there. ``recent``: a
+        listing this call asked moments ago is fresh enough."""
+        pane, activity = await self.shells.host_of(shell_id).person_view(shell_id, recent=recent)
         if is_user_busy(self.shells.config, pane, activity, time.time()):
             window = self.shells.config.sessions.user_busy_seconds
             raise RefusedError(
@@ -205,7 +202,8 @@ class _WritePath:
         self._leases[id(intent)] = lease
         try:
             if lease.waited_ms > 0:
-                await self._check_person(shell_id)  # a person may have started typing while we waited
+                # A person may have started typing while we waited.
+                await self._check_person(shell_id, recent=False)
             decision = self._deliver(intent, text, x, shown, notes, expanded=expanded, submit=submit)
             return replace(decision, judge=judge, judged=text)
         except BaseException:

@@ -10,26 +10,12 @@ from __future__ import annotations
 
 from tether.config import Config
 from tether.shells.host import ShellHost
-from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo
 
 
 async def client_activity(host: ShellHost) -> dict[str, float]:
     """Latest keystroke time (epoch s) per session among attached non-control clients."""
-    try:
-        lines = await host.control.run_shared(*commands.list_clients())
-    except Exception:
-        return {}
-    latest: dict[str, float] = {}
-    for line in lines:
-        parts = line.split("\t")
-        if len(parts) != 4 or parts[2] == "1" or not (parts[1].isdigit() and parts[3].isdigit()):
-            continue
-        # tmux sets a client's activity when it attaches, and its terminal's automatic answers to
-        # tmux's queries arrive within the first second (whole seconds here): not a person typing.
-        if int(parts[1]) > int(parts[3]) + 1:
-            latest[parts[0]] = max(latest.get(parts[0], 0.0), float(parts[1]))
-    return latest
+    return await host.client_activity()
 
 
 def is_user_busy(config: Config, pane: PaneInfo, activity: float, now: float) -> bool:

@@ -40,6 +40,10 @@ _PANE_FIELDS = (
     "#{pane_current_command}",
 )
 PANE_FORMAT = "\t".join(_PANE_FIELDS)
+# Without the two fields tmux computes by reading /proc for every pane (the foreground's cwd and
+# name): a listing of a few shells costs tmux a third of the time.
+_LEAN_FIELDS = tuple(f for f in _PANE_FIELDS if f not in ("#{pane_current_path}", "#{pane_current_command}"))
+LEAN_FORMAT = "\t".join(_LEAN_FIELDS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,7 +66,11 @@ class PaneInfo:
 
 
 def parse_pane(line: str) -> PaneInfo | None:
+    """A line of ``PANE_FORMAT``, or of ``LEAN_FORMAT`` (its ``cwd`` and ``command`` then ``""``)."""
     parts = line.split("\t")
+    if len(parts) == len(_LEAN_FIELDS):
+        parts[5:5] = [""]  # pane_current_path
+        parts.append("")  # pane_current_command
     if len(parts) != len(_PANE_FIELDS) or not is_shell_id(parts[0]):
         return None
     try:
@@ -145,8 +153,8 @@ def server_options() -> list[Cmd]:
 # ---- panes ------------------------------------------------------------------------------------------
 
 
-def list_panes() -> Cmd:
-    return ("list-panes", "-a", "-F", PANE_FORMAT)
+def list_panes(*, lean: bool = False) -> Cmd:
+    return ("list-panes", "-a", "-F", LEAN_FORMAT if lean else PANE_FORMAT)
 
 
 def describe_pane(shell_id: str) -> Cmd:
@@ -159,6 +167,21 @@ def list_clients() -> Cmd:
         "-F",
         "#{client_session}\t#{client_activity}\t#{client_control_mode}\t#{client_created}",
     )
+
+
+def parse_clients(lines: Sequence[str]) -> dict[str, float]:
+    """``list_clients`` lines: the latest keystroke time (epoch s) per session among attached
+    non-control clients."""
+    latest: dict[str, float] = {}
+    for line in lines:
+        parts = line.split("\t")
+        if len(parts) != 4 or parts[2] == "1" or not (parts[1].isdigit() and parts[3].isdigit()):
+            continue
+        # tmux sets a client's activity when it attaches, and its terminal's automatic answers to
+        # tmux's queries arrive within the first second (whole seconds here): not a person typing.
+        if int(parts[1]) > int(parts[3]) + 1:
+            latest[parts[0]] = max(latest.get(parts[0], 0.0), float(parts[1]))
+    return latest
 
 
 def new_session(
