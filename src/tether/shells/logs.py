@@ -71,22 +71,47 @@ def data_start(path: Path) -> int:
 def read_range(path: Path, start: int, end: int | None = None) -> bytes:
     """Bytes ``[start, end)`` of a log (clipped to what exists; punched bytes are dropped)."""
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            end = size if end is None else min(end, size)
-            if start >= end:
-                return b""
-            try:
-                first = os.lseek(fh.fileno(), 0, os.SEEK_DATA)
-            except OSError:
-                first = size
-            start = max(start, first)
-            if start >= end:
-                return b""
-            fh.seek(start)
-            return fh.read(end - start)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return b""
+    try:
+        size = os.fstat(fd).st_size
+        end = size if end is None else min(end, size)
+        if start >= end:
+            return b""
+        try:
+            first = os.lseek(fd, 0, os.SEEK_DATA)
+        except OSError:
+            first = size
+        start = max(start, first)
+        return _pread_all(fd, start, end - start) if start < end else b""
+    finally:
+        os.close(fd)
+
+
+def read_at(path: Path, offset: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of a log from ``offset`` as they are (``b""``: none, or no log)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return b""
+    try:
+        # Clipped to what exists: a buffer of ``limit`` bytes would be allocated whatever is read.
+        return _pread_all(fd, offset, min(limit, os.fstat(fd).st_size - offset))
+    finally:
+        os.close(fd)
+
+
+def _pread_all(fd: int, offset: int, length: int) -> bytes:
+    chunks: list[bytes] = []
+    while length > 0:
+        chunk = os.pread(fd, length, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+        length -= len(chunk)
+    return b"".join(chunks)
 
 
 def enforce_cap(path: Path, cap: int) -> bool:

@@ -25,7 +25,7 @@ from tether.errors import NotFoundError
 from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.integration.tracker import RunTrack
-from tether.shells.logs import log_size
+from tether.shells.logs import log_size, read_at
 from tether.shells.offload import offloaded
 from tether.shells.termtext import has_bell, render_text
 from tether.shells.tmux.commands import PaneInfo
@@ -81,12 +81,7 @@ class _Scan:
 
     def feed(self) -> list[ShellEvent] | None:
         """What is new (``None``: nothing was)."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.pos)
-                data = fh.read(_SCAN_CHUNK)
-        except FileNotFoundError:
-            return None
+        data = read_at(self.path, self.pos, _SCAN_CHUNK)
         if not data:
             return None
         self.last_output = time.monotonic()
@@ -114,7 +109,10 @@ _INLINE_FEED = 256 * 1024  # below this, reading and scanning is cheaper than a 
 
 async def _fed(scan: _Scan) -> list[ShellEvent] | None:
     """``scan.feed()``; off the event loop when much is new (a match wait renders what it reads)."""
-    if log_size(scan.path) - scan.pos < _INLINE_FEED:
+    new = log_size(scan.path) - scan.pos
+    if new <= 0:
+        return None
+    if new < _INLINE_FEED:
         return scan.feed()
     return await offloaded(scan.feed)
 

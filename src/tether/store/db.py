@@ -52,6 +52,8 @@ class Store:
 
     def ensure_schemas(self) -> None:
         """Apply every registered schema not yet applied through this object."""
+        if len(self._applied) == len(_SCHEMAS):  # every statement asks: the answer is nearly always yes
+            return
         pending = {k: v for k, v in _SCHEMAS.items() if k not in self._applied}
         if not pending:
             return

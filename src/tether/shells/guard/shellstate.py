@@ -122,14 +122,11 @@ def parse_dump(data: bytes) -> ShellState | None:
     if parsed is None:
         return None
     aliases, traps, bodies = parsed
-    variables, arrays, namerefs = _variables(head)
+    variables, arrays, namerefs, keyed = _variables(head)
     functions: dict[str, str | None] = dict.fromkeys(_function_names(names_text))
     functions.update(bodies)
     digest = hashlib.blake2b(digest_size=12)
-    for line in head.split("\n"):
-        match = _DECLARE.match(line)
-        if match is None or (match[2] not in _VOLATILE and not _OURS.match(match[2])):
-            digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
+    digest.update("".join(keyed).encode("utf-8", "surrogateescape"))
     digest.update(names_text.encode("utf-8", "surrogateescape"))
     digest.update(code.encode("utf-8", "surrogateescape"))
     return ShellState(
@@ -147,13 +144,16 @@ def parse_dump(data: bytes) -> ShellState | None:
 
 
 _Declared = tuple[str, str, str | tuple[str, ...]] | None  # (kind, name, value)
-_lines: dict[str, _Declared] = {}
+# Per line: what it declares, and whether it is part of the state's key (tether's own variables
+# and those bash changes by itself from one prompt to the next are not).
+_lines: dict[str, tuple[_Declared, bool]] = {}
 
 
-def _declared(line: str) -> _Declared:
+def _declared(line: str) -> tuple[_Declared, bool]:
     """One ``declare -p`` line (cached: from one prompt to the next most lines are the same)."""
-    if line in _lines:
-        return _lines[line]
+    known = _lines.get(line)
+    if known is not None:
+        return known
     match = _DECLARE.match(line)
     found: _Declared = None
     if match is not None and match[3] is not None and not _OURS.match(match[2]):
@@ -162,18 +162,25 @@ def _declared(line: str) -> _Declared:
             found = ("array", name, tuple(_array(raw)))
         else:
             found = ("nameref" if "n" in flags else "scalar", name, _scalar(raw))
+    keyed = match is None or (match[2] not in _VOLATILE and not _OURS.match(match[2]))
     if len(_lines) >= 4096:
         _lines.clear()
-    _lines[line] = found
-    return found
+    _lines[line] = (found, keyed)
+    return found, keyed
 
 
-def _variables(text: str) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, str]]:
+def _variables(
+    text: str,
+) -> tuple[dict[str, str], dict[str, tuple[str, ...]], dict[str, str], list[str]]:
+    """The variables, arrays and namerefs ``declare -p`` printed, and the lines of the state's key."""
     variables: dict[str, str] = {}
     arrays: dict[str, tuple[str, ...]] = {}
     namerefs: dict[str, str] = {}
+    keyed: list[str] = []
     for line in text.split("\n"):
-        found = _declared(line)
+        found, key = _declared(line)
+        if key:
+            keyed.append(line + "\n")
         if found is None:
             continue
         kind, name, value = found
@@ -183,7 +190,7 @@ def _variables(text: str) -> tuple[dict[str, str], dict[str, tuple[str, ...]], d
             namerefs[name] = value
         else:
             variables[name] = value
-    return variables, arrays, namerefs
+    return variables, arrays, namerefs, keyed
 
 
 def _scalar(raw: str) -> str:
