@@ -6,7 +6,11 @@ shell integration runs), so the parser is tested against bash's own quoting."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 from test_guard import BENIGN, DANGEROUS
@@ -14,23 +18,33 @@ from test_guard import BENIGN, DANGEROUS
 from tether.shells.guard.guard import Guard
 from tether.shells.guard.heredocs import lex
 from tether.shells.guard.shellstate import ShellState, parse_dump
+from tether.shells.integration.script import integration_script
 
 P = "/srv"  # a protected directory of the defaults
-_DUMP = r"""
-__tether_dump() {
-  local __tether_w="${PROMPT_COMMAND[*]-} ${PS0-} ${PS1-} ${PS2-} command_not_found_handle"
-  { printf '#tether-state\n'; declare -p; printf '#tether-names\n'; declare -F; printf '#tether-code\n'
-    alias -p; trap -p; builtin hash -l
-    if [[ ${2-} == all ]]; then declare -f; else declare -f -- ${__tether_w//[^A-Za-z0-9_:.-]/ }; fi
-    printf '#tether-end\n'; } 2>/dev/null
-}
-"""
+
+
+def _functions(*names: str) -> str:
+    """The integration's own definitions of ``names`` (the dump is tested as the shell runs it)."""
+    script = integration_script("testnonce", state="/nonexistent/shell.state")
+    found = [re.search(rf"^{name}\(\) \{{\n.*?^\}}\n", script, re.S | re.M) for name in names]
+    assert all(found), names
+    return "".join(m.group(0) for m in found if m is not None)
+
+
+_DUMP = _functions("__tether_dump", "__tether_sections")
+
+
+def dump_after(setup: str, path: Path, *, bodies: bool = False, bash: str = "bash") -> bytes:
+    """Run ``setup`` in a bash, then the integration's dump into ``path``; the file's bytes."""
+    script = f"{_DUMP}\n{setup}\n__tether_dump {shlex.quote(str(path))} {'all' if bodies else ''}\n"
+    subprocess.run([bash, "--norc", "-c", script], check=True, timeout=30)
+    return path.read_bytes()
 
 
 def state_after(setup: str, *, bodies: bool = False) -> ShellState:
     """What a shell that ran ``setup`` reports (as the prompt hook, or the reporter, writes it)."""
-    script = f"{_DUMP}\n{setup}\n__tether_dump - {'all' if bodies else ''}\n"
-    out = subprocess.run(["bash", "--norc", "-c", script], capture_output=True, check=True, timeout=30).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        out = dump_after(setup, Path(tmp) / "state", bodies=bodies)
     found = parse_dump(out)
     assert found is not None, out[-400:]
     return found
@@ -231,3 +245,47 @@ def test_stored_and_assembled_code_in_one_text(guard: Guard, command: str) -> No
 )
 def test_what_only_run_time_knows_is_refused(guard: Guard, command: str) -> None:
     assert guard.check(command).rule == "dynamic-command", guard.check(command)
+
+
+# ---- a dump written over the one before (no truncation) ------------------------------------------
+
+
+def test_a_shorter_dump_over_a_longer_one_is_read_alone(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    long_value = "x" * 5000
+    first = dump_after(f"GONE={long_value}; KEEP=1", path)
+    second = dump_after("KEEP=2", path)
+    assert len(second) == len(first)  # written in place: the old tail is still in the file
+    state = parse_dump(second)
+    assert state is not None
+    assert state.variables["KEEP"] == "2" and "GONE" not in state.variables
+
+
+def test_a_dump_still_being_written_over_an_old_one_is_no_state(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    old = dump_after(f"OLD={'y' * 3000}", path)
+    new = dump_after("NEW=1", tmp_path / "fresh")
+    for cut in (len(new) // 4, len(new) // 2, len(new) - 2):
+        # The new head over the old bytes, the old dump's own end marker still in them.
+        torn = new[:cut] + old[cut:]
+        assert b"#tether-end " in old[cut:]
+        assert parse_dump(torn) is None, cut
+
+
+def test_an_end_marker_inside_a_value_does_not_end_the_dump(tmp_path: Path) -> None:
+    fake = "$'\\n#tether-end 1.2.3\\n'"
+    state = parse_dump(dump_after(f"alias zz={fake}; V={fake}; later() {{ rm -rf /srv; }}", tmp_path / "s"))
+    assert state is not None
+    assert "zz" in state.aliases and state.variables["V"] == "\n#tether-end 1.2.3\n"
+    assert "later" in state.functions
+
+
+def test_without_srandom_the_dump_replaces_the_file(tmp_path: Path) -> None:
+    # bash before 5.1 has no SRANDOM (unset here, it loses its meaning): untagged markers, and
+    # the file truncated, so it ends where the dump does.
+    path = tmp_path / "state"
+    dump_after(f"GONE={'z' * 5000}", path)
+    data = dump_after("unset SRANDOM; KEEP=3", path)
+    assert data.startswith(b"#tether-state\n") and data.endswith(b"#tether-end\n")
+    state = parse_dump(data)
+    assert state is not None and state.variables["KEEP"] == "3" and "GONE" not in state.variables

@@ -111,8 +111,8 @@ def prompt_code(value: str) -> str:
 
 def parse_dump(data: bytes) -> ShellState | None:
     """The state a shell wrote, or ``None`` when the dump is incomplete or not one."""
-    text = data.decode("utf-8", "surrogateescape")
-    if not text.startswith(STATE_MARK + "\n"):
+    text = _whole(data.decode("utf-8", "surrogateescape"))
+    if text is None:
         return None
     head, sep, rest = text[len(STATE_MARK) + 1 :].partition("\n" + NAMES_MARK + "\n")
     names_text, sep2, code = rest.partition("\n" + CODE_MARK + "\n")
@@ -138,6 +138,24 @@ def parse_dump(data: bytes) -> ShellState | None:
         traps=traps,
         key=digest.hexdigest(),
     )
+
+
+def _whole(text: str) -> str | None:
+    """The dump alone, ending with its plain end marker (``None``: it is not yet whole).
+
+    A dump whose markers carry a tag was written over the one before in place: it ends at the end
+    marker with its tag (whatever follows is left of a longer dump before it). An untagged one
+    (from bash without ``SRANDOM``) replaced the file, and ends with it."""
+    first, newline, rest = text.partition("\n")
+    if first == STATE_MARK:
+        return text
+    tag = first.removeprefix(STATE_MARK + " ")
+    if not newline or tag == first or not tag:
+        return None
+    end = rest.find("\n" + END_MARK + " " + tag + "\n")
+    if end < 0:
+        return None
+    return f"{STATE_MARK}\n{rest[: end + 1]}{END_MARK}\n"
 
 
 # ---- declare -p --------------------------------------------------------------------------------

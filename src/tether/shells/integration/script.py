@@ -138,15 +138,32 @@ __tether_swallow() {
 }
 __tether_dump() {
   # Functions the prompt's own code may call are written whole; the rest by name (see the reporter).
+  # The words of that code are found again only when it changed: bash's pattern substitution over
+  # it costs more than all the rest of the dump.
   local __tether_w="${PROMPT_COMMAND[*]-} ${PS0-} ${PS1-} ${PS2-}" __tether_x
-  local -a __tether_f=(command_not_found_handle)
-  for __tether_x in ${__tether_w//[^A-Za-z0-9_:.-]/ }; do
-    [[ $__tether_x == __tether_* ]] || __tether_f+=("$__tether_x")
-  done
-  { printf '#tether-state\n'; declare -p; printf '#tether-names\n'; declare -F; printf '#tether-code\n'
-    alias -p; trap -p; builtin hash -l
-    if [[ ${2-} == all ]]; then declare -f; else declare -f -- "${__tether_f[@]}"; fi
-    printf '#tether-end\n'; } >| "$1" 2>/dev/null || :
+  if [[ $__tether_w != "${__tether_dw-}" ]]; then
+    __tether_df=(command_not_found_handle)
+    for __tether_x in ${__tether_w//[^A-Za-z0-9_:.-]/ }; do
+      [[ $__tether_x == __tether_* ]] || __tether_df+=("$__tether_x")
+    done
+    __tether_dw=$__tether_w
+  fi
+  # Written over the old dump in place: truncating a file costs more than the rest of the dump.
+  # Its end marker carries a tag no earlier dump (nor any value in this one) can hold, so a reader
+  # finds where this dump ends, and calls it incomplete until it does. Without SRANDOM (bash < 5.1)
+  # the dump replaces the file, and ends where the file does.
+  local __tether_t=${SRANDOM:+$SRANDOM.$SRANDOM.$SRANDOM}
+  if [[ -n $__tether_t ]]; then
+    { __tether_sections "$__tether_t" "${2-}"; } 1<> "$1" 2>/dev/null || :
+  else
+    { __tether_sections "" "${2-}"; } >| "$1" 2>/dev/null || :
+  fi
+}
+__tether_sections() {
+  printf '#tether-state%s\n' "${1:+ $1}"; declare -p; printf '#tether-names\n'; declare -F
+  printf '#tether-code\n'; alias -p; trap -p; builtin hash -l
+  if [[ $2 == all ]]; then declare -f; else declare -f -- "${__tether_df[@]}"; fi
+  printf '#tether-end%s\n' "${1:+ $1}"
 }
 __tether_report() {
   local __tether_p
