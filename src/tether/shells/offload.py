@@ -1,38 +1,66 @@
-"""Work proportional to what a program printed runs off the event loop, a bounded amount at once.
+"""Work proportional to what a program printed runs outside the server's process, a bounded amount
+at once.
 
 Invariant: rendering and searching a shell's log (``reading``), which a program's output can make
 arbitrarily long (a 1 MB line without a newline, megabytes of ``\\r``, a 100 MB history), never runs
-on the event loop: ``offloaded`` hands it to a small pool of worker threads and awaits the result,
-so another conversation's call keeps being served. The pool is bounded (one worker per core, at
-least two): a flood of heavy reads queues there instead of starving the process, and the loop
-takes the interpreter back every switch interval (5 ms), which bounds how long any call can be
-delayed by another call's rendering.
+in the interpreter that serves calls: ``rendered`` hands a large job to a worker process (a thread
+of this process waits for it, holding no lock), so no other call waits for that work — not for the
+event loop, and not for the interpreter lock either, which a worker thread would take for its whole
+time slice. A small job runs inline (the hand-over would cost more than the work). The workers are
+bounded (one per core, at least two): a flood of heavy reads queues here instead of starving the
+machine.
+
+A worker is a Python process running ``serve_jobs``: it reads one job at a time on its stdin (a
+module-level function, its arguments, pickled) and writes the result on its stdout. It is started on
+first use, kept for the next job, and ends with its server: it reads EOF when the server exits or
+closes it, and the kernel kills it (``PR_SET_PDEATHSIG``) when the server dies. A job's arguments
+may hold the vault's masker (a search runs on masked text): they travel over that private pipe to a
+child of this process, never to a file. A worker that cannot be started or dies mid-job costs
+isolation, never the result: the job then runs on the waiting thread.
+
+``offloaded`` runs a callable on a worker thread of this process instead: for work bound to live
+objects (a wait's scanner, the shells' records) that cannot cross to another process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import functools
+import importlib
+import logging
 import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import IO, Any, ParamSpec, TypeVar
+
+logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 _WORKERS = max(2, os.cpu_count() or 2)
 _pool: ThreadPoolExecutor | None = None
+_HEADER = struct.Struct("!Q")
+_PR_SET_PDEATHSIG = 1
 
 
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="tether-render")
+        # One thread per worker process, and as many for ``offloaded``'s own jobs.
+        _pool = ThreadPoolExecutor(max_workers=2 * _WORKERS, thread_name_prefix="tether-render")
     return _pool
 
 
-# Below this much output, rendering costs less than handing it to a thread (a result waits for it).
+# Below this much output, rendering costs less than handing it to a worker (a result waits for it).
 INLINE_BYTES = 256 * 1024
 
 
@@ -43,7 +71,159 @@ async def offloaded(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 
 async def rendered(size: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)`` for ``size`` bytes of output: inline when small, else offloaded."""
+    """``fn(*args, **kwargs)`` for ``size`` bytes of output: inline when small, else in a worker
+    process. ``fn`` is a module-level function; its arguments and result can be pickled."""
     if size < INLINE_BYTES:
         return fn(*args, **kwargs)
-    return await offloaded(fn, *args, **kwargs)
+    return await offloaded(_PROCESSES.call, fn, args, kwargs)
+
+
+class _WorkerLost(Exception):
+    """The worker process ended (or could not start) before it answered."""
+
+
+class _Unportable(Exception):
+    """The job's function or arguments cannot be pickled (nothing was sent)."""
+
+
+class _Worker:
+    """One worker process and its two pipes (used by one thread at a time)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            # -P: never a module from the working directory (it may be anyone's).
+            [sys.executable, "-P", "-c", f"from {__name__} import serve_jobs; serve_jobs({os.getpid()})"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+        )
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            job = pickle.dumps((fn.__module__, fn.__qualname__, args, kwargs), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # a job that cannot travel is run where it is
+            raise _Unportable(f"{type(exc).__name__}: {exc}") from exc
+        try:
+            stdin.write(_HEADER.pack(len(job)) + job)
+            stdin.flush()
+            reply = _read_frame(stdout)
+        except OSError as exc:
+            raise _WorkerLost(str(exc)) from exc
+        if reply is None:
+            raise _WorkerLost(f"the worker ended (exit status {self.proc.poll()})")
+        ok, value = pickle.loads(reply)
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+class _Processes:
+    """The process's worker processes: an idle one is taken for a job, a new one started when none
+    is idle (the thread pool bounds how many run at once)."""
+
+    def __init__(self) -> None:
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._running = threading.BoundedSemaphore(_WORKERS)
+
+    def call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        with self._running:
+            return self._call(fn, args, kwargs)
+
+    def _call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        with self._lock:
+            worker = self._idle.pop() if self._idle else None
+        try:
+            if worker is None:
+                worker = _Worker()
+            result: T = worker.call(fn, args, kwargs)
+        except _Unportable as exc:
+            logger.warning("a render job cannot go to a worker (%s); rendering in the server instead", exc)
+            assert worker is not None
+            with self._lock:
+                self._idle.append(worker)
+            return fn(*args, **kwargs)
+        except (_WorkerLost, OSError) as exc:
+            logger.warning("a render worker failed (%s); rendering in the server instead", exc)
+            if worker is not None:
+                worker.close()
+            return fn(*args, **kwargs)
+        except BaseException:
+            if worker is not None:
+                with self._lock:  # the job failed, the worker did not: keep it
+                    self._idle.append(worker)
+            raise
+        with self._lock:
+            self._idle.append(worker)
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.close()
+
+
+_PROCESSES = _Processes()
+
+
+def close_workers() -> None:
+    """End the idle worker processes (the next large job starts new ones)."""
+    _PROCESSES.close()
+
+
+def _read_frame(stream: IO[bytes]) -> bytes | None:
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(head)
+    body = stream.read(size)
+    return body if len(body) == size else None
+
+
+# ---- the worker process --------------------------------------------------------------------------
+
+
+def _die_with_parent(parent: int) -> None:
+    # The server killed with SIGKILL never closes the pipe in time for a job in progress.
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the server died before the signal was armed (while this started)
+        os._exit(0)
+
+
+def serve_jobs(parent: int) -> None:
+    """The worker's main loop (see the module docstring); ``parent``: the server's pid."""
+    _die_with_parent(parent)
+    # Ctrl+C in the server's terminal reaches its whole process group: the server decides.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while (job := _read_frame(stdin)) is not None:
+        module, qualname, args, kwargs = pickle.loads(job)
+        try:
+            fn: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                fn = getattr(fn, part)
+            reply = pickle.dumps((True, fn(*args, **kwargs)), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # the job's own failure goes back to its caller
+            try:
+                reply = pickle.dumps((False, exc), pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                reply = pickle.dumps((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+        stdout.write(_HEADER.pack(len(reply)) + reply)
+        stdout.flush()

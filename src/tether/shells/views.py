@@ -1,7 +1,7 @@
 """The output shapes of ``shell_run`` (``output.showing``) and ``shell_read`` (``read.mode``).
 
 Invariant: every line returned here went through ``tether.shells.termtext`` (integration events
-removed), rendered off the event loop (``offload``) when much of the log must be read; each
+removed), rendered by a worker process (``offload``) when much of the log must be read; each
 view updates the caller's read position so ``since`` and ``diff`` mean "since my last look" per
 conversation, durably (a restarted process continues). A position is never left
 inside an event the shell is still printing (``reading.safe_end``). ``history`` returns
@@ -20,7 +20,7 @@ from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import log_size, read_range
-from tether.shells.offload import offloaded, rendered
+from tether.shells.offload import rendered
 from tether.shells.reading import Lines, clip_line, history_page, history_tail, log_lines, safe_end, search
 from tether.shells.requests import MAX_OUTPUT_LINES, Output, ReadAction
 from tether.shells.shaping import SearchHit, SearchPage, cap_tail
@@ -92,26 +92,26 @@ async def diff_lines(shells: Shells, host: ShellHost, pane: PaneInfo, actor: str
     return shaping.diff_screens(before, current)
 
 
-def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
+async def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
     """New output since this conversation last read (first read: the last 2000 lines)."""
     path = shells.log_of(shell_id)
     end = safe_end(path, log_size(path))
     pos = shells.records.read_position(shell_id, actor)
     start = pos[0] if pos is not None else 0
-    lines = log_lines(path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells))
+    lines = await rendered(
+        end - start, log_lines, path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells)
+    )
     shells.records.set_read_position(shell_id, actor, end)
     return with_dropped(lines)
 
 
 async def run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
-    """A write's output from the log (rendered off the event loop when it is long)."""
-    return await rendered(end - start, _run_output, shells, shell_id, start, end, actor)
-
-
-def _run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
+    """A write's output from the log (rendered by a worker process when it is long)."""
     path = shells.log_of(shell_id)
     end = safe_end(path, end)
-    lines = log_lines(path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells))
+    lines = await rendered(
+        end - start, log_lines, path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells)
+    )
     shells.records.set_read_position(shell_id, actor, end)
     return lines
 
@@ -137,15 +137,18 @@ async def shaped(
     return with_dropped(lines)
 
 
-def search_view(shells: Shells, shell_id: str, action: ReadAction, limit: int) -> list[str]:
+async def search_view(shells: Shells, shell_id: str, action: ReadAction, limit: int) -> list[str]:
     assert action.regex is not None
-    page = search(
-        shells.log_of(shell_id),
+    path = shells.log_of(shell_id)
+    page = await rendered(
+        log_size(path),
+        search,
+        path,
         action.regex,
         context=action.context,
         offset=action.match_offset,
         page=max(limit, 1),
-        mask=shells.hooks.mask,
+        mask=shells.hooks.masking(),  # the mask as it is now, as a value a worker can hold
     )
     hits = tuple(SearchHit(line=n, text=t, before=b, after=a) for n, t, b, a in page.hits)
     return shaping.render_search(SearchPage(total=page.total, offset=page.offset, hits=hits))
@@ -184,8 +187,7 @@ async def read_view(
     """``shell_read`` ``read``: the mode's view, or a search page when ``search`` is set."""
     shell_id = pane.shell_id
     if action.regex is not None:
-        size = log_size(host.log_of(shell_id))
-        return ReadView(lines=await rendered(size, search_view, shells, shell_id, action, limit))
+        return ReadView(lines=await search_view(shells, shell_id, action, limit))
     mode = action.mode
     if mode == "history":
         return await rendered(
@@ -205,7 +207,7 @@ async def read_view(
     if mode == "diff":
         return ReadView(lines=await diff_lines(shells, host, pane, actor))
     if mode == "since":
-        return ReadView(lines=await offloaded(since_lines, shells, shell_id, actor))
+        return ReadView(lines=await since_lines(shells, shell_id, actor))
     log = host.log_of(shell_id)
     hist = await rendered(
         log_size(log), history_tail, log, min(limit, shaping.SUMMARY_LINES), max_bytes=budget(shells)

@@ -114,6 +114,10 @@ def _unmasked(text: str) -> str:
     return text
 
 
+def _no_masking() -> Callable[[str], str]:
+    return _unmasked
+
+
 @dataclass(slots=True, kw_only=True)
 class SessionHooks:
     before_write: Callable[[WriteIntent], Awaitable[WriteDecision]] = field(default=_allow)
@@ -122,3 +126,5 @@ class SessionHooks:
     is_locked: Callable[[str, str], bool] = field(default=_never_locked)
     # Masks vault values in text that is kept (a screen stored for ``diff``) or shown.
     mask: Callable[[str], str] = field(default=_unmasked)
+    # The mask as it is now, as a value that can be pickled (a worker process renders with it).
+    masking: Callable[[], Callable[[str], str]] = field(default=_no_masking)

@@ -32,6 +32,7 @@ Every refusal is noted for the call's audit record (``call_notes``) before it pr
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -117,7 +118,11 @@ class SafetyPolicy:
             after_write=path.after_write,
             is_locked=path.is_locked,
             mask=self.redactor.mask,
+            masking=self._masking,
         )
+
+    def _masking(self) -> Callable[[str], str]:
+        return self.redactor.masker().mask
 
 
 @dataclass(slots=True, kw_only=True)

@@ -1,0 +1,103 @@
+"""Large renders run in a worker process, come back exactly, and never outlive their server.
+
+The jobs are functions a worker can import by name (``os.getpid`` says where a job ran, ``int``
+fails on demand, ``time.sleep`` keeps a worker busy) and the real renderer on a real log; the last
+test SIGKILLs a server process in the middle of a job and looks for its worker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tether.shells.offload import INLINE_BYTES, rendered
+from tether.shells.reading import log_lines
+
+
+def _workers(of: int) -> set[int]:
+    found = set()
+    for child in psutil.Process(of).children():
+        try:
+            if "serve_jobs" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
+                found.add(child.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _wait(predicate: object, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+async def test_a_large_job_runs_in_another_process_and_a_small_one_here() -> None:
+    where = await rendered(INLINE_BYTES, os.getpid)
+    assert where != os.getpid() and where in _workers(os.getpid())
+    assert await rendered(INLINE_BYTES - 1, os.getpid) == os.getpid()
+    assert await rendered(INLINE_BYTES, os.getpid) == where  # the worker is kept for the next job
+
+
+async def test_a_jobs_own_error_reaches_the_caller() -> None:
+    with pytest.raises(ValueError, match="invalid literal"):
+        await rendered(INLINE_BYTES, int, "not a number")
+
+
+async def test_a_job_that_cannot_be_pickled_runs_here() -> None:
+    lock = threading.Lock()  # cannot be pickled: run where it is, same object
+    assert await rendered(INLINE_BYTES, id, lock) == id(lock)
+
+
+async def test_a_worker_that_dies_mid_job_costs_isolation_not_the_result() -> None:
+    worker = await rendered(INLINE_BYTES, os.getpid)  # an idle worker, taken by the next job
+    task = asyncio.ensure_future(rendered(INLINE_BYTES, time.sleep, 3.0))
+    await asyncio.sleep(0.5)  # the job is in the worker (if not yet, it meets a dead one: the same)
+    os.kill(worker, signal.SIGKILL)
+    started = time.monotonic()
+    assert await task is None  # run again, on the waiting thread
+    assert time.monotonic() - started >= 2.0  # the whole sleep, here: not a worker's answer
+    assert await rendered(INLINE_BYTES, os.getpid) not in (worker, os.getpid())  # a new worker
+
+
+async def test_the_real_renderer_gives_the_same_lines_in_a_worker(tmp_path: Path) -> None:
+    log = tmp_path / "dsh-abcdef.log"
+    log.write_bytes(b"".join(b"line %d \x1b[1mbold\x1b[0m\r\n" % n for n in range(40000)))
+    size = log.stat().st_size
+    assert size >= INLINE_BYTES
+    here = log_lines(log, 0, size, 2000, max_bytes=65536)
+    assert here.total == 40000
+    assert await rendered(size, log_lines, log, 0, size, 2000, max_bytes=65536) == here
+
+
+def test_a_killed_server_leaves_no_worker() -> None:
+    server = (
+        "import asyncio, time\n"
+        "from tether.shells import offload\n"
+        "asyncio.run(offload.rendered(offload.INLINE_BYTES, time.sleep, 600))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", server])
+    try:
+        _wait(lambda: _workers(proc.pid), "the server never started its worker")
+        (worker,) = _workers(proc.pid)
+        proc.kill()  # SIGKILL: the server closes nothing
+        proc.wait()
+        _wait(lambda: not psutil.pid_exists(worker) or _zombie(worker), "the worker outlived its server", 10)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
