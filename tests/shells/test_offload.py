@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,8 @@ import pytest
 
 from tether.shells.offload import INLINE_BYTES, rendered
 from tether.shells.reading import log_lines
+from tether.shells.vault.mask import SecretMasker
+from tether.shells.waits import WaitSpec, _fed, _Scan
 
 
 def _workers(of: int) -> set[int]:
@@ -101,3 +104,17 @@ def _zombie(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.Error:
         return True
+
+
+async def test_a_match_wait_over_a_flood_matches_masked_text_after_the_hand_over(tmp_path: Path) -> None:
+    # A wait that finds hundreds of KB new at once renders them in a worker, with the mask as it
+    # was handed over: the pattern sees the masked line, never the raw one.
+    log = tmp_path / "dsh-abcdef.log"
+    log.write_bytes(b"y" * 600_000 + b"\r" + b"the needle is here\r\n" + b"z" * 10)
+    masker = SecretMasker({"K": "needle"})
+    for pattern, found in (("needle", None), (r"the \[vault:K\] is", "the [vault:K] is")):
+        spec = WaitSpec(kind="match", regex=re.compile(pattern), masking=lambda: masker.mask)
+        scan = _Scan(path=log, pos=0, spec=spec, events=None, last_output=0.0)
+        assert await _fed(scan) == []
+        assert scan.matched == found and scan.pos == log.stat().st_size
+        assert scan._text == "z" * 10  # the unfinished line, carried into the next piece

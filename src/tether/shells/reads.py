@@ -76,7 +76,7 @@ async def read(
         activity = shells.activity(shell_id) if track is None else None
         out = await shells.waits(host).wait(
             pane,
-            wait_spec(wait, shells.hooks.mask),
+            wait_spec(wait, shells.hooks.masking),
             start,
             nonce=nonce,
             run=track,

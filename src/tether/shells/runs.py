@@ -130,7 +130,7 @@ async def _typed_run(
     out: WaitOutcome | None = None
     try:
         typing = asyncio.ensure_future(host.type_keys_then_text(pane, plan.keys, plan.text))
-        spec = wait_spec(w.wait, shells.hooks.mask)
+        spec = wait_spec(w.wait, shells.hooks.masking)
         if spec.kind == "none":
             await typing
             # Nothing is awaited, so nothing is read: whatever output already raced into the log
@@ -293,7 +293,7 @@ async def _as_input(
     try:
         await host.type_raw(pane, payload.to_bytes(decision.text), buffer=new_buffer())
         await host.send_keys(pane, ("Enter",))
-        spec = wait_spec(w.wait, shells.hooks.mask)
+        spec = wait_spec(w.wait, shells.hooks.masking)
         if spec.kind == "idle":
             spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, DEFAULT_POLL_MS))
         if spec.kind == "none":

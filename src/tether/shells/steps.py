@@ -66,7 +66,7 @@ async def _steps(
             timeout_ms=timeout,
             poll_ms=poll,
             regex=exp.regex if exp is not None else None,
-            mask=shells.hooks.mask,
+            masking=shells.hooks.masking,
             path=exp.path if exp is not None else None,
         )
         track: RunTrack | None = None

@@ -26,7 +26,7 @@ from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size, read_at
-from tether.shells.offload import offloaded
+from tether.shells.offload import offloaded, rendered
 from tether.shells.termtext import has_bell, render_text
 from tether.shells.tmux.commands import PaneInfo
 
@@ -46,8 +46,9 @@ class WaitSpec:
     path: str | None = None
     proc: str | None = None
     threshold: float | None = None
-    # ``match`` runs on the masked text: a pattern over a vault value never matches it.
-    mask: Callable[[str], str] | None = None
+    # ``match`` runs on the masked text: a pattern over a vault value never matches it. The mask
+    # as it is now, as a value a worker process can hold (``SessionHooks.masking``).
+    masking: Callable[[], Callable[[str], str]] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +81,17 @@ class _Scan:
     _text: str = ""
 
     def feed(self) -> list[ShellEvent] | None:
-        """What is new (``None``: nothing was)."""
+        """What is new (``None``: nothing was), matched here."""
+        taken = self.take()
+        if taken is None:
+            return None
+        data, events = taken
+        if self.wants_match:
+            self.matched, self._text = match_lines(self._text, data, *self._matching())
+        return events
+
+    def take(self) -> tuple[bytes, list[ShellEvent]] | None:
+        """What is new and its events (``None``: nothing was); a ``match`` is for the caller."""
         data = read_at(self.path, self.pos, _SCAN_CHUNK)
         if not data:
             return None
@@ -91,30 +102,50 @@ class _Scan:
             self.seen_event = events[-1]
         if self.spec.kind == "bell" and not self.bell and has_bell(data):
             self.bell = True
-        if self.spec.kind == "match" and self.spec.regex is not None and self.matched is None:
-            # JS semantics: ^ and $ anchor the subject, so the pattern is tried line by line.
-            lines = (self._text + render_text(data, keep_trailing=True)).split("\n")
-            self._text = lines[-1][-65536:]
-            mask = self.spec.mask
-            for line in lines:
-                m = self.spec.regex.search(mask(line) if mask is not None else line)
-                if m is not None:
-                    self.matched = m.group(0)
-                    break
-        return events
+        return data, events
+
+    @property
+    def wants_match(self) -> bool:
+        return self.spec.kind == "match" and self.spec.regex is not None and self.matched is None
+
+    def _matching(self) -> tuple[re.Pattern[str], Callable[[str], str] | None]:
+        assert self.spec.regex is not None
+        return self.spec.regex, self.spec.masking() if self.spec.masking is not None else None
+
+
+def match_lines(
+    carry: str, data: bytes, regex: re.Pattern[str], mask: Callable[[str], str] | None
+) -> tuple[str | None, str]:
+    """The first match of ``regex`` in a line of ``carry`` + ``data`` rendered (masked first), and
+    the unfinished last line to carry into the next piece. JS semantics: ^ and $ anchor the
+    subject, so the pattern is tried line by line."""
+    lines = (carry + render_text(data, keep_trailing=True)).split("\n")
+    rest = lines[-1][-65536:]
+    for line in lines:
+        found = regex.search(mask(line) if mask is not None else line)
+        if found is not None:
+            return found.group(0), rest
+    return None, rest
 
 
 _INLINE_FEED = 256 * 1024  # below this, reading and scanning is cheaper than a thread hop
 
 
 async def _fed(scan: _Scan) -> list[ShellEvent] | None:
-    """``scan.feed()``; off the event loop when much is new (a match wait renders what it reads)."""
+    """``scan.feed()``; when much is new, read and scanned off the event loop and, for a match
+    wait, rendered by a worker process (``offload.rendered``)."""
     new = log_size(scan.path) - scan.pos
     if new <= 0:
         return None
     if new < _INLINE_FEED:
         return scan.feed()
-    return await offloaded(scan.feed)
+    taken = await offloaded(scan.take)
+    if taken is None:
+        return None
+    data, events = taken
+    if scan.wants_match:
+        scan.matched, scan._text = await rendered(len(data), match_lines, scan._text, data, *scan._matching())
+    return events
 
 
 class WaitEngine:

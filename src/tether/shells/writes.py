@@ -43,11 +43,11 @@ class Write:
     person: PersonChannel | None = None  # the person at the caller's client, when one can be asked
 
 
-def wait_spec(wait: Wait | None, mask: Callable[[str], str] | None = None) -> WaitSpec:
+def wait_spec(wait: Wait | None, masking: Callable[[], Callable[[str], str]] | None = None) -> WaitSpec:
     if wait is None:
         return WaitSpec(kind="none")
     return WaitSpec(
-        mask=mask,
+        masking=masking,
         kind=wait.kind,
         timeout_ms=wait.timeout_ms,
         poll_ms=wait.poll_ms,
