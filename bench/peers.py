@@ -257,6 +257,75 @@ def fsync_floor(scratch: Path, n: int = 200) -> float:
     return statistics.median(times)
 
 
+def engine_floor(scratch: Path, n: int = 200) -> tuple[float, float]:
+    """p50 (ms) of ``echo hi`` and of ``sleep 0.05`` with no tether at all: keys to a bash pane
+    through one tmux control client, until its next prompt reaches the pane's log (pipe-pane) —
+    what a persistent-shell tool cannot go below on this machine (a plain prompt, no hooks)."""
+    sock = scratch / "floor.sock"
+    log = scratch / "floor.log"
+    log.touch()
+    ctl = subprocess.Popen(
+        ["tmux", "-S", str(sock), "-C", "new-session", "-s", "floor", "-x", "120", "-y", "32",
+         "env -i PATH=/usr/bin:/bin HOME=/tmp PS1='@@> ' bash --norc --noprofile -i"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert ctl.stdin is not None
+
+    def send(line: str) -> None:
+        assert ctl.stdin is not None
+        ctl.stdin.write(line.encode() + b"\n")
+        ctl.stdin.flush()
+
+    def prompts() -> int:
+        return log.read_bytes().count(b"@@> ")
+
+    try:
+        send(f"pipe-pane -t floor 'cat >> {log}'")
+        deadline = time.monotonic() + 10
+        send("send-keys -t floor Enter")
+        while prompts() < 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        figures = []
+        for command in ("echo hi", "sleep 0.05"):
+            times = []
+            for _ in range(n if command == "echo hi" else n // 10):
+                seen = prompts()
+                start = time.perf_counter()
+                send(f"send-keys -t floor -l '{command}' ; send-keys -t floor Enter")
+                while prompts() <= seen:
+                    pass  # polling the log as fast as it can: the floor, not a design
+                times.append((time.perf_counter() - start) * 1000)
+            figures.append(statistics.median(times))
+        return figures[0], figures[1]
+    finally:
+        send("kill-server")
+        try:
+            ctl.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            ctl.kill()
+            ctl.wait()
+
+
+def ping_floor(env: dict[str, str], scratch: Path, n: int = 200) -> float:
+    """p50 (ms) of an MCP ``ping`` to ``tether mcp`` through the same client: the door's floor."""
+
+    async def run() -> float:
+        params = StdioServerParameters(
+            command=TETHER, args=["mcp"], env={**env, "TETHER_HOME": str(scratch / "ping")}
+        )
+        async with Client(params, mode="legacy") as client:
+            for _ in range(20):
+                await client.send_ping()
+            times = []
+            for _ in range(n):
+                start = time.perf_counter()
+                await client.send_ping()
+                times.append((time.perf_counter() - start) * 1000)
+            return statistics.median(times)
+
+    return asyncio.run(run())
+
+
 def tether_rss_growth(env: dict[str, str], scratch: Path) -> float:
     """RSS growth (MiB) of tether mcp while 10 MB stream through a shell."""
 
@@ -357,6 +426,8 @@ def main() -> None:
         asyncio.run(measure(servers, env, args.rounds, scratch))
         rss = tether_rss_growth(env, scratch)
         floor = fsync_floor(scratch)
+        engine = engine_floor(scratch)
+        ping = ping_floor(env, scratch)
     finally:
         for sock_dir in (scratch / "tmux").glob("tmux-*"):
             for sock in sock_dir.iterdir():
@@ -364,7 +435,7 @@ def main() -> None:
         for sock in scratch.rglob("tmux.sock"):
             subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
         shutil.rmtree(scratch, ignore_errors=True)
-    report(servers, skipped, args.rounds, rss, floor)
+    report(servers, skipped, args.rounds, rss, floor, engine, ping)
 
 
 def _figure(server: Server, key: str) -> float | None:
@@ -376,7 +447,13 @@ def _figure(server: Server, key: str) -> float | None:
 
 
 def report(
-    servers: list[Server], skipped: list[tuple[str, str]], rounds: int, rss: float, floor: float
+    servers: list[Server],
+    skipped: list[tuple[str, str]],
+    rounds: int,
+    rss: float,
+    floor: float,
+    engine: tuple[float, float],
+    ping: float,
 ) -> None:
     load = os.getloadavg()
     print(f"bench/peers.py  {datetime.datetime.now():%Y-%m-%d %H:%M}  load average "
@@ -397,6 +474,11 @@ def report(
             print("  " + "; ".join(peers))
     print(f"\ntether RSS growth while 10 MB stream through a shell: {rss:.1f} MiB (budget ≤ 16 MiB)")
     print(f"fsync of one audit-sized append here, p50: {floor:.2f} ms (each tether call waits for one)")
+    print(
+        f"floors here, without tether: a bash pane's `echo hi` {engine[0]:.2f} ms and `sleep 0.05` "
+        f"{engine[1]:.2f} ms (keys through tmux to the next prompt in its log); an MCP ping to tether "
+        f"through the same client {ping:.2f} ms"
+    )
     for server in servers:
         for measure_key, note in server.notes.items():
             print(f"note: {server.name} {measure_key}: {note}")
