@@ -326,10 +326,11 @@ def ping_floor(env: dict[str, str], scratch: Path, n: int = 200) -> float:
     return asyncio.run(run())
 
 
-def tether_rss_growth(env: dict[str, str], scratch: Path) -> float:
-    """RSS growth (MiB) of tether mcp while 10 MB stream through a shell."""
+def tether_rss_growth(env: dict[str, str], scratch: Path) -> tuple[float, float]:
+    """RSS growth (MiB) of tether mcp while 10 MB stream through a shell, and the RSS of the render
+    workers it has after (started for the stream's result, kept for later renders)."""
 
-    async def run() -> float:
+    async def run() -> tuple[float, float]:
         params = StdioServerParameters(
             command=TETHER, args=["mcp"], env={**env, "TETHER_HOME": str(scratch / "rss")}
         )
@@ -342,7 +343,9 @@ def tether_rss_growth(env: dict[str, str], scratch: Path) -> float:
             before = proc.memory_info().rss
             stream = "head -c 7500000 /dev/urandom | base64 -w 100"  # 10 MB of printable lines
             await client.call_tool("shell_run", {"tasks": [_task(shell, stream)]})
-            return (proc.memory_info().rss - before) / 2**20
+            workers = [c for c in proc.children() if "serve_jobs" in " ".join(c.cmdline())]
+            held = sum(w.memory_info().rss for w in workers)
+            return (proc.memory_info().rss - before) / 2**20, held / 2**20
 
     return asyncio.run(run())
 
@@ -450,7 +453,7 @@ def report(
     servers: list[Server],
     skipped: list[tuple[str, str]],
     rounds: int,
-    rss: float,
+    rss: tuple[float, float],
     floor: float,
     engine: tuple[float, float],
     ping: float,
@@ -472,7 +475,10 @@ def report(
         print(f"\n{label}\n  tether {ours_text}   best peer {best_text}")
         if peers:
             print("  " + "; ".join(peers))
-    print(f"\ntether RSS growth while 10 MB stream through a shell: {rss:.1f} MiB (budget ≤ 16 MiB)")
+    print(
+        f"\ntether RSS growth while 10 MB stream through a shell: {rss[0]:.1f} MiB (budget ≤ 16 MiB), "
+        f"plus {rss[1]:.1f} MiB for the render worker it started (once per server, ended after a minute idle)"
+    )
     print(f"fsync of one audit-sized append here, p50: {floor:.2f} ms (each tether call waits for one)")
     print(
         f"floors here, without tether: a bash pane's `echo hi` {engine[0]:.2f} ms and `sleep 0.05` "

@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tether.shells import offload
 from tether.shells.offload import INLINE_BYTES, rendered
 from tether.shells.reading import log_lines
 from tether.shells.vault.mask import SecretMasker
@@ -118,3 +119,19 @@ async def test_a_match_wait_over_a_flood_matches_masked_text_after_the_hand_over
         assert await _fed(scan) == []
         assert scan.matched == found and scan.pos == log.stat().st_size
         assert scan._text == "z" * 10  # the unfinished line, carried into the next piece
+
+
+async def test_a_job_the_lean_worker_cannot_import_runs_here() -> None:
+    # The worker holds the renderer, not the shells' face: a module that needs the face
+    # (tools.audited imports from tether.shells) is unavailable there, and the job runs here.
+    from tether.tools.audited import _distinct
+
+    assert await rendered(INLINE_BYTES, _distinct, ["b", "a", "b"]) == ["b", "a"]
+
+
+async def test_a_worker_idle_too_long_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = await rendered(INLINE_BYTES, os.getpid)
+    monkeypatch.setattr(offload, "_IDLE_REUSE_S", 0.0)  # every idle worker is too old to take
+    second = await rendered(INLINE_BYTES, os.getpid)
+    assert second != first
+    _wait(lambda: first not in _workers(os.getpid()), "the replaced worker was not ended", 10)

@@ -12,11 +12,12 @@ machine.
 
 A worker is a Python process running ``serve_jobs``: it reads one job at a time on its stdin (a
 module-level function, its arguments, pickled) and writes the result on its stdout. It is started on
-first use, kept for the next job, and ends with its server: it reads EOF when the server exits or
-closes it, and the kernel kills it (``PR_SET_PDEATHSIG``) when the server dies. A job's arguments
-may hold the vault's masker (a search runs on masked text): they travel over that private pipe to a
-child of this process, never to a file. A worker that cannot be started or dies mid-job costs
-isolation, never the result: the job then runs on the waiting thread.
+first use, kept for the next job (ending after a minute without one), and ends with its server: it
+reads EOF when the server exits or closes it, and the kernel kills it (``PR_SET_PDEATHSIG``) when
+the server dies. A job's arguments may hold the vault's masker (a search runs on masked text): they
+travel over that private pipe to a child of this process, never to a file. A worker that cannot be
+started, cannot import the job, or dies mid-job costs isolation, never the result: the job then
+runs on the waiting thread.
 
 ``offloaded`` runs a callable on a worker thread of this process instead: for work bound to live
 objects (a wait's scanner, the shells' records) that cannot cross to another process.
@@ -32,11 +33,13 @@ import importlib
 import logging
 import os
 import pickle
+import select
 import signal
 import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, ParamSpec, TypeVar
@@ -50,6 +53,10 @@ _WORKERS = max(2, os.cpu_count() or 2)
 _pool: ThreadPoolExecutor | None = None
 _HEADER = struct.Struct("!Q")
 _PR_SET_PDEATHSIG = 1
+# An idle worker ends after _IDLE_EXIT_S (its memory goes back); the server never hands a job to
+# one idle for _IDLE_REUSE_S or more, so a job never meets a worker that is just leaving.
+_IDLE_EXIT_S = 60.0
+_IDLE_REUSE_S = 30.0
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -72,10 +79,24 @@ async def offloaded(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 async def rendered(size: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``fn(*args, **kwargs)`` for ``size`` bytes of output: inline when small, else in a worker
-    process. ``fn`` is a module-level function; its arguments and result can be pickled."""
+    process. ``fn`` is a module-level function of a module that does not need the shells' face
+    (``reading``, ``vault.mask``); its arguments and result can be pickled."""
     if size < INLINE_BYTES:
         return fn(*args, **kwargs)
     return await offloaded(_PROCESSES.call, fn, args, kwargs)
+
+
+# The worker imports only what its jobs need: ``tether.shells`` stands for the package without
+# running its face (the engine, hosts, guard: a worker would hold three times the memory).
+_BOOT = """\
+import importlib.util, sys, types
+spec = importlib.util.find_spec("tether.shells")
+package = types.ModuleType("tether.shells")
+package.__path__, package.__spec__ = list(spec.submodule_search_locations), spec
+sys.modules["tether.shells"] = package
+from tether.shells.offload import serve_jobs
+serve_jobs({parent})
+"""
 
 
 class _WorkerLost(Exception):
@@ -90,9 +111,10 @@ class _Worker:
     """One worker process and its two pipes (used by one thread at a time)."""
 
     def __init__(self) -> None:
+        self.idle_since = time.monotonic()
         self.proc = subprocess.Popen(
             # -P: never a module from the working directory (it may be anyone's).
-            [sys.executable, "-P", "-c", f"from {__name__} import serve_jobs; serve_jobs({os.getpid()})"],
+            [sys.executable, "-P", "-c", _BOOT.format(parent=os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
@@ -113,8 +135,10 @@ class _Worker:
             raise _WorkerLost(str(exc)) from exc
         if reply is None:
             raise _WorkerLost(f"the worker ended (exit status {self.proc.poll()})")
-        ok, value = pickle.loads(reply)
-        if not ok:
+        state, value = pickle.loads(reply)
+        if state == "unavailable":
+            raise _Unportable(value)
+        if state == "error":
             raise value
         return value
 
@@ -145,8 +169,13 @@ class _Processes:
             return self._call(fn, args, kwargs)
 
     def _call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        now = time.monotonic()
         with self._lock:
+            stale = [w for w in self._idle if now - w.idle_since >= _IDLE_REUSE_S]
+            self._idle = [w for w in self._idle if w not in stale]
             worker = self._idle.pop() if self._idle else None
+        for old in stale:
+            old.close()
         try:
             if worker is None:
                 worker = _Worker()
@@ -167,6 +196,7 @@ class _Processes:
                 with self._lock:  # the job failed, the worker did not: keep it
                     self._idle.append(worker)
             raise
+        worker.idle_since = time.monotonic()
         with self._lock:
             self._idle.append(worker)
         return result
@@ -213,17 +243,29 @@ def serve_jobs(parent: int) -> None:
     # Ctrl+C in the server's terminal reaches its whole process group: the server decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    while (job := _read_frame(stdin)) is not None:
+    # One job is in flight at a time (the server waits for each reply), so nothing waits in the
+    # reader's buffer when select looks at the pipe.
+    while select.select([stdin], [], [], _IDLE_EXIT_S)[0] and (job := _read_frame(stdin)) is not None:
+        stdout.write(_answer(job))
+        stdout.flush()
+
+
+def _answer(job: bytes) -> bytes:
+    """The framed reply to one job: ("ok", result), ("error", its exception), or ("unavailable",
+    why) when the function or its arguments cannot be had here (the server then runs it)."""
+    try:
         module, qualname, args, kwargs = pickle.loads(job)
+        fn: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+    except Exception as exc:
+        reply = pickle.dumps(("unavailable", f"{type(exc).__name__}: {exc}"))
+    else:
         try:
-            fn: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                fn = getattr(fn, part)
-            reply = pickle.dumps((True, fn(*args, **kwargs)), pickle.HIGHEST_PROTOCOL)
+            reply = pickle.dumps(("ok", fn(*args, **kwargs)), pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # the job's own failure goes back to its caller
             try:
-                reply = pickle.dumps((False, exc), pickle.HIGHEST_PROTOCOL)
+                reply = pickle.dumps(("error", exc), pickle.HIGHEST_PROTOCOL)
             except Exception:
-                reply = pickle.dumps((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
-        stdout.write(_HEADER.pack(len(reply)) + reply)
-        stdout.flush()
+                reply = pickle.dumps(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+    return _HEADER.pack(len(reply)) + reply

@@ -375,3 +375,18 @@ def file_mtime(path: Path) -> float:
         return os.stat(path).st_mtime
     except OSError:
         return 0.0
+
+
+def match_lines(
+    carry: str, data: bytes, regex: re.Pattern[str], mask: Callable[[str], str] | None
+) -> tuple[str | None, str]:
+    """The first match of ``regex`` in a line of ``carry`` + ``data`` rendered (masked first), and
+    the unfinished last line to carry into the next piece. JS semantics: ^ and $ anchor the
+    subject, so the pattern is tried line by line."""
+    lines = (carry + render_text(data, keep_trailing=True)).split("\n")
+    rest = lines[-1][-65536:]
+    for line in lines:
+        found = regex.search(mask(line) if mask is not None else line)
+        if found is not None:
+            return found.group(0), rest
+    return None, rest

@@ -154,7 +154,7 @@ async def search_view(shells: Shells, shell_id: str, action: ReadAction, limit: 
     return shaping.render_search(SearchPage(total=page.total, offset=page.offset, hits=hits))
 
 
-def history_view(
+async def history_view(
     path_of_log: Path, shell_id: str, limit: int, before: int | None, where: str, max_bytes: int
 ) -> ReadView:
     size = log_size(path_of_log)
@@ -165,7 +165,7 @@ def history_view(
         )
     # The page leaves room for its own note (and a wait's), so the result's budget never cuts it:
     # a page cut by that budget would lose lines between it and the page before.
-    page = history_page(path_of_log, limit, before, max_bytes=max_bytes - 512)
+    page = await rendered(size, history_page, path_of_log, limit, before, max_bytes=max_bytes - 512)
     if not page.earlier:
         return ReadView(lines=list(page.lines))
     note = (
@@ -190,16 +190,8 @@ async def read_view(
         return ReadView(lines=await search_view(shells, shell_id, action, limit))
     mode = action.mode
     if mode == "history":
-        return await rendered(
-            log_size(host.log_of(shell_id)),
-            history_view,
-            host.log_of(shell_id),
-            shell_id,
-            min(limit, MAX_OUTPUT_LINES),
-            action.before,
-            where,
-            budget(shells),
-        )
+        log, lines = host.log_of(shell_id), min(limit, MAX_OUTPUT_LINES)
+        return await history_view(log, shell_id, lines, action.before, where, budget(shells))
     if mode == "screen":
         return ReadView(lines=await screen_lines(shells, host, pane))
     if mode == "tail":

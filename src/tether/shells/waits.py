@@ -27,7 +27,8 @@ from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size, read_at
 from tether.shells.offload import offloaded, rendered
-from tether.shells.termtext import has_bell, render_text
+from tether.shells.reading import match_lines
+from tether.shells.termtext import has_bell
 from tether.shells.tmux.commands import PaneInfo
 
 _ALIVE_S = 1.0  # how often a sleeping wait re-checks that the shell still exists
@@ -111,21 +112,6 @@ class _Scan:
     def _matching(self) -> tuple[re.Pattern[str], Callable[[str], str] | None]:
         assert self.spec.regex is not None
         return self.spec.regex, self.spec.masking() if self.spec.masking is not None else None
-
-
-def match_lines(
-    carry: str, data: bytes, regex: re.Pattern[str], mask: Callable[[str], str] | None
-) -> tuple[str | None, str]:
-    """The first match of ``regex`` in a line of ``carry`` + ``data`` rendered (masked first), and
-    the unfinished last line to carry into the next piece. JS semantics: ^ and $ anchor the
-    subject, so the pattern is tried line by line."""
-    lines = (carry + render_text(data, keep_trailing=True)).split("\n")
-    rest = lines[-1][-65536:]
-    for line in lines:
-        found = regex.search(mask(line) if mask is not None else line)
-        if found is not None:
-            return found.group(0), rest
-    return None, rest
 
 
 _INLINE_FEED = 256 * 1024  # below this, reading and scanning is cheaper than a thread hop
