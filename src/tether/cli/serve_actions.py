@@ -32,7 +32,7 @@ from tether.config import Config, ensure_home, load_config, resolve_home
 from tether.errors import UsageError
 from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, is_loopback
 from tether.mcp.logs import configure_logging
-from tether.mcp.server import McpFrontDoor
+from tether.mcp.server import McpFrontDoor, settle_heap
 from tether.mcp.token import load_or_create_token
 from tether.panel.app import build_panel_app, login_url, missing_assets, unavailable_panel_routes
 from tether.process.seal import seal_environment
@@ -116,6 +116,7 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if not self.should_exit:
+            settle_heap()
             self._on_ready()
 
     @contextlib.contextmanager

@@ -34,7 +34,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 
 from tether.mcp.handshake import EarlyFront, Handshake, HandshakeCache
-from tether.mcp.server import McpFrontDoor
+from tether.mcp.server import McpFrontDoor, settle_heap
 from tether.mcp.wire import EOF, INVALID_REQUEST, Item, Message, StdioWire, error_response
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class _Handover:
     init_result: Message | None = None
     tools_result: Message | None = None
     init_seen: bool = False
+    settled: bool = False  # settle_heap has run
 
     def swallow(self, message: types.JSONRPCMessage) -> bool:
         """Whether an outgoing SDK message is ours to consume rather than the client's."""
@@ -102,6 +103,9 @@ class _Handover:
     def _maybe_save(self) -> None:
         if self.init_result is None or self.tools_result is None:
             return
+        if not self.settled:
+            self.settled = True
+            settle_heap()  # the real tool list is known: the server is loaded
         fresh = Handshake(
             initialize=self.init_result,
             tools=self.tools_result,

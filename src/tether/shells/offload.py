@@ -89,6 +89,8 @@ async def rendered(size: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwa
 # The worker imports only what its jobs need: ``tether.shells`` stands for the package without
 # running its face (the engine, hosts, guard: a worker would hold three times the memory).
 _BOOT = """\
+import os
+os.nice(10)  # a render waits behind the calls that need the CPU now (it is one call's own wait)
 import importlib.util, sys, types
 spec = importlib.util.find_spec("tether.shells")
 package = types.ModuleType("tether.shells")
