@@ -135,3 +135,9 @@ async def test_a_worker_idle_too_long_is_replaced(monkeypatch: pytest.MonkeyPatc
     second = await rendered(INLINE_BYTES, os.getpid)
     assert second != first
     _wait(lambda: first not in _workers(os.getpid()), "the replaced worker was not ended", 10)
+
+
+async def test_what_a_job_prints_never_corrupts_its_reply() -> None:
+    # print writes to the worker's stdout: the reply travels on a descriptor of its own.
+    assert await rendered(INLINE_BYTES, print, "noise from a job") is None
+    assert await rendered(INLINE_BYTES, os.getpid) != os.getpid()  # the same worker still answers

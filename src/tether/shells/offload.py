@@ -244,7 +244,12 @@ def serve_jobs(parent: int) -> None:
     _die_with_parent(parent)
     # Ctrl+C in the server's terminal reaches its whole process group: the server decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdin = sys.stdin.buffer
+    # The replies get a descriptor of their own; anything a job prints goes to stderr, never
+    # into a reply.
+    stdout = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     # One job is in flight at a time (the server waits for each reply), so nothing waits in the
     # reader's buffer when select looks at the pipe.
     while select.select([stdin], [], [], _IDLE_EXIT_S)[0] and (job := _read_frame(stdin)) is not None:
