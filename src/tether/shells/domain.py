@@ -77,6 +77,9 @@ class Shells:
         # so far with the scanner that continues from where it stopped: a phase costs the bytes
         # printed since the last look, not a scan of the log.
         self._nonces: dict[str, str] = {}
+        # Per recorded shell: its host (fixed at open: a shell never moves, a revived one gets a
+        # new id), so the several lookups of one call cost no store query.
+        self._host_names: dict[str, str] = {}
         self._confinements: dict[str, Confinement | None] = {}
         self._phases: dict[str, tuple[EventScanner, Activity]] = {}
         self.ai_busy: dict[str, set[str]] = {}
@@ -132,8 +135,13 @@ class Shells:
 
     def host_name(self, shell_id: str) -> str:
         """The name of the host a shell lives on (noted for the call's audit record)."""
-        rec = self.records.shell(shell_id)
-        name = rec.host if rec is not None else self._unrecorded.get(shell_id, "local")
+        name = self._host_names.get(shell_id)
+        if name is None:
+            rec = self.records.shell(shell_id)
+            if rec is not None:
+                name = self._host_names[shell_id] = rec.host
+            else:
+                name = self._unrecorded.get(shell_id, "local")
         note_host(shell_id, name)
         return name
 
@@ -285,4 +293,15 @@ class Shells:
 
 
 def _cache_key(home: Path, loop: asyncio.AbstractEventLoop) -> tuple[str, int]:
-    return (str(home.resolve()), id(loop))
+    return (_resolved(home), id(loop))
+
+
+_RESOLVED: dict[Path, str] = {}
+
+
+def _resolved(home: Path) -> str:
+    """``home`` with its links resolved, once per path (every tool call asks, twice)."""
+    found = _RESOLVED.get(home)
+    if found is None:
+        found = _RESOLVED[home] = str(home.resolve())
+    return found

@@ -221,8 +221,10 @@ async def _sandbox(
 ) -> ShellSandboxInfo | None:
     """What a confined shell's sandbox denied during this run (``None``: not confined)."""
     confinement = shells.confinement_of(pane.shell_id)
+    if confinement is None:
+        return None
     rec = shells.record(pane.shell_id)
-    if confinement is None or rec is None:
+    if rec is None:
         return None
     return await host.sandbox_report(
         pane,

@@ -40,7 +40,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -108,14 +108,19 @@ class WriteLocks:
     def path(self, shell_id: str) -> Path:
         return self.dir / f"{check_shell_id(shell_id)}.lock"
 
-    async def acquire(self, shell_id: str, *, actor: str) -> WriteLease:
-        """Wait (without a timeout, cancellably) until this caller holds the shell's lock."""
+    async def acquire(
+        self, shell_id: str, *, actor: str, before_wait: Callable[[], None] | None = None
+    ) -> WriteLease:
+        """Wait (without a timeout, cancellably) until this caller holds the shell's lock;
+        ``before_wait`` runs once if it is held by someone else (it may raise to give up)."""
         path = self.path(shell_id)
         self._ensure_dir()
         started = time.monotonic()
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             if not _try_lock(fd):
+                if before_wait is not None:
+                    before_wait()
                 await self._wait(fd, path.name)
             _write_holder(fd, actor)
         except BaseException:
@@ -175,12 +180,15 @@ class ShellLocks:
         if mode not in ("require", "ignore"):
             raise ValueError(f"lock mode {mode!r}")
         check_shell_id(shell_id)
-        self.manual.check(shell_id, actor=actor)
         if mode == "ignore":
+            self.manual.check(shell_id, actor=actor)
             return WriteLease(shell_id=shell_id, actor=actor, mode="ignore")
-        lease = await self.writes.acquire(shell_id, actor=actor)
+        # Checked once the lock is ours (a person may lock the shell while we wait: they win), and
+        # also before waiting for a lock someone else holds, so a manual lock refuses at once.
+        lease = await self.writes.acquire(
+            shell_id, actor=actor, before_wait=lambda: self.manual.check(shell_id, actor=actor)
+        )
         try:
-            # A person may have locked the shell while we waited: they win.
             self.manual.check(shell_id, actor=actor)
         except BaseException:
             lease.release()

@@ -293,9 +293,11 @@ class ConfinedPanes:
 
     # ---- process facts ------------------------------------------------------------------------------
 
-    def shell_pid(self, pane_pid: int) -> int:
-        """The shell the pane runs: the pane's own process, or the first process inside its
-        sandbox that is neither bubblewrap nor the tracer."""
+    def shell_pid(self, shell_id: str, pane_pid: int) -> int:
+        """The shell the pane runs: the pane's own process (a shell opened unconfined), or the
+        first process inside its sandbox that is neither bubblewrap nor the tracer."""
+        if not self.is_confined(shell_id):
+            return pane_pid
         known = self._inner.get(pane_pid)
         if known is not None and _session_of(known) == pane_pid:
             return known

@@ -249,7 +249,7 @@ class LocalHost(ShellHost):
 
     def _shell(self, pane: PaneInfo) -> int:
         """The pid of the pane's shell (inside bubblewrap, for a confined shell)."""
-        return self.confined.shell_pid(pane.pid)
+        return self.confined.shell_pid(pane.shell_id, pane.pid)
 
     async def foreground(self, pane: PaneInfo) -> Foreground:
         fg = procinfo.foreground(self._shell(pane))

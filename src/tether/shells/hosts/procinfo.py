@@ -55,7 +55,9 @@ def foreground(shell_pid: int) -> Foreground:
     if tpgid <= 0:
         return Foreground(pgid=0, shell_in_front=False, command="")
     in_front = tpgid == int(fields[3])
-    return Foreground(pgid=tpgid, shell_in_front=in_front, command=_comm(shell_pid if in_front else tpgid))
+    # The shell's own name is the stat line's "(comm)": the same field /proc/PID/comm holds.
+    command = fields[0][fields[0].find("(") + 1 : -1] if in_front else _comm(tpgid)
+    return Foreground(pgid=tpgid, shell_in_front=in_front, command=command)
 
 
 def terminal_canonical(tty: str) -> bool | None:
