@@ -354,3 +354,29 @@ def test_readable_values_follow_every_change_although_they_are_kept(tether_home:
     assert "DB" not in vault.readable_values()
     vault.remove("API_TOKEN")
     assert "API_TOKEN" not in vault.readable_values()
+
+
+def test_readable_values_are_kept_across_other_writes_and_counted_by_the_database(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tool call writes its run and read position: those writes must not cost a re-read of
+    the vault, while a write to a vault table, even one made with plain SQL by another connection
+    (no Vault object involved), must show in the next answer."""
+    store = Store.open(tether_home)
+    vault = _vault(tether_home, store=store)
+    vault.set("API_TOKEN", CANARY)
+    assert vault.readable_values() == {"API_TOKEN": CANARY}
+    listed: list[int] = []
+    real_list = vault.list
+    monkeypatch.setattr(vault, "list", lambda: listed.append(1) or real_list())
+    store.execute("CREATE TABLE IF NOT EXISTS unrelated (x INTEGER)")
+    for n in range(5):
+        store.execute("INSERT INTO unrelated (x) VALUES (?)", (n,))
+        assert vault.readable_values() == {"API_TOKEN": CANARY}
+    assert listed == []
+    other = Store.open(tether_home)
+    other.execute("DELETE FROM vault_items WHERE name = ?", ("API_TOKEN",))
+    other.close()
+    assert vault.readable_values() == {}
+    assert listed == [1]
+    store.close()

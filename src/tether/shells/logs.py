@@ -217,14 +217,15 @@ class LogWatcher:
         for name in names:
             for event in self._wakers.get(name, ()):
                 event.set()
-            self._check_cap(name)
-            self.clock.note(name)
+            # One stat per batch of writes (microseconds), shared by the cap and the clock.
+            path = log_path(self.logs_dir, name)
+            size = log_size(path)
+            self._check_cap(name, path, size)
+            self.clock.note(name, size)
 
-    def _check_cap(self, shell_id: str) -> None:
-        # One stat per batch of writes (microseconds); the start of retained data is cached and
-        # re-read only after a punch, so the cap holds to within one batch of writes.
-        path = log_path(self.logs_dir, shell_id)
-        size = log_size(path)
+    def _check_cap(self, shell_id: str, path: Path, size: int) -> None:
+        # The start of retained data is cached and re-read only after a punch, so the cap holds to
+        # within one batch of writes.
         start = self._starts.get(shell_id)
         if start is None:
             start = self._starts[shell_id] = data_start(path)

@@ -108,10 +108,11 @@ class OutputClock:
         self._trailing.clear()
         self._loop = None
 
-    def note(self, shell_id: str) -> None:
-        """The shell's log was written: sample it now, or once ``SAMPLE_S`` after the last sample."""
-        log = self.logs_dir / f"{shell_id}.log"
-        size = _size(log)
+    def note(self, shell_id: str, size: int | None = None) -> None:
+        """The shell's log was written (``size``: its size, if the caller has just read it):
+        sample it now, or once ``SAMPLE_S`` after the last sample."""
+        if size is None:
+            size = _size(self.logs_dir / f"{shell_id}.log")
         now = time.time()
         last = self._last.get(shell_id)
         if last is not None and size <= last[0]:

@@ -265,7 +265,8 @@ class WaitEngine:
             elif spec.kind == "settle" or (spec.kind == "idle" and nonce is None):
                 sleep = min(sleep, max(0.005, self._quiet(spec) - (now - scan.last_output)))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waker.wait(), timeout=max(sleep, 0.001))
+                async with asyncio.timeout(max(sleep, 0.001)):  # no task per wake, unlike wait_for
+                    await waker.wait()
 
     @staticmethod
     def _quiet(spec: WaitSpec) -> float:

@@ -107,14 +107,6 @@ class Store:
         with self.transaction() as conn:
             return conn.execute(sql, params).rowcount
 
-    def change_stamp(self) -> tuple[int, int, int]:
-        """Changes whenever anything is committed to the database, by any connection of any
-        process (SQLite's ``data_version`` for the others, ``total_changes`` for this thread's own
-        connection), so a reader can keep derived values until it changes."""
-        conn = self._conn()
-        (version,) = conn.execute("PRAGMA data_version").fetchone()
-        return id(conn), int(version), conn.total_changes
-
     def close(self) -> None:
         with self._lock:
             for conn in self._connections:
@@ -144,9 +136,16 @@ def _enter_wal(conn: sqlite3.Connection) -> None:
 
 
 def _statements(ddl: str) -> Iterator[str]:
+    """The statements of a script, each whole (a trigger's body holds ``;`` of its own)."""
+    pending = ""
     for part in ddl.split(";"):
-        if part.strip():
-            yield part
+        pending += part + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                yield pending
+            pending = ""
+    if pending.strip(" \t\n;"):
+        yield pending
 
 
 def _private_file(path: Path) -> None:

@@ -74,8 +74,21 @@ register_schema(
         grp TEXT PRIMARY KEY REFERENCES vault_groups(name) ON DELETE CASCADE,
         wrapped_key BLOB NOT NULL,         -- data key sealed by the master key, AAD binds the expiry
         expires_ms INTEGER NOT NULL
-    )
-    """,
+    );
+    CREATE TABLE IF NOT EXISTS vault_changes (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        n INTEGER NOT NULL                 -- counts every write to the vault's tables (triggers)
+    );
+    INSERT OR IGNORE INTO vault_changes (id, n) VALUES (1, 0);
+    """
+    # The database counts its own vault writes, whoever makes them (any process, any version that
+    # writes through SQLite): what keeps readable_values() exact between tool calls.
+    + "".join(
+        f"CREATE TRIGGER IF NOT EXISTS {table}_{verb.lower()}_counted AFTER {verb} ON {table} "
+        "BEGIN UPDATE vault_changes SET n = n + 1 WHERE id = 1; END;\n"
+        for table in ("vault_groups", "vault_items", "vault_unlocks")
+        for verb in ("INSERT", "UPDATE", "DELETE")
+    ),
 )
 
 
@@ -111,7 +124,7 @@ class Vault:
         self._clock = clock
         self._master: bytes | None = None
         # readable_values() of the last call: (database change stamp, valid until ms, values).
-        self._readable: tuple[tuple[int, int, int], int, dict[str, str]] | None = None
+        self._readable: tuple[int, int, dict[str, str]] | None = None
 
     @classmethod
     def open(cls, config: Config) -> Vault:
@@ -332,10 +345,11 @@ class Vault:
     def readable_values(self) -> dict[str, str]:
         """Every value readable now (plain and unlocked groups), for building an output masker.
 
-        Asked on every tool call, so the answer is kept until the database changes (any write by
-        any process: a secret set, a group unlocked or locked) or the first unlock expires.
+        Asked on every tool call, so the answer is kept until the vault changes (any write by any
+        process to its tables: a secret set, a group unlocked or locked — counted by the database
+        itself, so the runs and reads written on every call keep it) or the first unlock expires.
         """
-        stamp = self.store.change_stamp()
+        stamp = self._changes()
         now = self._now_ms()
         cached = self._readable
         if cached is not None and cached[0] == stamp and now < cached[1]:
@@ -349,6 +363,10 @@ class Vault:
         expiries = [g.unlocked_until_ms for g in listing.groups if g.unlocked_until_ms is not None]
         self._readable = (stamp, min(expiries, default=_NEVER_MS), dict(values))
         return values
+
+    def _changes(self) -> int:
+        rows = self.store.query("SELECT n FROM vault_changes WHERE id = 1")
+        return int(rows[0]["n"]) if rows else -1
 
     def list(self) -> VaultListing:
         now = self._now_ms()
