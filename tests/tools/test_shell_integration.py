@@ -8,6 +8,8 @@ from pathlib import Path
 
 from shell_harness import call, open_shell, read, run, send, shell_client, text_of, tmux
 
+from hang import HANG_S
+
 TAB_SCRIPT = "cat > {path} <<'EOF'\n\techo hi\na\tb\n\tnot-EOF\nEOF"
 
 
@@ -245,3 +247,26 @@ async def test_a_timeout_names_the_program_that_waits_for_input(tether_home: Pat
         await send(client, shell, "", ["q"])
         done = await read(client, shell, wait={"kind": "exit", "runId": out["runId"]})
         assert done["exitCode"] == 0, done
+
+
+async def test_a_shell_that_puts_a_fifo_where_its_state_goes_cannot_stall_the_server(
+    tether_home: Path,
+) -> None:
+    """The server reads the state file the shell writes at every prompt. A program in the shell (a
+    confined one writes that file itself) may replace it with a FIFO: opening a FIFO for reading
+    blocks until a writer comes, which would freeze every call of the server. The next run must
+    come back, judged without the state, and so must a call to another shell."""
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        other = await open_shell(client)
+        out = await run(
+            client,
+            shell,
+            'rm -f "$__tether_sf" && mkfifo "$__tether_sf" && echo planted',
+            safety={"bypassGuard": True, "reason": "red team: a FIFO where the state goes"},
+        )
+        assert out["exitCode"] == 0 and "planted" in out["lines"], out
+        after = await asyncio.wait_for(run(client, shell, "echo still-here"), HANG_S)
+        assert after["exitCode"] == 0 and "still-here" in after["lines"], after
+        elsewhere = await asyncio.wait_for(run(client, other, "echo other-shell"), HANG_S)
+        assert elsewhere["exitCode"] == 0 and "other-shell" in elsewhere["lines"], elsewhere

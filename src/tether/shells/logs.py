@@ -20,6 +20,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import errno
+import functools
 import logging
 import os
 import struct
@@ -43,13 +44,15 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 
 
+@functools.lru_cache(maxsize=4096)
 def log_path(logs_dir: Path, shell_id: str) -> Path:
+    # Kept: asked several times per output event and per call, and pathlib builds slowly.
     return logs_dir / f"{shell_id}.log"
 
 
 def log_size(path: Path) -> int:
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except FileNotFoundError:
         return 0
 

@@ -144,6 +144,7 @@ class ConfinedPanes:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.root = home / "sandbox" / "shells"
+        self._root = str(self.root)
         self._attached: dict[str, ConfinedShell] = {}
         self._inner: dict[int, int] = {}
 
@@ -151,7 +152,8 @@ class ConfinedPanes:
         return self.root / shell_id
 
     def is_confined(self, shell_id: str) -> bool:
-        return self.state_dir(shell_id).is_dir()
+        # A string path: asked several times per call, where pathlib costs more than the stat.
+        return os.path.isdir(f"{self._root}/{shell_id}")
 
     def rc_path(self, shell_id: str) -> Path:
         return self.state_dir(shell_id) / "rc" / RC_NAME

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import stat
 import struct
 import termios
 from pathlib import Path
@@ -30,6 +31,8 @@ from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.tmux.control import ControlClient
 
 _RESIZE_WAIT_S = 2.0
+# A dump over this is not the integration's (a shell's definitions are far smaller).
+_MAX_STATE_BYTES = 16 << 20
 
 
 # A process's own identity is not every shell's: the tmux server outlives the process that started it.
@@ -135,17 +138,28 @@ class LocalHost(ShellHost):
         return self.rc_dir / f"{shell_id}.state", self.rc_dir / f"{shell_id}.report"
 
     def read_state(self, shell_id: str, *, report: bool = False) -> bytes | None:
-        # O_NOFOLLOW: a confined shell writes these itself, and may leave a link there.
+        # A confined shell writes these itself and may leave anything there: a link (O_NOFOLLOW),
+        # a FIFO or a device (O_NONBLOCK, then only a regular file is read), a huge file (capped).
+        path = self._state_files(shell_id)[1 if report else 0]
         try:
-            fd = os.open(self._state_files(shell_id)[1 if report else 0], os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
         try:
-            with os.fdopen(fd, "rb") as handle:
-                data = handle.read()
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := os.read(fd, 1 << 16):  # no buffered file object: a dump is a few KB
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > _MAX_STATE_BYTES:
+                    return None
         except OSError:
             return None
-        return data or None
+        finally:
+            os.close(fd)
+        return b"".join(chunks) or None
 
     async def _configure(self) -> list[commands.Cmd]:
         if self._configured:
