@@ -166,7 +166,14 @@ class Shells:
         """Every host's panes, asked of all hosts at once; a host that cannot be reached is
         recorded in ``down`` (with why) and lists nothing. ``lean``: see ``ShellHost.panes``."""
         hosts = list(self.hosts.values())
-        found = await asyncio.gather(*(h.panes(lean=lean) for h in hosts), return_exceptions=True)
+        found: list[dict[str, PaneInfo] | BaseException]
+        if len(hosts) == 1:  # the usual deployment: no task per host
+            try:
+                found = [await hosts[0].panes(lean=lean)]
+            except HostError as exc:
+                found = [exc]
+        else:
+            found = await asyncio.gather(*(h.panes(lean=lean) for h in hosts), return_exceptions=True)
         out: dict[str, dict[str, PaneInfo]] = {}
         for host, panes in zip(hosts, found, strict=True):
             if isinstance(panes, HostError):

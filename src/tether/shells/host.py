@@ -20,7 +20,7 @@ import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -117,12 +117,8 @@ class ShellHost(ABC):
             )
         except SessionError:
             return {}
-        panes = {p.shell_id: p for p in map(commands.parse_pane, lines) if p is not None}
-        if lean:
-            for shell_id, pane in panes.items():
-                known = self._panes.get(shell_id)
-                if known is not None and known.pane_id == pane.pane_id and known.pid == pane.pid:
-                    panes[shell_id] = replace(pane, cwd=known.cwd, command=known.command)
+        known = self._panes
+        panes = {p.shell_id: p for line in lines if (p := commands.parse_pane(line, known)) is not None}
         self._panes = panes
         self._seen = (asked, panes, clients)
         return panes

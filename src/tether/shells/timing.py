@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import struct
 import time
@@ -37,8 +38,9 @@ _SAMPLE = struct.Struct("<Qd")
 TIMES_DIR = "times"
 
 
+@functools.lru_cache(maxsize=4096)
 def times_path(logs_dir: Path, shell_id: str) -> Path:
-    return logs_dir / TIMES_DIR / f"{shell_id}.times"
+    return logs_dir / TIMES_DIR / f"{shell_id}.times"  # kept: asked on every sample
 
 
 def read_samples(path: Path) -> list[tuple[int, float]]:

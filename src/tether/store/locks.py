@@ -114,9 +114,12 @@ class WriteLocks:
         """Wait (without a timeout, cancellably) until this caller holds the shell's lock;
         ``before_wait`` runs once if it is held by someone else (it may raise to give up)."""
         path = self.path(shell_id)
-        self._ensure_dir()
         started = time.monotonic()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:  # the first lock of this home: its directory comes first
+            self._ensure_dir()
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             if not _try_lock(fd):
                 if before_wait is not None:

@@ -10,7 +10,7 @@ embedded (``ids.check_shell_id``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,12 +65,15 @@ class PaneInfo:
     command: str = ""  # the name of the terminal's foreground process (tmux's pane_current_command)
 
 
-def parse_pane(line: str) -> PaneInfo | None:
-    """A line of ``PANE_FORMAT``, or of ``LEAN_FORMAT`` (its ``cwd`` and ``command`` then ``""``)."""
+def parse_pane(line: str, known: Mapping[str, PaneInfo] | None = None) -> PaneInfo | None:
+    """A line of ``PANE_FORMAT``, or of ``LEAN_FORMAT``: its ``cwd`` and ``command`` are then
+    those of the same pane (id and pid) in ``known``, else ``""``."""
     parts = line.split("\t")
     if len(parts) == len(_LEAN_FIELDS):
-        parts[5:5] = [""]  # pane_current_path
-        parts.append("")  # pane_current_command
+        before = known.get(parts[0]) if known is not None else None
+        same = before is not None and before.pane_id == parts[1] and str(before.pid) == parts[2]
+        parts[5:5] = [before.cwd if same and before is not None else ""]  # pane_current_path
+        parts.append(before.command if same and before is not None else "")  # pane_current_command
     if len(parts) != len(_PANE_FIELDS) or not is_shell_id(parts[0]):
         return None
     try:
