@@ -71,9 +71,12 @@ def parse_pane(line: str, known: Mapping[str, PaneInfo] | None = None) -> PaneIn
     parts = line.split("\t")
     if len(parts) == len(_LEAN_FIELDS):
         before = known.get(parts[0]) if known is not None else None
-        same = before is not None and before.pane_id == parts[1] and str(before.pid) == parts[2]
-        parts[5:5] = [before.cwd if same and before is not None else ""]  # pane_current_path
-        parts.append(before.command if same and before is not None else "")  # pane_current_command
+        if before is None or before.pane_id != parts[1] or str(before.pid) != parts[2]:
+            cwd, command = "", ""
+        else:
+            cwd, command = before.cwd, before.command
+        parts[5:5] = [cwd]  # pane_current_path
+        parts.append(command)  # pane_current_command
     if len(parts) != len(_PANE_FIELDS) or not is_shell_id(parts[0]):
         return None
     try:
