@@ -400,6 +400,23 @@ async def _guard(server: Server, measure: str, run: Awaitable[float | None]) -> 
         return None
 
 
+def remove_scratch(scratch: Path, timeout_s: float = 10.0) -> None:
+    """Remove the run's scratch directory once nothing started in it runs any more: a shell that
+    tmux's kill-server hung up writes its history to ``$HOME`` on the way out, which would leave
+    the directory behind again."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(_started_in(p, scratch) for p in psutil.process_iter()):
+        time.sleep(0.05)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _started_in(proc: psutil.Process, scratch: Path) -> bool:
+    try:
+        return proc.environ().get("HOME", "").startswith(str(scratch))
+    except psutil.Error:
+        return False
+
+
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--rounds", type=int, default=5)
@@ -437,7 +454,7 @@ def main() -> None:
                 subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
         for sock in scratch.rglob("tmux.sock"):
             subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
     report(servers, skipped, args.rounds, rss, floor, engine, ping)
 
 
