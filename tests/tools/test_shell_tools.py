@@ -8,8 +8,6 @@ from pathlib import Path
 
 from shell_harness import call, open_shell, run, shell_client, text_of
 
-from hang import HANG_S
-
 
 async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) -> None:
     async with shell_client(tether_home) as client:
@@ -473,11 +471,19 @@ async def test_killed_server_leaves_no_client_and_a_new_one_finds_mine(tether_ho
             return False
 
     def holders(proc: psutil.Process) -> str:
-        # Who still runs, and what it is: the diagnosis a hang needs.
+        # What a hang needs to be understood: the client's state, and every process that still
+        # holds the pipe on its stdin (its EOF comes only once no one does).
         try:
-            return f"{proc.pid} {proc.status()} {cmdline(proc)}"
-        except psutil.NoSuchProcess:
+            stdin = os.readlink(f"/proc/{proc.pid}/fd/0")
+            state = f"{proc.pid} {proc.status()} {cmdline(proc)} stdin {stdin}"
+        except (OSError, psutil.NoSuchProcess):
             return f"{proc.pid} gone"
+        others = [
+            f"{fd_dir.parent.name} {_read_or_empty(fd_dir.parent / 'cmdline')[:80]!r}"
+            for fd_dir in Path("/proc").glob("[0-9]*/fd")
+            if fd_dir.parent.name != str(proc.pid) and stdin in _links(fd_dir)
+        ]
+        return f"{state}, also held by {others}"
 
     me = psutil.Process()
     reached = False
@@ -493,7 +499,8 @@ async def test_killed_server_leaves_no_client_and_a_new_one_finds_mine(tether_ho
             assert controls, "the tmux control client was not found"
             for proc in servers:
                 os.kill(proc.pid, signal.SIGKILL)
-            with anyio.fail_after(HANG_S):  # the control client sees EOF on its stdin and exits
+            # The control client sees EOF on its stdin and exits: milliseconds, seconds when busy.
+            with anyio.fail_after(60):
                 while any(running(c) for c in controls):
                     await anyio.sleep(0.02)
             for c in controls:  # orphaned by the kill, it was handed to us (the subreaper): collect it
@@ -579,3 +586,25 @@ async def test_every_validation_error_reaches_the_model(tether_home: Path) -> No
         for tool, args, needle in cases:
             result = await client.call_tool(tool, args)
             assert result.is_error and needle in text_of(result), (tool, text_of(result))
+
+
+def _links(fd_dir: Path) -> set[str]:
+    """What a process's descriptors point at (those that close meanwhile are left out)."""
+    found: set[str] = set()
+    try:
+        fds = list(fd_dir.iterdir())
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            found.add(os.readlink(fd))
+        except OSError:
+            continue
+    return found
+
+
+def _read_or_empty(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
