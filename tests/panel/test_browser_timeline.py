@@ -61,8 +61,15 @@ async def test_the_timeline_lists_agent_and_person_commands_and_jumps_to_output(
         assert started.count(":") == 2  # a clock time
 
         # Jump (Enter on a command): the terminal shows where it ran (selected), its output below.
-        seq_row = page.locator("#timeline tbody tr").nth(2)
+        # The rows are rebuilt on every push (here: the agent runs another command meanwhile), and
+        # the row a person moved to keeps the focus, so Enter still jumps from it.
+        seq_row = page.locator("#timeline tbody tr", has_text="seq 1 5")
         await seq_row.focus()
+        with anyio.fail_after(HANG_S):  # refused while the person's typing is recent: retried
+            while (await run_in(client, shell, "true"))["exitCode"] != 0:
+                await anyio.sleep(0.2)
+            while len(await _rows(page)) != 4:
+                await anyio.sleep(0.05)
         await page.keyboard.press("Enter")
         await page.locator("#output-view:not([hidden])").wait_for()
         assert (await page.locator("#output-text").inner_text()).split() == ["1", "2", "3", "4", "5"]
@@ -75,7 +82,7 @@ async def test_the_timeline_lists_agent_and_person_commands_and_jumps_to_output(
         with anyio.fail_after(HANG_S):
             while await clipboard(page) != "1\n2\n3\n4\n5":
                 await anyio.sleep(0.05)
-        await page.locator("#timeline tbody tr").nth(1).focus()
+        await page.locator("#timeline tbody tr", has_text="exit 3").focus()
         await page.keyboard.press("y")
         with anyio.fail_after(HANG_S):
             while await clipboard(page) != "":  # sh -c 'exit 3' printed nothing

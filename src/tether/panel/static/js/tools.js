@@ -63,6 +63,8 @@ export async function loadTimeline() {
 
 function renderTimeline() {
   const rows = tools.timeline.slice().reverse();  // newest first
+  // Rows are rebuilt on every push: the row a person moved to keeps the keyboard focus.
+  const focused = document.activeElement?.closest?.("#timeline tbody tr")?.dataset.index;
   $("#timeline-note").textContent = rows.length
     ? `${rows.length} command${rows.length === 1 ? "" : "s"} in ${tools.timelineFor}, newest first — Enter or a click jumps to the output`
     : `${tools.timelineFor} has run no command yet`;
@@ -86,6 +88,7 @@ function renderTimeline() {
     };
     return tr;
   }));
+  if (focused !== undefined) $(`#timeline tbody tr[data-index="${focused}"]`)?.focus();
 }
 
 /* Scroll the terminal to where ``text`` was typed (the n-th such line from the bottom); true when found. */
