@@ -140,8 +140,7 @@ async def main() -> None:
     if HAVE_SSHD:
         hosts = RemoteHosts(home, Path(tempfile.mkdtemp(prefix="thr", dir="/tmp")))
         hosts.extra_config = settings
-        # The remote shells get the same HOME as the local ones (sshd would set the account's).
-        hosts.add("loop", sshd_extra=(f"SetEnv HOME={bare}",) if bare.exists() else ())
+        hosts.add("loop")  # its shells get this process's HOME too
     else:
         print(f"no {SSHD}: the loopback SSH host figures are skipped (make installs openssh-server)")
     catalog = build_catalog(load_config(home), with_jobs=False)

@@ -1,4 +1,5 @@
-"""Shared fixtures: every test gets its own ``TETHER_HOME`` (and so its own tmux server)."""
+"""Shared fixtures: every test gets its own ``TETHER_HOME`` (and so its own tmux server) and its own
+empty ``HOME`` (so no shell it starts runs the developer's ``~/.bashrc``)."""
 
 from __future__ import annotations
 
@@ -107,10 +108,18 @@ def _reap_ours(pids: set[int], deadline_s: float = 3.0) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_inherited_tether_home(monkeypatch: pytest.MonkeyPatch) -> None:
+def _own_homes(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     # A developer's own TETHER_HOME must never be touched by a test.
     if "TETHER_HOME" in os.environ:
         monkeypatch.delenv("TETHER_HOME")
+    # Nor their HOME: every shell a test starts sources ~/.bashrc. The machine's runs `pyenv
+    # rehash`, which waits 60 s on a lock that a shell killed mid-start-up leaves behind; with it,
+    # every shell missed its prompt and a whole CI run failed. A test that wants a ~/.bashrc
+    # writes one here (or sets HOME itself). What a developer's HOME always has, it has too: an
+    # identity for git to commit with.
+    home = tmp_path_factory.mktemp("u", numbered=True)
+    (home / ".gitconfig").write_text("[user]\n\tname = tether tests\n\temail = tests@tether.invalid\n")
+    monkeypatch.setenv("HOME", str(home))
 
 
 @pytest.fixture

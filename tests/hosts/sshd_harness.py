@@ -112,7 +112,9 @@ class LoopbackSshd:
     user_key: Path
     proc: subprocess.Popen[bytes] | None = None
     log: list[str] = field(default_factory=list)
-    extra: tuple[str, ...] = ()  # more sshd_config lines (the bench sets the sessions' HOME)
+    # The sessions' HOME: this process's, as local shells get it (sshd would set the account's,
+    # whose ~/.bashrc the tests must not run; see tests/conftest.py).
+    home: str = field(default_factory=lambda: os.environ["HOME"])
 
     def __post_init__(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
@@ -146,7 +148,7 @@ class LoopbackSshd:
                     "PermitTunnel no",
                     "MaxSessions 64",
                     "MaxStartups 64",
-                    *self.extra,
+                    f"SetEnv HOME={self.home}",
                     "",
                 ]
             )
@@ -218,10 +220,9 @@ class RemoteHosts:
         known: bool = True,
         timeout: int = 5,
         start: bool = True,
-        sshd_extra: tuple[str, ...] = (),
     ) -> Box:
         taken = {b.sshd.port for b in self.boxes.values()}
-        sshd = LoopbackSshd(self.base / f"sshd-{name}", free_port(taken), self.user_key, extra=sshd_extra)
+        sshd = LoopbackSshd(self.base / f"sshd-{name}", free_port(taken), self.user_key)
         home = self.base / f"rh-{name}"
         box = Box(name=name, sshd=sshd, home=home)
         self.boxes[name] = box
