@@ -1,11 +1,13 @@
-"""Shared fixtures: every test gets its own ``TETHER_HOME`` (and so its own tmux server) and its own
-empty ``HOME`` (so no shell it starts runs the developer's ``~/.bashrc``)."""
+"""Shared fixtures: every test gets its own ``TETHER_HOME`` (and so its own tmux server); every test
+process gets an empty ``HOME`` of its own (no shell a test starts runs the developer's ``~/.bashrc``)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -107,19 +109,24 @@ def _reap_ours(pids: set[int], deadline_s: float = 3.0) -> None:
             time.sleep(0.005)  # polling kernel state with a deadline: waitpid has no timeout
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Every shell a test starts sources ~/.bashrc, so a test process never uses the developer's
+    # HOME: the machine's ~/.bashrc runs `pyenv rehash`, which waits 60 s on a lock that a shell
+    # killed mid-start-up leaves behind; with it, every shell missed its prompt and a whole CI run
+    # failed. Each process (each pytest-xdist worker) gets one empty HOME for its whole run, as a
+    # server has one HOME for its life; it has what a developer's always has: an identity for git.
+    # A test that wants a ~/.bashrc of its own sets HOME itself.
+    home = Path(tempfile.mkdtemp(prefix="tether-tests-home-"))
+    (home / ".gitconfig").write_text("[user]\n\tname = tether tests\n\temail = tests@tether.invalid\n")
+    os.environ["HOME"] = str(home)
+    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
+
+
 @pytest.fixture(autouse=True)
-def _own_homes(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _no_inherited_tether_home(monkeypatch: pytest.MonkeyPatch) -> None:
     # A developer's own TETHER_HOME must never be touched by a test.
     if "TETHER_HOME" in os.environ:
         monkeypatch.delenv("TETHER_HOME")
-    # Nor their HOME: every shell a test starts sources ~/.bashrc. The machine's runs `pyenv
-    # rehash`, which waits 60 s on a lock that a shell killed mid-start-up leaves behind; with it,
-    # every shell missed its prompt and a whole CI run failed. A test that wants a ~/.bashrc
-    # writes one here (or sets HOME itself). What a developer's HOME always has, it has too: an
-    # identity for git to commit with.
-    home = tmp_path_factory.mktemp("u", numbered=True)
-    (home / ".gitconfig").write_text("[user]\n\tname = tether tests\n\temail = tests@tether.invalid\n")
-    monkeypatch.setenv("HOME", str(home))
 
 
 @pytest.fixture

@@ -112,6 +112,7 @@ class LoopbackSshd:
     user_key: Path
     proc: subprocess.Popen[bytes] | None = None
     log: list[str] = field(default_factory=list)
+    _drain: threading.Thread | None = None
     # The sessions' HOME: this process's, as local shells get it (sshd would set the account's,
     # whose ~/.bashrc the tests must not run; see tests/conftest.py).
     home: str = field(default_factory=lambda: os.environ["HOME"])
@@ -175,7 +176,8 @@ class LoopbackSshd:
                     listening.set()
             listening.set()
 
-        threading.Thread(target=drain, daemon=True).start()
+        self._drain = threading.Thread(target=drain, daemon=True)
+        self._drain.start()
         if not listening.wait(HANG_S) or proc.poll() is not None:
             self.stop()
             raise RuntimeError("sshd did not start:\n" + "\n".join(self.log[-20:]))
@@ -190,6 +192,10 @@ class LoopbackSshd:
             proc.kill()
         proc.wait(10)
         end_processes(doomed[1:])
+        if self._drain is not None:  # the log's reader ends at the pipe's end: then it is closed
+            self._drain.join(HANG_S)
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 @dataclass

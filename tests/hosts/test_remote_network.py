@@ -1,19 +1,27 @@
 """Remote hosts when the network misbehaves: a killed ssh master (between calls and in the middle
-of a wait), a stopped sshd, an unknown host key; two hosts and this machine in one call."""
+of a wait), a stopped sshd, a login that never answers, an unknown host key; two hosts and this
+machine in one call."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import warnings
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from shell_harness import call, open_shell, read, run, shell_client
 from sshd_harness import RemoteHosts, end_processes
 
 from hang import HANG_MS, HANG_S
+from tether.config import load_config
+from tether.errors import TetherError
 from tether.process.tree import reap_adopted
+from tether.shells import Shells
+from tether.shells import open_shell as open_in_process
 
 
 def _kill_master(remote: RemoteHosts, name: str) -> int:
@@ -128,6 +136,44 @@ async def test_a_stopped_sshd_fails_fast_and_local_shells_keep_working(
         box.sshd.start()
         out = await run(client, far, "echo $KEEP")
         assert out["exitCode"] == 0 and out["lines"] == ["still-here"], out
+
+
+async def test_a_login_that_never_finishes_fails_at_its_deadline_and_leaves_nothing(
+    tether_home: Path, remote: RemoteHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The account's ~/.bashrc never ends (as pyenv's rehash waiting on a stale lock): bash run by
+    # sshd reads it even for a command. It writes on, so it ends once nobody reads.
+    (tmp_path / ".bashrc").write_text("while :; do printf . >&2; sleep 0.1; done\n")
+    monkeypatch.setenv("HOME", str(tmp_path))  # the host's sessions get it (see sshd_harness)
+    remote.add("box-a", timeout=1)
+    shells = Shells.get(load_config(tether_home))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            with anyio.fail_after(HANG_S), pytest.raises(TetherError) as raised:
+                await open_in_process(
+                    shells,
+                    owner="t",
+                    label="x",
+                    cwd=None,
+                    cols=80,
+                    rows=24,
+                    idle_minutes=None,
+                    host_name="box-a",
+                )
+            # The killed ssh call was collected with its pipes: nothing is left for the garbage
+            # collector to close (on a loop that may be gone by then).
+            gc.collect()
+        assert getattr(raised.value, "code", None) == "HOST_UNREACHABLE", raised.value
+        # It says what was reached and where to look.
+        message = str(raised.value)
+        assert "host box-a" in message and "logged in, but the command did not finish within 7 s" in message
+        assert "~/.bashrc" in message and "raise connect_timeout" in message
+        # The master that kept the command's pipes ended with it: nothing runs on for the call.
+        assert remote.ssh_check("box-a") is None
+        assert not [w for w in caught if "unclosed" in str(w.message)], [str(w.message) for w in caught]
+    finally:
+        await shells.close()
 
 
 async def test_an_unknown_host_key_is_refused(tether_home: Path, remote: RemoteHosts) -> None:

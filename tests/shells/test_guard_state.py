@@ -289,3 +289,16 @@ def test_without_srandom_the_dump_replaces_the_file(tmp_path: Path) -> None:
     assert data.startswith(b"#tether-state\n") and data.endswith(b"#tether-end\n")
     state = parse_dump(data)
     assert state is not None and state.variables["KEEP"] == "3" and "GONE" not in state.variables
+
+
+def test_the_shells_home_is_a_home_whatever_its_path(guard: Guard, tmp_path: Path) -> None:
+    # A HOME outside /home and /root (a CI account, a service's directory): with the shell's state
+    # the guard knows $HOME's value, and that value is still the shell's home.
+    (tmp_path / "src").mkdir()
+    state = state_after(f"export HOME={tmp_path}; cd {tmp_path}")
+    for command in ('rm -rf "$HOME"', "rm -rf ${HOME}/", 'rm -rf -- "$HOME"/*', "rm -rf ~", "rm -rf *"):
+        verdict = guard.check(command, state)
+        assert verdict.rule == "recursive-delete" and "home directory" in verdict.why, (command, verdict)
+    # What lies in it is an ordinary path, and so is everything in a directory below it.
+    assert guard.check('rm -rf "$HOME/build"', state).allowed
+    assert guard.check("rm -rf *", state_after(f"export HOME={tmp_path}; cd {tmp_path}/src")).allowed

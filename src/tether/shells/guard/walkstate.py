@@ -40,15 +40,25 @@ class WalkState:
         if shell is None:
             return cls(Scope(known))
         unknown = {name for name in shell.variables if name.startswith("__TETHER_V_")}
+        variables = {**(known or {}), **shell.variables}
+        cwd = shell.cwd
+        home = variables.get("HOME", "")
+        if home.startswith("/") and home.rstrip("/"):
+            # The shell's home is a home directory whatever its path (/srv/ci, /tmp/x): it reads
+            # as ~, as the guard reads $HOME when it has no state, and so does a directory in it.
+            variables["HOME"] = "~"
+            home = home.rstrip("/")
+            if cwd == home or cwd.startswith(home + "/"):
+                cwd = "~" + cwd[len(home) :]
         scope = Scope(
-            {**(known or {}), **shell.variables},
+            variables,
             arrays=shell.arrays,
             complete=True,
             unknown=unknown,
             # Every agent line is put on readline's line by a bind -x function of tether's, and
             # bash sets $_ to the last word of what ran last: that function's name.
             last_arg="__tether_load",
-            cwd=shell.cwd,
+            cwd=cwd,
         )
         state = cls(scope)
         state.functions.update(shell.functions)

@@ -12,6 +12,7 @@ microsecond reads, no tmux call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import stat
@@ -124,8 +125,14 @@ class LocalHost(ShellHost):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
             )
+        except OSError:
+            return None
+        try:
             out, _ = await asyncio.wait_for(proc.communicate(), 5.0)
-        except (OSError, TimeoutError):
+        except TimeoutError:  # a git stuck on a lock or a slow disk ends with the question
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
             return None
         return out.decode().strip() or None if proc.returncode == 0 else None
 

@@ -36,6 +36,7 @@ CONTROL_PERSIST_S = 600
 MIN_TMUX = (3, 2)
 # sun_path holds 108 bytes; ssh adds a 17-character suffix while it binds the master's socket.
 _MAX_SOCKET_PATH = 90
+_REAP_S = 5.0  # a killed ssh call's exit and the end of its pipes
 _MASTER_PID_RE = re.compile(r"pid=(\d+)")
 _TMUX_VERSION_RE = re.compile(r"(\d+)\.(\d+)")
 
@@ -199,16 +200,34 @@ class SshConnection:
             raise HostError(
                 f"{self.where}: ssh is not installed; remote hosts need OpenSSH's client on this machine"
             ) from exc
+        limit = 2 * self.section.connect_timeout + 5
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), 2 * self.section.connect_timeout + 5)
+            out, err = await asyncio.wait_for(proc.communicate(), limit)
         except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            logged_in = False
+            if not extra:
+                # A command runs through the master, which was handed this call's pipes and keeps
+                # them (and the command on the host) until the host ends it: ending the master
+                # ends both. The next call connects afresh.
+                logged_in = await self.master_alive()
+                await self.exit_master()
+            with contextlib.suppress(TimeoutError):  # collected, its pipes closed: nothing outlives
+                await asyncio.wait_for(proc.wait(), _REAP_S)
+            if logged_in:
+                raise HostError(
+                    f"{self.where}: logged in, but the command did not finish within {limit} s; check the "
+                    "account's shell start-up files there (ssh runs ~/.bashrc even for a command: one that "
+                    "waits or hangs stalls every call), or raise connect_timeout"
+                ) from None
             raise HostError(
-                f"{self.where}: no answer within {2 * self.section.connect_timeout + 5} s; check that the "
-                "machine is up and reachable, or raise connect_timeout"
+                f"{self.where}: no answer within {limit} s; check that the machine is up and reachable, "
+                "or raise connect_timeout"
             ) from None
         finally:
-            if proc.returncode is None:  # timed out or cancelled: the ssh call ends with it
-                # (asyncio's child watcher collects it; no await here, a cancellation may be pending)
+            if proc.returncode is None:  # cancelled: the ssh call ends with it (asyncio's child
+                # watcher collects it; no await here: a cancelled anyio scope cancels every await)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
         return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode or 0
