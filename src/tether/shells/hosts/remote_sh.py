@@ -80,6 +80,9 @@ class RemoteShell:
     ) -> asyncio.Future[Reply]:
         marker = secrets.token_hex(8)
         fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        # A question nobody waits for any more (the start-up swallow, one that timed out) fails
+        # quietly when the channel ends; whoever still waits gets the error all the same.
+        fut.add_done_callback(_retrieve)
         self._pending.append((marker, fut))
         # A subshell: a script's exit, cd or variables never touch the channel's own shell.
         opening, closing = ("(", ")") if isolated else ("{", "}")
@@ -146,3 +149,8 @@ class RemoteShell:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         await self._stop(proc)
+
+
+def _retrieve(fut: asyncio.Future[Reply]) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -1,0 +1,66 @@
+"""``RemoteShell`` (the one ``sh`` per host that answers small questions) on a local ``sh`` as its
+channel: answers in order, and when the channel ends, every question still open fails with
+``CONNECTION_LOST`` — those nobody waits for any more (the start-up swallow, one that timed out)
+quietly, without asyncio's "exception was never retrieved" in the server's log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import signal
+from typing import Any
+
+import anyio
+import pytest
+
+from hang import HANG_S
+from tether.errors import TetherError
+from tether.shells.hosts.remote_sh import RemoteShell
+
+
+async def test_a_channel_that_ends_fails_every_open_question_quietly() -> None:
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
+    procs: list[asyncio.subprocess.Process] = []
+    ended = asyncio.Event()
+
+    async def spawn() -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            "sh", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True
+        )
+        procs.append(proc)
+        return proc
+
+    sh = RemoteShell(where="host test", spawn=spawn, ended=ended.set)
+    try:
+        with anyio.fail_after(HANG_S):
+            reply = await sh.run("echo one; exit 3")
+            assert (reply.status, reply.out) == (3, "one\n")
+            # A question the channel never answers: the caller gives up; the channel then ends.
+            # (Its sleep leaves the channel's output alone, as a command on a host does: the pipe
+            # here ends with the channel.)
+            with pytest.raises(TetherError) as raised:
+                await sh.run("sleep 600 >/dev/null", timeout=0.2)
+            assert raised.value.code == "CONNECTION_LOST"
+            # The next question starts a fresh channel (the swallow is asked again), which ends
+            # under it.
+            asking = asyncio.ensure_future(sh.run("sleep 600 >/dev/null"))
+            while len(procs) < 2:
+                await asyncio.sleep(0.01)
+            procs[-1].kill()
+            with pytest.raises(TetherError) as raised:
+                await asking
+            assert raised.value.code == "CONNECTION_LOST"
+            await ended.wait()
+        gc.collect()
+        await asyncio.sleep(0)
+        assert [c.get("message") for c in unhandled] == []
+    finally:
+        await sh.close()
+        loop.set_exception_handler(None)
+        for proc in procs:  # the sleeps the killed channels left
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
