@@ -1,0 +1,227 @@
+"""Where a persistent-shell ``echo hi`` spends its time, and what makes its slowest calls slow.
+
+No assertions (see DESIGN.md): it prints figures and shares of the round trip measured in the same
+run. Each call goes through ``build_catalog`` and ``ToolRegistry.call`` exactly like a front door
+(safety hooks, guard, audit record and its ``fsync``), without MCP. Nothing inside tether is
+patched: the phases come from the clock around the call and from the times bash itself stamps on
+its events in the shell's log (``$EPOCHREALTIME`` on ``C``, the command line starts, and ``P``, its
+next prompt), so they are the shell's own view:
+
+- *before the command runs*: arguments, targets and the person-typing check (one tmux round trip),
+  the guard, typing through tmux, bash's loader taking the line;
+- *the command and its prompt hooks*: ``echo hi``, tether's hooks (the state dump the guard reads)
+  and the prompt;
+- *after the prompt*: the log reaching tether, the run's record, the result, the audit record.
+
+``os.fsync`` of this process is timed (not changed), so the audit log's syncs during the calls are
+counted; a plain append-and-``fsync`` loop in the same directory, before and after, is the
+baseline. The slowest 1 % of calls are broken down by phase: on this machine's disk they are the
+audit ``fsync`` waiting behind the kernel's periodic writeback.
+
+Run: .venv/bin/python bench/phases.py [calls]  (default 1000)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.config import load_config
+from tether.tools.catalog import build_catalog
+from tether.tools.registry import CallContext
+
+_EVENT = re.compile(rb"\x1b\]6973;[0-9A-Za-z]+;([CP]);[^\x07]*?;?([0-9]+\.[0-9]+)\x07")
+_SLOW_SYNC_MS = 3.0
+
+
+@dataclass(slots=True)
+class Call:
+    start: float  # epoch seconds
+    end: float
+    ran: float | None = None  # bash's C stamp
+    prompt: float | None = None  # bash's next P stamp
+    audit_sync_ms: float = 0.0
+
+
+class SyncClock:
+    """Times every ``os.fsync`` of this process, by thread (the audit log syncs on its own)."""
+
+    def __init__(self) -> None:
+        self.syncs: list[tuple[float, float, str]] = []  # (end epoch, ms, thread name)
+        self._real = os.fsync
+
+    def __enter__(self) -> SyncClock:
+        real = self._real
+
+        def timed(fd: int) -> None:
+            start = time.perf_counter()
+            real(fd)
+            self.syncs.append(
+                (time.time(), (time.perf_counter() - start) * 1000, threading.current_thread().name)
+            )
+
+        os.fsync = timed  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        os.fsync = self._real
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def fsync_loop(directory: Path, n: int = 400) -> list[float]:
+    """Append-and-``fsync`` of an audit-sized line, paced like the calls: the disk's own figure."""
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    times = []
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            os.write(fd, b"x" * 400 + b"\n")
+            os.fsync(fd)
+            times.append((time.perf_counter() - start) * 1000)
+            time.sleep(0.004)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return times
+
+
+def stamps(log: Path) -> list[tuple[float, bytes]]:
+    return sorted((float(at), kind) for kind, at in _EVENT.findall(log.read_bytes()))
+
+
+def attach(
+    calls: list[Call], events: list[tuple[float, bytes]], syncs: list[tuple[float, float, str]]
+) -> None:
+    """Give each call the first ``C`` and the last ``P`` bash stamped within it, and its audit sync."""
+    i = 0
+    for call in calls:
+        while i < len(events) and events[i][0] < call.start:
+            i += 1
+        j = i
+        while j < len(events) and events[j][0] <= call.end:
+            kind = events[j][1]
+            if kind == b"C" and call.ran is None:
+                call.ran = events[j][0]
+            elif kind == b"P" and call.ran is not None:
+                call.prompt = events[j][0]
+            j += 1
+        i = j
+    audit = [(at, ms) for at, ms, thread in syncs if thread == "tether-audit-commit"]
+    k = 0
+    for call in calls:
+        while k < len(audit) and audit[k][0] < call.start:
+            k += 1
+        while k < len(audit) and audit[k][0] <= call.end:
+            call.audit_sync_ms += audit[k][1]
+            k += 1
+
+
+def report(calls: list[Call], before: list[float], after: list[float]) -> None:
+    whole = [(c.end - c.start) * 1000 for c in calls]
+    full = [c for c in calls if c.ran is not None and c.prompt is not None]
+    p50 = statistics.median(whole)
+    print(
+        f"{len(calls)} calls of shell_run echo hi (wait exit): "
+        f"p50 {p50:.2f} ms, p99 {pct(whole, 0.99):.2f} ms"
+    )
+    phases = {
+        "before the command runs (tether, tmux, bash's loader)": [
+            (c.ran - c.start) * 1000 for c in full if c.ran is not None
+        ],
+        "the command and its prompt hooks (bash)": [
+            (c.prompt - c.ran) * 1000 for c in full if c.prompt is not None and c.ran is not None
+        ],
+        "after the prompt (log, record, result, audit)": [
+            (c.end - c.prompt) * 1000 for c in full if c.prompt is not None
+        ],
+        "  of which the audit record's fsync": [c.audit_sync_ms for c in full],
+    }
+    for name, values in phases.items():
+        mid = statistics.median(values)
+        print(f"  {name:56} p50 {mid:6.2f} ms ({100 * mid / p50:4.1f} %)  p99 {pct(values, 0.99):7.2f} ms")
+    disk = before + after
+    print(
+        "baseline, the same append + fsync alone in the same directory: "
+        f"p50 {statistics.median(disk):.2f} ms, "
+        f"p99 {pct(disk, 0.99):.2f} ms, max {max(disk):.2f} ms"
+    )
+    slow = sorted(calls, key=lambda c: c.end - c.start)[-max(1, len(calls) // 100) :]
+    print(f"the slowest {len(slow)} calls (1 %):")
+    for c in reversed(slow):
+        total = (c.end - c.start) * 1000
+        parts = [f"audit fsync {c.audit_sync_ms:.1f} ms"]
+        if c.ran is not None and c.prompt is not None:
+            parts += [
+                f"before {(c.ran - c.start) * 1000:.1f}",
+                f"bash {(c.prompt - c.ran) * 1000:.1f}",
+                f"after {(c.end - c.prompt) * 1000:.1f}",
+            ]
+        print(f"  {total:7.2f} ms: " + ", ".join(parts))
+    share = sum(c.audit_sync_ms for c in slow) / sum((c.end - c.start) * 1000 for c in slow)
+    print(f"  the audit fsync is {100 * share:.0f} % of their time")
+
+
+async def measure(home: Path, n: int) -> tuple[list[Call], Path, SyncClock]:
+    catalog = build_catalog(load_config())
+    ctx = CallContext(actor="conv-bench")
+    registry = catalog.registry
+    try:
+        opened = await registry.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]}, ctx)
+        shell = opened.structured["tasks"][0]["shell"]
+        task = {
+            "target": {"sessions": shell},
+            "action": {"kind": "run", "command": "echo hi"},
+            "wait": {"kind": "exit"},
+        }
+        for _ in range(30):  # warm: the first runs of a shell wait for its prompt, caches fill
+            await registry.call("shell_run", {"tasks": [task]}, ctx)
+        calls = []
+        with SyncClock() as clock:
+            for _ in range(n):
+                start = time.time()
+                result = await registry.call("shell_run", {"tasks": [task]}, ctx)
+                calls.append(Call(start=start, end=time.time()))
+                assert result.structured["tasks"][0]["exitCode"] == 0, result.text
+        return calls, home / "tether" / "logs" / f"{shell}.log", clock
+    finally:
+        await catalog.aclose()
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    root = Path(tempfile.mkdtemp(prefix="thph", dir="/tmp"))
+    (root / "home").mkdir()
+    os.environ["HOME"] = str(root / "home")  # no ~/.bashrc prompt hooks in the shell
+    os.environ["TMUX_TMPDIR"] = str(root)
+    os.environ["TETHER_HOME"] = str(root / "tether")
+    print(f"1-minute load average {os.getloadavg()[0]:.2f}")
+    try:
+        before = fsync_loop(root)
+        calls, log, clock = asyncio.run(measure(root, n))
+        after = fsync_loop(root)
+        attach(calls, stamps(log), clock.syncs)
+        report(calls, before, after)
+    finally:
+        sock = root / "tether" / "tmux.sock"
+        if sock.exists():
+            subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
