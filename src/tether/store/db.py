@@ -13,7 +13,10 @@ pages copy it into the database file and sync both files — 5 ms on this machin
 call's commit it was (one call in a hundred). Every connection here turns that off, and every
 ``CHECKPOINT_EVERY``-th commit of a ``Store`` asks the process's checkpointer thread instead, which
 runs a ``PASSIVE`` checkpoint (it never waits for, nor blocks, readers and writers) on a connection
-of its own. A process that ends closes its connections; SQLite checkpoints on the last close.
+of its own. What stays with a commit is one ``fsync`` of the WAL's header when the first commit
+after a checkpoint starts the WAL over (SQLite's rule at ``synchronous=NORMAL``): the copy and
+the other two syncs are gone from the call. A process that ends closes its connections; SQLite
+checkpoints on the last close.
 """
 
 from __future__ import annotations
