@@ -17,7 +17,7 @@ from test_guard import BENIGN, DANGEROUS
 
 from tether.shells.guard.guard import Guard
 from tether.shells.guard.heredocs import lex
-from tether.shells.guard.shellstate import ShellState, parse_dump
+from tether.shells.guard.shellstate import ShellState, dump_key, parse_dump
 from tether.shells.integration.script import integration_script
 
 P = "/srv"  # a protected directory of the defaults
@@ -302,3 +302,43 @@ def test_the_shells_home_is_a_home_whatever_its_path(guard: Guard, tmp_path: Pat
     # What lies in it is an ordinary path, and so is everything in a directory below it.
     assert guard.check('rm -rf "$HOME/build"', state).allowed
     assert guard.check("rm -rf *", state_after(f"export HOME={tmp_path}; cd {tmp_path}/src")).allowed
+
+
+def _dumps(between: str, tmp: Path) -> tuple[bytes, bytes]:
+    """Two dumps of one bash, at two moments, with ``between`` run in between."""
+    first, second = tmp / "first.state", tmp / "second.state"
+    script = f"{_DUMP}\nA=1\n__tether_dump {first}\n: $RANDOM $SRANDOM\n{between}\n__tether_dump {second}\n"
+    subprocess.run(["bash", "--norc", "-c", script], check=True, timeout=30)
+    return first.read_bytes(), second.read_bytes()
+
+
+def test_dumps_of_two_prompts_with_nothing_defined_between_share_a_key(tmp_path: Path) -> None:
+    # The guard parses a state once and keeps it while only the dump's clockwork changes: its
+    # moment, random numbers, $_ and the hook's line numbers, which no judgement reads.
+    first, second = _dumps("true", tmp_path)
+    assert first != second  # the clocks, the tag, $_ and BASH_LINENO moved
+    assert dump_key(first) is not None and dump_key(first) == dump_key(second)
+    a, b = parse_dump(first), parse_dump(second)
+    assert a is not None and b is not None and a.key == b.key
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        "A=2",
+        "B=1",
+        "mapfile -t <<< /",
+        "read -r <<< /etc",
+        "alias ll='ls -l'",
+        "f() { :; }",
+        "trap 'rm -rf /tmp/x' EXIT",
+    ],
+)
+def test_anything_the_user_defines_changes_the_key(tmp_path: Path, between: str) -> None:
+    first, second = _dumps(between, tmp_path)
+    assert dump_key(first) != dump_key(second)
+
+
+def test_a_dump_still_being_written_has_no_key(tmp_path: Path) -> None:
+    whole = dump_after("A=1", tmp_path / "state")
+    assert dump_key(whole[: len(whole) // 2]) is None

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.shells.domain import Shells
-from tether.shells.guard.shellstate import ShellState, parse_dump
+from tether.shells.guard.shellstate import ShellState, dump_key, parse_dump
 from tether.shells.host import ShellHost
 from tether.shells.integration import payload
 from tether.shells.integration.events import EventScanner
@@ -74,18 +74,20 @@ class Report:
 
 # ---- what the shell reported ----------------------------------------------------------------------
 
-_parsed: dict[bytes, ShellState | None] = {}
+# By ``dump_key``: from one prompt to the next a dump changes only in its clockwork lines.
+_parsed: dict[str, ShellState | None] = {}
 
 
 def _parse(data: bytes | None) -> ShellState | None:
-    if data is None:
+    key = dump_key(data) if data is not None else None
+    if key is None or data is None:
         return None
-    found = _parsed.get(data, ...)
+    found = _parsed.get(key, ...)
     if found is ...:
         found = parse_dump(data)
         if len(_parsed) >= 16:
             _parsed.pop(next(iter(_parsed)))
-        _parsed[data] = found
+        _parsed[key] = found
     return found if isinstance(found, ShellState) else None
 
 

@@ -10,6 +10,8 @@ alias cannot end a section early.
 
 ``ShellState.key`` identifies the state for caching verdicts; it leaves out what changes at every
 prompt without meaning anything to the guard (``$_``, ``LINENO``, ``RANDOM``, tether's own names).
+``dump_key`` does the same for the dump itself, so a state is parsed once and serves every prompt
+until the user defines something.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ _VOLATILE = frozenset(
     | {"BASH_ARGC", "BASH_ARGV", "BASH_REMATCH", "COMP_WORDBREAKS", "SHLVL", "MAPFILE", "REPLY"}
 )
 _OURS = re.compile(r"^__tether_|^__TETHER_V_")
+# Lines a dump holds anew at every prompt without the user doing anything: the dump's own moment
+# (clocks, random numbers, ``$_`` and the line numbers of the hook writing it) and tether's
+# bookkeeping. No judgement reads their values (at the next command they differ again anyway).
+_CLOCKWORK = re.compile(
+    r"^declare -\S+ (?:_|BASH_COMMAND|BASH_LINENO|LINENO|RANDOM|SRANDOM|SECONDS|EPOCHREALTIME"
+    r"|EPOCHSECONDS|HISTCMD|BASHPID|__tether_\w+)(?:=.*)?\n",
+    re.M,
+)
 _DECLARE = re.compile(r"^declare -(\S+) ([^=\s]+)(?:=(.*))?$", re.S)
 # tether's own prompt prefixes (see integration.script): removed before prompt strings are judged.
 _OWN_PREFIX = re.compile(r"^(?:\\\[)?\\e\]6973;[0-9a-z]+;[PCQ];.*?\\a(?:\\\])?", re.S)
@@ -138,6 +148,14 @@ def parse_dump(data: bytes) -> ShellState | None:
         traps=traps,
         key=digest.hexdigest(),
     )
+
+
+def dump_key(data: bytes) -> str | None:
+    """The dump without its tag and its clockwork lines (``None`` while it is not whole): dumps
+    with one key parse to states that differ only in values no judgement reads, so a state parsed
+    at one prompt serves every later prompt until the user defines something."""
+    text = _whole(data.decode("utf-8", "surrogateescape"))
+    return None if text is None else _CLOCKWORK.sub("", text)
 
 
 def _whole(text: str) -> str | None:
