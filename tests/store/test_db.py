@@ -6,17 +6,15 @@ import multiprocessing
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hang import HANG_S
-from tether.store.db import CHECKPOINT_EVERY, Store, checkpoint, register_schema
+from tether.store.db import Store, register_schema
 
 register_schema("test_db_counter", "CREATE TABLE IF NOT EXISTS test_counter (n INTEGER NOT NULL)")
-register_schema("test_db_rows", "CREATE TABLE IF NOT EXISTS test_rows (body TEXT NOT NULL)")
 
 
 ROUNDS = 12
@@ -105,51 +103,3 @@ def test_a_new_thread_connection_keeps_this_process_lock_on_the_database(tmp_pat
     store.execute("INSERT INTO test_counter (n) VALUES (2)")
     assert _count_in_another_process(store.path) == 2
     store.close()
-
-
-def _wal_frames(store: Store) -> int:
-    page = int(store.query("PRAGMA page_size")[0][0])
-    size = Path(f"{store.path}-wal").stat().st_size
-    return max(0, size - 32) // (page + 24)  # the WAL header, then frames of a header and a page
-
-
-def test_no_commit_checkpoints_the_wal_it_asks_the_checkpointer(tmp_path: Path) -> None:
-    # SQLite's default makes the commit that takes the WAL past 1,000 pages copy it into the
-    # database and sync both files, and the next commit start the WAL over: its file would stay
-    # near 1,000 pages. Here no commit checkpoints, so the WAL holds every commit's frames, and
-    # every CHECKPOINT_EVERY-th commit asked the checkpointer instead.
-    asked: list[Path] = []
-    store = Store(tmp_path / "t.db", checkpoint=asked.append)
-    store.ensure_schemas()  # one commit
-    for _ in range(1500):
-        store.execute("INSERT INTO test_rows (body) VALUES (?)", ("x" * 100,))
-    assert _wal_frames(store) >= 1500
-    assert asked == [store.path] * (1501 // CHECKPOINT_EVERY)
-    assert store.query("SELECT count(*) AS c FROM test_rows")[0]["c"] == 1500
-    store.close()
-
-
-def test_the_checkpointer_copies_the_wal_into_the_database_off_the_committing_thread(tmp_path: Path) -> None:
-    # Fewer frames than SQLite's own threshold (1,000): only the checkpointer can have copied them.
-    store = Store.open(tmp_path)
-    rows = 2 * CHECKPOINT_EVERY
-    for _ in range(rows):
-        store.execute("INSERT INTO test_rows (body) VALUES (?)", ("y" * 1000,))
-    assert _wal_frames(store) < 1000
-    deadline = time.monotonic() + HANG_S
-    while store.path.stat().st_size < rows * 1000 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert store.path.stat().st_size >= rows * 1000
-    # Its connection came and went without dropping this process's lock (see _private_file):
-    # another process's last close leaves the -wal in place, and sees later commits.
-    assert _count_in_another_process(store.path) == 0
-    assert Path(f"{store.path}-wal").exists()
-    store.execute("INSERT INTO test_counter (n) VALUES (1)")
-    assert _count_in_another_process(store.path) == 1
-    store.close()
-
-
-def test_a_checkpoint_never_creates_a_database(tmp_path: Path) -> None:
-    checkpoint(tmp_path / "absent.db")  # a home removed after its last commit asked for one
-    checkpoint(tmp_path / "gone" / "tether.db")
-    assert list(tmp_path.iterdir()) == []

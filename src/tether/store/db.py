@@ -7,37 +7,19 @@ home never interleave half-written records. Feature modules declare their own ta
 
 Connections are per thread (``sqlite3`` objects must not cross threads); async callers run the
 short statements inline — each is sub-millisecond on a local WAL database.
-
-No commit checkpoints the WAL. SQLite's default makes the commit that fills the WAL past 1,000
-pages copy it into the database file and sync both files — 5 ms on this machine, paid by whichever
-call's commit it was (one call in a hundred). Every connection here turns that off, and every
-``CHECKPOINT_EVERY``-th commit of a ``Store`` asks the process's checkpointer thread instead, which
-runs a ``PASSIVE`` checkpoint (it never waits for, nor blocks, readers and writers) on a connection
-of its own. What stays with a commit is one ``fsync`` of the WAL's header when the first commit
-after a checkpoint starts the WAL over (SQLite's rule at ``synchronous=NORMAL``): the copy and
-the other two syncs are gone from the call. A process that ends closes its connections; SQLite
-checkpoints on the last close.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
-from urllib.parse import quote
-
-logger = logging.getLogger(__name__)
-
-# Commits between two checkpoints: a few pages each, so about as often as SQLite's own default.
-CHECKPOINT_EVERY: Final = 200
+from typing import Any
 
 _SCHEMAS: dict[str, str] = {}
 _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {}
@@ -51,65 +33,15 @@ def register_schema(name: str, ddl: str, *, added: tuple[tuple[str, str, str], .
     _COLUMNS[name] = added
 
 
-class Checkpointer:
-    """The process's WAL checkpointer: one daemon thread for every store, started on first use."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Path] = queue.SimpleQueue()
-        self._start = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def request(self, path: Path) -> None:
-        """Checkpoint ``path``'s WAL soon, off the caller's thread."""
-        if self._thread is None:
-            with self._start:
-                if self._thread is None:
-                    thread = threading.Thread(target=self._serve, name="tether-store-checkpoint", daemon=True)
-                    thread.start()
-                    self._thread = thread
-        self._queue.put(path)
-
-    def _serve(self) -> None:
-        while True:
-            paths = {self._queue.get()}
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    paths.add(self._queue.get_nowait())
-            for path in paths:
-                checkpoint(path)
-
-
-def checkpoint(path: Path) -> None:
-    """One ``PASSIVE`` checkpoint of the database at ``path``; never creates it (a home removed
-    meanwhile is skipped)."""
-    try:
-        conn = sqlite3.connect(
-            f"file:{quote(str(path))}?mode=rw", uri=True, timeout=1.0, isolation_level=None
-        )
-    except sqlite3.Error:
-        return
-    try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    except sqlite3.Error as exc:
-        logger.debug("checkpoint of %s failed: %s", path, exc)
-    finally:
-        conn.close()
-
-
-CHECKPOINTER: Final = Checkpointer()
-
-
 class Store:
     """One database file; a connection per thread, each in WAL mode with a busy timeout."""
 
-    def __init__(self, path: Path, *, checkpoint: Callable[[Path], None] = CHECKPOINTER.request) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._applied: set[str] = set()
-        self._checkpoint = checkpoint
-        self._commits = 0
 
     @classmethod
     def open(cls, home: Path) -> Store:
@@ -144,7 +76,6 @@ class Store:
             conn.execute("PRAGMA busy_timeout=30000")
             _enter_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA wal_autocheckpoint=0")  # see the module docstring
             conn.execute("PRAGMA foreign_keys=ON")
             self._local.conn = conn
             with self._lock:
@@ -165,9 +96,6 @@ class Store:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-        self._commits += 1
-        if self._commits % CHECKPOINT_EVERY == 0:
-            self._checkpoint(self.path)
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         self.ensure_schemas()
