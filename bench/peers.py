@@ -31,6 +31,7 @@ import psutil
 from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).parent))
+from disk import fsync_times
 from startup import handshake
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -243,18 +244,7 @@ async def connect(server: Server, env: dict[str, str], stack: Any) -> None:
 
 def fsync_floor(scratch: Path, n: int = 200) -> float:
     """p50 (ms) of appending a 400-byte line and fsync-ing it here: what every audited call waits for."""
-    path = scratch / "fsync-probe"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    times = []
-    try:
-        for _ in range(n):
-            start = time.perf_counter()
-            os.write(fd, b"x" * 400 + b"\n")
-            os.fsync(fd)
-            times.append((time.perf_counter() - start) * 1000)
-    finally:
-        os.close(fd)
-    return statistics.median(times)
+    return statistics.median(fsync_times(scratch, n))
 
 
 def engine_floor(scratch: Path, n: int = 200) -> tuple[float, float]:

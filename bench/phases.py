@@ -38,12 +38,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from disk import fsync_times
 from tether.config import load_config
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
 
 _EVENT = re.compile(rb"\x1b\]6973;[0-9A-Za-z]+;([CP]);[^\x07]*?;?([0-9]+\.[0-9]+)\x07")
-_SLOW_SYNC_MS = 3.0
 
 
 @dataclass(slots=True)
@@ -82,24 +83,6 @@ class SyncClock:
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
-
-
-def fsync_loop(directory: Path, n: int = 400) -> list[float]:
-    """Append-and-``fsync`` of an audit-sized line, paced like the calls: the disk's own figure."""
-    path = directory / "fsync-probe"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    times = []
-    try:
-        for _ in range(n):
-            start = time.perf_counter()
-            os.write(fd, b"x" * 400 + b"\n")
-            os.fsync(fd)
-            times.append((time.perf_counter() - start) * 1000)
-            time.sleep(0.004)
-    finally:
-        os.close(fd)
-        path.unlink()
-    return times
 
 
 def stamps(log: Path) -> list[tuple[float, bytes]]:
@@ -213,9 +196,9 @@ def main() -> None:
     os.environ["TETHER_HOME"] = str(root / "tether")
     print(f"1-minute load average {os.getloadavg()[0]:.2f}")
     try:
-        before = fsync_loop(root)
+        before = fsync_times(root, 400, pause_s=0.004)
         calls, log, clock = asyncio.run(measure(root, n))
-        after = fsync_loop(root)
+        after = fsync_times(root, 400, pause_s=0.004)
         attach(calls, stamps(log), clock.syncs)
         report(calls, before, after)
     finally:
