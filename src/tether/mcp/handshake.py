@@ -4,8 +4,9 @@ Importing the MCP SDK and building the tools takes about a second; a client that
 turn meanwhile would begin without tether's tools. So a ``tether mcp`` process answers
 ``initialize``, ``ping`` and ``tools/list`` from the answers a previous process of the same build
 and configuration recorded (``HandshakeCache``), while the SDK loads in the main thread, and then
-hands the conversation over to the SDK (``EarlyFront.attach``). ``server/discover`` (which SDK
-clients in ``auto`` mode send first) is refused here at once, exactly as the front door refuses it.
+hands the conversation over to the SDK (``EarlyFront.take_backlog``, once the reader thread has
+stopped and before the event loop reads on). ``server/discover`` (which SDK clients in ``auto``
+mode send first) is refused here at once, exactly as the front door refuses it.
 
 Invariants this module owns (standard library only):
 
@@ -180,28 +181,21 @@ class EarlyFront:
         self._handshake = handshake
         self._lock = threading.Lock()
         self._backlog: list[Item] = []
-        self._deliver: Callable[[Item], None] | None = None
         self.answered_initialize: Any = None  # the id of the initialize request answered here
         self.served_tools: Message | None = None  # the tools/list result given here, if any
 
     def offer(self, item: Item) -> None:
         """Called by the reader thread for every message, then once with ``EOF``."""
         with self._lock:
-            if self._deliver is None:
-                if isinstance(item, Eof) or not self._answered_here(item):
-                    self._backlog.append(item)
-                return
-            deliver = self._deliver
-        deliver(item)
+            if isinstance(item, Eof) or not self._answered_here(item):
+                self._backlog.append(item)
 
-    def attach(self, deliver: Callable[[Item], None]) -> list[Item]:
-        """From now on every message goes to ``deliver``; returns what arrived before, in order.
+    def take_backlog(self) -> list[Item]:
+        """What arrived and was not answered here, in order (once the reader thread has stopped).
 
-        The caller must process the returned backlog before anything ``deliver`` receives.
-        """
+        The caller must process it before anything read after it."""
         with self._lock:
             backlog, self._backlog = self._backlog, []
-            self._deliver = deliver
             return backlog
 
     def _answered_here(self, message: Message) -> bool:

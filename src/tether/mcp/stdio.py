@@ -12,7 +12,8 @@ Invariants this module owns:
   If the list given early differs from it, the client gets ``notifications/tools/list_changed``;
   whenever the real answers differ from the cache, the cache is rewritten.
 - A message the SDK's models refuse is answered with INVALID_REQUEST naming the field, never
-  dropped. The reader thread is held back when 64 messages wait for the SDK (backpressure).
+  dropped. Once the SDK is loaded the event loop reads the input itself, and stops reading while
+  64 messages wait for the SDK (backpressure).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -132,39 +132,44 @@ async def serve_stdio(
     server = front_door.server
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Item | _Broken] = asyncio.Queue()
-    room = threading.Semaphore(_IN_FLIGHT)
 
-    def deliver(item: Item) -> None:  # the reader thread, once attached
-        room.acquire()
-        loop.call_soon_threadsafe(inbox.put_nowait, item)
+    def deliver(item: Item) -> None:  # the event loop's reader
+        inbox.put_nowait(item)
+        if inbox.qsize() >= _IN_FLIGHT:
+            wire.pause_reading()
 
-    def broken() -> None:  # the writer thread
+    def broken() -> None:  # whichever thread wrote
         with contextlib.suppress(RuntimeError):  # the loop has already finished
             loop.call_soon_threadsafe(inbox.put_nowait, _BROKEN)
 
     wire.on_broken(broken)
     handover = _Handover(early=early, cache=cache, cached=cache.load(), wire=wire)
-    backlog = early.attach(deliver)
+    wire.stop_reader_thread()
+    backlog = early.take_backlog()
+    wire.read_on_loop(loop, deliver)
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
-    async with server.lifespan(server) as state, anyio.create_task_group() as tg:
-        tg.start_soon(_pump_in, backlog, inbox, room, read_send, handover)
-        tg.start_soon(_pump_out, write_recv, handover)
-        await serve_loop(
-            server,
-            read_recv,
-            write_send,
-            lifespan_state=state,
-            init_options=front_door.initialization_options(),
-        )
-        tg.cancel_scope.cancel()
+    try:
+        async with server.lifespan(server) as state, anyio.create_task_group() as tg:
+            tg.start_soon(_pump_in, backlog, inbox, wire, read_send, handover)
+            tg.start_soon(_pump_out, write_recv, handover)
+            await serve_loop(
+                server,
+                read_recv,
+                write_send,
+                lifespan_state=state,
+                init_options=front_door.initialization_options(),
+            )
+            tg.cancel_scope.cancel()
+    finally:
+        wire.stop_reading()
     logger.info("stdio client closed the connection")
 
 
 async def _pump_in(
     backlog: list[Item],
     inbox: asyncio.Queue[Item | _Broken],
-    room: threading.Semaphore,
+    wire: StdioWire,
     read_send: MemoryObjectSendStream[SessionMessage | Exception],
     handover: _Handover,
 ) -> None:
@@ -176,7 +181,8 @@ async def _pump_in(
             got = await inbox.get()
             if isinstance(got, _Broken):
                 return
-            room.release()
+            if wire.reading_paused and inbox.qsize() < _IN_FLIGHT // 2:
+                wire.resume_reading()
             if not await _feed(got, read_send, handover):
                 return
 

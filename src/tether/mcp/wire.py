@@ -10,9 +10,13 @@ Invariants this module owns (standard library only: it runs before the SDK is im
   request's id whenever it can be recovered, ``null`` otherwise). Nothing is dropped silently:
   invalid JSON, nesting the parser refuses, oversized lines, batches and bad envelopes are all
   answered. Malformed notifications (no id) are answered with id ``null`` as JSON-RPC allows.
-- Frames are written whole and in order by one writer thread that owns the output descriptor, so
-  frames from the early handshake and from the SDK never interleave, and a client that stops
-  reading stalls that thread, never the event loop.
+- Frames are written whole and in order, so frames from the early handshake and from the SDK
+  never interleave: by the thread that sends one when no frame waits before it and a pipe or socket
+  has room for all of it (``PIPE_BUF`` at most, which never blocks), otherwise by the writer thread.
+  A client that stops reading stalls that thread, never the event loop.
+- Input is read by a thread while the SDK loads (the early front answers from it), then by the
+  event loop itself (``stop_reader_thread``, ``read_on_loop``): a line half read when the loop
+  takes over is finished by the loop, and no line is read twice or lost.
 """
 
 from __future__ import annotations
@@ -23,9 +27,14 @@ import logging
 import os
 import queue
 import re
+import select
+import stat
 import threading
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import asyncio  # annotations only: this module runs before asyncio is imported
 
 logger = logging.getLogger(__name__)
 
@@ -192,16 +201,29 @@ def recover_id(text: str) -> Any:
 
 
 class StdioWire:
-    """The process's stdin/stdout, claimed: a reader thread and a writer thread over private fds."""
+    """The process's stdin/stdout, claimed: read by a thread until the event loop takes over, written
+    from the caller's thread when that cannot block, else by a writer thread, always in order."""
 
     def __init__(self, in_fd: int, out_fd: int) -> None:
         self._in_fd = in_fd
         self._out_fd = out_fd
+        # Writing: frames go out in the caller's thread when nothing is queued before them and the
+        # descriptor takes them whole without blocking; otherwise the writer thread writes them.
+        self._lock = threading.Lock()
+        self._queued = 0  # frames handed to the writer thread and not yet written
+        self._room = _room_probe(out_fd)
         self._frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._broken = threading.Event()
         self._on_broken: Callable[[], None] | None = None
         self._writer = threading.Thread(target=self._write_frames, name="tether-mcp-writer", daemon=True)
         self._writer.start()
+        # Reading: a thread until ``read_on_loop``, then the event loop.
+        self._lines: _Lines | None = None
+        self._reader: threading.Thread | None = None
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watched = False  # the loop watches the descriptor (add_reader), else re-reads it
+        self._paused = False
 
     @classmethod
     def claim(cls) -> StdioWire:
@@ -219,16 +241,29 @@ class StdioWire:
     # -- writing ------------------------------------------------------------------------------
 
     def send(self, message: Message) -> None:
-        """Queue one message (a dict) as one frame."""
+        """Send one message (a dict) as one frame."""
         self.send_frame(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     def send_frame(self, frame: bytes) -> None:
-        """Queue one already serialised message; ignored once the client stopped reading."""
-        if not self._broken.is_set():
-            self._frames.put(frame + b"\n")
+        """Send one already serialised message; ignored once the client stopped reading.
+
+        Written here when no frame waits before it and the descriptor has room for all of it (a
+        thread hand-over costs more than the write); otherwise queued for the writer thread."""
+        data = frame + b"\n"
+        with self._lock:
+            if self._broken.is_set():
+                return
+            if self._queued == 0 and self._room is not None and self._room(len(data)):
+                try:
+                    _write_whole(self._out_fd, data)
+                except OSError as exc:
+                    self._break(exc)
+                return
+            self._queued += 1
+        self._frames.put(data)
 
     def on_broken(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (from the writer thread) when the client's end of stdout closes."""
+        """Call ``callback`` (from whichever thread wrote) when the client's end of stdout closes."""
         self._on_broken = callback
 
     def close_writer(self, timeout: float = 5.0) -> None:
@@ -238,71 +273,123 @@ class StdioWire:
 
     def _write_frames(self) -> None:
         while (frame := self._frames.get()) is not None:
-            view = memoryview(frame)
             try:
-                while view:
-                    written = os.write(self._out_fd, view)
-                    view = view[written:]
+                _write_whole(self._out_fd, frame)
             except OSError as exc:
-                logger.info("stdout closed by the client (%s); the conversation ends", exc.strerror)
-                self._broken.set()
-                if self._on_broken is not None:
-                    self._on_broken()
+                with self._lock:
+                    self._break(exc)
                 return
+            with self._lock:
+                self._queued -= 1
+
+    def _break(self, exc: OSError) -> None:
+        """The client closed its end of stdout (called under the lock)."""
+        if self._broken.is_set():
+            return
+        logger.info("stdout closed by the client (%s); the conversation ends", exc.strerror)
+        self._broken.set()
+        if self._on_broken is not None:
+            self._on_broken()
 
     # -- reading ------------------------------------------------------------------------------
 
     def start_reader(self, on_item: Callable[[Item], None]) -> None:
         """Read lines in a daemon thread; each becomes one ``on_item`` call, then ``EOF`` once."""
-        thread = threading.Thread(
-            target=self._read_lines, args=(on_item,), name="tether-mcp-reader", daemon=True
-        )
-        thread.start()
+        self._lines = _Lines(self, on_item)
+        self._reader = threading.Thread(target=self._read_thread, name="tether-mcp-reader", daemon=True)
+        self._reader.start()
 
-    def _read_lines(self, on_item: Callable[[Item], None]) -> None:
-        pending = bytearray()
-        skipping = False  # inside an oversized line, discarding up to its newline
-        oversized_head = b""
+    def stop_reader_thread(self) -> None:
+        """Return once the reader thread reads no more; the rest of the input waits for
+        ``read_on_loop`` (a line half read stays with the wire, not with the thread)."""
+        if self._reader is None:
+            return
+        os.write(self._stop_w, b"x")
+        self._reader.join()
+        self._reader = None
+
+    def read_on_loop(self, loop: asyncio.AbstractEventLoop, on_item: Callable[[Item], None]) -> None:
+        """Go on reading in ``loop`` (after ``stop_reader_thread``), lines to ``on_item``, then ``EOF``.
+
+        A wake-up of the loop costs a fraction of a thread's hand-over to it. A descriptor epoll
+        cannot watch (a regular file) is read again at every turn of the loop until its end."""
+        lines = self._lines
+        if lines is None or lines.ended:
+            return
+        lines.on_item = on_item
+        self._loop = loop
         try:
-            while True:
-                try:
-                    chunk = os.read(self._in_fd, _READ_CHUNK)
-                except InterruptedError:
-                    continue
-                except OSError as exc:
-                    logger.info("stdin failed (%s); the conversation ends", exc.strerror)
-                    break
-                if not chunk:
-                    break
-                start = 0
-                while (newline := chunk.find(b"\n", start)) >= 0:
-                    piece = chunk[start:newline]
-                    start = newline + 1
-                    if skipping:
-                        skipping = False
-                        self._reject_oversized(oversized_head)
-                        continue
-                    if len(pending) + len(piece) > MAX_LINE_BYTES:
-                        head = bytes((pending + piece)[:_ID_SCAN_BYTES])
-                        pending.clear()
-                        self._reject_oversized(head)
-                        continue
-                    pending += piece
-                    line = bytes(pending)
-                    pending.clear()
-                    self._handle_line(line, on_item)
-                rest = chunk[start:]
-                if skipping:
-                    continue
-                pending += rest
-                if len(pending) > MAX_LINE_BYTES:
-                    oversized_head = bytes(pending[:_ID_SCAN_BYTES])
-                    pending.clear()
-                    skipping = True
-        finally:
-            if pending.strip() and not skipping:
-                self._handle_line(bytes(pending), on_item)
-            on_item(EOF)
+            loop.add_reader(self._in_fd, self._read_ready)
+            self._watched = True
+        except PermissionError:
+            loop.call_soon(self._read_ready)
+
+    def pause_reading(self) -> None:
+        """Read nothing more until ``resume_reading`` (the loop's backpressure)."""
+        if self._loop is None or self._paused:
+            return
+        self._paused = True
+        if self._watched:
+            self._loop.remove_reader(self._in_fd)
+
+    def resume_reading(self) -> None:
+        if self._loop is None or not self._paused:
+            return
+        self._paused = False
+        if self._lines is None or self._lines.ended:
+            return
+        if self._watched:
+            self._loop.add_reader(self._in_fd, self._read_ready)
+        else:
+            self._loop.call_soon(self._read_ready)
+
+    def stop_reading(self) -> None:
+        """The conversation is over: the loop stops reading (idempotent)."""
+        self.pause_reading()
+        self._loop = None
+
+    @property
+    def reading_paused(self) -> bool:
+        return self._paused
+
+    def _read_thread(self) -> None:
+        assert self._lines is not None
+        poller = select.poll()
+        poller.register(self._in_fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        while True:
+            ready = {fd for fd, _ in poller.poll()}
+            if self._stop_r in ready:
+                return  # the event loop reads from here on
+            if not self._read_chunk(self._lines):
+                return
+
+    def _read_ready(self) -> None:
+        """The loop's reader: one chunk (the descriptor is readable, so this does not block)."""
+        lines = self._lines
+        if lines is None or self._loop is None or self._paused:
+            return
+        if not self._read_chunk(lines):
+            if self._watched:
+                self._loop.remove_reader(self._in_fd)
+            return
+        if not self._watched and not self._paused:
+            self._loop.call_soon(self._read_ready)
+
+    def _read_chunk(self, lines: _Lines) -> bool:
+        """Read and split one chunk; False once the input has ended (``EOF`` was delivered)."""
+        try:
+            chunk = os.read(self._in_fd, _READ_CHUNK)
+        except InterruptedError:
+            return True
+        except OSError as exc:
+            logger.info("stdin failed (%s); the conversation ends", exc.strerror)
+            chunk = b""
+        if not chunk:
+            lines.finish()
+            return False
+        lines.feed(chunk)
+        return True
 
     def _handle_line(self, line: bytes, on_item: Callable[[Item], None]) -> None:
         if not line.strip():
@@ -322,6 +409,85 @@ class StdioWire:
         )
         logger.info("rejected an oversized message (id %r)", rid)
         self.send(error_response(rid if is_request_id(rid) else None, INVALID_REQUEST, message))
+
+
+class _Lines:
+    """The input split into lines, whichever thread reads it: a line may span chunks, and a line
+    over ``MAX_LINE_BYTES`` is answered once and skipped up to its newline."""
+
+    __slots__ = ("_oversized_head", "_pending", "_skipping", "_wire", "ended", "on_item")
+
+    def __init__(self, wire: StdioWire, on_item: Callable[[Item], None]) -> None:
+        self._wire = wire
+        self.on_item = on_item
+        self.ended = False
+        self._pending = bytearray()
+        self._skipping = False  # inside an oversized line, discarding up to its newline
+        self._oversized_head = b""
+
+    def feed(self, chunk: bytes) -> None:
+        pending = self._pending
+        start = 0
+        while (newline := chunk.find(b"\n", start)) >= 0:
+            piece = chunk[start:newline]
+            start = newline + 1
+            if self._skipping:
+                self._skipping = False
+                self._wire._reject_oversized(self._oversized_head)
+                continue
+            if len(pending) + len(piece) > MAX_LINE_BYTES:
+                head = bytes((pending + piece)[:_ID_SCAN_BYTES])
+                pending.clear()
+                self._wire._reject_oversized(head)
+                continue
+            pending += piece
+            line = bytes(pending)
+            pending.clear()
+            self._wire._handle_line(line, self.on_item)
+        if self._skipping:
+            return
+        pending += chunk[start:]
+        if len(pending) > MAX_LINE_BYTES:
+            self._oversized_head = bytes(pending[:_ID_SCAN_BYTES])
+            pending.clear()
+            self._skipping = True
+
+    def finish(self) -> None:
+        """The input ended: a last line without its newline still counts, then ``EOF``."""
+        self.ended = True
+        if self._pending.strip() and not self._skipping:
+            self._wire._handle_line(bytes(self._pending), self.on_item)
+        self._pending.clear()
+        self.on_item(EOF)
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _room_probe(fd: int) -> Callable[[int], bool] | None:
+    """For a pipe or a socket: a test that ``size`` bytes can be written now without blocking.
+
+    A pipe that polls writable has a free buffer slot, which holds any write of up to ``PIPE_BUF``
+    bytes; a Unix socket that polls writable has at least three quarters of its send buffer free.
+    Other descriptors (a terminal, a file) are always written by the writer thread."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return None
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+
+    def room(size: int) -> bool:
+        if size > select.PIPE_BUF:
+            return False
+        return any(events & select.POLLOUT for _, events in poller.poll(0))
+
+    return room
 
 
 def _private_dup(fd: int) -> int:
