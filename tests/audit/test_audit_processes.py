@@ -8,10 +8,14 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from hang import HANG_S
 from tether.audit import AuditLog, verify
+from tether.audit import log as log_module
 
 WRITER = Path(__file__).with_name("audit_writer.py")
 
@@ -151,3 +155,37 @@ def test_verify_while_a_writer_appends_never_reports_a_false_break(tether_home: 
         assert counts == sorted(counts) and counts[-1] > counts[0]
     finally:
         _kill(writer)
+
+
+def test_a_record_another_process_appended_is_chained_onto_not_skipped(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This process knows the head its own last append left and reuses it while the file is exactly
+    # as it left it; a record appended by another process in between must be seen and chained to.
+    log = AuditLog(tether_home)
+    reads: list[int] = []
+    real_iter = log_module.iter_lines_reverse
+
+    def counting(fd: int, end: int) -> Iterator[tuple[int, bytes]]:
+        reads.append(end)
+        return real_iter(fd, end)
+
+    monkeypatch.setattr(log_module, "iter_lines_reverse", counting)
+    first = log.append(actor="here", source="tool", tool="t", action="a")
+    reads.clear()
+    second = log.append(actor="here", source="tool", tool="t", action="b")
+    assert reads == [] and second.prev == first.hash  # the known head, the file not read again
+    proc = _spawn(tether_home, "there", 1, 0)
+    _stdout, stderr = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 0, stderr.decode()
+    third = log.append(actor="here", source="tool", tool="t", action="c")
+    assert reads, "the file changed under another writer but its end was not read"
+    lines = [
+        json.loads(line)
+        for path in sorted((tether_home / "audit").glob("*.jsonl"))
+        for line in path.read_bytes().splitlines()
+    ]
+    assert [r["actor"] for r in lines] == ["here", "here", "there", "here"]
+    assert third.seq == 4 and third.prev == lines[2]["hash"]
+    report = verify(tether_home)
+    assert report.ok and report.records == 4, report.summary()

@@ -12,7 +12,8 @@ exclusive ``flock`` on ``audit/.lock`` (a fresh open file description per call, 
 process exclude each other exactly like processes do, and a crashed holder releases it with its
 last fd). Under the lock the appender reads the chain's head from the end of the newest day file —
 or, when that file is new or empty, from the newest earlier one, so a new day continues the
-previous day's chain — then writes and syncs its line.
+previous day's chain — then writes and syncs its line. A process that finds the file exactly as
+its own last append left it (inode, size, modification time) knows the head without reading it.
 
 A writer killed inside ``write()`` leaves bytes without a trailing newline (a line never holds a
 newline of its own). The next appender settles that tail under the lock: if it is a whole valid
@@ -77,6 +78,33 @@ Clock = Callable[[], float]
 
 
 _GENESIS = Head(seq=0, hash=GENESIS_HASH)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Tail:
+    """Where this process's last append to an audit directory left its newest day file.
+
+    Under the lock, a file with the same inode, size and modification time was not written since
+    (every append, completion or truncation changes its size or its time), so its head is the one
+    recorded here and the file's end need not be read and parsed again."""
+
+    name: str
+    ino: int
+    size: int
+    mtime_ns: int
+    head: Head
+
+    def matches(self, name: str, st: os.stat_result) -> bool:
+        return (
+            name == self.name
+            and st.st_ino == self.ino
+            and st.st_size == self.size
+            and st.st_mtime_ns == self.mtime_ns
+        )
+
+
+# Keyed by the audit directory; read and replaced only under that directory's lock.
+_TAILS: dict[Path, _Tail] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,12 +282,21 @@ class AuditLog:
                         batch.write(self._repair_body(repair))
                     batch.sync()
                 ours = len(batch.durable)
+                _TAILS.pop(self.dir, None)  # until this batch is durable, the file is not as recorded
                 try:
                     written = [batch.write(body) for body in bodies]
                     batch.sync()
                 except PartialAppend as exc:
                     exc.durable = exc.durable[ours:]  # the caller's records only
                     raise
+                st = os.fstat(target.fd)
+                _TAILS[self.dir] = _Tail(
+                    name=target.path.name,
+                    ino=st.st_ino,
+                    size=st.st_size,
+                    mtime_ns=st.st_mtime_ns,
+                    head=batch.head,
+                )
                 return written
         finally:
             os.close(lock_fd)  # releases the flock
@@ -332,7 +369,7 @@ class AuditLog:
         # A clock that steps back never reorders the chain: records go on into the newest file.
         target_name = max(today, files[-1].name) if files else today
         earlier = [p for p in files if p.name < target_name]
-        visited = [self._open(self.dir / target_name, stack)]
+        visited = [self._open(self.dir / target_name, stack, known=_TAILS.get(self.dir))]
         for path in reversed(earlier):
             if visited[-1].head is not None:
                 break
@@ -355,10 +392,13 @@ class AuditLog:
                 head = day.head
         return visited[0], head, repairs
 
-    def _open(self, path: Path, stack: ExitStack) -> DayFile:
+    def _open(self, path: Path, stack: ExitStack, *, known: _Tail | None = None) -> DayFile:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stack.callback(os.close, fd)
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if known is not None and known.matches(path.name, st):
+            return DayFile(path=path, fd=fd, end=st.st_size, torn=b"", head=known.head)
+        size = st.st_size
         end = complete_end(fd, size)
         torn = os.pread(fd, size - end, end) if size > end else b""
         head = None
