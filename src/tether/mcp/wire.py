@@ -220,7 +220,7 @@ class StdioWire:
         # Reading: a thread until ``read_on_loop``, then the event loop.
         self._lines: _Lines | None = None
         self._reader: threading.Thread | None = None
-        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+        self._stop: tuple[int, int] | None = None  # the pipe that tells the reader thread to stop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched = False  # the loop watches the descriptor (add_reader), else re-reads it
         self._paused = False
@@ -296,17 +296,21 @@ class StdioWire:
     def start_reader(self, on_item: Callable[[Item], None]) -> None:
         """Read lines in a daemon thread; each becomes one ``on_item`` call, then ``EOF`` once."""
         self._lines = _Lines(self, on_item)
+        self._stop = os.pipe2(os.O_CLOEXEC)
         self._reader = threading.Thread(target=self._read_thread, name="tether-mcp-reader", daemon=True)
         self._reader.start()
 
     def stop_reader_thread(self) -> None:
         """Return once the reader thread reads no more; the rest of the input waits for
         ``read_on_loop`` (a line half read stays with the wire, not with the thread)."""
-        if self._reader is None:
+        if self._reader is None or self._stop is None:
             return
-        os.write(self._stop_w, b"x")
+        os.write(self._stop[1], b"x")
         self._reader.join()
         self._reader = None
+        for fd in self._stop:
+            os.close(fd)
+        self._stop = None
 
     def read_on_loop(self, loop: asyncio.AbstractEventLoop, on_item: Callable[[Item], None]) -> None:
         """Go on reading in ``loop`` (after ``stop_reader_thread``), lines to ``on_item``, then ``EOF``.
@@ -314,7 +318,9 @@ class StdioWire:
         A wake-up of the loop costs a fraction of a thread's hand-over to it. A descriptor epoll
         cannot watch (a regular file) is read again at every turn of the loop until its end."""
         lines = self._lines
-        if lines is None or lines.ended:
+        if lines is None:
+            lines = self._lines = _Lines(self, on_item)
+        elif lines.ended:
             return
         lines.on_item = on_item
         self._loop = loop
@@ -353,13 +359,14 @@ class StdioWire:
         return self._paused
 
     def _read_thread(self) -> None:
-        assert self._lines is not None
+        assert self._lines is not None and self._stop is not None
+        stop = self._stop[0]
         poller = select.poll()
         poller.register(self._in_fd, select.POLLIN)
-        poller.register(self._stop_r, select.POLLIN)
+        poller.register(stop, select.POLLIN)
         while True:
             ready = {fd for fd, _ in poller.poll()}
-            if self._stop_r in ready:
+            if stop in ready:
                 return  # the event loop reads from here on
             if not self._read_chunk(self._lines):
                 return
