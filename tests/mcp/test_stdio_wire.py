@@ -63,6 +63,23 @@ def pipes() -> Iterator[Pipes]:
     made.close_all()
 
 
+class Collector:
+    """An ``on_item`` that keeps what it gets and tells when ``EOF`` came."""
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.ended = asyncio.Event()
+
+    def __call__(self, item: Item) -> None:
+        self.items.append(item)
+        if item is EOF:
+            self.ended.set()
+
+    async def until_eof(self) -> list[object]:
+        await asyncio.wait_for(self.ended.wait(), HANG_S)
+        return _ids(self.items)
+
+
 def _ids(items: list[Item]) -> list[object]:
     return [item if item is EOF else item["id"] for item in items]  # type: ignore[index]
 
@@ -78,20 +95,12 @@ async def test_a_line_half_read_by_the_thread_is_finished_by_the_loop(
     _until(lambda: _unread(in_r) == 0 and len(early) == 1, "the thread has read both pieces")
     wire.stop_reader_thread()
     os.write(in_w, _request(2)[20:] + b"\n" + _request(3) + b"\n")
-    late: list[Item] = []
-    got = asyncio.Event()
-
-    def deliver(item: Item) -> None:
-        late.append(item)
-        if item is EOF:
-            got.set()
-
-    wire.read_on_loop(asyncio.get_running_loop(), deliver)
+    late = Collector()
+    wire.read_on_loop(asyncio.get_running_loop(), late)
     assert _unread(in_r) > 0  # the stopped thread read none of it
     pipes.close(in_w)
-    await asyncio.wait_for(got.wait(), HANG_S)
+    assert await late.until_eof() == [2, 3, EOF]
     assert _ids(early) == [1]
-    assert _ids(late) == [2, 3, EOF]
     wire.close_writer()
 
 
@@ -146,17 +155,9 @@ async def test_a_regular_file_on_stdin_is_read_to_its_end(tmp_path: Path, pipes:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         wire = StdioWire(fd, out_w)  # epoll cannot watch a regular file: the loop re-reads it
-        items: list[Item] = []
-        done = asyncio.Event()
-
-        def deliver(item: Item) -> None:
-            items.append(item)
-            if item is EOF:
-                done.set()
-
-        wire.read_on_loop(asyncio.get_running_loop(), deliver)
-        await asyncio.wait_for(done.wait(), HANG_S)
-        assert _ids(items) == [*range(1, 201), EOF]
+        got = Collector()
+        wire.read_on_loop(asyncio.get_running_loop(), got)
+        assert await got.until_eof() == [*range(1, 201), EOF]
         wire.close_writer()
     finally:
         os.close(fd)
