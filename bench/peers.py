@@ -296,22 +296,43 @@ def engine_floor(scratch: Path, n: int = 200) -> tuple[float, float]:
             ctl.wait()
 
 
-def ping_floor(env: dict[str, str], scratch: Path, n: int = 200) -> float:
-    """p50 (ms) of an MCP ``ping`` to ``tether mcp`` through the same client: the door's floor."""
+def door_floors(env: dict[str, str], scratch: Path, n: int = 200) -> tuple[float, float]:
+    """p50s (ms) through the same client: an MCP ``ping`` to ``tether mcp``, and a ``shell_run``
+    call answered at once by ``instant_server.py`` with tether's own tool list and ``echo hi``
+    result (recorded from tether here): what the client and the pipes cost any server."""
 
-    async def run() -> float:
+    async def median_of(run: Callable[[], Awaitable[Any]]) -> float:
+        for _ in range(20):
+            await run()
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            await run()
+            times.append((time.perf_counter() - start) * 1000)
+        return statistics.median(times)
+
+    answers = scratch / "instant.json"
+
+    async def run() -> tuple[float, float]:
         params = StdioServerParameters(
             command=TETHER, args=["mcp"], env={**env, "TETHER_HOME": str(scratch / "ping")}
         )
         async with Client(params, mode="legacy") as client:
-            for _ in range(20):
-                await client.send_ping()
-            times = []
-            for _ in range(n):
-                start = time.perf_counter()
-                await client.send_ping()
-                times.append((time.perf_counter() - start) * 1000)
-            return statistics.median(times)
+            ping = await median_of(client.send_ping)
+            listed = await client.list_tools()
+            opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+            shell = opened.structured_content["tasks"][0]["shell"]
+            echoed = await client.call_tool("shell_run", {"tasks": [_task(shell, "echo hi")]})
+        tools = listed.model_dump(by_alias=True, mode="json", exclude_none=True)["tools"]
+        result = echoed.model_dump(by_alias=True, mode="json", exclude_none=True)
+        answers.write_text(json.dumps({"tools": tools, "result": result}), encoding="utf-8")
+        instant = StdioServerParameters(
+            command=sys.executable, args=[str(Path(__file__).with_name("instant_server.py")), str(answers)]
+        )
+        async with Client(instant, mode="legacy") as client:
+            arguments = {"tasks": [_task(shell, "echo hi")]}
+            call = await median_of(lambda: client.call_tool("shell_run", arguments))
+        return ping, call
 
     return asyncio.run(run())
 
@@ -437,7 +458,7 @@ def main() -> None:
         rss = tether_rss_growth(env, scratch)
         floor = fsync_floor(scratch)
         engine = engine_floor(scratch)
-        ping = ping_floor(env, scratch)
+        door = door_floors(env, scratch)
     finally:
         for sock_dir in (scratch / "tmux").glob("tmux-*"):
             for sock in sock_dir.iterdir():
@@ -445,7 +466,7 @@ def main() -> None:
         for sock in scratch.rglob("tmux.sock"):
             subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
         remove_scratch(scratch)
-    report(servers, skipped, args.rounds, rss, floor, engine, ping)
+    report(servers, skipped, args.rounds, rss, floor, engine, door)
 
 
 def _figure(server: Server, key: str) -> float | None:
@@ -463,7 +484,7 @@ def report(
     rss: tuple[float, float],
     floor: float,
     engine: tuple[float, float],
-    ping: float,
+    door: tuple[float, float],
 ) -> None:
     load = os.getloadavg()
     print(f"bench/peers.py  {datetime.datetime.now():%Y-%m-%d %H:%M}  load average "
@@ -490,7 +511,8 @@ def report(
     print(
         f"floors here, without tether: a bash pane's `echo hi` {engine[0]:.2f} ms and `sleep 0.05` "
         f"{engine[1]:.2f} ms (keys through tmux to the next prompt in its log); an MCP ping to tether "
-        f"through the same client {ping:.2f} ms"
+        f"through the same client {door[0]:.2f} ms; its `shell_run echo hi` answered at once by a server "
+        f"that does nothing (bench/instant_server.py, tether's result and output schema) {door[1]:.2f} ms"
     )
     for server in servers:
         for measure_key, note in server.notes.items():
