@@ -17,7 +17,7 @@ next prompt), so they are the shell's own view:
 counted; a plain append-and-``fsync`` loop in the same directory, before and after, is the
 baseline. The slowest 1 % of calls are broken down by phase, with the audit ``fsync``'s share:
 on this machine's disk a sync that meets the kernel's writeback of the shells' logs and the
-store takes tens of milliseconds now and then, and SQLite's checkpoint (every ~100 calls, inside
+store takes tens of milliseconds now and then, and SQLite's checkpoint (every ~200 calls, inside
 the commit of the run's record) adds ~5 ms to the call it falls in ("after the prompt").
 
 Run: .venv/bin/python bench/phases.py [calls]  (default 1000)
