@@ -9,6 +9,7 @@ import asyncio
 import fcntl
 import json
 import os
+import socket
 import termios
 import threading
 import time
@@ -40,11 +41,16 @@ def _request(n: int, pad: int = 0) -> bytes:
 
 
 class Pipes:
-    """A stdin pipe and a stdout pipe; an end a test closes is closed exactly once."""
+    """A stdin pipe and a stdout pipe (or socket pair, as some clients give their servers); an end
+    a test closes is closed exactly once."""
 
-    def __init__(self) -> None:
+    def __init__(self, stdout: str = "pipe") -> None:
         self.in_r, self.in_w = os.pipe2(os.O_CLOEXEC)
-        self.out_r, self.out_w = os.pipe2(os.O_CLOEXEC)
+        if stdout == "socket":
+            out_r, out_w = socket.socketpair()
+            self.out_r, self.out_w = out_r.detach(), out_w.detach()
+        else:
+            self.out_r, self.out_w = os.pipe2(os.O_CLOEXEC)
         self._open = {self.in_r, self.in_w, self.out_r, self.out_w}
 
     def close(self, fd: int) -> None:
@@ -59,6 +65,13 @@ class Pipes:
 @pytest.fixture
 def pipes() -> Iterator[Pipes]:
     made = Pipes()
+    yield made
+    made.close_all()
+
+
+@pytest.fixture(params=["pipe", "socket"])
+def outputs(request: pytest.FixtureRequest) -> Iterator[Pipes]:
+    made = Pipes(request.param)
     yield made
     made.close_all()
 
@@ -163,8 +176,8 @@ async def test_a_regular_file_on_stdin_is_read_to_its_end(tmp_path: Path, pipes:
         os.close(fd)
 
 
-def test_frames_stay_whole_and_in_order_when_the_client_reads_late(pipes: Pipes) -> None:
-    in_r, out_r, out_w = pipes.in_r, pipes.out_r, pipes.out_w
+def test_frames_stay_whole_and_in_order_when_the_client_reads_late(outputs: Pipes) -> None:
+    in_r, out_r, out_w = outputs.in_r, outputs.out_r, outputs.out_w
     wire = StdioWire(in_r, out_w)
     # Small frames (written by the sender while the pipe has room) and frames over PIPE_BUF
     # (always the writer thread's), from two threads, while nobody reads: the pipe fills up.
@@ -195,12 +208,12 @@ def test_frames_stay_whole_and_in_order_when_the_client_reads_late(pipes: Pipes)
     wire.close_writer()
 
 
-def test_a_client_that_closed_stdout_is_heard_once(pipes: Pipes) -> None:
-    in_r, out_r, out_w = pipes.in_r, pipes.out_r, pipes.out_w
+def test_a_client_that_closed_stdout_is_heard_once(outputs: Pipes) -> None:
+    in_r, out_r, out_w = outputs.in_r, outputs.out_r, outputs.out_w
     wire = StdioWire(in_r, out_w)
     heard: list[str] = []
     wire.on_broken(lambda: heard.append(threading.current_thread().name))
-    pipes.close(out_r)
+    outputs.close(out_r)
     wire.send_frame(_request(1))  # small: written by this thread, which hears the broken pipe
     wire.send_frame(_request(2, 70_000))  # ignored: the conversation is over
     wire.close_writer()

@@ -11,9 +11,10 @@ Invariants this module owns (standard library only: it runs before the SDK is im
   invalid JSON, nesting the parser refuses, oversized lines, batches and bad envelopes are all
   answered. Malformed notifications (no id) are answered with id ``null`` as JSON-RPC allows.
 - Frames are written whole and in order, so frames from the early handshake and from the SDK
-  never interleave: by the thread that sends one when no frame waits before it and a pipe or socket
-  has room for all of it (``PIPE_BUF`` at most, which never blocks), otherwise by the writer thread.
-  A client that stops reading stalls that thread, never the event loop.
+  never interleave: by the thread that sends one when no frame waits before it and the descriptor
+  takes it without blocking (a pipe with room for all of it, ``PIPE_BUF`` at most; a socket, sent
+  to without waiting, the rest by the writer thread), otherwise by the writer thread. A client
+  that stops reading stalls that thread, never the event loop.
 - Input is read by a thread while the SDK loads (the early front answers from it), then by the
   event loop itself (``stop_reader_thread``, ``read_on_loop``): a line half read when the loop
   takes over is finished by the loop, and no line is read twice or lost.
@@ -211,7 +212,7 @@ class StdioWire:
         # descriptor takes them whole without blocking; otherwise the writer thread writes them.
         self._lock = threading.Lock()
         self._queued = 0  # frames handed to the writer thread and not yet written
-        self._room = _room_probe(out_fd)
+        self._write_now = _non_blocking_writer(out_fd)
         self._frames: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._broken = threading.Event()
         self._on_broken: Callable[[], None] | None = None
@@ -247,18 +248,22 @@ class StdioWire:
     def send_frame(self, frame: bytes) -> None:
         """Send one already serialised message; ignored once the client stopped reading.
 
-        Written here when no frame waits before it and the descriptor has room for all of it (a
-        thread hand-over costs more than the write); otherwise queued for the writer thread."""
+        Written here when no frame waits before it and the descriptor takes it without blocking
+        (a thread hand-over costs more than the write); otherwise, or what a socket did not take,
+        queued for the writer thread."""
         data = frame + b"\n"
         with self._lock:
             if self._broken.is_set():
                 return
-            if self._queued == 0 and self._room is not None and self._room(len(data)):
+            if self._queued == 0 and self._write_now is not None:
                 try:
-                    _write_whole(self._out_fd, data)
+                    written = self._write_now(data)
                 except OSError as exc:
                     self._break(exc)
-                return
+                    return
+                if written == len(data):
+                    return
+                data = data[written:]  # the rest goes next, before anything sent after it
             self._queued += 1
         self._frames.put(data)
 
@@ -474,27 +479,41 @@ def _write_whole(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _room_probe(fd: int) -> Callable[[int], bool] | None:
-    """For a pipe or a socket: a test that ``size`` bytes can be written now without blocking.
+def _non_blocking_writer(fd: int) -> Callable[[bytes], int] | None:
+    """For a pipe or a socket: a write that never blocks and says how much it wrote (0 when the
+    descriptor had no room). Other descriptors (a terminal, a file) are left to the writer thread.
 
-    A pipe that polls writable has a free buffer slot, which holds any write of up to ``PIPE_BUF``
-    bytes; a Unix socket that polls writable has at least three quarters of its send buffer free.
-    Other descriptors (a terminal, a file) are always written by the writer thread."""
+    A pipe that polls writable has a free buffer slot, which takes any write of up to ``PIPE_BUF``
+    bytes whole; a longer frame waits for the writer thread. A socket is sent to with
+    ``MSG_DONTWAIT``, through a duplicate of the descriptor (the flag is per call, so the
+    descriptor itself stays blocking for the writer thread)."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return None
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        return None
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
+    if stat.S_ISFIFO(mode):
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
 
-    def room(size: int) -> bool:
-        if size > select.PIPE_BUF:
-            return False
-        return any(events & select.POLLOUT for _, events in poller.poll(0))
+        def to_pipe(data: bytes) -> int:
+            if len(data) > select.PIPE_BUF or not any(ev & select.POLLOUT for _, ev in poller.poll(0)):
+                return 0
+            return os.write(fd, data)
 
-    return room
+        return to_pipe
+    if stat.S_ISSOCK(mode):
+        import socket  # only when stdout is a socket: this module runs before anything heavy
+
+        sock = socket.socket(fileno=os.dup(fd))
+
+        def to_socket(data: bytes) -> int:
+            try:
+                return sock.send(data, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return 0
+
+        return to_socket
+    return None
 
 
 def _private_dup(fd: int) -> int:
