@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections import deque
@@ -55,7 +56,8 @@ class ClientEnded(SessionError):
 
 
 def quote(arg: str) -> str:
-    """Quote one argument for tmux's command parser.
+    """Quote one argument for tmux's command parser (short ones from a cache: the listings'
+    formats, their tab separators quoted byte by byte, are sent at every call).
 
     Plain text goes in single quotes (nothing inside is special; ``'`` is spliced as ``'\\''``).
     Text holding a line break, a control character or raw bytes (lone surrogates from
@@ -63,6 +65,18 @@ def quote(arg: str) -> str:
     and ``\\$`` / ``\\"`` / ``\\\\`` into themselves: every byte arrives exactly, and a line break
     can never end the command early.
     """
+    return _quote_short(arg) if len(arg) <= _CACHED_LEN else _quote(arg)
+
+
+_CACHED_LEN = 256
+
+
+@functools.lru_cache(maxsize=256)
+def _quote_short(arg: str) -> str:
+    return _quote(arg)
+
+
+def _quote(arg: str) -> str:
     if arg.isprintable():
         return "'" + arg.replace("'", "'\\''") + "'"
     out = ['"']
