@@ -35,6 +35,7 @@ from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor, settle_heap
 from tether.mcp.token import load_or_create_token
 from tether.panel.app import build_panel_app, login_url, missing_assets, unavailable_panel_routes
+from tether.process.container import prepare as prepare_container
 from tether.process.seal import seal_environment
 from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import build_catalog
@@ -145,6 +146,7 @@ async def _serve(
     panel_unavailable: str | None,
 ) -> None:
     catalog = build_catalog(config)
+    prepare_container()  # started while the first call is on its way, not by it
     try:
         front_door = McpFrontDoor(
             catalog.registry,

@@ -34,6 +34,7 @@ import select
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -193,11 +194,43 @@ def _start() -> Container:
 _lock = threading.Lock()
 _current: Container | None = None
 _unavailable: str | None = None
+_starting: _Start | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """PID 1 being started by its thread (``owner``: the process that began it)."""
+
+    owner: int
+    result: list[Container | BaseException]
+    done: threading.Event
+
+
+def _begin() -> _Start:
+    start = _Start(owner=os.getpid(), result=[], done=threading.Event())
+    threading.Thread(
+        target=_start_in_thread, args=(start.result, start.done), name="tether-container", daemon=True
+    ).start()
+    return start
+
+
+def prepare() -> None:
+    """Begin starting this process's container, without waiting for it.
+
+    A server calls this once it is serving, so its first command does not wait the 30-60 ms a
+    PID 1 (a Python process) takes to start, with the event loop blocked; ``container()`` then
+    waits only for what is left of that start."""
+    global _starting
+    with _lock:
+        if _unavailable is not None or (_current is not None and _current.owner == os.getpid()):
+            return
+        if _starting is None or _starting.owner != os.getpid():
+            _starting = _begin()
 
 
 def container() -> Container | None:
     """This process's container, started on first use (and again if its PID 1 was killed)."""
-    global _current, _unavailable
+    global _current, _unavailable, _starting
     current = _current
     if current is not None and current.owner == os.getpid() and current.alive():
         return current
@@ -210,13 +243,13 @@ def container() -> Container | None:
             logger.warning("command container PID 1 (%d) ended; starting a new one", _current.init_pid)
             _current.close()
         _current = None
-        result: list[Container | BaseException] = []
-        started = threading.Event()
-        threading.Thread(
-            target=_start_in_thread, args=(result, started), name="tether-container", daemon=True
-        ).start()
-        started.wait(_START_TIMEOUT_S)
-        outcome = result[0] if result else ContainerError(0, "container PID 1 did not start in time")
+        # A start that ``prepare`` began in this process is waited for; one inherited through a
+        # fork has no thread here.
+        start = _starting if _starting is not None and _starting.owner == os.getpid() else _begin()
+        _starting = None
+        start.done.wait(_START_TIMEOUT_S)
+        late = ContainerError(0, "container PID 1 did not start in time")
+        outcome = start.result[0] if start.result else late
         if isinstance(outcome, Container):
             _current = outcome
             return outcome

@@ -1,0 +1,78 @@
+"""A server starts its command container while it waits for its first call, not in that call.
+
+``prepare()`` begins PID 1's start in the background; ``container()`` then takes that one (no
+second PID 1). ``tether mcp`` calls it once it serves: its ``tether-init`` child exists before
+any tool was called.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+from mcp import Client, StdioServerParameters
+
+from hang import HANG_S
+from tether.process.container import container
+
+TETHER = str(Path(sys.executable).parent / "tether")
+
+_PREPARED = textwrap.dedent(
+    """
+    import os, time, psutil
+    from tether.process import container as box
+
+    def inits():
+        return [p for p in psutil.Process().children() if p.cmdline()[:1] == ["tether-init"]]
+
+    box.prepare()
+    deadline = time.monotonic() + float(os.environ["HANG_S"])
+    while not inits():  # started without a command asking for it
+        assert time.monotonic() < deadline, "prepare() started no PID 1"
+        time.sleep(0.01)
+    (started,) = inits()
+    taken = box.container()
+    assert taken is not None and taken.init_pid == started.pid, (taken, started)
+    box.prepare()  # already there: nothing more starts
+    assert [p.pid for p in inits()] == [started.pid]
+    print("ok")
+    """
+)
+
+
+def _needs_namespaces() -> None:
+    if container() is None:
+        pytest.skip("this machine cannot create PID namespaces (the README states the limit)")
+
+
+def test_prepare_starts_pid_1_in_the_background_and_container_takes_it() -> None:
+    _needs_namespaces()
+    done = subprocess.run(
+        [sys.executable, "-c", _PREPARED],
+        env={**os.environ, "HANG_S": str(HANG_S)},
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+async def test_tether_mcp_has_its_container_before_the_first_call(tether_home: Path) -> None:
+    _needs_namespaces()
+    env = {
+        "TETHER_HOME": str(tether_home),
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+    }
+    before = {p.pid for p in psutil.Process().children()}
+    async with Client(StdioServerParameters(command=TETHER, args=["mcp"], env=env)):
+        (server,) = [p for p in psutil.Process().children() if p.pid not in before and "mcp" in p.cmdline()]
+        with anyio.fail_after(HANG_S):
+            while not [p for p in server.children() if p.cmdline()[:1] == ["tether-init"]]:
+                await anyio.sleep(0.01)
