@@ -17,7 +17,6 @@ from tether.mcp.handshake import EarlyFront, HandshakeCache
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.stdio import serve_stdio
 from tether.mcp.wire import StdioWire
-from tether.process.container import prepare as prepare_container
 from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import ToolCatalog, build_catalog
 
@@ -53,7 +52,6 @@ async def _serve(
     config: Config, conversation: str, wire: StdioWire, early: EarlyFront, cache: HandshakeCache
 ) -> None:
     catalog = build_catalog(config)
-    prepare_container()  # started while the first call is on its way, not by it
     try:
         front_door = McpFrontDoor(
             catalog.registry, instructions=catalog.instructions(), conversation=conversation

@@ -4,7 +4,8 @@ Invariant: until ``mcp_actions`` is imported, only the standard library and teth
 modules run. In that time the configuration is read, the process's own credentials are sealed
 away (``tether.process.seal``, before any thread exists), the wire is claimed (stdout carries
 MCP only from here on), the reader thread starts, and ``initialize`` / ``tools/list`` are
-answered from the handshake cache (``tether.mcp.handshake``) while the SDK and the tools load.
+answered from the handshake cache (``tether.mcp.handshake``) while the SDK and the tools load
+(and the command container starts).
 
 The conversation id is ``$TETHER_CONVERSATION`` when set (so a restarted client keeps owning its
 shells), else a fresh random one. Logs go to stderr and ``$TETHER_HOME/logs/mcp.log``.
@@ -58,6 +59,11 @@ def serve(*, sandbox: bool) -> int:
     cache = HandshakeCache(home, build_key(home, flags))
     early = EarlyFront(wire, cache.load())
     wire.start_reader(early.offer)
+    # The command container's PID 1 (a small Python process) starts on another core while the SDK
+    # loads, so the first one-shot command does not wait for it.
+    from tether.process.container import prepare as prepare_container
+
+    prepare_container()
 
     from tether.cli import mcp_actions  # the SDK and the tools: about a second
 
