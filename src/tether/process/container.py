@@ -217,9 +217,9 @@ def _begin() -> _Start:
 def prepare() -> None:
     """Begin starting this process's container, without waiting for it.
 
-    A server calls this once it is serving, so its first command does not wait the 30-60 ms a
-    PID 1 (a Python process) takes to start, with the event loop blocked; ``container()`` then
-    waits only for what is left of that start."""
+    A server calls this as it starts (``tether mcp`` while the SDK loads), so its first command
+    does not wait the 30-60 ms a PID 1 (a Python process) takes to start, with the event loop
+    blocked; ``container()`` then waits only for what is left of that start."""
     global _starting
     with _lock:
         if _unavailable is not None or (_current is not None and _current.owner == os.getpid()):
