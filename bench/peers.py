@@ -514,6 +514,19 @@ def report(
         f"through the same client {door[0]:.2f} ms; its `shell_run echo hi` answered at once by a server "
         f"that does nothing (bench/instant_server.py, tether's result and output schema) {door[1]:.2f} ms"
     )
+    # The least any persistent-shell server that keeps its audit record on disk before answering
+    # can take here: the bare shell through tmux, the client and the pipes, and one fsync. What
+    # tether takes beyond that is its own work (issue 16's budgets are 3 ms and 53 ms).
+    bounds = (("`echo hi`", "shell", engine[0], 3.0), ("the 50 ms command", "sleep", engine[1], 53.0))
+    for what, key, bare, budget in bounds:
+        bound = bare + door[1] + floor
+        ours = _figure(tether, key)
+        verdict = "within the budget" if bound <= budget else "above the budget: no such server meets it here"
+        own = f"; tether {ours:.1f} ms, {ours - bound:.1f} ms of it its own work" if ours is not None else ""
+        print(
+            f"least a shell server with a durable audit record takes here for {what}: {bound:.2f} ms "
+            f"(bare shell + client and pipes + one fsync; budget {budget:g} ms, {verdict}){own}"
+        )  # fmt: skip
     for server in servers:
         for measure_key, note in server.notes.items():
             print(f"note: {server.name} {measure_key}: {note}")
