@@ -504,8 +504,9 @@ def report(
         if peers:
             print("  " + "; ".join(peers))
     print(
-        f"\ntether RSS growth while 10 MB stream through a shell: {rss[0]:.1f} MiB (budget ≤ 16 MiB), "
-        f"plus {rss[1]:.1f} MiB for the render worker it started (once per server, ended after a minute idle)"
+        f"\ntether RSS growth while 10 MB stream through a shell: {rss[0]:.1f} MiB, plus {rss[1]:.1f} MiB "
+        f"for the render worker it started (once per server, ended after a minute idle): "
+        f"{rss[0] + rss[1]:.1f} MiB in all (budget ≤ 16 MiB)"
     )
     print(f"fsync of one audit-sized append here, p50: {floor:.2f} ms (each tether call waits for one)")
     print(

@@ -7,6 +7,7 @@ test SIGKILLs a server process in the middle of a job and looks for its worker."
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import re
 import signal
@@ -141,3 +142,27 @@ async def test_what_a_job_prints_never_corrupts_its_reply() -> None:
     # print writes to the worker's stdout: the reply travels on a descriptor of its own.
     assert await rendered(INLINE_BYTES, print, "noise from a job") is None
     assert await rendered(INLINE_BYTES, os.getpid) != os.getpid()  # the same worker still answers
+
+
+def _maps(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text(encoding="utf-8", errors="replace")
+
+
+async def test_a_worker_holds_the_renderer_not_the_event_loop_nor_its_last_render(tmp_path: Path) -> None:
+    offload.close_workers()  # a fresh worker: what it holds is what this test gave it
+    worker = await rendered(INLINE_BYTES, os.getpid)
+    idle = psutil.Process(worker).memory_info().rss
+    log = tmp_path / "dsh-m3m0ry.log"
+    with log.open("wb") as out:  # 10 MB of printable 100-character lines, like a build's log
+        for _ in range(100):
+            text = base64.b64encode(os.urandom(75_000))
+            out.write(b"".join(text[i : i + 100] + b"\n" for i in range(0, len(text), 100)))
+    size = log.stat().st_size
+    lines = await rendered(size, log_lines, log, 0, size, 2000, max_bytes=200_000)
+    assert lines.total == 100_000 and _workers(os.getpid()) == {worker}  # the render ran there
+    after = psutil.Process(worker).memory_info().rss
+    # The render's peak (tens of MiB) went back to the system; before the worker gave it back it
+    # kept ~18 MiB more than when idle.
+    assert after - idle < 6 * 2**20, f"the worker kept {(after - idle) / 2**20:.1f} MiB of its render"
+    # Neither the event loop nor OpenSSL (which asyncio maps) is loaded there: ~8 MiB a worker.
+    assert not re.search(r"_asyncio|_ssl|libssl|libcrypto", _maps(worker)), "the worker loaded asyncio"

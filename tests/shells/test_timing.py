@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tether.shells import timing
-from tether.shells.logs import LogWatcher
 from tether.shells.timing import append_sample, read_samples, times_path
+from tether.shells.wakeups import LogWatcher
 
 SHELL = "dsh-t1m3ab"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from shell_harness import open_shell, run, shell_client
 
-from tether.shells.logs import LogWatcher
+from tether.shells.wakeups import LogWatcher
 
 STOPPED_FOR_S = 2.0  # how long the test watches for a premature answer (none may come, ever)
 

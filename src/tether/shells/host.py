@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 
 from tether.errors import NotFoundError, RefusedError
 from tether.shell import ShellSandboxInfo
-from tether.shells.logs import LogWatcher, log_path, log_size, read_range
+from tether.shells.logs import log_path, log_size, read_range
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import ControlClient, SessionError
+from tether.shells.wakeups import LogWatcher
 
 _SYNC_WAIT_S = 10.0  # the mark follows the pane's output by microseconds; this is for a stalled host
 # A listing this young is "now" for the person check: a person's keystroke window is seconds long,

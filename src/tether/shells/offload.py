@@ -10,7 +10,7 @@ time slice. A small job runs inline (the hand-over would cost more than the work
 bounded (one per core, at least two): a flood of heavy reads queues here instead of starving the
 machine.
 
-A worker is a Python process running ``serve_jobs``: it reads one job at a time on its stdin (a
+A worker is a Python process running ``worker.serve_jobs``: it reads one job at a time on its stdin (a
 module-level function, its arguments, pickled) and writes the result on its stdout. It is started on
 first use, kept for the next job (ending after a minute without one), and ends with its server: it
 reads EOF when the server exits or closes it, and the kernel kills it (``PR_SET_PDEATHSIG``) when
@@ -27,22 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import functools
-import importlib
 import logging
 import os
 import pickle
-import select
-import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
+
+from tether.shells.worker import HEADER, read_frame
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +48,6 @@ T = TypeVar("T")
 
 _WORKERS = max(2, os.cpu_count() or 2)
 _pool: ThreadPoolExecutor | None = None
-_HEADER = struct.Struct("!Q")
-_PR_SET_PDEATHSIG = 1
 # An idle worker ends after _IDLE_EXIT_S (its memory goes back); the server never hands a job to
 # one idle for _IDLE_REUSE_S or more, so a job never meets a worker that is just leaving.
 _IDLE_EXIT_S = 60.0
@@ -96,8 +91,8 @@ spec = importlib.util.find_spec("tether.shells")
 package = types.ModuleType("tether.shells")
 package.__path__, package.__spec__ = list(spec.submodule_search_locations), spec
 sys.modules["tether.shells"] = package
-from tether.shells.offload import serve_jobs
-serve_jobs({parent})
+from tether.shells.worker import serve_jobs
+serve_jobs({parent}, {idle_exit_s})
 """
 
 
@@ -116,7 +111,7 @@ class _Worker:
         self.idle_since = time.monotonic()
         self.proc = subprocess.Popen(
             # -P: never a module from the working directory (it may be anyone's).
-            [sys.executable, "-P", "-c", _BOOT.format(parent=os.getpid())],
+            [sys.executable, "-P", "-c", _BOOT.format(parent=os.getpid(), idle_exit_s=_IDLE_EXIT_S)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
@@ -130,9 +125,9 @@ class _Worker:
         except Exception as exc:  # a job that cannot travel is run where it is
             raise _Unportable(f"{type(exc).__name__}: {exc}") from exc
         try:
-            stdin.write(_HEADER.pack(len(job)) + job)
+            stdin.write(HEADER.pack(len(job)) + job)
             stdin.flush()
-            reply = _read_frame(stdout)
+            reply = read_frame(stdout)
         except OSError as exc:
             raise _WorkerLost(str(exc)) from exc
         if reply is None:
@@ -216,63 +211,3 @@ _PROCESSES = _Processes()
 def close_workers() -> None:
     """End the idle worker processes (the next large job starts new ones)."""
     _PROCESSES.close()
-
-
-def _read_frame(stream: IO[bytes]) -> bytes | None:
-    head = stream.read(_HEADER.size)
-    if len(head) < _HEADER.size:
-        return None
-    (size,) = _HEADER.unpack(head)
-    body = stream.read(size)
-    return body if len(body) == size else None
-
-
-# ---- the worker process --------------------------------------------------------------------------
-
-
-def _die_with_parent(parent: int) -> None:
-    # The server killed with SIGKILL never closes the pipe in time for a job in progress.
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the server died before the signal was armed (while this started)
-        os._exit(0)
-
-
-def serve_jobs(parent: int) -> None:
-    """The worker's main loop (see the module docstring); ``parent``: the server's pid."""
-    _die_with_parent(parent)
-    # Ctrl+C in the server's terminal reaches its whole process group: the server decides.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stdin = sys.stdin.buffer
-    # The replies get a descriptor of their own; anything a job prints goes to stderr, never
-    # into a reply.
-    stdout = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    # One job is in flight at a time (the server waits for each reply), so nothing waits in the
-    # reader's buffer when select looks at the pipe.
-    while select.select([stdin], [], [], _IDLE_EXIT_S)[0] and (job := _read_frame(stdin)) is not None:
-        stdout.write(_answer(job))
-        stdout.flush()
-
-
-def _answer(job: bytes) -> bytes:
-    """The framed reply to one job: ("ok", result), ("error", its exception), or ("unavailable",
-    why) when the function or its arguments cannot be had here (the server then runs it)."""
-    try:
-        module, qualname, args, kwargs = pickle.loads(job)
-        fn: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            fn = getattr(fn, part)
-    except Exception as exc:
-        reply = pickle.dumps(("unavailable", f"{type(exc).__name__}: {exc}"))
-    else:
-        try:
-            reply = pickle.dumps(("ok", fn(*args, **kwargs)), pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # the job's own failure goes back to its caller
-            try:
-                reply = pickle.dumps(("error", exc), pickle.HIGHEST_PROTOCOL)
-            except Exception:
-                reply = pickle.dumps(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
-    return _HEADER.pack(len(reply)) + reply

@@ -20,17 +20,20 @@ import os
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from tether.shells.logs import data_start, log_size, read_range
 from tether.shells.termtext import render, render_text
 
 CHUNK = 8 * 1024 * 1024
 
+# The results are named tuples, not dataclasses: the render worker imports this module, and
+# ``dataclasses`` (with the ``inspect``, ``ast`` and ``tokenize`` it loads) would be a tenth of the
+# worker's memory.
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Lines:
+
+class Lines(NamedTuple):
     lines: tuple[str, ...]
     total: int  # lines before the cap was applied
     dropped: int  # lines left out (the oldest)
@@ -172,8 +175,7 @@ def history_tail(path: Path, limit: int, *, max_bytes: int | None = None) -> Lin
     return Lines(lines=tuple(kept), total=total, dropped=total - len(kept))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryPage:
+class HistoryPage(NamedTuple):
     lines: tuple[str, ...]
     start: int  # log offset of the page's first line: the ``before`` of the page before it
     earlier: int  # log lines before ``start`` (0: the page reaches the oldest retained output)
@@ -262,8 +264,7 @@ def _count_newlines(path: Path, start: int, end: int) -> int:
 Hit = tuple[int, str, tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SearchPage:
+class SearchPage(NamedTuple):
     total: int  # matching lines in the whole log
     offset: int  # matches skipped (matchOffset)
     # (1-based line number, line, before-context, after-context); context as (number, line)

@@ -26,10 +26,10 @@ from tether.shell import ShellSandboxInfo
 from tether.shells.host import Foreground, ShellHost, ShellStart
 from tether.shells.hosts import procinfo
 from tether.shells.hosts.confined import ConfinedPanes, Confinement
-from tether.shells.logs import LogWatcher
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.tmux.control import ControlClient
+from tether.shells.wakeups import LogWatcher
 
 _RESIZE_WAIT_S = 2.0
 # A dump over this is not the integration's (a shell's definitions are far smaller).

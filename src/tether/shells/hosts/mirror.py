@@ -27,8 +27,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether.shells.logs import LogWatcher, log_path, log_size
+from tether.shells.logs import log_path, log_size
 from tether.shells.tmux.commands import sh_quote
+from tether.shells.wakeups import LogWatcher
 
 logger = logging.getLogger(__name__)
 

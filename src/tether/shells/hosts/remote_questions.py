@@ -16,10 +16,10 @@ from tether.shells.host import Foreground
 from tether.shells.hosts.remote_procs import PaneProcs, facts_script, parse_facts
 from tether.shells.hosts.remote_sh import RemoteShell
 from tether.shells.hosts.ssh_conn import HostError, HostFacts
-from tether.shells.logs import LogWatcher
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.tmux.control import ControlClient
+from tether.shells.wakeups import LogWatcher
 
 _PROCS_FRESH_S = 0.01  # one process listing serves the questions of one wait poll
 _RESIZE_WAIT_S = 2.0

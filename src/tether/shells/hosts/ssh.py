@@ -43,12 +43,13 @@ from tether.shells.hosts.ssh_conn import (
     home_expression,
     remote_command,
 )
-from tether.shells.logs import LogWatcher, read_range
+from tether.shells.logs import read_range
 from tether.shells.safety import call_notes
 from tether.shells.safety.call_notes import CallNotes
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.tmux.control import ClientEnded, ControlClient, SessionError
+from tether.shells.wakeups import LogWatcher
 
 logger = logging.getLogger(__name__)
 
