@@ -12,6 +12,7 @@ RANK = {
     "errors": 0,
     "config": 1,
     "home": 1,
+    "inotify": 1,
     "store": 2,
     "audit": 2,
     "process": 3,

@@ -10,22 +10,14 @@ built from).
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
-import struct
 from pathlib import Path
 
+from tether import inotify
 from tether.shells.logs import data_start, enforce_cap, log_path, log_size
 from tether.shells.timing import OutputClock
 
-_IN_MODIFY = 0x00000002
-_IN_CREATE = 0x00000100
-_IN_Q_OVERFLOW = 0x00004000
-_IN_NONBLOCK = 0o4000
-_IN_CLOEXEC = 0o2000000
-_EVENT = struct.Struct("iIII")
-
-_libc = ctypes.CDLL(None, use_errno=True)  # the C library this interpreter already runs on
+_WRITES = inotify.IN_MODIFY | inotify.IN_CREATE
 
 
 class LogWatcher:
@@ -44,14 +36,7 @@ class LogWatcher:
         if self._fd >= 0:
             return
         self.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = _libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-        wd = _libc.inotify_add_watch(fd, os.fsencode(self.logs_dir), _IN_MODIFY | _IN_CREATE)
-        if wd < 0:
-            os.close(fd)
-            raise OSError(ctypes.get_errno(), f"inotify_add_watch failed for {self.logs_dir}")
-        self._fd = fd
+        fd = self._fd = inotify.open_watch(self.logs_dir, _WRITES)
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(fd, self._on_readable)
         self.clock.start(self._loop)
@@ -85,21 +70,15 @@ class LogWatcher:
                 event.set()
 
     def _on_readable(self) -> None:
-        try:
-            data = os.read(self._fd, 65536)
-        except BlockingIOError:
-            return
-        names: set[str] = set()
-        pos = 0
-        while pos + _EVENT.size <= len(data):
-            _wd, mask, _cookie, length = _EVENT.unpack_from(data, pos)
-            if mask & _IN_Q_OVERFLOW:
-                # Events were dropped: wake every waiter; each re-reads its log from its offset.
-                names.update(self._wakers)
-            raw = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
-            pos += _EVENT.size + length
-            if raw.endswith(b".log") and raw.startswith(b"dsh-"):
-                names.add(raw[:-4].decode("utf-8", "replace"))
+        written, lost = inotify.changed(self._fd, _WRITES)
+        names = {
+            raw[:-4].decode("utf-8", "replace")
+            for raw in written
+            if raw.endswith(b".log") and raw.startswith(b"dsh-")
+        }
+        if lost:
+            # Events were dropped: wake every waiter; each re-reads its log from its offset.
+            names.update(self._wakers)
         for name in names:
             for event in self._wakers.get(name, ()):
                 event.set()

@@ -16,27 +16,15 @@ returns ``None`` and the caller falls back to retrying with a bounded back-off.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import errno
 import logging
 import os
-import struct
 from pathlib import Path
 from typing import ClassVar
 
+from tether import inotify
+
 logger = logging.getLogger(__name__)
-
-_IN_CLOSE_WRITE = 0x00000008
-_IN_Q_OVERFLOW = 0x00004000
-_IN_ONLYDIR = 0x01000000
-_IN_NONBLOCK = 0o4000
-_IN_CLOEXEC = 0o2000000
-_EVENT = struct.Struct("iIII")
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_libc.inotify_init1.argtypes = [ctypes.c_int]
-_libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
 
 
 class CloseWatch:
@@ -86,47 +74,21 @@ class CloseWatch:
         os.close(self._fd)
 
     def _on_readable(self) -> None:
-        names: set[str] = set()
-        overflow = False
-        while True:
-            try:
-                data = os.read(self._fd, 65536)
-            except BlockingIOError:
-                break
-            except OSError:
-                overflow = True  # be safe: wake everyone, they re-check the lock themselves
-                break
-            if not data:
-                break
-            offset = 0
-            while offset + _EVENT.size <= len(data):
-                _wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
-                raw = data[offset + _EVENT.size : offset + _EVENT.size + length]
-                offset += _EVENT.size + length
-                if mask & _IN_Q_OVERFLOW:
-                    overflow = True
-                elif mask & _IN_CLOSE_WRITE:
-                    names.add(raw.rstrip(b"\0").decode("utf-8", "surrogateescape"))
+        # A failed read counts as lost events: everyone is woken and re-checks the lock itself.
+        closed, lost = inotify.changed(self._fd, inotify.IN_CLOSE_WRITE)
+        names = {raw.decode("utf-8", "surrogateescape") for raw in closed}
         for name, events in self._waiters.items():
-            if overflow or name in names:
+            if lost or name in names:
                 for event in events:
                     event.set()
 
 
 def _open_watch(directory: Path) -> int | None:
-    fd = _libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-    if fd < 0:
-        err = ctypes.get_errno()
-        if err in (errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOSYS):
-            logger.warning("inotify unavailable (%s); lock waits fall back to back-off", os.strerror(err))
+    try:
+        return inotify.open_watch(directory, inotify.IN_CLOSE_WRITE | inotify.IN_ONLYDIR)
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOSYS):
+            # No inotify instance or watch left (ENOSPC: max_user_watches reached).
+            logger.warning("inotify unavailable (%s); lock waits fall back to back-off", exc.strerror)
             return None
-        raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-    wd = _libc.inotify_add_watch(fd, os.fsencode(directory), _IN_CLOSE_WRITE | _IN_ONLYDIR)
-    if wd < 0:
-        err = ctypes.get_errno()
-        os.close(fd)
-        if err == errno.ENOSPC:  # max_user_watches reached
-            logger.warning("inotify watches exhausted; lock waits fall back to back-off")
-            return None
-        raise OSError(err, f"inotify_add_watch {directory}: {os.strerror(err)}")
-    return int(fd)
+        raise

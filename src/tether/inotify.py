@@ -1,0 +1,70 @@
+"""inotify: a descriptor watching one directory, and the file names a batch of its events carries.
+
+Invariant: a watch is non-blocking and close-on-exec (no child inherits it), and ``changed`` reads
+every event already queued, so one wake-up of the event loop sees the whole batch; when the kernel
+dropped events (its queue overflowed, or the read failed) it says so, and the caller must treat
+every file as changed. The callers: the shells' log wake-ups (``shells.wakeups``) and the lock
+holders' close watch (``store.close_watch``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from pathlib import Path
+from typing import Final
+
+IN_MODIFY: Final = 0x00000002
+IN_CLOSE_WRITE: Final = 0x00000008
+IN_CREATE: Final = 0x00000100
+IN_Q_OVERFLOW: Final = 0x00004000
+IN_ONLYDIR: Final = 0x01000000
+_IN_NONBLOCK: Final = 0o4000
+_IN_CLOEXEC: Final = 0o2000000
+_EVENT: Final = struct.Struct("iIII")
+
+_libc = ctypes.CDLL(None, use_errno=True)  # the C library this interpreter already runs on (no ldconfig)
+_libc.inotify_init1.argtypes = [ctypes.c_int]
+_libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+
+
+def open_watch(directory: Path, mask: int) -> int:
+    """A descriptor reporting ``mask`` events of the files in ``directory``; ``OSError`` (with the
+    kernel's errno) when inotify has no instance or watch left, or the directory cannot be watched."""
+    fd = int(_libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"inotify_init1: {os.strerror(err)}")
+    if _libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
+        err = ctypes.get_errno()
+        os.close(fd)
+        raise OSError(err, f"inotify_add_watch {directory}: {os.strerror(err)}")
+    return fd
+
+
+def changed(fd: int, mask: int) -> tuple[set[bytes], bool]:
+    """The names of the files with a ``mask`` event among those queued on ``fd``, and whether
+    events were lost (then every file may have changed)."""
+    names: set[bytes] = set()
+    lost = False
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        except OSError:
+            lost = True
+            break
+        if not data:
+            break
+        pos = 0
+        while pos + _EVENT.size <= len(data):
+            _wd, event_mask, _cookie, length = _EVENT.unpack_from(data, pos)
+            raw = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
+            pos += _EVENT.size + length
+            if event_mask & IN_Q_OVERFLOW:
+                lost = True
+            elif event_mask & mask and raw:
+                names.add(raw)
+    return names, lost
