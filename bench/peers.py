@@ -147,10 +147,12 @@ def install(peers: list[Peer], root: Path) -> None:
 def env_for(scratch: Path) -> dict[str, str]:
     (scratch / "home").mkdir(parents=True, exist_ok=True)
     (scratch / "tmux").mkdir(parents=True, exist_ok=True)
+    (scratch / "tmp").mkdir(parents=True, exist_ok=True)
     return {
         "PATH": os.environ["PATH"],
         "HOME": str(scratch / "home"),  # an empty HOME: no user start-up files in any shell
         "TMUX_TMPDIR": str(scratch / "tmux"),  # the tmux peers get a private tmux server
+        "TMPDIR": str(scratch / "tmp"),  # what a server leaves in a temporary directory goes with the run
         "TETHER_HOME": str(scratch / "tether"),
         "ALLOW_COMMANDS": "echo,sleep,true,seq,head,base64,cat,bash",  # mcp-shell-server's allow-list
     }
@@ -247,13 +249,20 @@ def fsync_floor(scratch: Path, n: int = 200) -> float:
     return statistics.median(fsync_times(scratch, n))
 
 
-def engine_floor(scratch: Path, n: int = 200) -> tuple[float, float]:
-    """p50 (ms) of ``echo hi`` and of ``sleep 0.05`` with no tether at all: keys to a bash pane
-    through one tmux control client, until its next prompt reaches the pane's log (pipe-pane) —
-    what a persistent-shell tool cannot go below on this machine (a plain prompt, no hooks)."""
+def engine_floor(
+    scratch: Path,
+    n: int = 200,
+    *,
+    commands: tuple[str, ...] = ("echo hi", "sleep 0.05"),
+    pause_s: float = 0.0,
+) -> tuple[float, ...]:
+    """p50 (ms) of each command (by default ``echo hi`` and ``sleep 0.05``) with no tether at all:
+    keys to a bash pane through one tmux control client, until its next prompt reaches the pane's
+    log (pipe-pane) — what a persistent-shell tool cannot go below on this machine (a plain prompt,
+    no hooks). ``pause_s``: idle time before each command (``bench/idle.py``)."""
     sock = scratch / "floor.sock"
     log = scratch / "floor.log"
-    log.touch()
+    log.write_bytes(b"")  # a fresh log each time: its prompts are counted
     ctl = subprocess.Popen(
         ["tmux", "-S", str(sock), "-C", "new-session", "-s", "floor", "-x", "120", "-y", "32",
          "env -i PATH=/usr/bin:/bin HOME=/tmp PS1='@@> ' bash --norc --noprofile -i"],
@@ -276,9 +285,10 @@ def engine_floor(scratch: Path, n: int = 200) -> tuple[float, float]:
         while prompts() < 1 and time.monotonic() < deadline:
             time.sleep(0.001)
         figures = []
-        for command in ("echo hi", "sleep 0.05"):
+        for command in commands:
             times = []
             for _ in range(n if command == "echo hi" else n // 10):
+                time.sleep(pause_s)
                 seen = prompts()
                 start = time.perf_counter()
                 send(f"send-keys -t floor -l '{command}' ; send-keys -t floor Enter")
@@ -286,7 +296,7 @@ def engine_floor(scratch: Path, n: int = 200) -> tuple[float, float]:
                     pass  # polling the log as fast as it can: the floor, not a design
                 times.append((time.perf_counter() - start) * 1000)
             figures.append(statistics.median(times))
-        return figures[0], figures[1]
+        return tuple(figures)
     finally:
         send("kill-server")
         try:
@@ -457,7 +467,8 @@ def main() -> None:
         asyncio.run(measure(servers, env, args.rounds, scratch))
         rss = tether_rss_growth(env, scratch)
         floor = fsync_floor(scratch)
-        engine = engine_floor(scratch)
+        echo_floor, sleep_floor = engine_floor(scratch)
+        engine = (echo_floor, sleep_floor)
         door = door_floors(env, scratch)
     finally:
         for sock_dir in (scratch / "tmux").glob("tmux-*"):
