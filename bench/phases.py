@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +56,11 @@ class Call:
 
 
 class SyncClock:
-    """Times every ``os.fsync`` of this process, by thread (the audit log syncs on its own)."""
+    """Times every ``os.fsync`` of this process, with the file it synced (the audit record's is
+    its day file, synced on the loop's thread or the commit thread)."""
 
     def __init__(self) -> None:
-        self.syncs: list[tuple[float, float, str]] = []  # (end epoch, ms, thread name)
+        self.syncs: list[tuple[float, float, str]] = []  # (end epoch, ms, path)
         self._real = os.fsync
 
     def __enter__(self) -> SyncClock:
@@ -69,9 +69,8 @@ class SyncClock:
         def timed(fd: int) -> None:
             start = time.perf_counter()
             real(fd)
-            self.syncs.append(
-                (time.time(), (time.perf_counter() - start) * 1000, threading.current_thread().name)
-            )
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            self.syncs.append((time.time(), (time.perf_counter() - start) * 1000, path))
 
         os.fsync = timed  # type: ignore[assignment]
         return self
@@ -106,7 +105,7 @@ def attach(
                 call.prompt = events[j][0]
             j += 1
         i = j
-    audit = [(at, ms) for at, ms, thread in syncs if thread == "tether-audit-commit"]
+    audit = [(at, ms) for at, ms, path in syncs if "/audit/" in path and path.endswith(".jsonl")]
     k = 0
     for call in calls:
         while k < len(audit) and audit[k][0] < call.start:

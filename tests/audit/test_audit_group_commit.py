@@ -1,7 +1,10 @@
-"""Group commit: concurrent appends share one fsync, and none is acknowledged before it."""
+"""Group commit: concurrent appends share one fsync, and none is acknowledged before it; a call
+that ends alone appends on its own thread, never past another appender's lock."""
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import os
 import threading
 from collections.abc import Iterator
@@ -11,7 +14,7 @@ from typing import Any
 import pytest
 
 import tether.audit.log as audit_log
-from tether.audit import AuditError, AuditLog, GroupCommit, parse_verification_key, query, verify
+from tether.audit import AuditError, AuditLog, AuditRecord, GroupCommit, parse_verification_key, query, verify
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -21,6 +24,7 @@ class _Fsyncs:
 
     def __init__(self) -> None:
         self.paths: list[str] = []
+        self.threads: list[int] = []  # the thread of each call, by position
         self.hold_next = threading.Event()
         self.holding = threading.Event()
         self.release = threading.Event()
@@ -29,6 +33,7 @@ class _Fsyncs:
 
     def __call__(self, fd: int) -> None:
         self.paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        self.threads.append(threading.get_ident())
         if self.fail_next and self.paths[-1].endswith(".jsonl"):
             self.fail_next = False
             raise OSError(28, "No space left on device")
@@ -40,6 +45,9 @@ class _Fsyncs:
 
     def file_syncs(self) -> int:
         return sum(1 for p in self.paths if p.endswith(".jsonl"))
+
+    def file_sync_threads(self) -> list[int]:
+        return [t for p, t in zip(self.paths, self.threads, strict=True) if p.endswith(".jsonl")]
 
 
 @pytest.fixture
@@ -89,9 +97,7 @@ def test_a_failed_batch_acknowledges_none_and_leaves_nothing(tmp_path: Path, fsy
 async def test_the_async_append_returns_the_durable_record(tmp_path: Path, fsyncs: _Fsyncs) -> None:
     log = AuditLog(tmp_path, redact=lambda text: text.replace("hunter2", "[vault:PW]"))
     committer = GroupCommit()
-    record = await committer.append(
-        log, actor="conv-g", source="tool", tool="bash", action="run", command="echo hunter2"
-    )
+    record = await _append(committer, log, "echo hunter2")
     assert record.command == "echo [vault:PW]"  # redacted by the caller's log before it was queued
     assert fsyncs.file_syncs() >= 1
     with pytest.raises(Exception, match="audit source"):
@@ -114,3 +120,108 @@ def test_a_batch_across_seal_positions_keeps_the_seals_provable(tmp_path: Path, 
     assert report.ok, report.summary()
     seals = [r for r in query(tmp_path, days=1, limit=100) if r.action == "seal"]
     assert len(seals) >= 2
+
+
+async def _append(committer: GroupCommit, log: AuditLog, command: str) -> AuditRecord:
+    return await committer.append(
+        log, actor="conv-g", source="tool", tool="bash", action="run", command=command
+    )
+
+
+def _day_bytes(home: Path) -> int:
+    return sum(p.stat().st_size for p in (home / "audit").glob("*.jsonl"))
+
+
+async def test_a_call_ending_alone_appends_on_its_own_thread(tmp_path: Path, fsyncs: _Fsyncs) -> None:
+    log = AuditLog(tmp_path)
+    committer = GroupCommit()
+    with committer.opened():  # the call's own
+        record = await _append(committer, log, "a")
+    assert fsyncs.file_sync_threads() == [threading.get_ident()]  # synced before it returned, here
+    assert [r.command for r in query(tmp_path, days=1, limit=10)] == ["a"]
+    assert record.seq == 1
+    assert verify(tmp_path).ok
+
+
+async def test_with_another_call_open_the_loop_keeps_serving_through_the_sync(
+    tmp_path: Path, fsyncs: _Fsyncs
+) -> None:
+    log = AuditLog(tmp_path)
+    log.append(actor="conv-g", source="tool", tool="bash", action="run", command="echo 0")
+    committer = GroupCommit()
+    fsyncs.paths.clear()
+    fsyncs.threads.clear()
+    fsyncs.hold_next.set()
+    with committer.opened(), committer.opened():  # this call, and another still running
+        appending = asyncio.ensure_future(_append(committer, log, "echo 1"))
+        # The loop runs this waiter while the record sits in its held fsync on the thread.
+        assert await asyncio.to_thread(fsyncs.holding.wait, 30)
+        await asyncio.sleep(0.05)
+        assert not appending.done()  # not acknowledged before its fsync
+        fsyncs.release.set()
+        record = await appending
+    assert record.command == "echo 1" and record.seq == 2
+    assert threading.get_ident() not in fsyncs.file_sync_threads()
+    assert verify(tmp_path).ok
+
+
+async def test_while_a_record_is_queued_a_lone_call_queues_behind_it(tmp_path: Path, fsyncs: _Fsyncs) -> None:
+    # The thread is held in another home's fsync, with a record for this home queued behind it
+    # (not yet holding this log's lock): a lone call must not overtake it.
+    other, log = AuditLog(tmp_path / "other"), AuditLog(tmp_path / "home")
+    for each in (other, log):
+        each.append(actor="conv-g", source="tool", tool="bash", action="run", command="echo 0")
+    committer = GroupCommit()
+    fsyncs.hold_next.set()
+    held = committer.submit(other, _body(other, 1))
+    assert await asyncio.to_thread(fsyncs.holding.wait, 30)
+    queued = committer.submit(log, _body(log, 1))
+    appending = asyncio.ensure_future(_append(committer, log, "echo 2"))
+    await asyncio.sleep(0.05)
+    assert not appending.done()
+    fsyncs.release.set()
+    record = await appending
+    assert held.result(30).seq == 2
+    assert queued.result(30).seq == 2 and record.seq == 3  # in arrival order
+    assert verify(tmp_path / "home").ok
+
+
+async def test_another_appenders_lock_sends_the_record_to_the_thread(tmp_path: Path, fsyncs: _Fsyncs) -> None:
+    log = AuditLog(tmp_path)
+    log.append(actor="conv-g", source="tool", tool="bash", action="run", command="echo 0")
+    committer = GroupCommit()
+    # Another process's appender, as far as flock can tell: its own open file description.
+    held = os.open(tmp_path / "audit" / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        fsyncs.paths.clear()
+        fsyncs.threads.clear()
+        appending = asyncio.ensure_future(_append(committer, log, "echo 1"))
+        ticks = 0
+        for _ in range(10):  # the loop is not stuck behind the lock
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert ticks == 10 and not appending.done()
+        assert fsyncs.file_syncs() == 0
+    finally:
+        os.close(held)  # releases the lock
+    record = await appending
+    assert record.seq == 2
+    assert threading.get_ident() not in fsyncs.file_sync_threads()
+    assert verify(tmp_path).ok
+
+
+async def test_a_failed_alone_append_acknowledges_nothing_and_leaves_nothing(
+    tmp_path: Path, fsyncs: _Fsyncs
+) -> None:
+    log = AuditLog(tmp_path)
+    log.append(actor="conv-g", source="tool", tool="bash", action="run", command="echo 0")
+    size = _day_bytes(tmp_path)
+    committer = GroupCommit()
+    fsyncs.fail_next = True
+    with pytest.raises(AuditError, match="No space left on device"):
+        await _append(committer, log, "echo 1")
+    assert _day_bytes(tmp_path) == size
+    again = await _append(committer, log, "echo 2")
+    assert again.seq == 2
+    assert verify(tmp_path).ok

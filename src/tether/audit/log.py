@@ -214,8 +214,18 @@ class AuditLog:
         of them were made durable before it (``durable``: a prefix, usually empty — only a seal
         falling inside the batch syncs early); nothing of the others is left in the file.
         """
+        written = self._append_bodies(bodies, wait=True)
+        assert written is not None
+        return written
+
+    def append_unless_locked(self, bodies: Sequence[dict[str, Any]]) -> list[AuditRecord] | None:
+        """``append_bodies``, or ``None`` with nothing written when another appender holds the
+        lock (for a caller that must not wait through someone else's ``fsync``)."""
+        return self._append_bodies(bodies, wait=False)
+
+    def _append_bodies(self, bodies: Sequence[dict[str, Any]], *, wait: bool) -> list[AuditRecord] | None:
         try:
-            return self._append_locked(bodies)
+            return self._append_locked(bodies, wait=wait)
         except OSError as exc:
             durable = exc.durable if isinstance(exc, PartialAppend) else []
             raise AuditAppendError(
@@ -258,11 +268,14 @@ class AuditLog:
 
     # -- writing under the lock ----------------------------------------------------------------
 
-    def _append_locked(self, bodies: Sequence[dict[str, Any]]) -> list[AuditRecord]:
+    def _append_locked(self, bodies: Sequence[dict[str, Any]], *, wait: bool) -> list[AuditRecord] | None:
         self._ensure_dir()
         lock_fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(lock_fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return None  # only without ``wait``: someone else appends now
             with ExitStack() as stack:
                 # The clock is read under the lock so records are filed in the order they are chained.
                 ts = int(self._clock() * 1000)

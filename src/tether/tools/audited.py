@@ -119,7 +119,7 @@ class AuditMiddleware:
         detail = ""
         result: ToolResult | None = None
         masker: SecretMasker | None = None  # read once, after the handler: it may have delivered values
-        with collecting() as notes:
+        with COMMITTER.opened(), collecting() as notes:
             try:
                 result = await inner(arguments, ctx)
                 masker = self.redactor.masker()
