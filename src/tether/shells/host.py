@@ -212,14 +212,15 @@ class ShellHost(ABC):
 
     # ---- typing ---------------------------------------------------------------------------------
 
-    async def type_keys_then_text(self, pane: PaneInfo, keys: bytes, text: str) -> None:
-        """``keys`` (exact bytes) then printable ``text`` as keys, in one write to tmux."""
+    async def type_keys_then_text(self, pane: PaneInfo, keys: bytes, text: str, *, now: bool = False) -> None:
+        """``keys`` (exact bytes) then printable ``text`` as keys, in one write to tmux (``now``:
+        written before this first waits, see ``ControlClient.run_many``)."""
         cmds: list[commands.Cmd] = [commands.leave_copy_mode(pane.pane_id)]
         if keys:
             cmds.append(commands.send_bytes(pane.pane_id, keys))
         for i in range(0, len(text), 4096):
             cmds.append(commands.send_literal(pane.pane_id, text[i : i + 4096]))
-        await self.control.run_many(cmds)
+        await self.control.run_many(cmds, now=now)
 
     async def type_line(self, pane: PaneInfo, text: str) -> None:
         """Printable ``text`` typed as keys, then Enter (only for tether's own re-install line)."""

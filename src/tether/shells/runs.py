@@ -13,6 +13,7 @@ deny marker and hint a one-shot result carries) and what the repository check ne
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 from collections.abc import Sequence
 from dataclasses import replace
@@ -129,10 +130,12 @@ async def _typed_run(
     track = RunTrack(token=token, prompt_before=where.activity.prompt)
     out: WaitOutcome | None = None
     try:
-        typing = asyncio.ensure_future(host.type_keys_then_text(pane, plan.keys, plan.text))
         spec = wait_spec(w.wait, shells.hooks.masking)
+        # The keys leave before this task first waits (``now``): the call's other shells would
+        # otherwise run their guards first, and this command would wait for all of them.
+        typing = functools.partial(host.type_keys_then_text, pane, plan.keys, plan.text, now=True)
         if spec.kind == "none":
-            await typing
+            await typing()
             # Nothing is awaited, so nothing is read: whatever output already raced into the log
             # stays for the next read, and the reader keeps its place.
             out = WaitOutcome(
@@ -142,8 +145,8 @@ async def _typed_run(
                 end_offset=offset,
             )
         else:
-            # The wait reads the log from before the keys, so it may start while tmux still types
-            # them (its reply costs a round trip the command does not need to wait for).
+            # The wait reads the log from before the keys, so it may start while tmux still answers
+            # for them (its reply costs a round trip the command does not need to wait for).
             waiting = asyncio.ensure_future(
                 shells.waits(host).wait(
                     pane,
@@ -154,7 +157,7 @@ async def _typed_run(
                     on_lost=lambda: recover(shells, host, pane),
                 )
             )
-            out = await both(typing, waiting)
+            out = await both(typing(), waiting)
     finally:
         _save(shells, pending, out, reader=w.actor)
     outcome = await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where, token=token)

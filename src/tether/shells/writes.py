@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -111,17 +111,15 @@ async def settle(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, offs
     return await shells.waits(host).wait(pane, settle, offset)
 
 
-async def both(typing: asyncio.Future[None], waiting: asyncio.Future[WaitOutcome]) -> WaitOutcome:
-    """The wait's outcome once the keys are typed too; a typing failure ends the wait."""
+async def both(typing: Coroutine[Any, Any, None], waiting: asyncio.Future[WaitOutcome]) -> WaitOutcome:
+    """The wait's outcome once the keys are typed too. The keys are typed by the calling task, so
+    they leave before it first waits; a typing failure ends the wait."""
     try:
-        both: set[asyncio.Future[Any]] = {typing, waiting}
-        await asyncio.wait(both, return_when=asyncio.FIRST_EXCEPTION)
-        await typing  # raises a typing failure (the finally cancels the wait)
+        await typing
         return await waiting
     finally:
-        for fut in (typing, waiting):
-            if not fut.done():
-                fut.cancel()
+        if not waiting.done():
+            waiting.cancel()
 
 
 def new_token() -> int:

@@ -15,8 +15,10 @@ client dies, pending commands fail with ``SessionError`` and the next command st
 
 Commands issued during one event-loop iteration leave in one pipe write, on the next iteration
 (``_flush``): every write to tmux's stdin wakes the server, and on a busy machine the writer pays
-for that switch, so sixteen tasks of one call typing at once cost one wake-up, not sixteen. The
-order of ``_pending`` is the order of the bytes written, so replies still match. ``run_shared``
+for that switch, so sixteen tasks of one call querying at once cost one wake-up, not sixteen. A
+run's keys are the exception (``run_many(now=True)``): they leave at once, with whatever was
+queued before them, because a command waits for them while the call's other shells are judged.
+The order of ``_pending`` is the order of the bytes written, so replies still match. ``run_shared``
 lets identical read-only queries of one iteration share one command: the query is written after
 every sharer asked, so each of them still gets an answer read after its own request.
 
@@ -261,13 +263,16 @@ class ControlClient:
         # Shielded: one sharer's cancellation must not cancel the answer the others wait for.
         return await asyncio.shield(fut)
 
-    async def run_many(self, commands: list[tuple[str, ...]]) -> list[list[str]]:
+    async def run_many(self, commands: list[tuple[str, ...]], *, now: bool = False) -> list[list[str]]:
         """Write several commands at once (one write, one round trip) and await every reply; sent
-        once more to a fresh client if none of them was answered before the old one ended."""
+        once more to a fresh client if none of them was answered before the old one ended.
+        ``now``: written before this first waits (with whatever was queued before them)."""
         data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
         for attempt in (0, 1):
             proc = await self._ensure()
             futs = self._queue(proc, data, len(commands))
+            if now:
+                self._flush()
             results = await asyncio.gather(*futs, return_exceptions=True)
             if attempt == 0 and results and all(isinstance(r, ClientEnded) for r in results):
                 continue
