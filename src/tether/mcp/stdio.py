@@ -22,12 +22,12 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.runner import serve_loop
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
@@ -147,68 +147,85 @@ async def serve_stdio(
     wire.stop_reader_thread()
     backlog = early.take_backlog()
     wire.read_on_loop(loop, deliver)
-    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     try:
-        async with server.lifespan(server) as state, anyio.create_task_group() as tg:
-            tg.start_soon(_pump_in, backlog, inbox, wire, read_send, handover)
-            tg.start_soon(_pump_out, write_recv, handover)
+        async with server.lifespan(server) as state:
             await serve_loop(
                 server,
-                read_recv,
-                write_send,
+                _Inbound(backlog, inbox, handover),
+                _Outbound(handover),
                 lifespan_state=state,
                 init_options=front_door.initialization_options(),
             )
-            tg.cancel_scope.cancel()
     finally:
         wire.stop_reading()
     logger.info("stdio client closed the connection")
 
 
-async def _pump_in(
-    backlog: list[Item],
-    inbox: asyncio.Queue[Item | _Broken],
-    wire: StdioWire,
-    read_send: MemoryObjectSendStream[SessionMessage | Exception],
-    handover: _Handover,
-) -> None:
-    async with read_send:
-        for item in backlog:
-            if not await _feed(item, read_send, handover):
-                return
-        while True:
-            got = await inbox.get()
-            if isinstance(got, _Broken):
-                return
-            if wire.reading_paused and inbox.qsize() < _IN_FLIGHT // 2:
-                wire.resume_reading()
-            if not await _feed(got, read_send, handover):
-                return
+class _Inbound:
+    """The SDK's read stream: the early front's backlog, then what the loop's reader delivered,
+    each message validated as the SDK asks for it. No task or memory stream sits between the
+    reader and the SDK: each would cost every request a pass of the event loop."""
 
+    def __init__(
+        self, backlog: list[Item], inbox: asyncio.Queue[Item | _Broken], handover: _Handover
+    ) -> None:
+        self._backlog = deque(backlog)
+        self._inbox = inbox
+        self._handover = handover
+        self._queued: deque[SessionMessage] = deque()  # tether's own probe, right behind initialize
+        self._ended = False
 
-async def _feed(
-    item: Item, read_send: MemoryObjectSendStream[SessionMessage | Exception], handover: _Handover
-) -> bool:
-    """Hand one message to the SDK; False at the end of the conversation."""
-    if item is EOF or not isinstance(item, dict):
-        return False
-    try:
-        message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
-    except ValidationError as exc:
-        _refuse(item, exc, handover.wire)
-        return True
-    await read_send.send(SessionMessage(message))
-    if (
-        handover.init_id is None
-        and isinstance(message, types.JSONRPCRequest)
-        and message.method == "initialize"
-    ):
-        # The SDK handles initialize before reading on, so the probe meets an initialized session.
-        handover.init_id = message.id
-        probe = types.JSONRPCRequest(jsonrpc="2.0", id=handover.probe_id, method="tools/list")
-        await read_send.send(SessionMessage(probe))
-    return True
+    async def receive(self) -> SessionMessage:
+        while not self._ended:
+            if self._queued:
+                return self._queued.popleft()
+            item = self._backlog.popleft() if self._backlog else await self._next()
+            if item is EOF or not isinstance(item, dict):
+                break
+            try:
+                message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
+            except ValidationError as exc:
+                _refuse(item, exc, self._handover.wire)
+                continue
+            handover = self._handover
+            if (
+                handover.init_id is None
+                and isinstance(message, types.JSONRPCRequest)
+                and message.method == "initialize"
+            ):
+                # The SDK handles initialize before reading on, so the probe meets an initialized
+                # session.
+                handover.init_id = message.id
+                probe = types.JSONRPCRequest(jsonrpc="2.0", id=handover.probe_id, method="tools/list")
+                self._queued.append(SessionMessage(probe))
+            return SessionMessage(message)
+        self._ended = True
+        raise anyio.EndOfStream
+
+    async def _next(self) -> Item | _Broken:
+        got = await self._inbox.get()
+        wire = self._handover.wire
+        if wire.reading_paused and self._inbox.qsize() < _IN_FLIGHT // 2:
+            wire.resume_reading()
+        return got
+
+    def __aiter__(self) -> _Inbound:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._ended = True
+
+    async def __aenter__(self) -> _Inbound:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
 
 
 def _refuse(item: Message, exc: ValidationError, wire: StdioWire) -> None:
@@ -227,12 +244,27 @@ def _refuse(item: Message, exc: ValidationError, wire: StdioWire) -> None:
         wire.send(error_response(None, INVALID_REQUEST, f"Invalid request: {reason}"))
 
 
-async def _pump_out(write_recv: MemoryObjectReceiveStream[SessionMessage], handover: _Handover) -> None:
-    async with write_recv:
-        async for session_message in write_recv:
-            message = session_message.message
-            if handover.swallow(message):
-                continue
-            handover.wire.send_frame(
-                message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
-            )
+class _Outbound:
+    """The SDK's write stream: each message it sends is framed and handed to the wire at once (the
+    wire keeps frames whole and in order, and never blocks the loop); tether's own answers are
+    consumed on the way (``_Handover.swallow``)."""
+
+    def __init__(self, handover: _Handover) -> None:
+        self._handover = handover
+
+    async def send(self, item: SessionMessage, /) -> None:
+        message = item.message
+        if self._handover.swallow(message):
+            return
+        self._handover.wire.send_frame(
+            message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        )
+
+    async def aclose(self) -> None:
+        return
+
+    async def __aenter__(self) -> _Outbound:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        return
