@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from tether.mcp.handshake import EarlyFront, Handshake, HandshakeCache
 from tether.mcp.server import McpFrontDoor, settle_heap
 from tether.mcp.wire import EOF, INVALID_REQUEST, Item, Message, StdioWire, error_response
+from tether.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +135,7 @@ async def serve_stdio(
     inbox: asyncio.Queue[Item | _Broken] = asyncio.Queue()
 
     def deliver(item: Item) -> None:  # the event loop's reader
+        _announce(item, front_door.registry)
         inbox.put_nowait(item)
         if inbox.qsize() >= _IN_FLIGHT:
             wire.pause_reading()
@@ -159,6 +161,15 @@ async def serve_stdio(
     finally:
         wire.stop_reading()
     logger.info("stdio client closed the connection")
+
+
+def _announce(item: Item, registry: ToolRegistry) -> None:
+    """A ``tools/call`` is announced to the registry as it is read, before the SDK parses it: a
+    tool starts what it reads first meanwhile (``ToolRegistry.expect``)."""
+    if isinstance(item, dict) and item.get("method") == "tools/call":
+        params = item.get("params")
+        if isinstance(params, dict) and isinstance(name := params.get("name"), str):
+            registry.expect(name)
 
 
 class _Inbound:

@@ -191,6 +191,13 @@ class Shells:
     def waits(self, host: ShellHost) -> WaitEngine:
         return self._waits[host.name]
 
+    def expect_listing(self) -> None:
+        """A call that begins with ``live(lean=True)`` is on its way: each reachable host asks
+        tmux now (``ShellHost.expect_listing``)."""
+        for host in self.hosts.values():
+            if host.name not in self.down:
+                host.expect_listing()
+
     async def live(self, *, lean: bool = False) -> dict[str, PaneInfo]:
         """Every live shell on every host, fresh from tmux (a pane whose shell ended is kept by
         tmux, with its exit status, until the idle sweep removes it: it is not live). ``lean``:

@@ -37,6 +37,25 @@ _SYNC_WAIT_S = 10.0  # the mark follows the pane's output by microseconds; this 
 # and the listing was asked after the call began (so a write costs one query round trip, not two).
 _FRESH_S = 0.02
 
+# A pane listing as asked: (monotonic time of asking, its lines, the clients' keystroke times).
+_Listing = tuple[float, list[str], dict[str, float]]
+
+
+async def _early_listing(
+    asked: float, panes: asyncio.Future[list[str]], clients: asyncio.Future[list[str]]
+) -> _Listing:
+    lines, found = await asyncio.gather(panes, clients, return_exceptions=True)
+    if isinstance(lines, BaseException):
+        raise lines
+    # As in ``client_activity``: clients that cannot be listed type nowhere.
+    return asked, lines, {} if isinstance(found, BaseException) else commands.parse_clients(found)
+
+
+def _retrieved(task: asyncio.Task[_Listing]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 if TYPE_CHECKING:  # hosts/ implements this seam: at run time it imports this module, not back
     from tether.shells.hosts.confined import Confinement
 
@@ -73,6 +92,8 @@ class ShellHost(ABC):
         self._panes: dict[str, PaneInfo] = {}
         # The last listing read with the clients' keystroke times: (monotonic time, panes, clients).
         self._seen: tuple[float, dict[str, PaneInfo], dict[str, float]] | None = None
+        # The listing ``expect_listing`` asked for a call on its way: (monotonic time, its answer).
+        self._early: tuple[float, asyncio.Task[_Listing]] | None = None
 
     # ---- lifecycle of the host ------------------------------------------------------------------
 
@@ -109,13 +130,11 @@ class ShellHost(ABC):
 
         ``lean``: without the foreground's cwd and name, which cost tmux a read of ``/proc`` per
         pane; each pane keeps the ones last read for it (``""`` if none was). For a caller that
-        needs which shells live and their state, not where they are."""
-        asked = time.monotonic()
+        needs which shells live and their state, not where they are. A lean caller takes the
+        listing ``expect_listing`` asked, once, if it is at most ``_FRESH_S`` old."""
+        early = self._take_early() if lean else None
         try:
-            # Both leave in one write (the control client batches one loop iteration).
-            lines, clients = await asyncio.gather(
-                self.control.run_shared(*commands.list_panes(lean=lean)), self.client_activity()
-            )
+            asked, lines, clients = await (early if early is not None else self._ask(lean=lean))
         except SessionError:
             return {}
         known = self._panes
@@ -123,6 +142,34 @@ class ShellHost(ABC):
         self._panes = panes
         self._seen = (asked, panes, clients)
         return panes
+
+    def expect_listing(self) -> None:
+        """A call that begins with a lean listing has arrived (``ToolRegistry.expect``): ask tmux
+        now, in one write before this returns, so that the answer comes back while the call is
+        still being read and parsed. Nothing is asked while the control client is not up."""
+        now = time.monotonic()
+        if self._early is not None and now - self._early[0] < _FRESH_S:
+            return  # one asked moments ago waits for its call
+        asked = self.control.query_now([commands.list_panes(lean=True), commands.list_clients()])
+        if asked is None:
+            return
+        task = asyncio.ensure_future(_early_listing(now, *asked))
+        task.add_done_callback(_retrieved)  # a listing no call took fails quietly
+        self._early = (now, task)
+
+    def _take_early(self) -> asyncio.Task[_Listing] | None:
+        early, self._early = self._early, None
+        if early is None or time.monotonic() - early[0] >= _FRESH_S:
+            return None
+        return early[1]
+
+    async def _ask(self, *, lean: bool) -> _Listing:
+        asked = time.monotonic()
+        # Both leave in one write (the control client batches one loop iteration).
+        lines, clients = await asyncio.gather(
+            self.control.run_shared(*commands.list_panes(lean=lean)), self.client_activity()
+        )
+        return asked, lines, clients
 
     async def client_activity(self) -> dict[str, float]:
         """Latest keystroke time (epoch s) per session among attached non-control clients, now."""

@@ -19,12 +19,15 @@ is a normal ``ToolResult``; only input errors and infrastructure failures raise.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from tether.approvals import PersonChannel
 from tether.errors import NotFoundError
+
+logger = logging.getLogger(__name__)
 
 Source = Literal["tool", "panel", "host", "cli"]
 # The sources a person acts through: only they may call people-only tools.
@@ -92,6 +95,9 @@ class ToolDef:
     audit_calls: bool = True
     # How the audit record names the action and targets, for tools whose arguments have no tasks.
     audit_fields: Callable[[Mapping[str, Any]], AuditFields] | None = None
+    # Started when a call of this tool arrives at a front door, before it is parsed: read-only
+    # work the call begins with (a shell tool's pane listing). Never a decision, never a write.
+    expect: Callable[[], None] | None = None
 
 
 Listener = Callable[[], None]
@@ -150,6 +156,17 @@ class ToolRegistry:
     def list(self, *, people: bool = False) -> list[ToolDef]:
         """The model-visible tools (what MCP lists); ``people=True``: the people-only ones instead."""
         return [t for t in self._tools.values() if t.people_only == people]
+
+    def expect(self, name: str) -> None:
+        """A call of tool ``name`` has arrived at a front door and is run next: the tool starts
+        what it reads first (``ToolDef.expect``). Never raises: the call itself reports errors."""
+        tool = self._tools.get(name)
+        if tool is None or tool.expect is None:
+            return
+        try:
+            tool.expect()
+        except Exception:
+            logger.exception("preparing for a %s call failed", name)
 
     async def call(
         self, name: str, arguments: Mapping[str, Any], ctx: CallContext, *, audited: bool = True

@@ -84,6 +84,10 @@ class ShellTools:
         self.confining = config.shell.provider == "sandbox"
         self._gate: EscalationGate | None = None
 
+    def expect_listing(self) -> None:
+        """A call that begins by listing the live shells arrives (``ToolDef.expect``)."""
+        self.shells().expect_listing()
+
     def shells(self) -> Shells:
         shells = Shells.get(self.config)
         # The safety hooks (locks, guard, macros, vault) go on each Shells before its first write.
@@ -318,6 +322,7 @@ def _tool(
     *,
     read_only: bool,
     output_schema: dict[str, Any],
+    expect: Callable[[], None] | None = None,
 ) -> ToolDef:
     return ToolDef(
         name=name,
@@ -327,6 +332,7 @@ def _tool(
         handler=handler,
         output_schema=output_schema,
         read_only=read_only,
+        expect=expect,
     )
 
 
@@ -366,6 +372,7 @@ def register_shell_tools(
             tools.run,
             read_only=False,
             output_schema=result,
+            expect=tools.expect_listing,
         )
     )
     registry.add(
@@ -377,6 +384,7 @@ def register_shell_tools(
             tools.send,
             read_only=False,
             output_schema=result,
+            expect=tools.expect_listing,
         )
     )
     registry.add(
@@ -389,6 +397,7 @@ def register_shell_tools(
             tools.read,
             read_only=True,
             output_schema=result,
+            expect=tools.expect_listing,
         )
     )
     registry.add(

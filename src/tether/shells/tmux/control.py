@@ -263,6 +263,18 @@ class ControlClient:
         # Shielded: one sharer's cancellation must not cancel the answer the others wait for.
         return await asyncio.shield(fut)
 
+    def query_now(self, commands: list[tuple[str, ...]]) -> list[asyncio.Future[list[str]]] | None:
+        """Read-only queries written before this returns (one write, with whatever was queued
+        before them), their reply futures in order; ``None`` with nothing written while no client
+        is up (``run`` and ``run_shared`` start one)."""
+        proc = self._proc
+        if proc is None or proc.returncode is not None or self._reader is None or self._reader.done():
+            return None
+        data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
+        futs = self._queue(proc, data, len(commands))
+        self._flush()
+        return futs
+
     async def run_many(self, commands: list[tuple[str, ...]], *, now: bool = False) -> list[list[str]]:
         """Write several commands at once (one write, one round trip) and await every reply; sent
         once more to a fresh client if none of them was answered before the old one ended.

@@ -1,0 +1,78 @@
+"""A listing asked for a call on its way (``expect_listing``): written to tmux before it returns,
+taken by the next lean listing once and only while it is fresh, never by a full one.
+
+Each query the control client writes is recorded (``_flush``), so what is observed is how many
+listings tmux was asked for and when, not a duration."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tether.shells import Shells, open_shell
+from tether.shells import host as host_module
+from tether.shells.tmux import control
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The pane listings written to tmux, in order: ``lean`` or ``full``."""
+    written: list[str] = []
+    real_flush = control.ControlClient._flush
+
+    def flush(self: control.ControlClient) -> None:
+        for line in b"".join(self._out).decode("utf-8", "replace").splitlines():
+            if line.startswith("'list-panes'"):
+                written.append("full" if "pane_current_path" in line else "lean")
+        real_flush(self)
+
+    monkeypatch.setattr(control.ControlClient, "_flush", flush)
+    return written
+
+
+async def test_the_expected_listing_is_written_at_once_and_taken_by_the_next_lean_listing(
+    home_shells: Shells, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shell, _ = await open_shell(
+        home_shells, owner="t", label="x", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=0
+    )
+    written = _listings(monkeypatch)
+    home_shells.expect_listing()
+    assert written == ["lean"]  # before anything awaited
+    home_shells.expect_listing()  # a second call on its way meanwhile shares it
+    assert written == ["lean"]
+    assert list(await home_shells.live(lean=True)) == [shell.id]
+    assert written == ["lean"]  # taken, not asked again
+    await home_shells.live(lean=True)
+    assert written == ["lean", "lean"]  # taken once only
+    home_shells.expect_listing()
+    await home_shells.live()  # a full listing does not take a lean one
+    assert written == ["lean", "lean", "lean", "full"]
+
+
+async def test_an_expected_listing_left_too_long_is_not_taken(
+    home_shells: Shells, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = home_shells.local
+    await host.panes(lean=True)
+    written = _listings(monkeypatch)
+    clock = [1000.0]
+    monkeypatch.setattr(host_module, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
+    home_shells.expect_listing()
+    clock[0] += host_module._FRESH_S + 0.001  # older than a listing that counts as "now"
+    await home_shells.live(lean=True)
+    assert written == ["lean", "lean"]  # asked afresh
+
+
+async def test_nothing_is_asked_before_the_control_client_is_up(
+    home_shells: Shells, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written = _listings(monkeypatch)
+    home_shells.expect_listing()  # no client yet: the call asks for itself
+    assert written == []
+    assert await home_shells.live(lean=True) == {}
+    assert written == ["lean"]
