@@ -17,7 +17,8 @@ Commands issued during one event-loop iteration leave in one pipe write, on the 
 (``_flush``): every write to tmux's stdin wakes the server, and on a busy machine the writer pays
 for that switch, so sixteen tasks of one call querying at once cost one wake-up, not sixteen. A
 run's keys are the exception (``run_many(now=True)``): they leave at once, with whatever was
-queued before them, because a command waits for them while the call's other shells are judged.
+queued before them, because a command waits for them while the call's other shells are judged;
+so does the listing asked for a call still being parsed (``query_now``).
 The order of ``_pending`` is the order of the bytes written, so replies still match. ``run_shared``
 lets identical read-only queries of one iteration share one command: the query is written after
 every sharer asked, so each of them still gets an answer read after its own request.
