@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from safety_harness import manual_locks, task
 from shell_harness import open_shell, shell_client
 
-from tether.config import load_config
-from tether.tools.catalog import ToolCatalog, build_catalog
+from tether.tools.catalog import ToolCatalog
 from tether.tools.registry import CallContext
 
 PANEL = CallContext(actor="panel", source="panel")
 CLI = CallContext(actor="cli", source="cli")
-
-
-@pytest.fixture
-async def catalog(tether_home: Path) -> AsyncIterator[ToolCatalog]:
-    built = build_catalog(load_config(tether_home), with_jobs=False)
-    try:
-        yield built
-    finally:
-        await built.aclose()
 
 
 async def one(catalog: ToolCatalog, tool: str, ctx: CallContext, **the_task: Any) -> dict[str, Any]:

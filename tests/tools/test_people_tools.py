@@ -4,7 +4,6 @@ list or call; the client names conversations give, carried to shell_state, timel
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,8 @@ import pytest
 from safety_harness import audit_records, manual_locks, vault
 from shell_harness import call, open_shell, run, shell_client, text_of
 
-from tether.config import load_config
 from tether.errors import NotFoundError
-from tether.tools.catalog import ToolCatalog, build_catalog
+from tether.tools.catalog import ToolCatalog
 from tether.tools.registry import CallContext
 
 PEOPLE_TOOLS = {
@@ -32,15 +30,6 @@ PEOPLE_TOOLS = {
 }
 PANEL = CallContext(actor="panel", source="panel")
 CANARY = "people-canary-93kq1"
-
-
-@pytest.fixture
-async def catalog(tether_home: Path) -> AsyncIterator[ToolCatalog]:
-    built = build_catalog(load_config(tether_home), with_jobs=False)
-    try:
-        yield built
-    finally:
-        await built.aclose()
 
 
 async def test_mcp_never_lists_nor_runs_a_people_tool(tether_home: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +13,11 @@ import pytest
 from safety_harness import vault
 from shell_harness import open_shell, run, shell_client
 
-from tether.config import load_config
-from tether.tools.catalog import ToolCatalog, build_catalog
+from tether.tools.catalog import ToolCatalog
 from tether.tools.registry import CallContext
 
 PANEL = CallContext(actor="panel", source="panel")
 SECRET = "rec-Secret-8v2Lq"
-
-
-@pytest.fixture
-async def catalog(tether_home: Path) -> AsyncIterator[ToolCatalog]:
-    built = build_catalog(load_config(tether_home), with_jobs=False)
-    try:
-        yield built
-    finally:
-        await built.aclose()
 
 
 def parse_cast(text: str) -> tuple[dict[str, Any], list[list[Any]]]:

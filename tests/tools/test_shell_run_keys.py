@@ -8,17 +8,14 @@ its keys) and every write to the tmux control client are recorded in the order t
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tether.config import load_config
 from tether.shells import accept
 from tether.shells.integration.script import RUN_KEYS
 from tether.shells.tmux import control
-from tether.tools.catalog import ToolCatalog, build_catalog
+from tether.tools.catalog import ToolCatalog
 from tether.tools.registry import CallContext
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,15 +23,6 @@ pytestmark = pytest.mark.timeout(120)
 AGENT = CallContext(actor="conv-keys")
 # The loader's private key sequence that loads and accepts a run's line (``RUN_KEYS``), sent as hex.
 _RUN_KEYS = re.compile("'send-keys' '-t' '(%[0-9]+)' '-H' " + " ".join(f"'{b:02x}'" for b in RUN_KEYS))
-
-
-@pytest.fixture
-async def catalog(tether_home: Path) -> AsyncIterator[ToolCatalog]:
-    built = build_catalog(load_config(tether_home), with_jobs=False)
-    try:
-        yield built
-    finally:
-        await built.aclose()
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:

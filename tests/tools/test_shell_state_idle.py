@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tether.config import load_config
-from tether.tools.catalog import ToolCatalog, build_catalog
+from tether.tools.catalog import ToolCatalog
 from tether.tools.registry import CallContext
 
 AGENT = CallContext(actor="conv-state")
-
-
-@pytest.fixture
-async def catalog(tether_home: Path) -> AsyncIterator[ToolCatalog]:
-    built = build_catalog(load_config(tether_home), with_jobs=False)
-    try:
-        yield built
-    finally:
-        await built.aclose()
 
 
 async def one(catalog: ToolCatalog, tool: str, **the_task: Any) -> dict[str, Any]:
