@@ -114,6 +114,7 @@ bench: venv
 	$(PY) bench/delay.py
 	$(PY) bench/phases.py
 	$(PY) bench/idle.py
+	$(PY) bench/cpu.py
 
 clean:
 	rm -rf $(VENV) $(DIST) $(SCRATCH) $(SCRATCH).build.log src/tether/panel/node_modules src/tether/panel/static/vendor build
