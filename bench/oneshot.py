@@ -23,9 +23,8 @@ from pathlib import Path
 
 from tether.process.container import Container, container
 from tether.shell import LocalBashExecutor, LocalShellOptions, ShellExecRequest, ShellExecutor
-from tether.shell.sandbox import SandboxBashExecutor
-from tether.shell.sandbox_policy import SandboxSettings
-from tether.shell.sandbox_repos import CTIME_MARGIN_NS
+from tether.shell.sandbox import SandboxBashExecutor, SandboxSettings
+from tether.shell.sandbox.repos import CTIME_MARGIN_NS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -98,19 +98,23 @@ def _imports_for(path: Path) -> list[str]:
 
 # ---- faces: nothing above a package reaches past its __init__ ------------------------------------
 
-# Packages whose face is their only door from outside (``tether.shells`` and its sub-packages).
-FACED = ("shells",)
+# Packages whose face is their only door from outside: ``tether.shells`` (and its sub-packages),
+# ``tether.shell.sandbox``.
+FACED = ("shells", "shell.sandbox")
 
 
 def face_violations(src: Path) -> list[str]:
     found = []
     for path in src.rglob("*.py"):
         rel = path.relative_to(src)
-        own = rel.parts[0].removesuffix(".py")
         for imported in _imports(path, src):
             parts = imported.split(".")
-            if len(parts) > 2 and parts[0] == "tether" and parts[1] in FACED and own != parts[1]:
-                found.append(f"{rel} imports {imported} (use the face: from tether.{parts[1]} import …)")
+            for face in FACED:
+                inner = face.split(".")
+                past_face = parts[0] == "tether" and parts[1:-1][: len(inner)] == inner
+                own = [part.removesuffix(".py") for part in rel.parts[: len(inner)]]
+                if past_face and own != inner:
+                    found.append(f"{rel} imports {imported} (use the face: from tether.{face} import …)")
     return found
 
 
@@ -125,6 +129,20 @@ def test_face_checker_sees_a_planted_violation(tmp_path: Path) -> None:
     (tmp_path / "tools" / "good.py").write_text("from tether.shells import run\n", encoding="utf-8")
     assert face_violations(tmp_path) == [
         "tools/bad.py imports tether.shells.runs (use the face: from tether.shells import …)"
+    ]
+
+
+def test_face_checker_sees_a_planted_violation_of_a_nested_face(tmp_path: Path) -> None:
+    (tmp_path / "shell" / "sandbox").mkdir(parents=True)
+    planted = {
+        "shell/bad.py": "from tether.shell.sandbox.policy import X\n",
+        "shell/good.py": "from tether.shell.sandbox import X\n",
+        "shell/sandbox/inner.py": "from tether.shell.sandbox.policy import X\n",
+    }
+    for name, text in planted.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    assert face_violations(tmp_path) == [
+        "shell/bad.py imports tether.shell.sandbox.policy (use the face: from tether.shell.sandbox import …)"
     ]
 
 

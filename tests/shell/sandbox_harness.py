@@ -15,8 +15,7 @@ from hang import HANG_S
 from tether.audit.log import AuditLog
 from tether.shell import ShellEnvRegistry, ShellExecRequest, ShellRunResult
 from tether.shell.options import LocalShellOptions
-from tether.shell.sandbox import SandboxBashExecutor
-from tether.shell.sandbox_policy import SandboxSettings
+from tether.shell.sandbox import SandboxBashExecutor, SandboxSettings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

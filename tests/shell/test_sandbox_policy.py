@@ -11,11 +11,17 @@ import pytest
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
-from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.providers import executor_from_config
-from tether.shell.sandbox import SandboxBashExecutor, SandboxPwshExecutor, sandbox_executor, with_sandbox
-from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
-from tether.shell.sandbox_denials import (
+from tether.shell.sandbox import (
+    SandboxBashExecutor,
+    SandboxPwshExecutor,
+    SandboxSettings,
+    placeholders,
+    sandbox_executor,
+    with_sandbox,
+)
+from tether.shell.sandbox.bwrap import SandboxRun, sweep_stale_traces
+from tether.shell.sandbox.denials import (
     denials_from_filter,
     denials_from_stderr,
     denials_from_trace,
@@ -23,10 +29,10 @@ from tether.shell.sandbox_denials import (
     needed_mode,
     sandbox_path,
 )
-from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings, build_policy, with_repositories
-from tether.shell.sandbox_repos import RepositoryGuard
-from tether.shell.sandbox_seccomp import build_filter
-from tether.shell.sandbox_trace import MAX_LINES, TraceReader
+from tether.shell.sandbox.policy import SandboxPolicy, build_policy, with_repositories
+from tether.shell.sandbox.repos import RepositoryGuard
+from tether.shell.sandbox.seccomp import build_filter
+from tether.shell.sandbox.trace import MAX_LINES, TraceReader
 from tether.shell.types import ShellSandboxDenial
 from tether.tools.bash_tools import make_executor
 

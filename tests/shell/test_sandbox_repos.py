@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.shell import sandbox_repos
-from tether.shell.sandbox_git import neutralise, parse_config, render_config, safe_entry
-from tether.shell.sandbox_repos import RepositoryIndex, RepositoryScanTooLarge, RepoSnapshot
+from tether.shell.sandbox import repos
+from tether.shell.sandbox.git import neutralise, parse_config, render_config, safe_entry
+from tether.shell.sandbox.repos import RepositoryIndex, RepositoryScanTooLarge, RepoSnapshot
 
 
 def _snapshot(index: RepositoryIndex) -> RepoSnapshot:
@@ -64,11 +64,11 @@ def test_a_refresh_lists_only_what_changed(tmp_path: Path, monkeypatch: pytest.M
         return real_scandir(path)
 
     index = RepositoryIndex(str(tmp_path), excluded=frozenset())
-    monkeypatch.setattr(sandbox_repos.os, "scandir", counting)
+    monkeypatch.setattr(repos.os, "scandir", counting)
     index.refresh()
     assert len(listed) == 7
     # Pretend every listing is old enough that a change in the same clock tick is ruled out.
-    monkeypatch.setattr(sandbox_repos, "CTIME_MARGIN_NS", -(1 << 62))
+    monkeypatch.setattr(repos, "CTIME_MARGIN_NS", -(1 << 62))
     listed.clear()
     index.refresh()
     assert listed == []
@@ -88,7 +88,7 @@ def test_a_change_in_the_same_clock_tick_is_still_seen(tmp_path: Path) -> None:
 def test_a_tree_too_large_to_follow_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for index in range(8):
         (tmp_path / f"d{index}").mkdir()
-    monkeypatch.setattr(sandbox_repos, "MAX_DIRECTORIES", 5)
+    monkeypatch.setattr(repos, "MAX_DIRECTORIES", 5)
     with pytest.raises(RepositoryScanTooLarge, match="run the command in a project directory"):
         RepositoryIndex(str(tmp_path), excluded=frozenset()).refresh()
 

@@ -12,8 +12,8 @@ import pytest
 
 from hang import HANG_S
 from tether.errors import UsageError
-from tether.shell.sandbox_launch import filter_fd
-from tether.shell.sandbox_seccomp import (
+from tether.shell.sandbox.launch import filter_fd
+from tether.shell.sandbox.seccomp import (
     AARCH64,
     AF_INET,
     AF_INET6,

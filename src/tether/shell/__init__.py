@@ -4,7 +4,8 @@ Use ``LocalBashExecutor`` / ``LocalPwshExecutor`` (``tether.shell.local``) with
 ``LocalShellOptions``; the public vocabulary lives in ``tether.shell.types``; the model-visible
 text of a result is ``tether.shell.render.render_shell_result``. ``confine_interactive`` builds the
 bubblewrap command line of a long-lived interactive process (a persistent shell's pane) under the
-one-shot sandbox policy.
+one-shot sandbox policy; the sandbox itself (the confined executor, the escalation gate, the
+policy) is the sub-package ``tether.shell.sandbox``.
 """
 
 from tether.shell.env_registry import (
@@ -18,15 +19,17 @@ from tether.shell.env_registry import (
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import footer_lines, render_shell_result, sandbox_lines
-from tether.shell.sandbox_bwrap import ExtraBind
-from tether.shell.sandbox_interactive import ConfinedShell, confine_interactive, mark_path
-from tether.shell.sandbox_placeholders import sweep_stale as sweep_placeholders
-from tether.shell.sandbox_policy import (
+from tether.shell.sandbox import (
     DEFAULT_MODE,
     MODE_SUMMARIES,
     PERMISSION_MODES,
+    ConfinedShell,
+    ExtraBind,
     PermissionMode,
     SandboxSettings,
+    confine_interactive,
+    mark_path,
+    sweep_placeholders,
 )
 from tether.shell.types import (
     AbortSignal,

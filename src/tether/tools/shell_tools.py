@@ -6,7 +6,7 @@ dataclasses), text only from ``shell_render``, shell work only from the ``tether
 Every task tool returns the summary-plus-blocks text (or plain text) and the same facts as
 ``structuredContent`` matching ``shell_render.RESULT_SCHEMA``. Where the deployment confines,
 ``shell_open`` takes ``sandbox_permissions`` + ``justification`` and opens the shell only under a
-mode the escalation gate granted (``tether.shell.sandbox_grants``: configuration, else a person).
+mode the escalation gate granted (``tether.shell.sandbox.grants``: configuration, else a person).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tether.audit.log import AuditLog
 from tether.config import Config
 from tether.errors import UsageError
 from tether.shell import PERMISSION_MODES, SandboxSettings
-from tether.shell.sandbox_grants import EscalationGate
+from tether.shell.sandbox import EscalationGate
 from tether.shells import (
     NOT_READY,
     Confinement,

@@ -214,7 +214,7 @@ __tether_arm
 
 # A confined shell's prompt hook first makes a failed open under /proc (nothing can be created
 # there) that names the run's token: the trace collector cuts the shell's trace there (see
-# tether.shell.sandbox_collect). ``2>&-`` keeps bash's message out of sight without an open.
+# tether.shell.sandbox.collect). ``2>&-`` keeps bash's message out of sight without an open.
 _MARK = '  { : >"@MARKDIR@$__tether_cur"; } 2>&-\n'
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from tether.audit import verify
 from tether.config import load_config
 from tether.errors import TetherError
-from tether.shell.sandbox_policy import SandboxSettings
+from tether.shell import SandboxSettings
 from tether.shells.domain import Shells
 from tether.shells.guard.config import parse_section
 from tether.shells.hosts import HostError, SshHost

@@ -9,7 +9,7 @@ each one under a writable root that no longer points where it did: what the comm
 name is renamed to ``NAME.disabled-by-tether`` and the link recreated, before the result returns,
 each reported as a ``write`` denial.
 
-The links come from ``sandbox_persistence.PathResolver``, which resolves the persistence paths.
+The links come from ``sandbox.persistence.PathResolver``, which resolves the persistence paths.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
-from tether.shell.sandbox_git import directory_fd, move_aside
+from tether.shell.sandbox.git import directory_fd, move_aside
 from tether.shell.types import ShellSandboxDenial
 
 

@@ -18,9 +18,9 @@ Permission modes, narrow → wide (``sandbox_permissions`` on the ``bash`` tool)
     require_escalated  run unconfined: no sandbox at all                      (justification)
 
 Protected paths stay read-only in every confined mode, even inside writable roots: the user's
-persistence paths (``sandbox_persistence``: start-up files, ``~/.ssh``, git's global config,
+persistence paths (``sandbox.persistence``: start-up files, ``~/.ssh``, git's global config,
 ``PATH`` directories, autostart, systemd user units, cron), the control files of every git
-repository under the roots (added per command from ``sandbox_repos``), and ``TETHER_HOME``
+repository under the roots (added per command from ``sandbox.repos``), and ``TETHER_HOME``
 (hidden behind an empty read-only directory, so its sockets cannot be reached).
 """
 
@@ -35,7 +35,7 @@ from typing import Any, Final, Literal, Protocol
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
-from tether.shell.sandbox_persistence import PathResolver, PersistencePath, persistence_paths
+from tether.shell.sandbox.persistence import PathResolver, PersistencePath, persistence_paths
 
 PermissionMode = Literal["use_default", "allow_network", "allow_host_write", "require_escalated"]
 DEFAULT_MODE: Final = "use_default"
@@ -184,7 +184,7 @@ def _paths(table: dict[str, Any], key: str, *, must_be_dir: bool) -> tuple[str, 
 
 
 class RepoSnapshotLike(Protocol):
-    """What the policy needs of a repository snapshot (``sandbox_repos.RepoSnapshot``)."""
+    """What the policy needs of a repository snapshot (``sandbox.repos.RepoSnapshot``)."""
 
     def read_only(self) -> tuple[str, ...]: ...
 

@@ -15,7 +15,7 @@ purpose (README, Limits).
 
 ``PathResolver`` is ``realpath`` for all of them at once: each path component costs one
 ``readlink`` however many paths share it (they all start with the home directory), and every
-symlink it followed is remembered (``sandbox_links`` puts back one a command replaced).
+symlink it followed is remembered (``sandbox.links`` puts back one a command replaced).
 """
 
 from __future__ import annotations

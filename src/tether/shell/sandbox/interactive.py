@@ -14,11 +14,10 @@ Everything the shell needs outside the sandbox lives in its *state directory* (u
 launcher's spec, the repositories as they were at start (``repos.json``), the ledger of its
 placeholders, the trace FIFO and the per-command trace files (``runs/``).
 
-Why a launcher: writable binds go through descriptors (``sandbox_launch``), and a pane's command
+Why a launcher: writable binds go through descriptors (``sandbox.launch``), and a pane's command
 is started by the tmux server, which inherits nothing from tether. So the command line runs
-``sandbox_launch.py`` with the spec, and the launcher forks the trace collector
-(``sandbox_collect``), opens the descriptors and execs bubblewrap (with ``strace`` inside when the
-tracer works here).
+``launch.py`` with the spec, and the launcher forks the trace collector (``sandbox.collect``),
+opens the descriptors and execs bubblewrap (with ``strace`` inside when the tracer works here).
 
 What the caller owns: placeholders for absent protected paths are listed in the shell's ledger
 and stay for the shell's whole life — name the pane's pid with ``owned_by`` once it runs, and call
@@ -46,21 +45,21 @@ from typing import Final
 from tether.config import EnvSection
 from tether.errors import UsageError
 from tether.process.env import build_child_env
-from tether.shell import sandbox_launch
-from tether.shell.sandbox_bwrap import TRACE_FILE, ExtraBind, SandboxRun
-from tether.shell.sandbox_collect import END, mark_path
-from tether.shell.sandbox_denials import denials_from_filter, denials_from_trace, hint_for
-from tether.shell.sandbox_git import neutralise
-from tether.shell.sandbox_links import restore_links
-from tether.shell.sandbox_placeholders import ShellPlaceholders
-from tether.shell.sandbox_policy import (
+from tether.shell.sandbox import launch
+from tether.shell.sandbox.bwrap import TRACE_FILE, ExtraBind, SandboxRun
+from tether.shell.sandbox.collect import END, mark_path
+from tether.shell.sandbox.denials import denials_from_filter, denials_from_trace, hint_for
+from tether.shell.sandbox.git import neutralise
+from tether.shell.sandbox.links import restore_links
+from tether.shell.sandbox.placeholders import ShellPlaceholders
+from tether.shell.sandbox.policy import (
     PermissionMode,
     SandboxPolicy,
     SandboxSettings,
     build_policy,
     with_repositories,
 )
-from tether.shell.sandbox_repos import RepositoryGuard, RepoSnapshot
+from tether.shell.sandbox.repos import RepositoryGuard, RepoSnapshot
 from tether.shell.types import ShellSandboxDenial, ShellSandboxInfo
 
 PROVIDER: Final = "bubblewrap"
@@ -194,7 +193,7 @@ def confine_interactive(
 
     ``state_dir`` must lie where the sandbox cannot read it (under ``home``, which is masked).
     ``mark_nonce``: trace the shell's whole tree, cut per command at the marks its prompt hook
-    makes under ``sandbox_collect.mark_path(mark_nonce)`` (when strace is installed, enabled and
+    makes under ``sandbox.collect.mark_path(mark_nonce)`` (when strace is installed, enabled and
     works here). Raises ``UsageError`` / ``RefusedError`` as the one-shot executor does for a
     working directory or setting the sandbox cannot honour.
     """
@@ -223,10 +222,8 @@ def confine_interactive(
         shell_placeholders=held,
     )
     plan = run.plan(bwrap, strace, command, session=False)
-    _write_private(
-        state_dir / SPEC_FILE, json.dumps({"plan": sandbox_launch.encode(plan), "collect": collect})
-    )
-    argv = (sys.executable, "-I", os.path.abspath(sandbox_launch.__file__), str(state_dir / SPEC_FILE))
+    _write_private(state_dir / SPEC_FILE, json.dumps({"plan": launch.encode(plan), "collect": collect}))
+    argv = (sys.executable, "-I", os.path.abspath(launch.__file__), str(state_dir / SPEC_FILE))
     return ConfinedShell(
         state_dir=state_dir,
         policy=policy,

@@ -24,7 +24,7 @@ their own table (``socketcall``, which hides its arguments in memory, is refused
 
 Why this is not reported by the tracer: a filter verdict of ``ERRNO`` takes precedence over strace's
 ``TRACE``, so the tracer never sees a refused call; the denial reporter recognises the messages
-programs print instead (``sandbox_denials``). That is also why glibc's silent probe of the nscd
+programs print instead (``sandbox.denials``). That is also why glibc's silent probe of the nscd
 socket on every ``getpwnam`` does not flood results with reports.
 """
 

@@ -20,7 +20,7 @@ from typing import Literal
 from tether.approvals import Approvals, PersonChannel, Question
 from tether.audit.log import AuditLog
 from tether.errors import RefusedError, UsageError
-from tether.shell.sandbox_policy import DEFAULT_MODE, PermissionMode, SandboxSettings
+from tether.shell.sandbox.policy import DEFAULT_MODE, PermissionMode, SandboxSettings
 
 logger = logging.getLogger(__name__)
 

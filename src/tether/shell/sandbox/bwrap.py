@@ -7,7 +7,7 @@ read-only, private ``/tmp`` and ``/run``, then the writable roots, then self-bin
 directories that must not be renamed away (git directories, and those between a writable root and
 a protected path), then the protected paths read-only, then ``TETHER_HOME`` and hidden paths
 masked. Nothing the command can do inside the sandbox undoes a mount: it runs with every
-capability dropped, no new privileges, the system-call filter of ``sandbox_seccomp``, in its own
+capability dropped, no new privileges, the system-call filter of ``sandbox.seccomp``, in its own
 PID/IPC/UTS (and, without ``allow_network``, network) namespace.
 
 Root inside is still uid 0 outside (no user namespace: files it writes in the roots keep their
@@ -29,13 +29,13 @@ writable ``hooks`` beside the protected one; with them every directory on the wa
 
 A protected path that does not exist yet still has to be protected (``echo … > ~/.bashrc`` must not
 create it). bubblewrap can only mount over something that exists, so the run binds an empty
-read-only placeholder there (``sandbox_placeholders``: listed in a ledger before it exists, removed
+read-only placeholder there (``sandbox.placeholders``: listed in a ledger before it exists, removed
 when no live sandbox lists it, swept after a crash; a persistent shell's are listed in the
 shell's own ledger for its whole life). Inside git directories, absent control files are not given
-placeholders: ``sandbox_git`` neutralises whatever appears there instead.
+placeholders: ``sandbox.git`` neutralises whatever appears there instead.
 
 Reading is not narrowed: the whole filesystem stays readable except ``TETHER_HOME`` and the
-configured ``hidden_paths``. Unix sockets cannot be created at all (``sandbox_seccomp``), which is
+configured ``hidden_paths``. Unix sockets cannot be created at all (``sandbox.seccomp``), which is
 what keeps the host's sockets out of reach; ``/run`` and ``TETHER_HOME`` are masked as well.
 """
 
@@ -52,12 +52,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from tether.shell import sandbox_placeholders as placeholders
-from tether.shell.sandbox_launch import FilterProgram, OpenDir, PlanItem, materialise
-from tether.shell.sandbox_policy import SandboxPolicy
-from tether.shell.sandbox_repos import RepoSnapshot
-from tether.shell.sandbox_seccomp import build_filter
-from tether.shell.sandbox_trace import TraceReader
+from tether.shell.sandbox import placeholders
+from tether.shell.sandbox.launch import FilterProgram, OpenDir, PlanItem, materialise
+from tether.shell.sandbox.policy import SandboxPolicy
+from tether.shell.sandbox.repos import RepoSnapshot
+from tether.shell.sandbox.seccomp import build_filter
+from tether.shell.sandbox.trace import TraceReader
 
 TRACE_MOUNT: Final = "/run/tether-sandbox"
 TRACE_FILE: Final = "trace"
@@ -251,7 +251,7 @@ class SandboxRun:
         self._placeholders(guarded)
         # The roots' own git directories cannot be renamed away; nested ones would cost a mount each
         # (bubblewrap spends ~0.5 ms per mount), and one the command replaces is a new git
-        # directory, which sandbox_git neutralises afterwards.
+        # directory, which sandbox.git neutralises afterwards.
         gitdirs = [
             g for g in self.repos.gitdirs if os.path.dirname(g) in policy.writable_roots and os.path.isdir(g)
         ]

@@ -33,7 +33,7 @@ import subprocess
 from collections.abc import Iterator
 from typing import Final
 
-from tether.shell.sandbox_repos import RepoSnapshot
+from tether.shell.sandbox.repos import RepoSnapshot
 from tether.shell.types import ShellSandboxDenial
 
 logger = logging.getLogger(__name__)

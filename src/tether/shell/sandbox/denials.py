@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-from tether.shell.sandbox_policy import SandboxPolicy, SandboxSettings
+from tether.shell.sandbox.policy import SandboxPolicy, SandboxSettings
 from tether.shell.types import ShellSandboxDenial
 
 MAX_DENIALS: Final = 32

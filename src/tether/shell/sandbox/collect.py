@@ -3,7 +3,7 @@
 Invariant: whatever the shell does, disk and memory stay bounded and every tether process can
 read which failed system calls belong to which command. A persistent shell outlives the tether
 process that opened it, so nothing in tether reads its tracer: the pane's launcher
-(``sandbox_launch``) forks this collector *outside* the sandbox before it execs bubblewrap. The
+(``sandbox.launch``) forks this collector *outside* the sandbox before it execs bubblewrap. The
 collector reads the trace FIFO, keeps only lines whose errno can be a denial (``RELEVANT``, at most
 ``MAX_LINES`` of ``MAX_LINE_CHARS`` per command) and, at each *mark*, writes what it kept since the
 previous mark to ``RUNS_DIR/<token>`` and starts over.
@@ -36,7 +36,7 @@ KEEP_RUNS: Final = 64
 END: Final = b"END\n"
 _READ_SIZE: Final = 1 << 16
 MARK_DIR: Final = "/proc/tether-mark-"
-# The errnos a denial can carry (see sandbox_denials); everything else is ordinary failure noise.
+# The errnos a denial can carry (see sandbox.denials); everything else is ordinary failure noise.
 RELEVANT: Final = re.compile(
     rb"= -1 (?:EROFS|EBUSY|EACCES|EPERM|ESRCH|EINVAL|ENETUNREACH|ECONNREFUSED|EHOSTUNREACH|ETIMEDOUT|"
     rb"EADDRNOTAVAIL|EINPROGRESS) "

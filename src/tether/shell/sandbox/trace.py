@@ -19,7 +19,7 @@ import contextlib
 import os
 from typing import Final
 
-from tether.shell.sandbox_collect import RELEVANT
+from tether.shell.sandbox.collect import RELEVANT
 
 MAX_LINES: Final = 4096
 MAX_LINE_CHARS: Final = 4096

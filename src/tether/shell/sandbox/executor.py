@@ -7,16 +7,16 @@ table or a working directory the sandbox cannot host refuses the command (or, at
 server) with an error saying how to fix it. Every escalation, granted or refused, is logged and
 appended to the audit log (source ``tool``, action ``sandbox_escalation``) with its justification
 before anything runs; if the audit log cannot be written, the escalation is refused. A mode the
-configuration does not grant is put to a person by ``authorize`` (``sandbox_grants``), which the
+configuration does not grant is put to a person by ``authorize`` (``sandbox.grants``), which the
 tools call before ``resolve``; ``resolve`` alone grants only what the configuration lists.
 
 The provider adds nothing to the process layer: it wraps the provider argv through the
 ``ShellConfinement`` seam of ``tether.shell.local`` (spawn, capture and tree kill stay in
 ``tether.process``) and reports ``ShellSandboxInfo`` — the mode that applied and the structured
-denials of ``tether.shell.sandbox_denials`` — on the handle and the result. Around every confined
-command the repositories under its roots are snapshotted (``sandbox_repos``): before, so their
+denials of ``tether.shell.sandbox.denials`` — on the handle and the result. Around every confined
+command the repositories under its roots are snapshotted (``sandbox.repos``): before, so their
 control files are bound read-only; after, so whatever git directory or control file appeared is
-neutralised (``sandbox_git``) before the result is available. The report never raises: what it
+neutralised (``sandbox.git``) before the result is available. The report never raises: what it
 cannot read or check becomes a denial saying so.
 """
 
@@ -37,21 +37,21 @@ from tether.config import Config, EnvSection, ensure_home
 from tether.errors import RefusedError, TetherError
 from tether.process.env import build_child_env
 from tether.process.spawn import SpawnError, SpawnRequest, spawn
-from tether.shell import sandbox_placeholders as placeholders
 from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions
-from tether.shell.sandbox_bwrap import SandboxRun, sweep_stale_traces
-from tether.shell.sandbox_denials import (
+from tether.shell.sandbox import placeholders
+from tether.shell.sandbox.bwrap import SandboxRun, sweep_stale_traces
+from tether.shell.sandbox.denials import (
     denials_from_filter,
     denials_from_stderr,
     denials_from_trace,
     hint_for,
 )
-from tether.shell.sandbox_git import appeared, neutralise
-from tether.shell.sandbox_grants import EscalationGate, record_escalation
-from tether.shell.sandbox_links import restore_links
-from tether.shell.sandbox_policy import (
+from tether.shell.sandbox.git import appeared, neutralise
+from tether.shell.sandbox.grants import EscalationGate, record_escalation
+from tether.shell.sandbox.links import restore_links
+from tether.shell.sandbox.policy import (
     DEFAULT_MODE,
     MODE_SUMMARIES,
     PERMISSION_MODES,
@@ -61,7 +61,7 @@ from tether.shell.sandbox_policy import (
     build_policy,
     with_repositories,
 )
-from tether.shell.sandbox_repos import RepositoryGuard, RepoSnapshot
+from tether.shell.sandbox.repos import RepositoryGuard, RepoSnapshot
 from tether.shell.types import (
     AbortSignal,
     ConfinedLaunch,

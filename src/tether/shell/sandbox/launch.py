@@ -7,11 +7,12 @@ swapped in by a concurrent command points to — and every filter program sits i
 
 This file imports nothing from tether on purpose: a persistent shell's pane command is run by the
 tmux server, which cannot inherit descriptors from tether, so the pane runs this file as a script
-(``python -I sandbox_launch.py SPEC``) to open them where bubblewrap starts. ``SPEC`` is a JSON
-file written by ``sandbox_interactive``; importing the tether package there would cost the shell's
+(``python -I launch.py SPEC``) to open them where bubblewrap starts. ``SPEC`` is a JSON file
+written by ``sandbox.interactive``; importing the tether package there would cost the shell's
 start-up 100 ms for nothing. When the spec names a trace (``collect``), the launcher first forks
-the collector of ``sandbox_collect`` (loaded from its file beside this one, never through
-``sys.path``: this directory holds a ``types.py``), which outlives the exec and ends with it.
+the collector of ``sandbox.collect`` (loaded from its file beside this one, never through
+``sys.path``: this directory holds a ``trace.py``, a standard-library name), which outlives the
+exec and ends with it.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def start_collector(collect: object) -> None:
         isinstance(collect.get(k), str) for k in ("fifo", "runs", "nonce")
     ):
         raise ValueError(f"not a trace collector: {collect!r}")
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_collect.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "collect.py")
     spec = importlib.util.spec_from_file_location("_tether_sandbox_collect", path)
     if spec is None or spec.loader is None:
         raise ValueError(f"cannot load {path}")
@@ -132,7 +133,7 @@ def start_collector(collect: object) -> None:
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 2:
-        print("usage: sandbox_launch.py SPEC", file=sys.stderr)
+        print("usage: launch.py SPEC", file=sys.stderr)
         return 2
     try:
         with open(argv[1], encoding="utf-8") as handle:

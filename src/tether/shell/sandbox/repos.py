@@ -5,7 +5,7 @@ Invariant: ``RepositoryIndex.snapshot()`` lists every git directory below its ro
 (``.git/worktrees/*``), the targets of ``.git`` files and symlinks and of ``commondir`` files —
 each with the control files an unconfined ``git`` would obey (``config``, ``config.worktree``,
 ``hooks``) and their inode identity. Before a command those that exist are bound read-only;
-after it, ``sandbox_git`` neutralises every git directory or control file the snapshot taken
+after it, ``sandbox.git`` neutralises every git directory or control file the snapshot taken
 before did not have.
 
 A directory counts as a git directory when it is named ``.git`` (even an unfinished
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tether.errors import RefusedError
-from tether.shell.sandbox_policy import SandboxPolicy
+from tether.shell.sandbox.policy import SandboxPolicy
 
 CTIME_MARGIN_NS: Final = 3_000_000_000
 MAX_DIRECTORIES: Final = 500_000
