@@ -16,8 +16,8 @@ from sshd_harness import RemoteHosts
 from hang import HANG_S
 from tether.config import load_config
 from tether.errors import UsageError
-from tether.shells.hosts.remote_procs import facts_script, parse_facts
-from tether.shells.hosts.ssh_conn import SshConnection, home_expression
+from tether.shells.hosts.ssh.conn import SshConnection, home_expression
+from tether.shells.hosts.ssh.procs import facts_script, parse_facts
 
 BAD = [
     ("[hosts.box]\nport = 22\n", "[hosts.box].ssh is required"),

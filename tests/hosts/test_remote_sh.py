@@ -17,7 +17,7 @@ import pytest
 
 from hang import HANG_S
 from tether.errors import TetherError
-from tether.shells.hosts.remote_sh import RemoteShell
+from tether.shells.hosts.ssh.sh import RemoteShell
 
 
 async def test_a_channel_that_ends_fails_every_open_question_quietly() -> None:

@@ -8,7 +8,7 @@ foreground, the pane's process tree, CPU time, whether the terminal reads a line
 
 A host is built once per process and ``TETHER_HOME`` and started on the event loop that uses it;
 ``close`` ends its control client and watcher (the shells themselves live on in tmux). A host on
-another machine may be unreachable: its methods then raise ``HostError`` (``hosts.ssh_conn``), and
+another machine may be unreachable: its methods then raise ``HostError`` (``hosts.ssh``), and
 a wait that was following it when its connection dropped ends (``check_connection``).
 """
 

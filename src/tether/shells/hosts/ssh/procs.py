@@ -2,11 +2,11 @@
 
 Invariant: one script answers everything a wait or ``shell_state`` asks about a pane — the
 processes under the pane's shell (``/proc`` on Linux, else ``ps -t`` on the pane's terminal) and
-``stty -a`` of its terminal — and the decisions are the local host's
-(``procinfo``): the shell is in front when the terminal's foreground group is its own; a command's
-CPU is that of its process group among the shell's descendants; readline reads a line when the
-terminal is not canonical. What no POSIX tool reports (bytes typed but not yet read) is not
-known here, so a remote shell is never called *waiting* only because its queue is empty.
+``stty -a`` of its terminal — and the decisions are the local host's (``hosts.procinfo``): the
+shell is in front when the terminal's foreground group is its own; a command's CPU is that of its
+process group among the shell's descendants; readline reads a line when the terminal is not
+canonical. What no POSIX tool reports (bytes typed but not yet read) is not known here, so a
+remote shell is never called *waiting* only because its queue is empty.
 """
 
 from __future__ import annotations

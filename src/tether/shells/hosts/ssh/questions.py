@@ -1,6 +1,6 @@
 """What a remote host is asked about its files, terminals and processes: one ``sh`` question each.
 
-Invariant: every answer comes from the host's own command shell (``remote_sh``) in one round trip
+Invariant: every answer comes from the host's own command shell (``sh``) in one round trip
 (no fork there where it can be avoided: the process facts walk ``/proc`` with shell builtins);
 the answers a wait poll asks for together (the foreground and its CPU time) share one question
 (``_PROCS_FRESH_S``). ``sync_log`` proves the mirror caught up the way the local host proves its
@@ -13,9 +13,9 @@ import asyncio
 from abc import abstractmethod
 
 from tether.shells.host import Foreground
-from tether.shells.hosts.remote_procs import PaneProcs, facts_script, parse_facts
-from tether.shells.hosts.remote_sh import RemoteShell
-from tether.shells.hosts.ssh_conn import HostError, HostFacts
+from tether.shells.hosts.ssh.conn import HostError, HostFacts
+from tether.shells.hosts.ssh.procs import PaneProcs, facts_script, parse_facts
+from tether.shells.hosts.ssh.sh import RemoteShell
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.tmux.control import ControlClient

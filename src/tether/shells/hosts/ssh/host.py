@@ -4,12 +4,13 @@ Invariant: the host's tmux server, the shells and their full logs live on that m
 its ``tether_home`` (never shared with this machine's state, even when the "remote" machine is
 this one); this machine keeps only a mirror of each log (``mirror``) under
 ``$TETHER_HOME/hosts/NAME/logs``, so reads, searches, waits and the timeline work on local files
-exactly as for ``local``. Three kinds of channel share the host's one connection (``ssh_conn``):
+exactly as for ``hosts.local``. Three kinds of channel share the host's one connection (``conn``):
 the tmux control client (``tmux -C`` over ``ssh -T``: commands, typing — a vault value travels in
 it, never on a command line or in a file), one log stream per shell, and one ``sh`` for process
-facts and small file questions (``remote_sh``). Files tether needs there (start-up files, a
-revived shell's first bytes) are written by tmux ``set-buffer`` + ``save-buffer`` over the
-control connection; the host needs only sshd, tmux ≥ 3.2 and a POSIX shell.
+facts and small file questions (``sh``, asked through ``questions``). Files tether needs there
+(start-up files, a revived shell's first bytes) are written by tmux ``set-buffer`` +
+``save-buffer`` over the control connection; the host needs only sshd, tmux ≥ 3.2 and a POSIX
+shell.
 
 A dropped connection loses nothing there: every channel ends, the host's connection mark moves
 on (a wait that was following it ends with ``ConnectionLost``), a reconnect is tried at once, and
@@ -30,11 +31,7 @@ from pathlib import Path
 from tether.config import Config, HostSection, ensure_home
 from tether.errors import NotFoundError
 from tether.shells.host import ShellHost, ShellStart
-from tether.shells.hosts.mirror import LogMirror, stream_script
-from tether.shells.hosts.remote_procs import PaneProcs
-from tether.shells.hosts.remote_questions import RemoteQuestions
-from tether.shells.hosts.remote_sh import RemoteShell
-from tether.shells.hosts.ssh_conn import (
+from tether.shells.hosts.ssh.conn import (
     ConnectionLost,
     HostError,
     HostFacts,
@@ -43,6 +40,10 @@ from tether.shells.hosts.ssh_conn import (
     home_expression,
     remote_command,
 )
+from tether.shells.hosts.ssh.mirror import LogMirror, stream_script
+from tether.shells.hosts.ssh.procs import PaneProcs
+from tether.shells.hosts.ssh.questions import RemoteQuestions
+from tether.shells.hosts.ssh.sh import RemoteShell
 from tether.shells.logs import read_range
 from tether.shells.safety import call_notes
 from tether.shells.safety.call_notes import CallNotes

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from tether.shells.hosts.ssh_conn import ConnectionLost
+from tether.shells.hosts.ssh.conn import ConnectionLost
 
 _ASK_TIMEOUT_S = 15.0
 
