@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import UsageError
-from tether.shells.guard.defaults import DEFAULT_IDS
-from tether.shells.guard.rule import CommandMatch, Rule
+from tether.shells.guard.rules import DEFAULT_IDS, CommandMatch, Rule
 
 _SECTION_KEYS = ("disable", "protect", "rules", "ask")
 _RULE_KEYS = ("id", "command", "args_any", "args_all", "why", "advice")

@@ -24,11 +24,10 @@ from tether.config import Config
 from tether.errors import UsageError
 from tether.shells.guard.complete import completion
 from tether.shells.guard.config import GuardSettings, parse_section
-from tether.shells.guard.defaults import DEFAULT_RULES
 from tether.shells.guard.events import DynamicName, Event, Hidden, Invocation, Problem
 from tether.shells.guard.heredocs import Lexed, lex, prepared
 from tether.shells.guard.history import designator
-from tether.shells.guard.rule import Rule, RuleEnv
+from tether.shells.guard.rules import DEFAULT_RULES, Rule, RuleEnv
 from tether.shells.guard.shellstate import ShellState
 from tether.shells.guard.walk import events
 from tether.shells.guard.walkstate import WalkState

@@ -1,6 +1,6 @@
 """Rules about files and disks: deleting, re-permissioning, truncating, writing onto devices.
 
-Invariant: paths are judged on their text only (``guard_paths``); a dynamic path is judged as if
+Invariant: paths are judged on their text only (``paths``); a dynamic path is judged as if
 its unknown parts were empty, and the reason then says so.
 """
 
@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from tether.shells.guard.argv import command_name, find_parts
 from tether.shells.guard.events import WRITE_OPS, Event, Invocation, Redirect
-from tether.shells.guard.paths import block_device, device_target, is_root, protected_target, system_file
-from tether.shells.guard.rule import RuleEnv
+from tether.shells.guard.rules.paths import (
+    block_device,
+    device_target,
+    is_root,
+    protected_target,
+    system_file,
+)
+from tether.shells.guard.rules.rule import RuleEnv
 from tether.shells.guard.words import Word
 
 

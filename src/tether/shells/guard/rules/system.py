@@ -26,7 +26,7 @@ from tether.shells.guard.events import (
     Problem,
     Redirect,
 )
-from tether.shells.guard.rule import Judge, RuleEnv
+from tether.shells.guard.rules.rule import Judge, RuleEnv
 from tether.shells.guard.walk import invocations_under
 from tether.shells.guard.words import Word, resolve
 

@@ -7,9 +7,8 @@ the order rules are tried on each event; the first that fires names the verdict.
 
 from __future__ import annotations
 
-from tether.shells.guard import rules_files as files
-from tether.shells.guard import rules_system as system
-from tether.shells.guard.rule import CommandMatch, Rule
+from tether.shells.guard.rules import files, system
+from tether.shells.guard.rules.rule import CommandMatch, Rule
 
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
