@@ -176,6 +176,18 @@ def cgroup_root() -> CgroupRoot | None:
     return _cgroup_root
 
 
+def alive(pid: int) -> bool:
+    """Whether a process with this pid exists. One of another user counts: the kernel refuses it
+    signal 0 (``EPERM``) instead of not finding it (``ESRCH``)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _read(path: str) -> bytes:
     # Plain os calls: pathlib's overhead is measurable here, on every spawn.
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

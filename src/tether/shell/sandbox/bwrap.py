@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from tether.process.tree import alive
 from tether.shell.sandbox import placeholders
 from tether.shell.sandbox.launch import FilterProgram, OpenDir, PlanItem, materialise
 from tether.shell.sandbox.policy import SandboxPolicy
@@ -347,7 +348,7 @@ def sweep_stale_traces(home: str) -> int:
     state = Path(home) / "sandbox"
     for run_dir in state.glob("run-*-*") if state.is_dir() else ():
         pid_text = run_dir.name.split("-")[1]
-        if pid_text.isdigit() and int(pid_text) != os.getpid() and not placeholders.alive(int(pid_text)):
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not alive(int(pid_text)):
             shutil.rmtree(run_dir, ignore_errors=True)
             swept += 1
     return swept

@@ -32,6 +32,8 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tether.process.tree import alive
+
 _MARK = "user.tether.placeholder"
 _lock = threading.Lock()
 _users: dict[str, int] = {}
@@ -235,16 +237,6 @@ def remove_if_empty(path: str) -> None:
             os.rmdir(path)  # fails unless empty
         elif os.path.isfile(path) and os.path.getsize(path) == 0:
             os.unlink(path)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ShellPlaceholders:

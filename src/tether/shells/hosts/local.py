@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tether.config import Config, ensure_home
 from tether.process.env import scrub_environment
+from tether.process.tree import alive
 from tether.shell import ShellSandboxInfo
 from tether.shells.host import Foreground, ShellHost, ShellStart
 from tether.shells.hosts import procinfo
@@ -266,7 +267,7 @@ class LocalHost(ShellHost):
     # ---- processes --------------------------------------------------------------------------------
 
     async def alive(self, pane: PaneInfo) -> bool:
-        return procinfo.alive(pane.pid)
+        return alive(pane.pid)
 
     def _shell(self, pane: PaneInfo) -> int:
         """The pid of the pane's shell (inside bubblewrap, for a confined shell)."""

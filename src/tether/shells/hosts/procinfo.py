@@ -142,13 +142,3 @@ def group_cpu_seconds(shell_pid: int, pgid: int) -> float:
         except (psutil.Error, ProcessLookupError, PermissionError):
             continue
     return total
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
