@@ -16,8 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from tether.shells.guard.config import parse_section
-from tether.shells.guard.guard import Guard
+from tether.shells.guard import Guard, parse_section
 from tether.shells.guard.words import parse
 
 CORPUS = (

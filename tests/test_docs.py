@@ -19,7 +19,7 @@ import pytest
 from tether.config import load_config
 from tether.errors import TetherError
 from tether.shell.sandbox import SandboxSettings
-from tether.shells.guard.config import parse_section
+from tether.shells.guard import parse_section
 from tether.store.vault_rules import vault_settings
 from tether.tools.shell_args import TOOLS, parse_call, parse_state
 

@@ -13,8 +13,7 @@ import pytest
 
 from tether.config import load_config
 from tether.errors import UsageError
-from tether.shells.guard.config import parse_section
-from tether.shells.guard.guard import BYPASS_HOW, Guard, Verdict
+from tether.shells.guard import BYPASS_HOW, Guard, Verdict, parse_section
 from tether.shells.guard.rules import DEFAULT_IDS, DEFAULT_RULES
 
 # (command, rule id expected to fire)

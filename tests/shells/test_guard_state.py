@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from test_guard import BENIGN, DANGEROUS
 
-from tether.shells.guard.guard import Guard
+from tether.shells.guard import Guard, ShellState, dump_key, parse_dump
 from tether.shells.guard.heredocs import lex
-from tether.shells.guard.shellstate import ShellState, dump_key, parse_dump
 from tether.shells.integration.script import integration_script
 
 P = "/srv"  # a protected directory of the defaults

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from tether.shells.domain import Shells
 from tether.shells.exports import Recording, asciicast, command_output
-from tether.shells.guard.guard import Guard
+from tether.shells.guard import Guard
 from tether.shells.host import ShellHost
 from tether.shells.hosts import ConnectionLost, HostError, HostUnsuitable, SshHost
 from tether.shells.hosts.confined import Confinement

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.shells.domain import Shells
-from tether.shells.guard.shellstate import ShellState, dump_key, parse_dump
+from tether.shells.guard import ShellState, dump_key, parse_dump
 from tether.shells.host import ShellHost
 from tether.shells.integration import payload
 from tether.shells.integration.events import EventScanner

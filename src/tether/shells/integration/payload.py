@@ -53,7 +53,7 @@ def report_payload(seq: str) -> str:
 
 def decode_quoted(quoted: str) -> str:
     """A string as bash's ``${VAR@Q}`` quotes it (``'…'``, ``'\\''``, ``$'…'``), back to its text."""
-    from tether.shells.guard.words import decode_ansi_c
+    from tether.shells.guard import decode_ansi_c
 
     out: list[str] = []
     index = 0

@@ -20,7 +20,7 @@ from tether.config import load_config
 from tether.errors import TetherError
 from tether.shell import SandboxSettings
 from tether.shells.domain import Shells
-from tether.shells.guard.config import parse_section
+from tether.shells.guard import parse_section
 from tether.shells.hosts import HostError, SshHost
 from tether.shells.manage.kinds import Done, audit_note
 from tether.shells.tmux import commands

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from tether.approvals import PersonChannel
-from tether.shells.guard.shellstate import ShellState
+from tether.shells.guard import ShellState
 
 WriteKind = Literal["run", "send", "steps", "retry"]
 

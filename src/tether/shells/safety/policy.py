@@ -40,9 +40,7 @@ from tether.approvals import Approvals, Question
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
 from tether.shells.domain import Shells
-from tether.shells.guard.config import parse_section
-from tether.shells.guard.guard import BYPASS_HOW, Guard, Verdict
-from tether.shells.guard.shellstate import ShellState, parse_dump
+from tether.shells.guard import BYPASS_HOW, Guard, ShellState, Verdict, parse_dump, parse_section
 from tether.shells.macros.expand import MacroExpander
 from tether.shells.safety.call_notes import note_command, note_flag, note_outcome, note_reason
 from tether.shells.safety.hooks import LineJudge, LineVerdict, SessionHooks, WriteDecision, WriteIntent
