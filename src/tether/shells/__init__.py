@@ -31,9 +31,7 @@ from tether.shells.domain import Shells
 from tether.shells.exports import Recording, asciicast, command_output
 from tether.shells.guard import Guard
 from tether.shells.host import ShellHost
-from tether.shells.hosts import ConnectionLost, HostError, HostUnsuitable, SshHost
-from tether.shells.hosts.confined import Confinement
-from tether.shells.hosts.local import LocalHost
+from tether.shells.hosts import Confinement, ConnectionLost, HostError, HostUnsuitable, LocalHost, SshHost
 from tether.shells.ids import check_shell_id, is_shell_id
 from tether.shells.lifecycle import open_shell
 from tether.shells.manage import (

@@ -22,9 +22,7 @@ from tether.config import Config, ensure_home
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.shell import SandboxSettings
 from tether.shells.host import ShellHost
-from tether.shells.hosts import HostError, remote_hosts
-from tether.shells.hosts.confined import Confinement, default_confinement
-from tether.shells.hosts.local import LocalHost
+from tether.shells.hosts import Confinement, HostError, LocalHost, default_confinement, remote_hosts
 from tether.shells.integration.events import EventScanner
 from tether.shells.integration.tracker import Activity, activity_of, last_activity
 from tether.shells.logs import log_size, read_range

@@ -57,7 +57,7 @@ def _retrieved(task: asyncio.Task[_Listing]) -> None:
 
 
 if TYPE_CHECKING:  # hosts/ implements this seam: at run time it imports this module, not back
-    from tether.shells.hosts.confined import Confinement
+    from tether.shells.hosts import Confinement
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

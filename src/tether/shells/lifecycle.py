@@ -23,7 +23,7 @@ from tether.errors import NotFoundError, UsageError
 from tether.shells import ids
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost, ShellStart
-from tether.shells.hosts.confined import Confinement, rc_text
+from tether.shells.hosts import Confinement, rc_text
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
 from tether.shells.records import ShellRecord, now_ms

@@ -24,7 +24,7 @@ from tether.errors import NotFoundError
 from tether.shells import ids
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
-from tether.shells.hosts.confined import Confinement, rc_text
+from tether.shells.hosts import Confinement, rc_text
 from tether.shells.integration.tracker import Activity
 from tether.shells.logs import log_size
 from tether.shells.tmux.commands import PaneInfo, sh_quote

@@ -16,7 +16,7 @@ from tether.audit import AuditLog
 from tether.errors import NotFoundError, RefusedError
 from tether.shells import lifecycle
 from tether.shells.domain import Shells
-from tether.shells.hosts.confined import Confinement, default_confinement
+from tether.shells.hosts import Confinement, default_confinement
 from tether.shells.requests import (
     CloseAction,
     IdleAction,
