@@ -29,6 +29,7 @@ cgroup is under ours, or we saw it in a scan), never a child some other code is 
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import ctypes
@@ -186,6 +187,21 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+async def end_child(proc: asyncio.subprocess.Process, grace_s: float = 2.0) -> None:
+    """End a child that exits at the end of its input (a tmux control client, a remote ``sh``):
+    its stdin is closed, it is killed if it has not exited within ``grace_s``, and this returns
+    once it is reaped."""
+    if proc.stdin is not None:
+        with contextlib.suppress(Exception):
+            proc.stdin.close()
+    try:
+        await asyncio.wait_for(proc.wait(), grace_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
 
 
 def _read(path: str) -> bytes:

@@ -42,7 +42,7 @@ from pathlib import Path
 from tether.config import EnvSection
 from tether.errors import TetherError
 from tether.process.env import scrub_environment
-from tether.process.tree import reap_adopted
+from tether.process.tree import end_child, reap_adopted
 from tether.shells.tmux import commands
 
 logger = logging.getLogger(__name__)
@@ -300,15 +300,7 @@ class ControlClient:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.stdin is not None:
-            with contextlib.suppress(Exception):
-                proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 2.0)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        await end_child(proc)
         if self._reader is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await self._reader

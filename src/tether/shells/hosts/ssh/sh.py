@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from tether.process.tree import end_child
 from tether.shells.hosts.ssh.conn import ConnectionLost
 
 _ASK_TIMEOUT_S = 15.0
@@ -140,14 +141,7 @@ class RemoteShell:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.stdin is not None:
-            with contextlib.suppress(Exception):
-                proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 2.0)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+        await end_child(proc)
         await self._stop(proc)
 
 

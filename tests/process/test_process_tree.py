@@ -1,0 +1,78 @@
+"""``tether.process.tree``'s helpers for other layers: ``alive``, the one liveness check of a pid
+(shells' panes, the sandbox's placeholder ledgers and bubblewrap's leftovers all ask it), and
+``end_child``, how a child that exits at the end of its input is ended (the tmux control client,
+a remote host's ``sh``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tether.process.tree import alive, end_child
+
+
+def test_a_running_process_is_alive_and_a_reaped_one_is_not() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert alive(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert not alive(child.pid)
+
+
+def test_a_process_of_another_user_is_alive() -> None:
+    # Asked by an unprivileged process about PID 1 (root's), the kernel refuses the signal (EPERM)
+    # instead of not finding the process, and that still means it exists.
+    if os.geteuid() != 0:
+        assert alive(1)
+        return
+    read, write = os.pipe()
+    pid = os.fork()  # the child only drops its user, asks and reports: nothing else runs in it
+    if pid == 0:  # pragma: no cover - reports through the pipe
+        answer = b"E"
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            answer = b"1" if alive(1) else b"0"
+        finally:
+            os.write(write, answer)
+            os._exit(0)
+    os.close(write)
+    try:
+        answer = os.read(read, 1)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert answer == b"1"
+
+
+def test_a_child_that_ends_at_eof_is_not_killed() -> None:
+    async def run() -> int | None:
+        proc = await asyncio.create_subprocess_exec(
+            "cat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL
+        )
+        await end_child(proc, grace_s=10.0)
+        return proc.returncode
+
+    assert asyncio.run(run()) == 0
+
+
+def test_a_child_that_ignores_eof_is_killed_after_the_grace_and_reaped() -> None:
+    async def run() -> tuple[int | None, float, int]:
+        proc = await asyncio.create_subprocess_exec(
+            "sleep", "30", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL
+        )
+        start = time.monotonic()
+        await end_child(proc, grace_s=0.3)
+        return proc.returncode, time.monotonic() - start, proc.pid
+
+    code, took, pid = asyncio.run(run())
+    assert code == -signal.SIGKILL
+    assert took >= 0.25  # not at once: it waited for the grace (asyncio may fire a timer a tick early)
+    assert not alive(pid)
