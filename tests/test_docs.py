@@ -21,7 +21,7 @@ from tether.errors import TetherError
 from tether.shell.sandbox import SandboxSettings
 from tether.shells.guard import parse_section
 from tether.store.vault_rules import vault_settings
-from tether.tools.shell_args import TOOLS, parse_call, parse_state
+from tether.tools.shells.args import TOOLS, parse_call, parse_state
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

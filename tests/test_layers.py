@@ -100,8 +100,18 @@ def _imports_for(path: Path) -> list[str]:
 
 # Packages whose face is their only door from outside: ``tether.shells`` (and its sub-packages),
 # ``tether.shell.sandbox``, ``tether.shells.hosts``, ``tether.shells.hosts.ssh``,
-# ``tether.shells.guard``, ``tether.shells.guard.rules``.
-FACED = ("shells", "shell.sandbox", "shells.hosts", "shells.hosts.ssh", "shells.guard", "shells.guard.rules")
+# ``tether.shells.guard``, ``tether.shells.guard.rules``, ``tether.tools.shells``,
+# ``tether.tools.shells.args``.
+FACED = (
+    "shells",
+    "shell.sandbox",
+    "shells.hosts",
+    "shells.hosts.ssh",
+    "shells.guard",
+    "shells.guard.rules",
+    "tools.shells",
+    "tools.shells.args",
+)
 
 
 def face_violations(src: Path) -> list[str]:

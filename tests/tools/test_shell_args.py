@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from tether.errors import UsageError
-from tether.tools import shell_args as sa
-from tether.tools.shell_args import (
+from tether.tools.shells.args import parse as sa
+from tether.tools.shells.args.actions import CONFINED_OPEN_FIELDS, KINDS
+from tether.tools.shells.args.blocks import WAIT_KINDS
+from tether.tools.shells.args.parse import (
     AuditAction,
     Call,
     CloseAction,
@@ -51,8 +53,6 @@ from tether.tools.shell_args import (
     parse_call,
     parse_state,
 )
-from tether.tools.shell_args_actions import CONFINED_OPEN_FIELDS, KINDS
-from tether.tools.shell_args_blocks import WAIT_KINDS
 
 ID = "dsh-ab12cd"
 DEFAULT_ACTION = {

@@ -11,7 +11,7 @@ import pytest
 
 from hang import HANG_S
 from tether.errors import UsageError
-from tether.tools.shell_args_regex import compile_js_regex, js_regex_to_python
+from tether.tools.shells.args.regex import compile_js_regex, js_regex_to_python
 
 TRANSLATIONS = [
     (r"(?<year>\d{4})-\k<year>", r"(?P<year>[0-9]{4})-(?P=year)"),

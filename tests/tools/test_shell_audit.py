@@ -14,7 +14,7 @@ from shell_harness import call, shell_client
 from tether.audit import AuditLog, query, verify
 from tether.errors import UsageError
 from tether.tools.registry import CallContext, ToolRegistry
-from tether.tools.shell_audit import AUDIT_SCHEMA, ShellAuditTool, register_shell_audit
+from tether.tools.shells.audit import AUDIT_SCHEMA, ShellAuditTool, register_shell_audit
 
 A = "dsh-aaaaaa"
 B = "dsh-bbbbbb"

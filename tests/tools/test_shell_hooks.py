@@ -10,7 +10,7 @@ from tether.config import load_config
 from tether.errors import RefusedError
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
 from tether.tools.registry import CallContext
-from tether.tools.shell_tools import ShellTools
+from tether.tools.shells import ShellTools
 
 
 async def test_hooks_see_every_write_and_can_expand_or_refuse(tether_home: Path) -> None:

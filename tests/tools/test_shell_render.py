@@ -19,7 +19,7 @@ from tether.shells.shaping import (
     summarize,
     trim_screen,
 )
-from tether.tools.shell_render import (
+from tether.tools.shells.render import (
     RESULT_SCHEMA,
     TaskOutcome,
     block_header,

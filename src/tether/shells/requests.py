@@ -2,7 +2,7 @@
 
 Invariant: a value of any class here is already valid — every default filled in, every range
 checked, every field meaningful for its kind. Operations never re-validate; the tools layer
-(``tether.tools.shell_args``) is the producer for model calls, and the panel and CLI reach the
+(``tether.tools.shells.args``) is the producer for model calls, and the panel and CLI reach the
 operations through the same tools. Field names are the snake_case form of the wire names
 (``timeoutMs`` → ``timeout_ms``; ``from`` → ``from_id``).
 """

@@ -23,9 +23,7 @@ from tether.tools.people_admin import register_people_admin_tools
 from tether.tools.people_approvals import register_people_approval_tools
 from tether.tools.people_shells import register_people_shell_tools
 from tether.tools.registry import ToolRegistry
-from tether.tools.shell_audit import register_shell_audit
-from tether.tools.shell_manage import register_shell_manage
-from tether.tools.shell_tools import ShellTools, register_shell_tools
+from tether.tools.shells import ShellTools, register_shell_audit, register_shell_manage, register_shell_tools
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Building blocks of the shell tools' JSON Schemas, and the schema of every ``action.kind``.
 
-Invariant: one schema per kind, in the order of ``shell_args_actions.KINDS``, with exactly the
+Invariant: one schema per kind, in the order of ``actions.KINDS``, with exactly the
 fields, ranges and defaults that parser accepts (a test compares the two).
 """
 

@@ -9,9 +9,9 @@ string ``"idle"`` or ``"bell"`` is accepted as shorthand for ``{ kind }``.
 from __future__ import annotations
 
 from tether.errors import UsageError
-from tether.tools.shell_args_fields import Fields, describe
-from tether.tools.shell_args_model import Step, StepExpect, StepsAction
-from tether.tools.shell_args_regex import compile_js_regex
+from tether.tools.shells.args.fields import Fields, describe
+from tether.tools.shells.args.model import Step, StepExpect, StepsAction
+from tether.tools.shells.args.regex import compile_js_regex
 
 MAX_STEPS = 50
 STEP_FIELDS = ("label", "send", "expect", "timeoutMs")

@@ -2,7 +2,7 @@
 
 Invariant: a value of any class here is already valid — every default filled in, every range
 checked, every field meaningful for its tool and kind. Handlers never re-validate and never look at
-the raw JSON; ``tether.tools.shell_args`` is the only producer. Field names are the snake_case form
+the raw JSON; ``parse`` is the only producer. Field names are the snake_case form
 of the wire names (``timeoutMs`` → ``timeout_ms``; ``from`` → ``from_id``).
 
 Shape of one call::

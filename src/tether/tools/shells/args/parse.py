@@ -1,6 +1,6 @@
 """Parse and validate the input of the seven persistent-shell tools (spec 003 §1 and its tables).
 
-Invariant: the only way from raw tool arguments to the values of ``shell_args_model`` is through
+Invariant: the only way from raw tool arguments to the values of ``model`` is through
 ``parse_call`` (or the per-tool wrappers and ``parse_state``); every rule of §1 holds for what comes
 out, and every violation is a ``UsageError`` whose message starts with the field's path
 (``tasks[2].wait.timeoutMs``), names what was wrong and what is allowed:
@@ -32,10 +32,10 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from tether.errors import UsageError
-from tether.tools.shell_args_actions import SHELL_ID_RE, check_shell_id, is_tmux_key, parse_action
-from tether.tools.shell_args_blocks import parse_output, parse_safety, parse_target, parse_wait
-from tether.tools.shell_args_fields import Fields, collecting_clamps, describe, join
-from tether.tools.shell_args_model import (
+from tether.tools.shells.args.actions import SHELL_ID_RE, check_shell_id, is_tmux_key, parse_action
+from tether.tools.shells.args.blocks import parse_output, parse_safety, parse_target, parse_wait
+from tether.tools.shells.args.fields import Fields, collecting_clamps, describe, join
+from tether.tools.shells.args.model import (
     DEFAULT_CONCURRENCY,
     DEFAULT_POLL_MS,
     DEFAULT_TIMEOUT_MS,
@@ -96,8 +96,8 @@ from tether.tools.shell_args_model import (
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
 )
-from tether.tools.shell_args_regex import compile_js_regex, js_regex_to_python
-from tether.tools.shell_args_schema import input_schema
+from tether.tools.shells.args.regex import compile_js_regex, js_regex_to_python
+from tether.tools.shells.args.schema import input_schema
 
 TOOLS: tuple[ToolName, ...] = (
     "shell_open",

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tether.errors import UsageError
-from tether.tools.shell_args_actions import check_shell_id
-from tether.tools.shell_args_fields import Fields, describe, join
-from tether.tools.shell_args_model import (
+from tether.tools.shells.args.actions import check_shell_id
+from tether.tools.shells.args.fields import Fields, describe, join
+from tether.tools.shells.args.model import (
     DEFAULT_POLL_MS,
     DEFAULT_TIMEOUT_MS,
     MAX_OUTPUT_LINES,
@@ -27,7 +27,7 @@ from tether.tools.shell_args_model import (
     Wait,
     WaitKind,
 )
-from tether.tools.shell_args_regex import compile_js_regex
+from tether.tools.shells.args.regex import compile_js_regex
 
 TIMEOUT_MAX_MS = 86_400_000
 WAIT_KINDS: Mapping[ToolName, tuple[WaitKind, ...]] = {

@@ -1,10 +1,10 @@
 """The persistent-shell tools ``shell_open``, ``shell_run``, ``shell_send``, ``shell_read``,
 ``shell_state`` (spec 003), registered into a ``ToolRegistry`` by ``register_shell_tools``.
 
-Invariant: handlers translate, nothing more: arguments come only from ``shell_args`` (validated
-dataclasses), text only from ``shell_render``, shell work only from the ``tether.shells`` face.
+Invariant: handlers translate, nothing more: arguments come only from ``args`` (validated
+dataclasses), text only from ``render``, shell work only from the ``tether.shells`` face.
 Every task tool returns the summary-plus-blocks text (or plain text) and the same facts as
-``structuredContent`` matching ``shell_render.RESULT_SCHEMA``. Where the deployment confines,
+``structuredContent`` matching ``render.RESULT_SCHEMA``. Where the deployment confines,
 ``shell_open`` takes ``sandbox_permissions`` + ``justification`` and opens the shell only under a
 mode the escalation gate granted (``tether.shell.sandbox.grants``: configuration, else a person).
 """
@@ -40,10 +40,9 @@ from tether.shells import (
     send,
     steps,
 )
-from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
-from tether.tools.shell_args import input_schema, parse_open, parse_read, parse_run, parse_send, parse_state
-from tether.tools.shell_args_model import (
+from tether.tools.shells import render
+from tether.tools.shells.args import (
     Call,
     OpenAction,
     ReadAction,
@@ -53,11 +52,17 @@ from tether.tools.shell_args_model import (
     StepsAction,
     SubscribeAction,
     Task,
+    input_schema,
+    parse_open,
+    parse_read,
+    parse_run,
+    parse_send,
+    parse_state,
 )
-from tether.tools.shell_exec import Unit, run_plain, run_units
-from tether.tools.shell_render import TaskOutcome
-from tether.tools.shell_state_tool import STATE_SCHEMA, shell_state
-from tether.tools.shell_subscriptions import ShellResources, Subscriptions, shell_uri
+from tether.tools.shells.exec import Unit, run_plain, run_units
+from tether.tools.shells.render import TaskOutcome
+from tether.tools.shells.state import STATE_SCHEMA, shell_state
+from tether.tools.shells.subscriptions import ShellResources, Subscriptions, shell_uri
 
 CONFINED_HINT = (
     "Every shell runs in the sandbox for its whole life (its directory writable, no network, no Unix "
@@ -108,10 +113,10 @@ class ShellTools:
         notes = call.notes
         limit = budget(self.shells())
         outcomes = [replace(o, lines=fit(o.lines, limit)) for o in outcomes]
-        text = shell_render.render_result(outcomes, structured=structured, notes=notes)
+        text = render.render_result(outcomes, structured=structured, notes=notes)
         return ToolResult(
             text=text,
-            structured=shell_render.outcome_json(outcomes, notes=notes),
+            structured=render.outcome_json(outcomes, notes=notes),
             is_error=bool(outcomes) and all(not o.ok for o in outcomes),
         )
 
@@ -347,7 +352,7 @@ def register_shell_tools(
     """Add the five tools and the per-shell resources to ``registry``; ``hooks_for`` builds the
     ``SessionHooks`` (the safety path) installed on every ``Shells`` the tools use."""
     tools = ShellTools(config, hooks_for=hooks_for)
-    result = shell_render.RESULT_SCHEMA
+    result = render.RESULT_SCHEMA
     registry.add(
         ToolDef(
             name="shell_open",

@@ -33,11 +33,10 @@ from tether.audit import AuditLog, AuditRecord, export
 from tether.errors import TetherError
 from tether.shells import Records
 from tether.store.db import Store
-from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
-from tether.tools.shell_args import input_schema, parse_audit
-from tether.tools.shell_args_model import AuditAction, Task
-from tether.tools.shell_render import TaskOutcome
+from tether.tools.shells import render
+from tether.tools.shells.args import AuditAction, Task, input_schema, parse_audit
+from tether.tools.shells.render import TaskOutcome
 
 DESCRIPTION = (
     "Read the audit log: who did what to which shell, newest last. action.kind=audit with actor "
@@ -64,11 +63,11 @@ _RECORD_SCHEMA: dict[str, Any] = {
     },
     "required": ["seq", "time", "actor", "source", "tool", "action", "targets", "outcome"],
 }
-_TASK_SCHEMA = shell_render.RESULT_SCHEMA["properties"]["tasks"]["items"]
+_TASK_SCHEMA = render.RESULT_SCHEMA["properties"]["tasks"]["items"]
 AUDIT_SCHEMA: dict[str, Any] = {
-    **shell_render.RESULT_SCHEMA,
+    **render.RESULT_SCHEMA,
     "properties": {
-        **shell_render.RESULT_SCHEMA["properties"],
+        **render.RESULT_SCHEMA["properties"],
         "tasks": {
             "type": "array",
             "items": {
@@ -146,11 +145,11 @@ class ShellAuditTool:
             for i, task in enumerate(call.tasks):
                 tg.start_soon(one, i, task)
         done = [o for o in outcomes if o is not None]
-        structured = shell_render.outcome_json(done, notes=call.notes)
+        structured = render.outcome_json(done, notes=call.notes)
         for item, extra in zip(structured["tasks"], extras, strict=True):
             item.update(extra)
         result = ToolResult(
-            text=shell_render.render_result(done, notes=call.notes),
+            text=render.render_result(done, notes=call.notes),
             structured=structured,
             is_error=all(not o.ok for o in done),
         )

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 from tether.errors import NotFoundError, TetherError, UsageError
 from tether.shells import HostError, Shells, resolve_target
-from tether.tools.shell_args_model import Call, Task
-from tether.tools.shell_render import TaskOutcome
+from tether.tools.shells.args import Call, Task
+from tether.tools.shells.render import TaskOutcome
 
 A = TypeVar("A")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from tether.errors import UsageError
 from tether.shell import PERMISSION_MODES
-from tether.tools.shell_args_fields import Fields, describe, join
-from tether.tools.shell_args_model import (
+from tether.tools.shells.args.fields import Fields, describe, join
+from tether.tools.shells.args.model import (
     Action,
     AuditAction,
     AuditSource,
@@ -48,8 +48,8 @@ from tether.tools.shell_args_model import (
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
 )
-from tether.tools.shell_args_regex import compile_js_regex
-from tether.tools.shell_args_steps import parse_steps
+from tether.tools.shells.args.regex import compile_js_regex
+from tether.tools.shells.args.steps import parse_steps
 
 AUDIT_SOURCES: tuple[AuditSource, ...] = ("tool", "panel", "host", "cli")
 SHELL_ID_RE = re.compile(r"dsh-[0-9a-z]{1,32}")

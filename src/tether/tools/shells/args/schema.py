@@ -1,6 +1,6 @@
 """JSON Schemas (draft 2020-12) of the seven persistent-shell tools' input, for MCP ``inputSchema``.
 
-Invariant: the schemas describe exactly what ``shell_args`` accepts — same fields, kinds, enums,
+Invariant: the schemas describe exactly what ``parse`` accepts — same fields, kinds, enums,
 ranges and defaults, English descriptions taken from spec 003 — so a client that follows them is
 never refused for shape. They are documentation for the model; the validator stays the authority
 (cross-field rules such as "bypassGuard needs a reason" are only described, not encoded).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 
-from tether.tools.shell_args_schema_actions import (
+from tether.tools.shells.args.schema_actions import (
     ACTION_SCHEMAS,
     DIALECT,
     PATTERN,

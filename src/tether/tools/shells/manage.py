@@ -18,12 +18,11 @@ from typing import Any
 from tether.config import Config
 from tether.errors import UsageError
 from tether.shells import NO_TARGET_KINDS, SHELL_KINDS, Done, Shells, budget, fit, manage_home, shell_kind
-from tether.tools import shell_render
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
-from tether.tools.shell_args import input_schema, parse_manage
-from tether.tools.shell_args_model import Call, ManageAction, Task
-from tether.tools.shell_exec import Unit, run_plain, run_units
-from tether.tools.shell_render import TaskOutcome
+from tether.tools.shells import render
+from tether.tools.shells.args import Call, ManageAction, Task, input_schema, parse_manage
+from tether.tools.shells.exec import Unit, run_plain, run_units
+from tether.tools.shells.render import TaskOutcome
 
 DESCRIPTION = (
     "Manage persistent shells: rename (newName), resize (cols/rows), respawn, close, idle (idleMinutes), "
@@ -34,7 +33,7 @@ DESCRIPTION = (
 
 
 def _manage_schema() -> dict[str, Any]:
-    schema = copy.deepcopy(shell_render.RESULT_SCHEMA)
+    schema = copy.deepcopy(render.RESULT_SCHEMA)
     props = schema["properties"]["tasks"]["items"]["properties"]
     props["kind"] = {"type": ["string", "null"], "description": "The action.kind of the task."}
     props["data"] = {
@@ -100,13 +99,13 @@ class ShellManage:
         limit = budget(shells)
         outcomes = [replace(o, lines=fit(o.lines, limit)) for o in outcomes]
         kinds = {t.index: t.action.kind for t in call.tasks}
-        structured = shell_render.outcome_json(outcomes, notes=call.notes)
+        structured = render.outcome_json(outcomes, notes=call.notes)
         for entry, o in zip(structured["tasks"], outcomes, strict=True):
             entry["kind"] = kinds[o.index]
             found = done.get((o.index, o.shell))
             entry["data"] = found.data if found is not None and o.ok else None
         return ToolResult(
-            text=shell_render.render_result(outcomes, structured=True, notes=call.notes),
+            text=render.render_result(outcomes, structured=True, notes=call.notes),
             structured=structured,
             is_error=bool(outcomes) and all(not o.ok for o in outcomes),
         )
