@@ -14,8 +14,8 @@ from mcp_harness import TOKEN, Probe, http_client, serving, text_of
 
 from hang import HANG_S
 from tether.mcp.server import McpFrontDoor
+from tether.tools.bash import ToolAborted
 from tether.tools.registry import CallContext, ResourceInfo, ToolDef, ToolResult
-from tether.tools.shell_results import ToolAborted
 
 
 async def _aborts(arguments: Any, ctx: CallContext) -> ToolResult:

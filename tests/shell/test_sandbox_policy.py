@@ -34,7 +34,7 @@ from tether.shell.sandbox.repos import RepositoryGuard
 from tether.shell.sandbox.seccomp import build_filter
 from tether.shell.sandbox.trace import MAX_LINES, TraceReader
 from tether.shell.types import ShellSandboxDenial
-from tether.tools.bash_tools import make_executor
+from tether.tools.bash import make_executor
 
 
 def _config(home: Path, table: dict[str, object]) -> Config:

@@ -29,7 +29,7 @@ from tether.shell.types import (
     ShellSandboxDenial,
     ShellSandboxInfo,
 )
-from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin
+from tether.tools.bash import ShellToolOptions, ShellToolPlugin
 from tether.tools.job_tools import register_job_tools
 from tether.tools.registry import ToolRegistry
 

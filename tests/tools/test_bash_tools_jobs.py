@@ -16,8 +16,8 @@ from mcp.client.session import IncomingMessage
 
 from hang import HANG_S
 from proc_probe import alive_with, unique_sleep_arg
+from tether.tools.bash import ToolAborted
 from tether.tools.registry import CallContext
-from tether.tools.shell_results import ToolAborted
 
 
 def run(command: str, **extra: Any) -> dict[str, Any]:

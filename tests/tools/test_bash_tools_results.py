@@ -13,8 +13,8 @@ from bash_tools_harness import ESCALATION_HINT, connected, make_setup, text_of
 from tether.shell.local import LocalBashExecutor
 from tether.shell.options import LocalShellOptions
 from tether.shell.types import ShellExecRequest, ShellExecSpec
+from tether.tools.bash.results import DISABLED_TEXT, UNAVAILABLE_TEXT
 from tether.tools.registry import CallContext
-from tether.tools.shell_results import DISABLED_TEXT, UNAVAILABLE_TEXT
 
 
 def run(command: str, **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from mcp.client.session import IncomingMessage
 from hang import HANG_S
 from tether.jobs.registry import JobRegistry
 from tether.shell import LocalPwshExecutor, LocalShellOptions
-from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin
+from tether.tools.bash import ShellToolOptions, ShellToolPlugin
 
 BASE = {"command", "description", "timeoutMs", "workdir"}
 

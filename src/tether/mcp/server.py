@@ -50,8 +50,8 @@ from tether.mcp.handshake import DISCOVER_METHOD, DISCOVER_REFUSAL
 from tether.mcp.ids import new_conversation_id
 from tether.mcp.notifier import ConnectionNotifier, subscriptions
 from tether.mcp.requests import check_call, named_invalid_params
+from tether.tools.bash import ToolAborted
 from tether.tools.registry import CallContext, ResourceSource, ToolDef, ToolRegistry, ToolResult
-from tether.tools.shell_results import ToolAborted
 
 logger = logging.getLogger(__name__)
 

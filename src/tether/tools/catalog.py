@@ -15,8 +15,7 @@ from tether.config import Config
 from tether.jobs.registry import JobRegistry
 from tether.shells import SafetyPolicy
 from tether.tools.audited import AuditMiddleware, MaskedResources
-from tether.tools.bash_schema import ShellName
-from tether.tools.bash_tools import ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
+from tether.tools.bash import ShellName, ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
 from tether.tools.conversations import ConversationNotes
 from tether.tools.job_tools import register_job_tools
 from tether.tools.people_admin import register_people_admin_tools

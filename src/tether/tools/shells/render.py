@@ -19,7 +19,7 @@ from typing import Any
 from tether.errors import RefusedError, TetherError
 from tether.shell import ShellSandboxInfo
 from tether.shells import Outcome
-from tether.tools.shell_results import SANDBOX_SCHEMA, sandbox_json
+from tether.tools.bash import SANDBOX_SCHEMA, sandbox_json
 
 # ---- results ------------------------------------------------------------------------------------
 

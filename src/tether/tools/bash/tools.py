@@ -46,9 +46,9 @@ from tether.shell.types import (
     ShellExecutor,
     ShellExpiryPolicy,
 )
-from tether.tools import shell_results as shapes
 from tether.tools.arguments import JsonInt, parse_arguments
-from tether.tools.bash_schema import (
+from tether.tools.bash import results as shapes
+from tether.tools.bash.schema import (
     DEFAULT_SANDBOX_MODES,
     HINTS,
     ShellName,
