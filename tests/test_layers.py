@@ -101,7 +101,7 @@ def _imports_for(path: Path) -> list[str]:
 # Packages whose face is their only door from outside: ``tether.shells`` (and its sub-packages),
 # ``tether.shell.sandbox``, ``tether.shells.hosts``, ``tether.shells.hosts.ssh``,
 # ``tether.shells.guard``, ``tether.shells.guard.rules``, ``tether.tools.shells``,
-# ``tether.tools.shells.args``, ``tether.tools.bash``.
+# ``tether.tools.shells.args``, ``tether.tools.bash``, ``tether.tools.people``.
 FACED = (
     "shells",
     "shell.sandbox",
@@ -112,6 +112,7 @@ FACED = (
     "tools.shells",
     "tools.shells.args",
     "tools.bash",
+    "tools.people",
 )
 
 

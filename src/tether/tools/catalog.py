@@ -18,9 +18,11 @@ from tether.tools.audited import AuditMiddleware, MaskedResources
 from tether.tools.bash import ShellName, ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
 from tether.tools.conversations import ConversationNotes
 from tether.tools.job_tools import register_job_tools
-from tether.tools.people_admin import register_people_admin_tools
-from tether.tools.people_approvals import register_people_approval_tools
-from tether.tools.people_shells import register_people_shell_tools
+from tether.tools.people import (
+    register_people_admin_tools,
+    register_people_approval_tools,
+    register_people_shell_tools,
+)
 from tether.tools.registry import ToolRegistry
 from tether.tools.shells import ShellTools, register_shell_audit, register_shell_manage, register_shell_tools
 
