@@ -98,3 +98,39 @@ async def test_exec_bash_keeps_exit_codes_with_a_bashrc_that_prepends_a_prompt_h
         for _ in range(3):
             assert (await run(client, shell, "exec bash"))["exitCode"] == 0
             assert (await run(client, shell, "(exit 7)"))["exitCode"] == 7
+
+
+async def test_an_exit_wait_ends_at_the_line_not_after_the_prompt_hooks(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # A prompt hook of the user's that holds the shell (here on a fifo nobody writes yet): the run
+    # waited for the command's exit, which is over before the hooks run, so it has its answer while
+    # the hook still holds the shell; the next command waits for the prompt the hooks then draw.
+    gate, flag = tmp_path / "gate", tmp_path / "flag"
+    os.mkfifo(gate)
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        hook = f"[[ -e {flag} ]] && read -r _ < {gate}"
+        assert (await run(client, shell, f"PROMPT_COMMAND+=({hook!r})"))["exitCode"] == 0
+        out = await run(client, shell, f"touch {flag}; echo ran; (exit 5)")
+        assert (out["exitCode"], out["met"]) == (5, True), out
+        assert out["lines"] == ["ran"], out
+        # The hook still reads the gate: a writer finds a reader there (without one, ENXIO).
+        fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        flag.unlink()
+        os.write(fd, b"go\n")
+        os.close(fd)
+        after = await run(client, shell, "echo after")
+        assert (after["exitCode"], after["met"]) == (0, True), after
+        assert after["lines"] == ["after"], after
+
+
+async def test_an_exit_status_stays_the_lines_when_a_hook_is_put_before_tethers(tether_home: Path) -> None:
+    # A scalar assignment puts the user's hook first: its status is what tether's first hook then
+    # sees, so the line's own status comes from the prompt (bash restores $? there).
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        out = await run(client, shell, 'PROMPT_COMMAND="(exit 7);$PROMPT_COMMAND"')
+        assert out["exitCode"] == 0, out
+        for command, code in (("false", 1), ("(exit 3)", 3), ("true", 0)):
+            assert (await run(client, shell, command))["exitCode"] == code, command

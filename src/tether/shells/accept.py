@@ -39,12 +39,11 @@ from tether.shells.integration.events import EventScanner
 from tether.shells.integration.script import ACCEPT_KEYS, INSERT_KEYS, LOAD_KEYS, REPORT_KEYS, RUN_KEYS
 from tether.shells.integration.tracker import Activity
 from tether.shells.logs import log_size, read_range
-from tether.shells.prompt import ready
+from tether.shells.prompt import settled
 from tether.shells.safety.hooks import WriteDecision
 from tether.shells.tmux.commands import PaneInfo
 
 _REPORT_TIMEOUT_S = 5.0
-_PROMPT_COMING_MS = 3000
 _READ_CHUNK = 1 << 20
 # Keys that make readline accept the line (tmux names, compared in lower case).
 _ACCEPT = frozenset({"enter", "kpenter", "c-m", "c-j", "^m", "^j", "0xd", "0x0d", "0xa", "0x0a", "c-o", "^o"})
@@ -292,11 +291,7 @@ async def send(
         items.append(("text", text))
     items.extend(("key", k) for k in keys)
     shell_id = pane.shell_id
-    activity = shells.activity(shell_id) if not decision.typed_secret else None
-    if activity is not None and activity.phase in ("typed", "hooks"):
-        # The shell's prompt is on its way (a line of ours it has not taken, its prompt hooks):
-        # typing now would be type-ahead for a prompt that is about to be there.
-        activity = (await ready(shells, host, pane, _PROMPT_COMING_MS)).activity
+    activity = await settled(shells, host, pane) if not decision.typed_secret else None
     at_prompt = activity is not None and activity.phase in ("prompt", "continuation")
     fg = await host.foreground(pane)
     if not (at_prompt and fg.shell_in_front and capable(host, shell_id)):

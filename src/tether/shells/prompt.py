@@ -32,6 +32,8 @@ from tether.shells.waits import WaitSpec
 
 _LOST_QUIET_S = 0.3  # the shell reads a line this long without a prompt event: integration lost
 _LOST_LOOK_S = 0.5
+_PROMPT_COMING_MS = 3000  # a prompt on its way (see ``settled``) is awaited this long
+_HOOKS_S = 0.05  # a shell's prompt hooks usually take less: then the foreground is not looked at
 
 Where = Literal["prompt", "program", "continuation", "exited"]
 
@@ -50,6 +52,7 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
     t0 = time.monotonic()
     deadline = t0 + budget_ms / 1000
     reinstalled = False
+    hooks_awaited = False
     while True:
         activity = shells.activity(pane.shell_id)
         if activity is None:
@@ -63,6 +66,13 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
             return Readiness(where="continuation", activity=activity, waited_ms=waited)
         if activity is not None and activity.phase == "exited":
             return Readiness(where="exited", activity=activity, waited_ms=waited)
+        if activity is not None and activity.phase == "hooks" and not hooks_awaited:
+            # The last command ended (a run that waited for its exit returns there): its prompt
+            # hooks are about to draw the prompt; only hooks still running after that are looked at.
+            hooks_awaited = True
+            budget = min(_HOOKS_S, max(deadline - time.monotonic(), 0.0))
+            await _prompt_after(shells, host, pane, activity, budget)
+            continue
         fg = await host.foreground(pane)
         if not fg.shell_in_front and activity is not None and activity.phase in ("typed", "hooks"):
             # Keys of ours are on their way to the shell, or its own prompt hooks run (a program
@@ -84,11 +94,29 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
         if not reinstalled and await recover(shells, host, pane):
             reinstalled = True
             continue
-        nonce = shells.nonce_of(pane.shell_id)
-        spec = WaitSpec(kind="prompt", timeout_ms=int(min(remaining, _LOST_LOOK_S) * 1000) + 1)
-        start = activity.event.end if activity is not None and activity.event is not None else 0
-        shown = activity.prompt if activity is not None else -1
-        await shells.waits(host).wait(pane, spec, start, nonce=nonce, shown_prompt=shown)
+        await _prompt_after(shells, host, pane, activity, min(remaining, _LOST_LOOK_S))
+
+
+async def settled(
+    shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int = _PROMPT_COMING_MS
+) -> Activity | None:
+    """The shell's activity once a prompt already on its way is there: keys of ours it has not
+    taken yet, or the prompt hooks of a command that ended (typing now would be type-ahead)."""
+    activity = shells.activity(pane.shell_id)
+    if activity is not None and activity.phase in ("typed", "hooks"):
+        activity = (await ready(shells, host, pane, budget_ms)).activity
+    return activity
+
+
+async def _prompt_after(
+    shells: Shells, host: ShellHost, pane: PaneInfo, activity: Activity | None, budget_s: float
+) -> None:
+    """Wait up to ``budget_s`` for a prompt after the one ``activity`` shows."""
+    nonce = shells.nonce_of(pane.shell_id)
+    spec = WaitSpec(kind="prompt", timeout_ms=int(budget_s * 1000) + 1)
+    start = activity.event.end if activity is not None and activity.event is not None else 0
+    shown = activity.prompt if activity is not None else -1
+    await shells.waits(host).wait(pane, spec, start, nonce=nonce, shown_prompt=shown)
 
 
 # What a program that holds the terminal usually waits for, and the keys that let it go.

@@ -70,7 +70,7 @@ async def read(
                     f"{path}.wait: run {run.run_id} was typed before this shell had shell integration, so "
                     "its exit status cannot be read; wait with kind idle"
                 )
-            track = RunTrack(token=run.token, prompt_before=run.prompt_before)
+            track = RunTrack(token=run.token, prompt_before=run.prompt_before, at_exit=True)
             start, run_id = run.log_offset, run.run_id
         nonce = shells.nonce_of(shell_id)
         activity = shells.activity(shell_id) if track is None else None

@@ -28,7 +28,7 @@ from tether.shells.integration.script import INSERT_KEYS
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
-from tether.shells.prompt import Readiness, front_note, ready, recover
+from tether.shells.prompt import Readiness, front_note, ready, recover, settled
 from tether.shells.records import RunRecord, now_ms
 from tether.shells.requests import (
     DEFAULT_POLL_MS,
@@ -127,10 +127,10 @@ async def _typed_run(
         prompt_before=where.activity.prompt,
     )
     shells.pending[pending.run_id] = pending
-    track = RunTrack(token=token, prompt_before=where.activity.prompt)
+    spec = wait_spec(w.wait, shells.hooks.masking)
+    track = RunTrack(token=token, prompt_before=where.activity.prompt, at_exit=spec.kind == "exit")
     out: WaitOutcome | None = None
     try:
-        spec = wait_spec(w.wait, shells.hooks.masking)
         # The keys leave before this task first waits (``now``): the call's other shells would
         # otherwise run their guards first, and this command would wait for all of them.
         typing = functools.partial(host.type_keys_then_text, pane, plan.keys, plan.text, now=True)
@@ -319,7 +319,7 @@ async def _type_unsubmitted(shells: Shells, host: ShellHost, pane: PaneInfo, w: 
     """A macro set with ``submit: false``: its text is put on the line, Enter is not pressed."""
     offset = log_size(host.log_of(w.shell_id))
     shells.records.touch(w.shell_id)
-    activity = shells.activity(w.shell_id)
+    activity = await settled(shells, host, pane)
     if activity is not None and activity.phase == "prompt":
         await host.type_keys_then_text(pane, INSERT_KEYS, payload.insert_payload(text))
     else:

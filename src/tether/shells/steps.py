@@ -17,7 +17,7 @@ from tether.shells.integration import payload
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome
-from tether.shells.prompt import ready
+from tether.shells.prompt import ready, settled
 from tether.shells.requests import (
     DEFAULT_POLL_MS,
     DEFAULT_TIMEOUT_MS,
@@ -99,7 +99,7 @@ async def _type_step(
     step's own prompt), else as input to the program in front (``None``). Each step is judged as
     it is typed, with what the steps before it defined; an incomplete one (``held``) waits on the
     line and the next step continues it. Returns (track, held, notes)."""
-    activity = shells.activity(pane.shell_id)
+    activity = await settled(shells, host, pane, budget_ms)
     if activity is not None and activity.phase == "running":
         fg = await host.foreground(pane)
         if fg.shell_in_front:  # the previous step's prompt hooks: wait for the prompt

@@ -32,7 +32,7 @@ class ShellEvent:
     kind: EventKind
     start: int
     end: int
-    status: int | None = None  # P: $? of the last command line; X: the exit status
+    status: int | None = None  # P, E: $? of the last command line (E: if known); X: the exit status
     prompt: int = 0  # P: the prompt's number (a redraw repeats it)
     token: int = 0  # C: the run token the loader set (0: not a tether run)
     text: str = ""  # H: the command as bash's history holds it; L: readline's line (@Q-quoted)
@@ -71,7 +71,8 @@ def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end:
     if k == "C":
         return ShellEvent(kind="C", start=start, end=end, token=_int(fields[0]), at=_time(fields, 1))
     if k == "E":
-        return ShellEvent(kind="E", start=start, end=end, status=_int(fields[0]))
+        # No status: a hook ran before tether's, so the ``$?`` it saw was not the line's.
+        return ShellEvent(kind="E", start=start, end=end, status=_int(fields[0]) if fields[0] else None)
     if k == "X":
         return ShellEvent(kind="X", start=start, end=end, status=_int(fields[0]))
     if k == "L":

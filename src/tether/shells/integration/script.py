@@ -10,7 +10,8 @@ itself, each carrying the shell's secret nonce so that program output cannot for
                                                     hooks are done; N numbers the prompt
     ESC ] 6973 ; NONCE ; C ; TOKEN ; TIME BEL        a command line starts running (PS0); TOKEN is
                                                     the run's (0: not tether's)
-    ESC ] 6973 ; NONCE ; E ; STATUS BEL               the line ended; the prompt hooks start
+    ESC ] 6973 ; NONCE ; E [; STATUS] BEL             the line ended with STATUS; the prompt hooks
+                                                    start (no STATUS: a hook of the user's ran first)
     ESC ] 6973 ; NONCE ; Q BEL                        bash waits for a continuation line (PS2)
     ESC ] 6973 ; NONCE ; H ; <history 1> BEL          the text of a command a person typed
     ESC ] 6973 ; NONCE ; X ; STATUS BEL               the shell exits (EXIT trap)
@@ -100,8 +101,11 @@ __tether_arm() {
   fi
 }
 __tether_pc0() {
-  local s=$?
-@MARK@  printf '\e]6973;%s;E;%d\a' "$__tether_n" "$s"
+  # $? is the line's status only while this hook is the first to run; after another hook (a
+  # scalar assignment put one in front) the E event carries none, and the run ends at its prompt.
+  local s=$? f=
+@MARK@  [[ ${PROMPT_COMMAND-} == __tether_pc0 || ${PROMPT_COMMAND-} == "__tether_pc0;"* ]] && f=";$s"
+  printf '\e]6973;%s;E%s\a' "$__tether_n" "$f"
   return $s
 }
 __tether_pc() {

@@ -16,6 +16,9 @@ last event, and the shell has not reported taking them yet (see ``Shells.activit
 ``RunTrack`` follows one typed run from the offset where its keys were sent: the first ``C`` with
 its token starts it, the first ``P`` after that ends it; a new ``P`` without that ``C`` means bash
 never ran the line (it could not parse it, status 2); ``Q`` first means the line is incomplete.
+A track that ends ``at_exit`` (a wait for the command's exit) ends at the first ``E`` after its
+``C`` that carries the line's status, without waiting for the prompt hooks: the command and its
+output are over there, and the next command waits for the prompt anyway (``prompt.ready``).
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class RunTrack:
 
     token: int
     prompt_before: int  # the prompt number shown when the keys were sent
+    at_exit: bool = False  # ends at the line's own end (E), not at the prompt after its hooks
     started: ShellEvent | None = None
     ended: ShellEvent | None = None
     verdict: Verdict = "pending"
@@ -92,7 +96,7 @@ class RunTrack:
                 return
             if ev.kind == "C" and self.started is None and ev.token == self.token:
                 self.started = ev
-            elif ev.kind == "P" and self.started is not None:
+            elif self.started is not None and (ev.kind == "P" or self._line_end(ev)):
                 self.ended, self.verdict = ev, "ended"
             elif ev.kind == "P" and ev.prompt != self.prompt_before:
                 self.ended, self.verdict = ev, "unparsed"
@@ -100,6 +104,9 @@ class RunTrack:
                 self.ended, self.verdict = ev, "incomplete"
             elif ev.kind == "X":
                 self.ended, self.verdict = ev, "exited"
+
+    def _line_end(self, ev: ShellEvent) -> bool:
+        return self.at_exit and ev.kind == "E" and ev.status is not None
 
     @property
     def status(self) -> int | None:
