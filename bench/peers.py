@@ -360,10 +360,19 @@ def tether_rss_growth(env: dict[str, str], scratch: Path) -> tuple[float, float]
             assert opened.structured_content is not None
             shell = opened.structured_content["tasks"][0]["shell"]
             await client.call_tool("shell_run", {"tasks": [_task(shell, "true")]})
-            proc = next(p for p in psutil.Process().children(recursive=True) if "mcp" in p.cmdline())
+            # This server's process, not a peer's left from before (any of them may say "mcp").
+            home = str(scratch / "rss")
+            proc = next(
+                p
+                for p in psutil.Process().children(recursive=True)
+                if p.cmdline()[-2:] == [TETHER, "mcp"] and p.environ().get("TETHER_HOME") == home
+            )
             before = proc.memory_info().rss
             stream = "head -c 7500000 /dev/urandom | base64 -w 100"  # 10 MB of printable lines
-            await client.call_tool("shell_run", {"tasks": [_task(shell, stream)]})
+            streamed = await client.call_tool("shell_run", {"tasks": [_task(shell, stream)]})
+            data: Any = streamed.structured_content
+            if streamed.is_error or data["tasks"][0].get("exitCode") != 0:
+                raise RuntimeError(f"the 10 MB stream failed: {streamed}")
             workers = [c for c in proc.children() if "serve_jobs" in " ".join(c.cmdline())]
             held = sum(w.memory_info().rss for w in workers)
             return (proc.memory_info().rss - before) / 2**20, held / 2**20

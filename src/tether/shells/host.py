@@ -199,18 +199,26 @@ class ShellHost(ABC):
         """One shell's pane read from tmux now (never the cache); its cost does not grow with the
         number of shells."""
         try:
-            lines = await self.control.run_shared(*commands.describe_pane(shell_id))
+            lines = await self._tmux_lines(commands.describe_pane(shell_id))
         except SessionError:
             lines = []
         pane = commands.parse_pane(lines[0]) if lines else None
         if pane is None or pane.shell_id != shell_id:
             self._panes.pop(shell_id, None)
             raise NotFoundError(
-                f"shell {shell_id} does not exist (it was closed or its process ended); "
+                f"shell {shell_id} does not exist{self._where()} (it was closed or its process ended); "
                 "list live shells with shell_state scope='*'"
             )
         self._panes[shell_id] = pane
         return pane
+
+    async def _tmux_lines(self, command: commands.Cmd) -> list[str]:
+        """One tmux command's output lines on this host's server."""
+        return await self.control.run_shared(*command)
+
+    def _where(self) -> str:
+        """Where this host's shells are, for a message about one of them (here: nothing to say)."""
+        return ""
 
     def forget(self, shell_id: str) -> None:
         self._panes.pop(shell_id, None)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tether.errors import RefusedError
+from tether.process.planted import read_regular
 from tether.shell.sandbox.policy import SandboxPolicy
 
 CTIME_MARGIN_NS: Final = 3_000_000_000
@@ -311,18 +312,8 @@ def _state(gitdir: str) -> GitDirState:
 
 def read_small(path: str) -> str | None:
     """The first 4 KiB of a regular file, never following a final symlink, never blocking on a FIFO."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, _POINTER_MAX).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    data = read_regular(path, _POINTER_MAX)
+    return None if data is None else data[:_POINTER_MAX].decode("utf-8", "replace")
 
 
 def _resolve(base: str, target: str) -> str | None:

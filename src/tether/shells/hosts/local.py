@@ -15,13 +15,13 @@ import asyncio
 import contextlib
 import fcntl
 import os
-import stat
 import struct
 import termios
 from pathlib import Path
 
 from tether.config import Config, ensure_home
 from tether.process.env import scrub_environment
+from tether.process.planted import read_regular
 from tether.process.tree import alive
 from tether.shell import ShellSandboxInfo
 from tether.shells.host import Foreground, ShellHost, ShellStart
@@ -146,28 +146,9 @@ class LocalHost(ShellHost):
         return self.rc_dir / f"{shell_id}.state", self.rc_dir / f"{shell_id}.report"
 
     def read_state(self, shell_id: str, *, report: bool = False) -> bytes | None:
-        # A confined shell writes these itself and may leave anything there: a link (O_NOFOLLOW),
-        # a FIFO or a device (O_NONBLOCK, then only a regular file is read), a huge file (capped).
-        path = self._state_files(shell_id)[1 if report else 0]
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := os.read(fd, 1 << 16):  # no buffered file object: a dump is a few KB
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > _MAX_STATE_BYTES:
-                    return None
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-        return b"".join(chunks) or None
+        # A confined shell writes these itself and may leave anything there (``read_regular``).
+        data = read_regular(self._state_files(shell_id)[1 if report else 0], _MAX_STATE_BYTES)
+        return data if data and len(data) <= _MAX_STATE_BYTES else None
 
     async def _configure(self) -> list[commands.Cmd]:
         if self._configured:

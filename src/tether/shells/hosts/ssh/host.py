@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 from tether.config import Config, HostSection, ensure_home
-from tether.errors import NotFoundError
 from tether.shells.host import ShellHost, ShellStart
 from tether.shells.hosts.ssh.conn import (
     ConnectionLost,
@@ -329,22 +328,15 @@ class SshHost(RemoteQuestions, ShellHost):
         return await self.pane_now(shell_id)
 
     async def pane_now(self, shell_id: str) -> PaneInfo:
-        try:
-            lines = await self._query(commands.describe_pane(shell_id))
-        except ConnectionLost:
-            raise
-        except SessionError:
-            lines = []
-        pane = commands.parse_pane(lines[0]) if lines else None
-        if pane is None or pane.shell_id != shell_id:
-            self._panes.pop(shell_id, None)
-            raise NotFoundError(
-                f"shell {shell_id} does not exist on host {self.name} (it was closed or its process "
-                "ended); list live shells with shell_state scope='*'"
-            )
-        self._panes[shell_id] = pane
+        pane = await super().pane_now(shell_id)
         await self._sync(shell_id)
         return pane
+
+    async def _tmux_lines(self, command: commands.Cmd) -> list[str]:
+        return await self._query(command)
+
+    def _where(self) -> str:
+        return f" on host {self.name}"
 
     async def alive(self, pane: PaneInfo) -> bool:
         try:
