@@ -23,7 +23,7 @@ from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.shell import SandboxSettings
 from tether.shells.host import ShellHost
 from tether.shells.hosts import Confinement, HostError, LocalHost, default_confinement, remote_hosts
-from tether.shells.integration.events import EventScanner
+from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.integration.tracker import Activity, activity_of, last_activity
 from tether.shells.logs import log_size, read_range
 from tether.shells.records import Records, ShellRecord
@@ -66,7 +66,9 @@ class Shells:
         self.hosts: dict[str, ShellHost] = {"local": self.local, **remote_hosts(config)}
         # Hosts the latest look could not reach, with why (their shells are not live from here).
         self.down: dict[str, HostError] = {}
-        self._waits: dict[str, WaitEngine] = {name: WaitEngine(h) for name, h in self.hosts.items()}
+        self._waits: dict[str, WaitEngine] = {
+            name: WaitEngine(h, seen=self._seen) for name, h in self.hosts.items()
+        }
         self.pending: dict[str, PendingRun] = {}
         # Live shells without a record (opened by another state directory on a shared remote
         # home): the host they were seen on.
@@ -286,6 +288,15 @@ class Shells:
         if activity.phase == "prompt" and typed and max(typed) >= since:
             return replace(activity, phase="typed")
         return activity
+
+    def _seen(self, shell_id: str, start: int, scanner: EventScanner, events: list[ShellEvent]) -> None:
+        """A wait read the log from ``start`` with ``scanner`` and saw ``events``: when the phase
+        had been read exactly that far (same nonce, no sequence left open), it continues from
+        there instead of reading those bytes again."""
+        known = self._phases.get(shell_id)
+        if known is None or known[0].nonce != scanner.nonce or known[0].pos != start or known[0].open:
+            return
+        self._phases[shell_id] = (scanner, activity_of(events, known[1]))
 
     def _phase(self, shell_id: str, nonce: str) -> Activity:
         path = self.log_of(shell_id)

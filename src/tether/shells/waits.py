@@ -18,7 +18,7 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.errors import NotFoundError
@@ -35,6 +35,10 @@ _ALIVE_S = 1.0  # how often a sleeping wait re-checks that the shell still exist
 _SCAN_CHUNK = 8 * 1024 * 1024
 _LOST_QUIET_S = 0.3  # a started run's shell quiet this long: look whether it reads a line unreported
 _QUIET_S = 0.05  # a bare shell_read idle on a shell without integration events: this long quiet
+_SEEN_MAX = 64  # events a wait keeps for the shell's phase (a run has about four)
+
+# Told what a wait read of a shell's log: (shell, where it started, its scanner, every event read).
+Seen = Callable[[str, int, EventScanner, list[ShellEvent]], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +83,9 @@ class _Scan:
     bell: bool = False
     matched: str | None = None
     seen_event: ShellEvent | None = None
+    # Every event read, in order, while few (``None`` once too many): what the shell's phase
+    # follows from without reading those bytes again (``Seen``).
+    seen: list[ShellEvent] | None = field(default_factory=list)
     _text: str = ""
 
     def feed(self) -> list[ShellEvent] | None:
@@ -101,6 +108,8 @@ class _Scan:
         events = self.events.feed(data) if self.events is not None else []
         if events:
             self.seen_event = events[-1]
+            if self.seen is not None:
+                self.seen = self.seen + events if len(self.seen) + len(events) <= _SEEN_MAX else None
         if self.spec.kind == "bell" and not self.bell and has_bell(data):
             self.bell = True
         return data, events
@@ -137,8 +146,9 @@ async def _fed(scan: _Scan) -> list[ShellEvent] | None:
 class WaitEngine:
     """Runs one ``WaitSpec`` against one shell of one host."""
 
-    def __init__(self, host: ShellHost) -> None:
+    def __init__(self, host: ShellHost, seen: Seen | None = None) -> None:
         self.host = host
+        self._seen = seen
 
     async def wait(
         self,
@@ -160,18 +170,30 @@ class WaitEngine:
         new prompt."""
         t0 = time.monotonic()
         waker = self.host.watcher.waker(pane.shell_id)
+        scan = _Scan(
+            path=self.host.log_of(pane.shell_id),
+            pos=start,
+            spec=spec,
+            events=EventScanner(nonce, start) if nonce else None,
+            last_output=t0 if spec.kind == "settle" else _mtime(self.host.log_of(pane.shell_id), t0),
+        )
         try:
-            return await self._loop(
-                pane, spec, start, waker, t0, nonce, run, at_prompt, on_lost, shown_prompt
+            outcome = await self._loop(
+                pane, spec, scan, waker, t0, nonce, run, at_prompt, on_lost, shown_prompt
             )
         finally:
             self.host.watcher.drop(pane.shell_id, waker)
+        # Only after a wait that ended by itself: one cancelled in a read off the loop would leave
+        # its scanner still moving.
+        if self._seen is not None and scan.events is not None and scan.seen is not None:
+            self._seen(pane.shell_id, start, scan.events, scan.seen)
+        return outcome
 
     async def _loop(
         self,
         pane: PaneInfo,
         spec: WaitSpec,
-        start: int,
+        scan: _Scan,
         waker: asyncio.Event,
         t0: float,
         nonce: str | None,
@@ -180,13 +202,6 @@ class WaitEngine:
         on_lost: Callable[[], Awaitable[bool]] | None,
         shown_prompt: int,
     ) -> WaitOutcome:
-        scan = _Scan(
-            path=self.host.log_of(pane.shell_id),
-            pos=start,
-            spec=spec,
-            events=EventScanner(nonce, start) if nonce else None,
-            last_output=t0 if spec.kind == "settle" else _mtime(self.host.log_of(pane.shell_id), t0),
-        )
         deadline = t0 + spec.timeout_ms / 1000
         poll_s = max(spec.poll_ms, 20) / 1000
         next_poll = t0

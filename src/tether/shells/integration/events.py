@@ -101,6 +101,11 @@ class EventScanner:
         self.pos = start  # offset of the next byte fed
         self._carry = b""
 
+    @property
+    def open(self) -> bool:
+        """A sequence read so far is not finished: it ends in bytes after ``pos``."""
+        return bool(self._carry)
+
     def feed(self, data: bytes) -> list[ShellEvent]:
         base = self.pos - len(self._carry)
         buf = self._carry + data
