@@ -20,7 +20,7 @@ from tether.config import load_config
 from tether.errors import TetherError
 from tether.shell.sandbox import SandboxSettings
 from tether.shells.guard import parse_section
-from tether.store.vault_rules import vault_settings
+from tether.store.vault import vault_settings
 from tether.tools.shells.args import TOOLS, parse_call, parse_state
 
 REPO = Path(__file__).resolve().parents[1]

@@ -101,7 +101,7 @@ def _imports_for(path: Path) -> list[str]:
 # Packages whose face is their only door from outside: ``tether.shells`` (and its sub-packages),
 # ``tether.shell.sandbox``, ``tether.shells.hosts``, ``tether.shells.hosts.ssh``,
 # ``tether.shells.guard``, ``tether.shells.guard.rules``, ``tether.tools.shells``,
-# ``tether.tools.shells.args``, ``tether.tools.bash``, ``tether.tools.people``.
+# ``tether.tools.shells.args``, ``tether.tools.bash``, ``tether.tools.people``, ``tether.store.vault``.
 FACED = (
     "shells",
     "shell.sandbox",
@@ -113,6 +113,7 @@ FACED = (
     "tools.shells.args",
     "tools.bash",
     "tools.people",
+    "store.vault",
 )
 
 

@@ -17,8 +17,8 @@ from hang import HANG_S
 from tether.config import load_config
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.store.db import Store
-from tether.store.vault import Vault, VaultLockedError, VaultSettings, vault_settings
-from tether.store.vault_crypto import VaultKeyError, create_master_key, read_master_key
+from tether.store.vault import Vault, VaultKeyError, VaultLockedError, VaultSettings, vault_settings
+from tether.store.vault.crypto import create_master_key, read_master_key
 
 CANARY = "tether-canary-7f3Qz9!pX"
 PASSPHRASE = "correct horse battery staple"

@@ -33,8 +33,7 @@ from tether.shells.tmux.control import SessionError
 from tether.shells.vault.mask import SecretMasker
 from tether.shells.waits import WaitSpec
 from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore
-from tether.store.vault import Vault
-from tether.store.vault_crypto import VaultKeyError
+from tether.store.vault import Vault, VaultKeyError
 
 logger = logging.getLogger(__name__)
 _FIRST_PROMPT_MS = 10_000

@@ -24,7 +24,7 @@ from tether.shells.guard import parse_section
 from tether.shells.hosts import HostError, SshHost
 from tether.shells.manage.kinds import Done, audit_note
 from tether.shells.tmux import commands
-from tether.store.vault_rules import vault_settings
+from tether.store.vault import vault_settings
 
 MIN_FREE_BYTES = 256 * 1024 * 1024
 

@@ -56,8 +56,7 @@ from tether.shells.vault.refs import (
 from tether.store.locks import ShellLocks, WriteLease
 from tether.store.macros import MacroStore, MacroView
 from tether.store.manual_locks import PERSON_ACTORS
-from tether.store.vault import Vault
-from tether.store.vault_rules import vault_settings
+from tether.store.vault import Vault, vault_settings
 
 # A nested interactive shell in front (``bash`` typed into the pane) reads commands like the pane's own.
 SHELL_NAMES = frozenset({"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})

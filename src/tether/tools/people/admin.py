@@ -29,8 +29,7 @@ from tether.config import Config
 from tether.errors import UsageError
 from tether.shells import Shells
 from tether.store.conversations import Conversations
-from tether.store.vault import DEFAULT_GROUP, Vault, VaultListing
-from tether.store.vault_rules import vault_settings
+from tether.store.vault import DEFAULT_GROUP, Vault, VaultListing, vault_settings
 from tether.tools.arguments import parse_arguments
 from tether.tools.registry import AuditFields, CallContext, ToolDef, ToolRegistry, ToolResult
 

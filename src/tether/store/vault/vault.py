@@ -1,7 +1,7 @@
 """The secret vault: named values in groups, encrypted at rest, shared by every tether process.
 
 Invariant: no secret value, data key or passphrase is ever written in clear — the database holds
-only sealed blobs (see ``vault_crypto``) and ``list()`` never returns a value. A passphrase group
+only sealed blobs (see ``crypto``) and ``list()`` never returns a value. A passphrase group
 is readable only while a *current* unlock row exists; ``lock`` deletes the row, so every process
 sharing the home sees the lock on its next read, and an expired row counts as locked.
 
@@ -23,12 +23,11 @@ from typing import Any
 
 from tether.config import Config, ensure_home
 from tether.errors import NotFoundError, RefusedError, UsageError
-from tether.store import vault_crypto as vc
 from tether.store.db import Store, register_schema
-from tether.store.vault_rules import (
+from tether.store.vault import crypto as vc
+from tether.store.vault.rules import (
     DEFAULT_GROUP,
     MAX_VALUE_BYTES,
-    NAME_RE,
     VaultGroupInfo,
     VaultItemInfo,
     VaultListing,
@@ -38,20 +37,6 @@ from tether.store.vault_rules import (
     check_name,
     vault_settings,
 )
-
-__all__ = [
-    "DEFAULT_GROUP",
-    "NAME_RE",
-    "Vault",
-    "VaultGroupInfo",
-    "VaultItemInfo",
-    "VaultListing",
-    "VaultLockedError",
-    "VaultSettings",
-    "check_group",
-    "check_name",
-    "vault_settings",
-]
 
 register_schema(
     "vault",
