@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tether.audit import DEFAULT_EVERY, SOURCES
-from tether.cli import COMMAND_MODULES, audit_cmd, vault_cmd
+from tether.cli import COMMAND_MODULES
+from tether.cli.commands import audit, vault
 from tether.store.vault import DEFAULT_GROUP
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -39,14 +40,14 @@ def test_building_the_parser_imports_no_command_implementation() -> None:
 
 def test_the_early_front_of_tether_mcp_imports_nothing_heavy() -> None:
     loaded = _loaded_after(
-        "import tether.cli.mcp_cmd, tether.config, tether.mcp.wire, tether.mcp.handshake, "
+        "import tether.cli.commands.mcp, tether.config, tether.mcp.wire, tether.mcp.handshake, "
         "tether.mcp.ids, tether.mcp.logs, tether.process.seal"
     )
     assert not loaded & HEAVY, sorted(loaded & HEAVY)
 
 
 @pytest.mark.parametrize(
-    "argv", [["--version"], ["--help"], *[[m.split(".")[-1][:-4], "--help"] for m in COMMAND_MODULES]]
+    "argv", [["--version"], ["--help"], *[[m.split(".")[-1], "--help"] for m in COMMAND_MODULES]]
 )
 def test_version_and_help_work(argv: list[str]) -> None:
     done = subprocess.run([TETHER, *argv], capture_output=True, text=True, timeout=60)
@@ -55,6 +56,6 @@ def test_version_and_help_work(argv: list[str]) -> None:
 
 
 def test_constants_the_light_modules_repeat_are_the_real_ones() -> None:
-    assert audit_cmd.SOURCES == SOURCES
-    assert vault_cmd.DEFAULT_GROUP == DEFAULT_GROUP
-    assert audit_cmd.DEFAULT_EVERY == DEFAULT_EVERY
+    assert audit.SOURCES == SOURCES
+    assert vault.DEFAULT_GROUP == DEFAULT_GROUP
+    assert audit.DEFAULT_EVERY == DEFAULT_EVERY

@@ -17,7 +17,7 @@ from tether.audit import AuditLog
 @pytest.fixture(autouse=True)
 def _only_audit_commands(monkeypatch: pytest.MonkeyPatch) -> None:
     # Other command groups are built by other layers; this test exercises the audit group alone.
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("tether.cli.audit_cmd",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("tether.cli.commands.audit",))
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

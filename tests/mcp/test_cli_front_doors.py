@@ -253,7 +253,7 @@ def test_a_shutdown_that_hangs_is_ended_by_the_watchdog() -> None:
     # The first Ctrl+C arms it; a shutdown stuck past the deadline (here a sleep) ends the process.
     code = (
         "import time\n"
-        "from tether.cli import serve_actions as s\n"
+        "from tether.cli.actions import serve as s\n"
         "s._FORCE_EXIT_S = 0.2\n"
         "s._arm_watchdog()\n"
         "time.sleep(600)\n"

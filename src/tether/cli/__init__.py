@@ -1,8 +1,9 @@
 """The ``tether`` command line: a thin front door over the same layers the MCP server uses.
 
-Each command group lives in its own module exposing ``register(subparsers)``; the module sets
-``func`` on its parser, which returns the process exit status. A ``TetherError`` becomes one line
-on stderr and exit status 2 — never a traceback.
+Each command group's arguments live in its own module of ``tether.cli.commands`` exposing
+``register(subparsers)``; the module sets ``func`` on its parser, which returns the process exit
+status and does its work in the same-named module of ``tether.cli.actions``, imported when it runs.
+A ``TetherError`` becomes one line on stderr and exit status 2 — never a traceback.
 
 Two command lines skip argparse altogether, because their start-up time is the product:
 ``tether --version`` and ``tether mcp [--sandbox]`` (a client waits for its ``initialize``
@@ -24,12 +25,12 @@ if TYPE_CHECKING:
 
 # Command-group modules, in the order ``tether --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "tether.cli.exec_cmd",
-    "tether.cli.audit_cmd",
-    "tether.cli.shell_cmd",
-    "tether.cli.vault_cmd",
-    "tether.cli.mcp_cmd",
-    "tether.cli.serve_cmd",
+    "tether.cli.commands.exec",
+    "tether.cli.commands.audit",
+    "tether.cli.commands.shell",
+    "tether.cli.commands.vault",
+    "tether.cli.commands.mcp",
+    "tether.cli.commands.serve",
 )
 
 
@@ -54,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tether {__version__}")
         return 0
     if words[:1] == ["mcp"] and set(words[1:]) <= {"--sandbox"}:
-        from tether.cli.mcp_cmd import serve
+        from tether.cli.commands.mcp import serve
 
         return _guarded(lambda: serve(sandbox="--sandbox" in words))
     parser = build_parser()

@@ -1,9 +1,9 @@
 """Command handlers imported when they run, not when the parser is built.
 
-Invariant: building the ``tether`` parser imports only the standard library and the ``*_cmd``
-modules, which hold nothing but argument definitions. What a command needs (the SDK, the shell
-engine, SQLite, cryptography) is imported by its ``*_actions`` module on first call, so
-``tether --version``, ``--help`` and a command's ``--help`` cost an interpreter start plus
+Invariant: building the ``tether`` parser imports only the standard library and the modules of
+``tether.cli.commands``, which hold nothing but argument definitions. What a command needs (the SDK,
+the shell engine, SQLite, cryptography) is imported by its module of ``tether.cli.actions`` on first
+call, so ``tether --version``, ``--help`` and a command's ``--help`` cost an interpreter start plus
 argparse, and each command pays only for its own imports.
 """
 

@@ -1,4 +1,4 @@
-"""``tether shell …``: its arguments (``shell_actions`` runs them).
+"""``tether shell …``: its arguments (``tether.cli.actions.shell`` runs them).
 
 Invariant: this module imports nothing beyond the standard library; see ``tether.cli.lazy``.
 """
@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from tether.cli.lazy import handler
 
-_ACTIONS: Final = "tether.cli.shell_actions"
+_ACTIONS: Final = "tether.cli.actions.shell"
 
 
 def register(subparsers: Any) -> None:

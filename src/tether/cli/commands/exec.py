@@ -1,4 +1,4 @@
-"""``tether exec``: its arguments (``exec_actions`` runs the command).
+"""``tether exec``: its arguments (``tether.cli.actions.exec`` runs the command).
 
 Invariant: this module imports nothing beyond the standard library; see ``tether.cli.lazy``.
 """
@@ -51,4 +51,4 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command text, after --"
     )
-    parser.set_defaults(func=handler("tether.cli.exec_actions", "run"))
+    parser.set_defaults(func=handler("tether.cli.actions.exec", "run"))

@@ -1,6 +1,6 @@
 """``tether vault …``: a person manages secrets and unlocks passphrase groups.
 
-The arguments are defined in ``vault_cmd``.
+The arguments are defined in ``tether.cli.commands.vault``.
 
 Invariant: a secret value or passphrase never comes from the command line (where ``ps`` and shell
 history would keep it): it is read with a no-echo prompt on a terminal, or from stdin when stdin

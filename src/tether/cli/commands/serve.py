@@ -1,4 +1,4 @@
-"""``tether serve``: its arguments (``serve_actions`` serves).
+"""``tether serve``: its arguments (``tether.cli.actions.serve`` serves).
 
 Invariant: this module imports nothing beyond the standard library; see ``tether.cli.lazy``.
 """
@@ -39,4 +39,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help='confine the bash/pwsh tools in the bubblewrap sandbox (same as [shell].provider = "sandbox")',
     )
-    parser.set_defaults(func=handler("tether.cli.serve_actions", "run"))
+    parser.set_defaults(func=handler("tether.cli.actions.serve", "run"))

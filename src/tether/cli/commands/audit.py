@@ -1,4 +1,6 @@
-"""``tether audit``: the arguments of ``verify``, ``setup-keys`` and ``show`` (``audit_actions`` runs them).
+"""``tether audit``: the arguments of ``verify``, ``setup-keys`` and ``show``.
+
+``tether.cli.actions.audit`` runs them.
 
 Invariant: this module imports nothing beyond the standard library; see ``tether.cli.lazy``.
 """
@@ -9,7 +11,7 @@ from typing import Any, Final
 
 from tether.cli.lazy import handler
 
-_ACTIONS: Final = "tether.cli.audit_actions"
+_ACTIONS: Final = "tether.cli.actions.audit"
 # ``tether.audit.SOURCES`` and ``tether.audit.DEFAULT_EVERY`` (a test keeps them equal): importing
 # the audit package here would cost every ``tether --help``.
 SOURCES: Final = ("tool", "panel", "host", "cli")

@@ -1,6 +1,6 @@
 """``tether audit``: prove the audit log intact (``verify``) and read it (``show``).
 
-The arguments are defined in ``audit_cmd``.
+The arguments are defined in ``tether.cli.commands.audit``.
 
 Invariant: both subcommands only read the log, through the people-only tools ``audit_verify`` and
 ``audit_show`` (as ``cli``) — verifying or viewing it is not itself an audited action, and never

@@ -1,4 +1,4 @@
-"""``tether vault …``: its arguments (``vault_actions`` runs them).
+"""``tether vault …``: its arguments (``tether.cli.actions.vault`` runs them).
 
 Invariant: this module imports nothing beyond the standard library; see ``tether.cli.lazy``.
 """
@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from tether.cli.lazy import handler
 
-_ACTIONS: Final = "tether.cli.vault_actions"
+_ACTIONS: Final = "tether.cli.actions.vault"
 # ``tether.store.vault.DEFAULT_GROUP`` (a test keeps the two equal).
 DEFAULT_GROUP: Final = "default"
 

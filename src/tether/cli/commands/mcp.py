@@ -1,6 +1,6 @@
 """``tether mcp``: serve one MCP conversation over stdio, answering the handshake at once.
 
-Invariant: until ``mcp_actions`` is imported, only the standard library and tether's light
+Invariant: until ``tether.cli.actions.mcp`` is imported, only the standard library and tether's light
 modules run. In that time the configuration is read, the process's own credentials are sealed
 away (``tether.process.seal``, before any thread exists), the wire is claimed (stdout carries
 MCP only from here on), the reader thread starts, and ``initialize`` / ``tools/list`` are
@@ -65,10 +65,10 @@ def serve(*, sandbox: bool) -> int:
 
     prepare_container()
 
-    from tether.cli import mcp_actions  # the SDK and the tools: about a second
+    from tether.cli.actions import mcp as actions  # the SDK and the tools: about a second
 
     try:
-        return mcp_actions.serve(
+        return actions.serve(
             config=config, sandbox=sandbox, conversation=conversation, wire=wire, early=early, cache=cache
         )
     finally:
