@@ -211,10 +211,14 @@ async def shell_run(server: Server, index: int, command: str) -> float | None:
     return await timed(lambda: call(server, server.peer.run_in_shell(server.shells[index], command)))  # type: ignore[union-attr,misc]
 
 
-async def eight_echoes(server: Server) -> float | None:
+async def eight_echoes(server: Server, concurrency: int | None = None) -> float | None:
+    """One call for the eight shells (tether: the spec's default ``concurrency`` of 4 runs them in
+    two waves, ``concurrency`` 8 all at once), or eight calls at once (a peer)."""
     if server.peer is None:
-        tasks = [_task(s, "echo hi") for s in server.shells]
-        return await timed(lambda: call(server, ("shell_run", {"tasks": tasks})))
+        args: dict[str, Any] = {"tasks": [_task(s, "echo hi") for s in server.shells]}
+        if concurrency is not None:
+            args["concurrency"] = concurrency
+        return await timed(lambda: call(server, ("shell_run", args)))
     peer = server.peer
     if peer.run_in_shell is None or not server.shells:
         return None
@@ -387,6 +391,7 @@ MEASURES = [
     ("persistent shell `echo hi` round trip p99 (ms)", "shell99"),
     ("50 ms command in a shell, p50 (ms)", "sleep"),
     ("8 shells × `echo` (ms, p50)", "eight"),
+    ("8 shells × `echo`, all at once (tether: concurrency 8; ms, p50)", "eight8"),
 ]
 
 
@@ -417,6 +422,12 @@ async def measure(servers: list[Server], env: dict[str, str], rounds: int, scrat
                         server.record("sleep", ms)
                     if (ms := await _guard(server, "eight", eight_echoes(server))) is not None:
                         server.record("eight", ms)
+                        if server.peer is not None:  # a peer's eight calls are all at once already
+                            server.record("eight8", ms)
+                    if server.peer is None:
+                        eight8 = eight_echoes(server, concurrency=8)
+                        if (ms := await _guard(server, "eight8", eight8)) is not None:
+                            server.record("eight8", ms)
 
 
 async def _guard(server: Server, measure: str, run: Awaitable[float | None]) -> float | None:
