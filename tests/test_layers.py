@@ -101,7 +101,8 @@ def _imports_for(path: Path) -> list[str]:
 # Packages whose face is their only door from outside: ``tether.shells`` (and its sub-packages),
 # ``tether.shell.sandbox``, ``tether.shells.hosts``, ``tether.shells.hosts.ssh``,
 # ``tether.shells.guard``, ``tether.shells.guard.rules``, ``tether.tools.shells``,
-# ``tether.tools.shells.args``, ``tether.tools.bash``, ``tether.tools.people``, ``tether.store.vault``.
+# ``tether.tools.shells.args``, ``tether.tools.bash``, ``tether.tools.people``, ``tether.store.vault``,
+# ``tether.panel.terminal``.
 FACED = (
     "shells",
     "shell.sandbox",
@@ -114,6 +115,7 @@ FACED = (
     "tools.bash",
     "tools.people",
     "store.vault",
+    "panel.terminal",
 )
 
 

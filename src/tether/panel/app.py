@@ -10,7 +10,7 @@ shell host's terminal client, and ``PanelGuard`` (``auth``) stands in front of a
     POST /panel/logout              forget the cookie
     GET  /panel/                    the page (static/index.html); /panel/static/… its assets
     WS   /panel/ws/events           the live shell list and the pending approvals (pushed)
-    WS   /panel/ws/term/<shell>     a terminal (see terminal_ws)
+    WS   /panel/ws/term/<shell>     a terminal (see tether.panel.terminal)
     /panel/api/…                    JSON actions (see api.py)
 """
 
@@ -40,7 +40,7 @@ from tether.panel.approvals import approvals_stream
 from tether.panel.auth import PanelAuth, PanelGuard, served_names, token_matches
 from tether.panel.calls import PanelCalls
 from tether.panel.shells import ShellFeed
-from tether.panel.terminal_ws import TerminalEndpoint
+from tether.panel.terminal import TerminalEndpoint
 from tether.shells import Shells
 from tether.tools.registry import ToolRegistry
 

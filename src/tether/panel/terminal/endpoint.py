@@ -29,7 +29,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tether.errors import TetherError
 from tether.panel.calls import PanelCalls, PanelError
-from tether.panel.terminal import PanelTerminal, clamp_size
+from tether.panel.terminal.client import PanelTerminal, clamp_size
 from tether.shells import check_shell_id, first_paint, mark_user_input, session_exists
 
 logger = logging.getLogger(__name__)
