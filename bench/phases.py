@@ -8,10 +8,14 @@ its events in the shell's log (``$EPOCHREALTIME`` on ``C``, the command line sta
 next prompt), so they are the shell's own view:
 
 - *before the command runs*: arguments, targets and the person-typing check (one tmux round trip),
-  the guard, typing through tmux, bash's loader taking the line;
-- *the command and its prompt hooks*: ``echo hi``, tether's hooks (the state dump the guard reads)
-  and the prompt;
-- *after the prompt*: the log reaching tether, the run's record, the result, the audit record.
+  the guard, typing through tmux, bash's loader taking the line (to ``C``);
+- *the command*: ``echo hi`` until its line ends (``C`` to ``E``, which tether's first prompt hook
+  prints with ``$?``; a wait for ``exit`` ends there);
+- *after the command's end*: the log reaching tether, the run's record, the result, the audit
+  record (``E`` to the answer).
+
+Apart from these, the prompt hooks (tether's state dump the guard reads) and the prompt (``E`` to
+``P``) run while tether answers; the next call waits for the prompt only if it has not come yet.
 
 ``os.fsync`` of this process is timed (not changed), so the audit log's syncs during the calls are
 counted; a plain append-and-``fsync`` loop in the same directory, before and after, is the
@@ -43,7 +47,7 @@ from tether.config import load_config
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
 
-_EVENT = re.compile(rb"\x1b\]6973;[0-9A-Za-z]+;([CP]);[^\x07]*?;?([0-9]+\.[0-9]+)\x07")
+_EVENT = re.compile(rb"\x1b\]6973;[0-9A-Za-z]+;([CEP]);[^\x07]*?;?([0-9]+[.,][0-9]+)\x07")
 
 
 @dataclass(slots=True)
@@ -51,7 +55,8 @@ class Call:
     start: float  # epoch seconds
     end: float
     ran: float | None = None  # bash's C stamp
-    prompt: float | None = None  # bash's next P stamp
+    ended: float | None = None  # its E stamp (the line ended)
+    prompt: float | None = None  # the next P stamp (the prompt, maybe after the answer)
     audit_sync_ms: float = 0.0
 
 
@@ -85,24 +90,28 @@ def pct(values: list[float], p: float) -> float:
 
 
 def stamps(log: Path) -> list[tuple[float, bytes]]:
-    return sorted((float(at), kind) for kind, at in _EVENT.findall(log.read_bytes()))
+    return sorted((float(at.replace(b",", b".")), kind) for kind, at in _EVENT.findall(log.read_bytes()))
 
 
 def attach(
     calls: list[Call], events: list[tuple[float, bytes]], syncs: list[tuple[float, float, str]]
 ) -> None:
-    """Give each call the first ``C`` and the last ``P`` bash stamped within it, and its audit sync."""
+    """Give each call the first ``C`` bash stamped within it, the first ``E`` after that within it,
+    the first ``P`` after its ``C`` before the next call began, and its audit sync."""
     i = 0
-    for call in calls:
+    for n, call in enumerate(calls):
+        until = calls[n + 1].start if n + 1 < len(calls) else float("inf")
         while i < len(events) and events[i][0] < call.start:
             i += 1
         j = i
-        while j < len(events) and events[j][0] <= call.end:
-            kind = events[j][1]
-            if kind == b"C" and call.ran is None:
-                call.ran = events[j][0]
-            elif kind == b"P" and call.ran is not None:
-                call.prompt = events[j][0]
+        while j < len(events) and events[j][0] < until:
+            at, kind = events[j]
+            if kind == b"C" and call.ran is None and at <= call.end:
+                call.ran = at
+            elif kind == b"E" and call.ran is not None and call.ended is None and at <= call.end:
+                call.ended = at
+            elif kind == b"P" and call.ran is not None and call.prompt is None:
+                call.prompt = at
             j += 1
         i = j
     audit = [(at, ms) for at, ms, path in syncs if "/audit/" in path and path.endswith(".jsonl")]
@@ -117,7 +126,7 @@ def attach(
 
 def report(calls: list[Call], before: list[float], after: list[float]) -> None:
     whole = [(c.end - c.start) * 1000 for c in calls]
-    full = [c for c in calls if c.ran is not None and c.prompt is not None]
+    full = [c for c in calls if c.ran is not None and c.ended is not None]
     p50 = statistics.median(whole)
     print(
         f"{len(calls)} calls of shell_run echo hi (wait exit): "
@@ -127,17 +136,25 @@ def report(calls: list[Call], before: list[float], after: list[float]) -> None:
         "before the command runs (tether, tmux, bash's loader)": [
             (c.ran - c.start) * 1000 for c in full if c.ran is not None
         ],
-        "the command and its prompt hooks (bash)": [
-            (c.prompt - c.ran) * 1000 for c in full if c.prompt is not None and c.ran is not None
+        "the command (bash, to the end of its line)": [
+            (c.ended - c.ran) * 1000 for c in full if c.ended is not None and c.ran is not None
         ],
-        "after the prompt (log, record, result, audit)": [
-            (c.end - c.prompt) * 1000 for c in full if c.prompt is not None
+        "after the command's end (log, record, result, audit)": [
+            (c.end - c.ended) * 1000 for c in full if c.ended is not None
         ],
         "  of which the audit record's fsync": [c.audit_sync_ms for c in full],
     }
     for name, values in phases.items():
         mid = statistics.median(values)
         print(f"  {name:56} p50 {mid:6.2f} ms ({100 * mid / p50:4.1f} %)  p99 {pct(values, 0.99):7.2f} ms")
+    hooks = [(c.prompt - c.ended) * 1000 for c in full if c.prompt is not None and c.ended is not None]
+    if hooks:
+        late = sum(1 for c in full if c.prompt is not None and c.prompt > c.end)
+        print(
+            f"  beside the answer: the prompt hooks and the prompt (E to P) p50 "
+            f"{statistics.median(hooks):.2f} ms; the prompt came after the answer in "
+            f"{100 * late / len(full):.0f} % of the calls"
+        )
     disk = before + after
     print(
         "baseline, the same append + fsync alone in the same directory: "
@@ -149,11 +166,11 @@ def report(calls: list[Call], before: list[float], after: list[float]) -> None:
     for c in reversed(slow):
         total = (c.end - c.start) * 1000
         parts = [f"audit fsync {c.audit_sync_ms:.1f} ms"]
-        if c.ran is not None and c.prompt is not None:
+        if c.ran is not None and c.ended is not None:
             parts += [
                 f"before {(c.ran - c.start) * 1000:.1f}",
-                f"bash {(c.prompt - c.ran) * 1000:.1f}",
-                f"after {(c.end - c.prompt) * 1000:.1f}",
+                f"bash {(c.ended - c.ran) * 1000:.1f}",
+                f"after {(c.end - c.ended) * 1000:.1f}",
             ]
         print(f"  {total:7.2f} ms: " + ", ".join(parts))
     share = sum(c.audit_sync_ms for c in slow) / sum((c.end - c.start) * 1000 for c in slow)

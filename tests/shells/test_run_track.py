@@ -18,10 +18,11 @@ def _track(data: bytes, *, at_exit: bool) -> RunTrack:
     return track
 
 
-def test_the_line_end_carries_its_status_or_none() -> None:
-    with_status, without = EventScanner(NONCE, 0).feed(ev("E;7") + ev("E"))
-    assert (with_status.kind, with_status.status) == ("E", 7)
-    assert (without.kind, without.status) == ("E", None)
+def test_the_line_end_carries_its_status_or_none_and_its_time() -> None:
+    with_status, without, bare = EventScanner(NONCE, 0).feed(ev("E;7;12.5") + ev("E;;13,25") + ev("E"))
+    assert (with_status.kind, with_status.status, with_status.at) == ("E", 7, 12.5)
+    assert (without.kind, without.status, without.at) == ("E", None, 13.25)  # a locale's comma
+    assert (bare.status, bare.at) == (None, None)
 
 
 def test_a_wait_for_the_exit_ends_at_the_line_end_a_prompt_wait_at_the_prompt() -> None:
@@ -33,7 +34,7 @@ def test_a_wait_for_the_exit_ends_at_the_line_end_a_prompt_wait_at_the_prompt() 
 
 
 def test_a_line_end_without_its_status_leaves_the_end_to_the_prompt() -> None:
-    track = _track(ev("C;42;1.0") + ev("E") + ev("P;0;4;2.0"), at_exit=True)
+    track = _track(ev("C;42;1.0") + ev("E;;1.5") + ev("P;0;4;2.0"), at_exit=True)
     assert (track.verdict, track.status, track.ended and track.ended.kind) == ("ended", 0, "P")
 
 

@@ -37,7 +37,7 @@ class ShellEvent:
     token: int = 0  # C: the run token the loader set (0: not a tether run)
     text: str = ""  # H: the command as bash's history holds it; L: readline's line (@Q-quoted)
     seq: str = ""  # L: the request it answers
-    at: float | None = None  # P, C: when the shell printed it (epoch seconds), if it said
+    at: float | None = None  # P, C, E: when the shell printed it (epoch seconds), if it said
 
 
 def _time(fields: list[bytes], index: int) -> float | None:
@@ -72,7 +72,8 @@ def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end:
         return ShellEvent(kind="C", start=start, end=end, token=_int(fields[0]), at=_time(fields, 1))
     if k == "E":
         # No status: a hook ran before tether's, so the ``$?`` it saw was not the line's.
-        return ShellEvent(kind="E", start=start, end=end, status=_int(fields[0]) if fields[0] else None)
+        status = _int(fields[0]) if fields[0] else None
+        return ShellEvent(kind="E", start=start, end=end, status=status, at=_time(fields, 1))
     if k == "X":
         return ShellEvent(kind="X", start=start, end=end, status=_int(fields[0]))
     if k == "L":

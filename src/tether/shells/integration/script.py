@@ -10,8 +10,9 @@ itself, each carrying the shell's secret nonce so that program output cannot for
                                                     hooks are done; N numbers the prompt
     ESC ] 6973 ; NONCE ; C ; TOKEN ; TIME BEL        a command line starts running (PS0); TOKEN is
                                                     the run's (0: not tether's)
-    ESC ] 6973 ; NONCE ; E [; STATUS] BEL             the line ended with STATUS; the prompt hooks
-                                                    start (no STATUS: a hook of the user's ran first)
+    ESC ] 6973 ; NONCE ; E ; STATUS ; TIME BEL        the line ended with STATUS; the prompt hooks
+                                                    start (STATUS empty: a hook of the user's ran
+                                                    first)
     ESC ] 6973 ; NONCE ; Q BEL                        bash waits for a continuation line (PS2)
     ESC ] 6973 ; NONCE ; H ; <history 1> BEL          the text of a command a person typed
     ESC ] 6973 ; NONCE ; X ; STATUS BEL               the shell exits (EXIT trap)
@@ -21,7 +22,7 @@ itself, each carrying the shell's secret nonce so that program output cannot for
 A confined shell's first prompt hook also marks the end of each command for the tracer (``mark``).
 
 TIME is ``$EPOCHREALTIME`` (seconds with microseconds; empty before bash 5), so the log itself
-says when each command started and ended.
+says when each command started, when its line ended and when the next prompt came.
 
 ``P`` sits at the start of PS1, which readline prints only after it has put the terminal in its
 own mode: once ``P`` is in the log, keys typed reach readline, never the line discipline's echo.
@@ -104,8 +105,8 @@ __tether_pc0() {
   # $? is the line's status only while this hook is the first to run; after another hook (a
   # scalar assignment put one in front) the E event carries none, and the run ends at its prompt.
   local s=$? f=
-@MARK@  [[ ${PROMPT_COMMAND-} == __tether_pc0 || ${PROMPT_COMMAND-} == "__tether_pc0;"* ]] && f=";$s"
-  printf '\e]6973;%s;E%s\a' "$__tether_n" "$f"
+@MARK@  [[ ${PROMPT_COMMAND-} == __tether_pc0 || ${PROMPT_COMMAND-} == "__tether_pc0;"* ]] && f=$s
+  printf '\e]6973;%s;E;%s;%s\a' "$__tether_n" "$f" "${EPOCHREALTIME-}"
   return $s
 }
 __tether_pc() {
