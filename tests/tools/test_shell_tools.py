@@ -519,6 +519,61 @@ async def test_killed_server_leaves_no_client_and_a_new_one_finds_mine(tether_ho
         assert data["tasks"][0]["shell"] == shell and data["tasks"][0]["lines"] == ["still-here"]
 
 
+async def test_a_killed_server_takes_its_control_client_along_while_tmux_cannot_answer(
+    tether_home: Path,
+) -> None:
+    # tmux holds a control client's stdin and ends the client once it reads the EOF there, and a
+    # client told to end asks tmux first: with the tmux server stopped, only the kernel can end it.
+    import signal
+
+    import anyio
+    import psutil
+
+    from tether.process.tree import reap_adopted
+
+    def cmdline(proc: psutil.Process) -> list[str]:
+        try:
+            return proc.cmdline()
+        except psutil.NoSuchProcess:
+            return []
+
+    def running(proc: psutil.Process) -> bool:
+        try:
+            return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    me = psutil.Process()
+    sock = str(tether_home / "tmux.sock")
+    ended = False
+    failure: BaseException | None = None
+    tmux_server = 0
+    try:
+        async with shell_client(tether_home, "conv-stopped-tmux") as client:
+            await open_shell(client, label="held")
+            servers = [p for p in me.children(recursive=True) if "mcp" in cmdline(p)]
+            controls = [c for s in servers for c in s.children(recursive=True) if "-C" in cmdline(c)]
+            assert servers and controls, (servers, controls)
+            found = await anyio.run_process(["tmux", "-S", sock, "display", "-p", "#{pid}"])
+            tmux_server = int(found.stdout)
+            os.kill(tmux_server, signal.SIGSTOP)
+            try:
+                for proc in servers:
+                    os.kill(proc.pid, signal.SIGKILL)
+                with anyio.fail_after(60):  # a hang guard: the kernel ends it at once
+                    while any(running(c) for c in controls):
+                        await anyio.sleep(0.02)
+                ended = True
+            finally:
+                os.kill(tmux_server, signal.SIGCONT)
+            for c in controls:
+                reap_adopted(c.pid)
+    except Exception as exc:  # the client's own exit fails (its server was killed): expected after
+        failure = exc
+    assert ended, f"the control client outlived its server while tmux was stopped: {failure!r}"
+    await anyio.run_process(["tmux", "-S", sock, "kill-server"], check=False)
+
+
 async def test_every_validation_error_reaches_the_model(tether_home: Path) -> None:
     a = "dsh-aaaaaa"
     t = {"sessions": a}

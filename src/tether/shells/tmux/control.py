@@ -23,6 +23,11 @@ The order of ``_pending`` is the order of the bytes written, so replies still ma
 lets identical read-only queries of one iteration share one command: the query is written after
 every sharer asked, so each of them still gets an answer read after its own request.
 
+The client ends with this process, however it ends: the kernel kills it when its parent ends
+(``setpriv --pdeathsig KILL``, where util-linux has it). The EOF on its stdin alone would not do:
+tmux hands a client's stdin to the server, which ends the client once it reads the EOF there (on
+a loaded machine it once did not within a minute), and a client told to end asks the server too.
+
 The tmux server daemonizes away from the client that started it; when tether is the subreaper
 (``process.tree``) the orphan is handed to us, so its end leaves a zombie of ours. The client learns
 the server's pid with its first command and collects that zombie (``reap_adopted``) where the end
@@ -36,6 +41,7 @@ import contextlib
 import functools
 import logging
 import os
+import shutil
 from collections import deque
 from pathlib import Path
 
@@ -170,7 +176,7 @@ class ControlClient:
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
-            *commands.control_argv(self.socket),
+            *_dying_with_us(commands.control_argv(self.socket)),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
@@ -305,3 +311,15 @@ class ControlClient:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await self._reader
         self._reap_server()
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    return shutil.which("setpriv")
+
+
+def _dying_with_us(argv: list[str]) -> list[str]:
+    """``argv`` run so that the kernel kills it when this process ends (a fork of it, the
+    tmux server it may start, does not inherit that); as it is where ``setpriv`` is missing."""
+    setpriv = _setpriv()
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else argv
