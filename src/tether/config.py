@@ -14,13 +14,19 @@ message names the host and the field.
 
 Sections owned by a feature module (``[guard]``, ``[sandbox]``) are validated by that module from
 ``Config.raw``; this module only checks that the section name is known.
+
+The settings are ``NamedTuple`` classes (immutable, compared by value, ``_replace`` for a changed copy),
+not dataclasses: ``tether mcp`` loads this module before it answers ``initialize``, and
+``dataclasses`` (with the ``inspect`` it imports, and a generated ``__init__`` per class) took
+~30 ms of that answer's ~120 ms on a 2-core VM. ``tests/test_cli_light.py`` keeps it out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from tether.errors import UsageError
 from tether.home import ensure_home as ensure_home  # one rule for every door
@@ -66,8 +72,7 @@ DEFAULT_SCRUB_PATTERNS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellSection:
+class ShellSection(NamedTuple):
     """``[shell]``: one-shot executor defaults (spec 000 LocalShellOptions)."""
 
     provider: str = "bash"  # bash | pwsh | sandbox
@@ -80,8 +85,7 @@ class ShellSection:
     executable: str = ""  # empty = resolve bash / pwsh
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EnvSection:
+class EnvSection(NamedTuple):
     """``[env]``: credential scrubbing of every child environment."""
 
     scrub_patterns: tuple[str, ...] = DEFAULT_SCRUB_PATTERNS
@@ -89,24 +93,21 @@ class EnvSection:
     keep: tuple[str, ...] = ()  # names exempt from scrubbing
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobsSection:
+class JobsSection(NamedTuple):
     """``[jobs]``: the background job table."""
 
     max_live: int = 16
     max_finished: int = 64
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolsSection:
+class ToolsSection(NamedTuple):
     """``[tools]``: ShellToolOptions of spec 000."""
 
     enable_run_in_background: bool = True
     promote_on_timeout: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionsSection:
+class SessionsSection(NamedTuple):
     """``[sessions]``: persistent shells (spec 003)."""
 
     max_sessions: int = 8
@@ -120,15 +121,13 @@ class SessionsSection:
     shell: str = "bash"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalsSection:
+class ApprovalsSection(NamedTuple):
     """``[approvals]``: questions put to a person (an escalation, a guard block with ``ask``)."""
 
     timeout_s: int = 120  # how long a question waits for an answer; then it is refused
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ServerSection:
+class ServerSection(NamedTuple):
     """``[server]``: ``tether serve``."""
 
     host: str = "127.0.0.1"
@@ -168,8 +167,7 @@ _OWNED_SSH_OPTIONS = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HostSection:
+class HostSection(NamedTuple):
     """``[hosts.NAME]``: a machine reached with OpenSSH. ``ssh`` is any destination ``ssh`` accepts
     (``~/.ssh/config`` applies); ``tether_home`` is the state directory on that machine."""
 
@@ -286,18 +284,17 @@ def _hosts(table: object) -> tuple[HostSection, ...]:
     return tuple(_host_section(name, entry) for name, entry in table.items())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Config:
+class Config(NamedTuple):
     home: Path
-    shell: ShellSection = field(default_factory=ShellSection)
-    env: EnvSection = field(default_factory=EnvSection)
-    jobs: JobsSection = field(default_factory=JobsSection)
-    tools: ToolsSection = field(default_factory=ToolsSection)
-    sessions: SessionsSection = field(default_factory=SessionsSection)
-    server: ServerSection = field(default_factory=ServerSection)
-    approvals: ApprovalsSection = field(default_factory=ApprovalsSection)
+    shell: ShellSection = ShellSection()
+    env: EnvSection = EnvSection()
+    jobs: JobsSection = JobsSection()
+    tools: ToolsSection = ToolsSection()
+    sessions: SessionsSection = SessionsSection()
+    server: ServerSection = ServerSection()
+    approvals: ApprovalsSection = ApprovalsSection()
     hosts: tuple[HostSection, ...] = ()  # the machines besides this one (``local``)
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: Mapping[str, Any] = MappingProxyType({})  # config.toml as read (read-only)
 
     def section(self, name: str) -> dict[str, Any]:
         """The raw table of a section owned by a feature module (empty when absent)."""
@@ -308,14 +305,14 @@ class Config:
 def _build_section(name: str, cls: type[Any], table: object) -> Any:
     if not isinstance(table, dict):
         raise UsageError(f"config.toml: [{name}] must be a table of settings")
-    allowed = {f.name: f for f in fields(cls)}
+    allowed = cls._field_defaults
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key not in allowed:
             raise UsageError(
                 f"config.toml: unknown setting [{name}].{key}; allowed: {', '.join(sorted(allowed))}"
             )
-        default = getattr(cls(), key)
+        default = allowed[key]
         if isinstance(default, tuple):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise UsageError(f"config.toml: [{name}].{key} must be a list of strings")

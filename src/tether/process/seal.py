@@ -21,8 +21,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from tether.config import EnvSection
 from tether.process.env import is_scrubbed, scrub_patterns
@@ -35,8 +34,7 @@ _ENV_START_FIELD: Final = 50 - 3
 _ENV_END_FIELD: Final = 51 - 3
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SealReport:
+class SealReport(NamedTuple):
     """What ``seal_environment`` did: the names removed, and whether the kernel's copy was wiped."""
 
     removed: tuple[str, ...]

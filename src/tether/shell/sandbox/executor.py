@@ -395,4 +395,4 @@ def sandbox_executor(
 def with_sandbox(config: Config) -> Config:
     """``config`` with ``[shell].provider = "sandbox"`` (the ``--sandbox`` flag), checked up front."""
     SandboxSettings.from_config(config).bwrap_path()
-    return dataclasses.replace(config, shell=dataclasses.replace(config.shell, provider="sandbox"))
+    return config._replace(shell=config.shell._replace(provider="sandbox"))
