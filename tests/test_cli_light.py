@@ -26,7 +26,8 @@ HEAVY = {
 # Before ``tether mcp`` answers ``initialize`` from its cache: ``dataclasses`` (with the ``inspect``,
 # ``ast`` and ``dis`` it imports, and one generated ``__init__`` per class) took ~30 ms of the
 # ~120 ms to that answer on a 2-core VM (2026-12-04); ``tether.config`` uses NamedTuples instead.
-EARLY_HEAVY = HEAVY | {"dataclasses", "inspect"}
+# ``_hashlib`` loads OpenSSL's libcrypto (~4 ms); the handshake key is hashed with ``_blake2``.
+EARLY_HEAVY = HEAVY | {"dataclasses", "inspect", "_hashlib"}
 
 
 def _loaded_after(code: str) -> set[str]:
