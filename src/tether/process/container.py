@@ -47,6 +47,19 @@ _START_TIMEOUT_S = 10.0
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def read_proc(path: str) -> bytes:
+    """A whole ``/proc`` file. Plain ``os`` calls: ``open()``'s buffered file object costs ~10 µs
+    more a read, and spawning reads several of these files every time."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 class ContainerError(OSError):
     """The kernel refused a namespace operation (kept as OSError: callers degrade, never crash)."""
 
@@ -120,9 +133,9 @@ class Container:
 
     def orphans(self) -> list[int]:
         """Processes re-parented to PID 1 (their parent died): candidates for a tree's escapees."""
+        pid1 = self.init_pid
         try:
-            with open(f"/proc/{self.init_pid}/task/{self.init_pid}/children", "rb") as handle:
-                return [int(pid) for pid in handle.read().split()]
+            return [int(pid) for pid in read_proc(f"/proc/{pid1}/task/{pid1}/children").split()]
         except OSError:
             return []
 

@@ -39,6 +39,7 @@ import signal
 from pathlib import Path
 
 from tether.process.container import Container
+from tether.process.container import read_proc as _read
 
 _PR_SET_CHILD_SUBREAPER = 36
 TREE_MARKER = "TETHER_TREE_ID"
@@ -202,18 +203,6 @@ async def end_child(proc: asyncio.subprocess.Process, grace_s: float = 2.0) -> N
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
-
-
-def _read(path: str) -> bytes:
-    # Plain os calls: pathlib's overhead is measurable here, on every spawn.
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _children_of(pid: int) -> list[int]:
