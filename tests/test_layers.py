@@ -13,6 +13,7 @@ RANK = {
     "config": 1,
     "home": 1,
     "inotify": 1,
+    "stamp": 1,
     "store": 2,
     "audit": 2,
     "process": 3,

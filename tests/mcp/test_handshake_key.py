@@ -1,4 +1,5 @@
-"""The handshake cache's key follows every source file the answers could come from, and only those."""
+"""The build key (``tether.stamp``: the handshake cache's and the CLI door's) follows every source file
+the kept answers could come from, and only those."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tether.mcp import handshake
+from tether import stamp
 
 
 @pytest.fixture
-def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def package(tmp_path: Path) -> Path:
     root = tmp_path / "tether"
     (root / "tools" / "bash").mkdir(parents=True)
     (root / "__init__.py").write_text("")
@@ -19,17 +20,16 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "tools" / "bash" / "tools.py").write_text("DESCRIPTION = 'one'\n")
     (root / "__pycache__").mkdir()
     (root / "panel" / "static" / "node_modules").mkdir(parents=True)
-    monkeypatch.setattr(handshake, "_PACKAGE_DIR", root)
     return root
 
 
-def _key(home: Path) -> str:
-    return handshake.build_key(home, ())
+def _key(home: Path, package: Path) -> str:
+    return stamp.build_key(home, (), package_dir=package)
 
 
 def _files(root: Path) -> list[str]:
     seen: list[str] = []
-    handshake._add_tree(lambda path, *_stamp: seen.append(path), root)
+    stamp.add_tree(lambda path, *_stamp: seen.append(path), root)
     return seen
 
 
@@ -38,33 +38,33 @@ def test_every_source_file_is_in_the_key_in_a_fixed_order(package: Path) -> None
 
 
 def test_an_edited_nested_file_changes_the_key(package: Path, tmp_path: Path) -> None:
-    before = _key(tmp_path)
-    assert _key(tmp_path) == before
+    before = _key(tmp_path, package)
+    assert _key(tmp_path, package) == before
     (package / "tools" / "bash" / "tools.py").write_text("DESCRIPTION = 'two, longer'\n")
-    assert _key(tmp_path) != before
+    assert _key(tmp_path, package) != before
 
 
 def test_a_touched_file_changes_the_key(package: Path, tmp_path: Path) -> None:
-    before = _key(tmp_path)
+    before = _key(tmp_path, package)
     target = package / "tools" / "__init__.py"
     stat = target.stat()
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    assert _key(tmp_path) != before
+    assert _key(tmp_path, package) != before
 
 
 def test_caches_vendored_code_and_linked_directories_are_left_out(package: Path, tmp_path: Path) -> None:
-    before = _key(tmp_path)
+    before = _key(tmp_path, package)
     (package / "__pycache__" / "x.py").write_text("")
     (package / "panel" / "static" / "node_modules" / "y.py").write_text("")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "z.py").write_text("")
     (package / "linked").symlink_to(elsewhere, target_is_directory=True)
-    assert _key(tmp_path) == before
+    assert _key(tmp_path, package) == before
     assert "panel/static/node_modules/y.py" not in _files(package)
 
 
 def test_a_new_source_file_changes_the_key(package: Path, tmp_path: Path) -> None:
-    before = _key(tmp_path)
+    before = _key(tmp_path, package)
     (package / "tools" / "bash" / "more.py").write_text("")
-    assert _key(tmp_path) != before
+    assert _key(tmp_path, package) != before

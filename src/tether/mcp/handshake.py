@@ -15,10 +15,10 @@ Invariants this module owns (standard library only):
   ``initialize`` request answered here is handed over too, so the SDK records the client's
   capabilities and protocol version exactly as if it had answered; its own answer is then dropped
   (``stdio`` does that), so the client gets exactly one.
-- An answer is given here only from a cache entry whose key matches this build (tether's version,
-  the mtime and size of every module of the package, the MCP SDK's files, the interpreter),
-  ``config.toml`` byte for byte, the command-line flags and ``PATH``. Without one, everything waits
-  for the SDK, as before.
+- An answer is given here only from a cache entry whose key (``tether.stamp.build_key``) matches
+  this build (tether's version, the mtime and size of every module of the package, the MCP SDK's
+  files, the interpreter), ``config.toml`` byte for byte, the command-line flags and ``PATH``.
+  Without one, everything waits for the SDK, as before.
 - The tool list given here is checked against the real one as soon as the SDK is up: if they
   differ, the client gets ``notifications/tools/list_changed`` and the cache is rewritten.
 """
@@ -29,14 +29,11 @@ import contextlib
 import json
 import logging
 import os
-import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from tether import __version__
 from tether.mcp.wire import Eof, Item, Message, StdioWire, error_response
 
 logger = logging.getLogger(__name__)
@@ -48,74 +45,6 @@ DISCOVER_METHOD: Final = "server/discover"
 DISCOVER_REFUSAL: Final = "server/discover is not served: tether speaks the initialize handshake"
 METHOD_NOT_FOUND: Final = -32601
 _KEEP_ENTRIES: Final = 8
-_PACKAGE_DIR: Final = Path(__file__).resolve().parents[1]
-
-
-class _Digest(Protocol):
-    def update(self, data: bytes, /) -> None: ...
-    def hexdigest(self) -> str: ...
-
-
-def _hasher() -> _Digest:
-    """A BLAKE2b-256 hasher. CPython's own ``_blake2`` when it has one: ``hashlib`` loads OpenSSL's
-    ``libcrypto`` first, ~4 ms before the first answer on a 2-core VM."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:  # an interpreter without it
-        from hashlib import blake2b
-    return blake2b(digest_size=32)
-
-
-def build_key(home: Path, flags: tuple[str, ...]) -> str:
-    """Everything the handshake answers depend on, hashed (see the module docstring)."""
-    digest = _hasher()
-
-    def add(*parts: object) -> None:
-        for part in parts:
-            digest.update(str(part).encode("utf-8", "surrogateescape"))
-            digest.update(b"\0")
-
-    add("format", CACHE_FORMAT, "tether", __version__, sys.version, sys.executable, *flags)
-    add("PATH", os.environ.get("PATH", ""))
-    _add_tree(add, _PACKAGE_DIR)
-    for name in ("mcp", "mcp_types"):
-        add("dist", name, *_distribution_stamp(name))
-    try:
-        digest.update((home / "config.toml").read_bytes())
-    except FileNotFoundError:
-        add("no config.toml")
-    return digest.hexdigest()
-
-
-def _add_tree(add: Callable[..., None], root: Path) -> None:
-    """Every ``.py`` file under ``root``: its path below it, mtime and size; a directory's files
-    first, then its subdirectories, each in name order. (``scandir`` and string slicing rather
-    than ``os.walk``, ``stat`` by path and ``relpath``: 2.3 against 7 ms for ~230 files, on the
-    path to the first answer.)"""
-    skip = len(str(root)) + 1
-
-    def walk(directory: str) -> None:
-        with os.scandir(directory) as listing:
-            entries = sorted(listing, key=lambda entry: entry.name)
-        for entry in entries:
-            if entry.name.endswith(".py") and entry.is_file():
-                stat = entry.stat()
-                add(entry.path[skip:], stat.st_mtime_ns, stat.st_size)
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False) and entry.name not in ("__pycache__", "node_modules"):
-                walk(entry.path)
-
-    walk(str(root))
-
-
-def _distribution_stamp(package: str) -> list[object]:
-    """Where ``package`` would be imported from, and its ``__init__``'s size and mtime."""
-    for entry in sys.path:
-        init = os.path.join(entry or ".", package, "__init__.py")
-        with contextlib.suppress(OSError):
-            stat = os.stat(init)
-            return [init, stat.st_mtime_ns, stat.st_size]
-    return ["absent"]
 
 
 class Handshake:

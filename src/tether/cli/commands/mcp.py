@@ -43,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
 def serve(*, sandbox: bool) -> int:
     from tether.config import load_config
     from tether.home import ensure_home, resolve_home
-    from tether.mcp.handshake import EarlyFront, HandshakeCache, build_key
+    from tether.mcp.handshake import CACHE_FORMAT, EarlyFront, HandshakeCache
     from tether.mcp.ids import conversation_id
     from tether.mcp.logs import configure_logging
     from tether.mcp.wire import StdioWire
     from tether.process.seal import seal_environment
+    from tether.stamp import build_key
 
     home = ensure_home(resolve_home())
     conversation = conversation_id(os.environ.get("TETHER_CONVERSATION", ""))
@@ -56,7 +57,7 @@ def serve(*, sandbox: bool) -> int:
     configure_logging(home, "mcp")
     wire = StdioWire.claim()
     flags = ("--sandbox",) if sandbox else ()
-    cache = HandshakeCache(home, build_key(home, flags))
+    cache = HandshakeCache(home, build_key(home, ("mcp-handshake", str(CACHE_FORMAT), *flags)))
     early = EarlyFront(wire, cache.load())
     wire.start_reader(early.offer)
     # The command container's PID 1 (a small Python process) starts on another core while the SDK
