@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from tether.cli.door import stop_door
 from tether.config import load_config
 from tether.shells import Shells
 
 
 @pytest.fixture
 def tether_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh state directory, exported as ``TETHER_HOME``; its tmux server is killed afterwards.
+    """A fresh state directory, exported as ``TETHER_HOME``; its tmux server and the command line's
+    tools process are ended afterwards.
 
     tmux socket paths must stay short (sun_path is 108 bytes), so the home lives under a short
     temporary directory rather than pytest's deep per-test path.
@@ -29,6 +31,9 @@ def tether_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     monkeypatch.setenv("TETHER_HOME", str(home))
     monkeypatch.delenv("TETHER_CONVERSATION", raising=False)
     yield home
+    door = stop_door(home)
+    if door is not None:
+        _reap_ours({door})
     socket = home / "tmux.sock"
     if socket.exists():
         doomed = _server_and_its_processes(socket)
@@ -148,10 +153,12 @@ def _zombie(pid: int) -> bool:
 
 
 _WATCHED = frozenset({b"tmux", b"sshd", b"ssh"})
+_DOOR = b"tether.cli.door.server"  # the command line's tools process (``python -m`` it)
 
 
 def _stale_tmux(base: Path) -> list[tuple[int, str]]:
-    """tmux processes (servers and clients) on a socket under this run's temporary directory, and
+    """tmux processes (servers and clients) on a socket under this run's temporary directory, the
+    command line's tools processes of homes there, and
     the remote-host tests' loopback sshd listeners and ssh masters (``sshd: … -f BASE/…``,
     ``ssh: BASE/…/ssh/NAME [mux]``: both retitle themselves, so the program is argv[0]'s first word)."""
     found = []
@@ -165,14 +172,16 @@ def _stale_tmux(base: Path) -> list[tuple[int, str]]:
         if _zombie(int(entry)):
             continue  # dead already: its parent (init, for a daemon orphaned by its tether) reaps it
         program = os.path.basename(argv[0].split(b" ")[0].rstrip(b":")) if argv else b""
-        if program in _WATCHED and any(str(base).encode() in a for a in argv):
+        watched = program in _WATCHED or _DOOR in argv
+        if watched and any(str(base).encode() in a for a in argv):
             found.append((int(entry), b" ".join(argv).decode("utf-8", "replace")[:120]))
     return found
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Nothing outlives the tests: a tmux server or client left on a test's socket, or a test's sshd
-    or ssh master, fails the run (and is ended, so it does not outlive the run either)."""
+    """Nothing outlives the tests: a tmux server or client left on a test's socket, a test's sshd
+    or ssh master, or a test home's command-line tools process, fails the run (and is ended, so
+    it does not outlive the run either)."""
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None or os.environ.get("PYTEST_XDIST_WORKER"):
         return
@@ -183,5 +192,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             os.kill(pid, 9)
     if stale:
         lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in stale)
-        print(f"\nstale tmux/ssh processes after the tests (ended now):\n{lines}")
+        print(f"\nstale tmux/ssh/door processes after the tests (ended now):\n{lines}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -51,6 +51,16 @@ def test_the_early_front_of_tether_mcp_imports_nothing_heavy() -> None:
     assert not loaded & EARLY_HEAVY, sorted(loaded & EARLY_HEAVY)
 
 
+def test_commands_that_act_through_the_tools_import_nothing_heavy() -> None:
+    """``tether shell|audit|vault …`` ask the home's tools process (``tether.cli.door``): the
+    command itself loads its parser, its action and the door's client, nothing of the tools."""
+    loaded = _loaded_after(
+        "import tether.cli\ntether.cli.build_parser()\n"
+        "import tether.cli.actions.shell, tether.cli.actions.audit, tether.cli.actions.vault, tether.cli.door"
+    )
+    assert not loaded & EARLY_HEAVY, sorted(loaded & EARLY_HEAVY)
+
+
 @pytest.mark.parametrize(
     "argv", [["--version"], ["--help"], *[[m.split(".")[-1], "--help"] for m in COMMAND_MODULES]]
 )

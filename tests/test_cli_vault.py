@@ -1,7 +1,8 @@
 """``tether vault …``: values and passphrases on stdin or a terminal, never as arguments.
 
-Most cases call ``tether.cli.main`` in-process (a CLI start costs ~0.7 s of imports); a real
-``python -m tether`` process proves the stdin path, and a pseudo-terminal proves the prompts.
+Most cases call ``tether.cli.main`` in-process (it asks the home's tools process, started by the
+first); a real ``python -m tether`` process proves the stdin path, and a pseudo-terminal proves the
+prompts.
 """
 
 from __future__ import annotations

@@ -134,6 +134,13 @@ class ServerSection(NamedTuple):
     port: int = 8765
 
 
+class CliSection(NamedTuple):
+    """``[cli]``: the command line's tools process (``tether.cli.door``)."""
+
+    # How long it waits for the next command after the last one left; 0: it ends with each command.
+    door_idle_seconds: float = 300.0
+
+
 _TYPED: dict[str, type[Any]] = {
     "shell": ShellSection,
     "env": EnvSection,
@@ -142,6 +149,7 @@ _TYPED: dict[str, type[Any]] = {
     "sessions": SessionsSection,
     "server": ServerSection,
     "approvals": ApprovalsSection,
+    "cli": CliSection,
 }
 # Sections validated by the module that owns them.
 _OWNED_ELSEWHERE = ("guard", "sandbox", "vault")
@@ -292,6 +300,7 @@ class Config(NamedTuple):
     tools: ToolsSection = ToolsSection()
     sessions: SessionsSection = SessionsSection()
     server: ServerSection = ServerSection()
+    cli: CliSection = CliSection()
     approvals: ApprovalsSection = ApprovalsSection()
     hosts: tuple[HostSection, ...] = ()  # the machines besides this one (``local``)
     raw: Mapping[str, Any] = MappingProxyType({})  # config.toml as read (read-only)

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tether.cli.tools_door import call_tool
+from tether.cli.door import call_tool
 from tether.errors import UsageError
 
 

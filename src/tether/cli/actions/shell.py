@@ -1,7 +1,7 @@
 """``tether shell …`` (its actions): a person lists persistent shells, locks or unlocks them by
 hand, reads a shell's command timeline and exports its recording.
 
-Invariant: every action is one call of a people-only tool as ``cli`` (``tools_door``): a manual
+Invariant: every action is one call of a people-only tool as ``cli`` (``tether.cli.door``): a manual
 lock set here is the same one the panel sets — while it holds, every agent write to the shell is
 refused at once, in every tether process sharing the home — and each action (``list``, ``lock``,
 ``unlock``, ``timeline``, ``record``) is audited once with actor and source ``cli``, whatever its
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.cli.tools_door import call_tool
+from tether.cli.door import call_tool
 from tether.errors import UsageError
 
 

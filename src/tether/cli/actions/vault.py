@@ -18,7 +18,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from tether.cli.tools_door import CliTools, with_tools
+from tether.cli.door import DoorTools, call_tool, tools_session
 from tether.errors import UsageError
 
 # -- input --------------------------------------------------------------------------------------
@@ -53,28 +53,23 @@ def _read_passphrase(prompt: str) -> str:
 
 
 def _vault(arguments: dict[str, Any]) -> dict[str, Any]:
-    async def call(tools: CliTools) -> dict[str, Any]:
-        result = await tools.call("vault", arguments)
-        return {"text": result.text, **result.structured}
-
-    return with_tools(call)
+    result = call_tool("vault", arguments)
+    return {"text": result.text, **result.structured}
 
 
 def set_secret(args: argparse.Namespace) -> int:
-    async def run(tools: CliTools) -> str:
+    with tools_session() as tools:
         value = _read_value(args.name)
         arguments: dict[str, Any] = {"action": "set", "name": args.name, "group": args.group, "value": value}
-        if _interactive() and await _locked(tools, args.group):
+        if _interactive() and _locked(tools, args.group):
             arguments["passphrase"] = _read_passphrase(f"group {args.group!r} is locked; its passphrase: ")
-        return (await tools.call("vault", arguments)).text
-
-    print(with_tools(run))
+        print(tools.call("vault", arguments).text)
     return 0
 
 
-async def _locked(tools: CliTools, group: str) -> bool:
+def _locked(tools: DoorTools, group: str) -> bool:
     """Whether ``group`` is a locked passphrase group (asked before prompting: not an action)."""
-    listing = (await tools.call("vault", {"action": "list"}, audited=False)).structured
+    listing = tools.call("vault", {"action": "list"}, audited=False).structured
     return any(g["name"] == group and g["protected"] and g["locked"] for g in listing.get("groups", []))
 
 
@@ -96,15 +91,13 @@ def unlock_group(args: argparse.Namespace) -> int:
     if args.minutes is not None:
         arguments["minutes"] = args.minutes
 
-    async def run(tools: CliTools) -> str:
-        info = (await tools.call("vault", arguments)).structured["group"]
+    with tools_session() as tools:
+        info = tools.call("vault", arguments).structured["group"]
         until = _clock_time(info.get("unlocked_until_ms") or 0)
-        return (
+        print(
             f"group {args.group} unlocked until {until} for every tether process using "
-            f"{tools.config.home}; `tether vault lock {args.group}` ends it now"
+            f"{tools.home}; `tether vault lock {args.group}` ends it now"
         )
-
-    print(with_tools(run))
     return 0
 
 
