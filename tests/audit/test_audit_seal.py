@@ -19,6 +19,7 @@ from hang import HANG_S
 from tether.audit import AuditLog, SealKey, parse_verification_key, verify
 from tether.audit.record import canonical_json, record_hash
 from tether.audit.seal import KEY_NAME, read_writer_key, seal_extra
+from tether.cli.door import stop_door
 from tether.errors import UsageError
 
 EVERY = 4
@@ -189,6 +190,13 @@ def test_setup_refuses_twice_and_bad_keys_are_named(tmp_path: Path) -> None:
 
 
 def test_cli_setup_keys_and_verify_with_the_key(tmp_path: Path) -> None:
+    try:
+        _setup_keys_and_verify(tmp_path)
+    finally:
+        stop_door(tmp_path)  # the home's tools process, which the commands started
+
+
+def _setup_keys_and_verify(tmp_path: Path) -> None:
     env = {**os.environ, "TETHER_HOME": str(tmp_path)}
     setup = subprocess.run(
         [TETHER, "audit", "setup-keys", "--every", "2"], env=env, capture_output=True, text=True, timeout=60

@@ -17,6 +17,8 @@ from pathlib import Path
 import anyio
 from shell_harness import call, open_shell, run, shell_client
 
+from tether.cli.door import stop_door
+
 TETHER = str(Path(sys.executable).parent / "tether")
 
 
@@ -71,6 +73,7 @@ async def test_every_path_tether_creates_is_private(tmp_path: Path) -> None:
             modes = _walk(home)
             bad = _wrong(modes)
     finally:
+        stop_door(home)  # the tools process `tether vault set` started
         socket = home / "tmux.sock"
         if socket.exists():
             await anyio.run_process(["tmux", "-S", str(socket), "kill-server"], check=False)

@@ -124,18 +124,22 @@ def connect(home: Path) -> DoorTools:
 
 
 def stop_door(home: Path) -> int | None:
-    """Ask the tools process of ``home`` to end, whatever its build; its pid, or None when none
-    answers. It finishes the calls it is running first."""
+    """End the tools process of ``home``, whatever its build, and return its pid once it has
+    ended (it finishes the calls it is running first); None when none answers."""
     sock = _connect(DoorPaths.of(home).socket)
     if sock is None:
         return None
     tools = DoorTools(home, sock, 0)
     try:
-        return int(tools._ask({"stop": True})["pid"])
-    except TetherError:
+        pid = int(tools._ask({"stop": True})["pid"])
+        sock.settimeout(START_TIMEOUT_S)
+        while tools._reader.read(4096):  # the server keeps this connection until it exits
+            pass
+    except (TetherError, OSError):
         return None  # it ended meanwhile
     finally:
         tools.close()
+    return pid
 
 
 def _connect(path: Path) -> socket.socket | None:

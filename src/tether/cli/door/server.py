@@ -60,6 +60,7 @@ class DoorServer:
         self._ending = False
         self._listener: socket.socket | None = None
         self._socket_inode = 0
+        self._stoppers: list[asyncio.StreamWriter] = []
         self._server: asyncio.Server | None = None
 
     async def run(self, listener: socket.socket, ready_fd: int) -> None:
@@ -112,6 +113,8 @@ class DoorServer:
                 logger.info("asked to stop")
                 self._retire()
                 await _reply(writer, {"ok": True, "pid": os.getpid()})
+                # Left open: the kernel closes it as this process ends, which is the asker's sign.
+                self._stoppers.append(writer)
                 return
             if first.get("hello") != self._key:
                 logger.info("a command of another build or configuration came: retiring")
@@ -126,7 +129,8 @@ class DoorServer:
         finally:
             self._clients -= 1
             self._wake.set()
-            writer.close()
+            if writer not in self._stoppers:
+                writer.close()
 
     async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         name, arguments, audited = (
