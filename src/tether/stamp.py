@@ -5,9 +5,11 @@ given before the SDK loads) and the command line's tools process (``tether.cli.d
 reuse that work only while nothing it depends on changed, and both ask this module.
 
 Invariant: ``build_key`` changes whenever any of these does — tether's version, the mtime and size
-of every module of the package, the MCP SDK's files, the interpreter, ``PATH``, ``config.toml``
-byte for byte, and the caller's own ``flags``. Standard library only and no dataclasses: it runs
-before ``tether mcp``'s first answer and before every command that uses the tools process.
+of every module of the package and where it is, the MCP SDK's files, the interpreter and its
+environment (``sys.prefix``), ``PATH``, ``config.toml`` byte for byte, and the caller's own
+``flags``; and only then (a venv's ``python`` and ``python3`` give one key). Standard library only
+and no dataclasses: it runs before ``tether mcp``'s first answer and before every command that
+uses the tools process.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ def build_key(home: Path, flags: tuple[str, ...], *, package_dir: Path = PACKAGE
             digest.update(str(part).encode("utf-8", "surrogateescape"))
             digest.update(b"\0")
 
-    add("tether", __version__, sys.version, sys.executable, *flags)
+    # The interpreter by what it is, not by the name it was started as (a venv's ``python`` and the
+    # ``python3`` a console script names are one), and the environment it runs in.
+    add("tether", __version__, sys.version, os.path.realpath(sys.executable), sys.prefix, package_dir, *flags)
     add("PATH", os.environ.get("PATH", ""))
     add_tree(add, package_dir)
     for name in ("mcp", "mcp_types"):

@@ -4,10 +4,13 @@ the kept answers could come from, and only those."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from hang import HANG_S
 from tether import stamp
 
 
@@ -68,3 +71,20 @@ def test_a_new_source_file_changes_the_key(package: Path, tmp_path: Path) -> Non
     before = _key(tmp_path, package)
     (package / "tools" / "bash" / "more.py").write_text("")
     assert _key(tmp_path, package) != before
+
+
+def test_one_interpreter_by_either_name_gives_one_key(tmp_path: Path) -> None:
+    """A venv's ``python`` and the ``python3`` its console scripts name are one interpreter: a
+    command started either way finds the same tools process and handshake cache."""
+    probe = (
+        "import sys; from pathlib import Path; from tether import stamp; "
+        "print(stamp.build_key(Path(sys.argv[1]), ()))"
+    )
+    keys = {
+        subprocess.run(
+            [str(Path(sys.executable).parent / name), "-c", probe, str(tmp_path)],
+            capture_output=True, text=True, check=True, timeout=HANG_S,
+        ).stdout
+        for name in ("python", "python3")
+    }  # fmt: skip
+    assert len(keys) == 1 and len(keys.pop().strip()) == 64
