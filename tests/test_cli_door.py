@@ -237,3 +237,12 @@ def test_another_user_cannot_reach_it(tether_home: Path) -> None:
         assert tools.pid == door
     assert stop_door(tether_home) == door
     _until(lambda: _gone(door))
+
+
+def test_a_home_too_long_for_a_socket_is_one_clear_error(tether_home: Path) -> None:
+    home = tether_home / ("h" * 100)  # a Unix socket's path holds 107 bytes
+    done = _tether(home, "shell", "list")
+    assert done.returncode == 2
+    assert done.stderr.startswith("tether: UNAVAILABLE: cannot reach the command line's tools process at ")
+    assert "path too long" in done.stderr and "Traceback" not in done.stderr
+    assert _doors(home) == set()

@@ -149,9 +149,13 @@ def _connect(path: Path) -> socket.socket | None:
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()  # none listens: none ever did, or it ended (a left socket file answers nothing)
         return None
-    except OSError:
+    except OSError as exc:  # not ours to reach, or a path longer than a socket's 107 bytes
         sock.close()
-        raise
+        raise TetherError(
+            f"cannot reach the command line's tools process at {path}: {exc.strerror or exc}; "
+            "TETHER_HOME must be a short path that only you can write to",
+            code="UNAVAILABLE",
+        ) from exc
     return sock
 
 
@@ -165,7 +169,7 @@ def _start(home: Path) -> None:
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
         with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600), "ab") as out:
-            launcher = subprocess.Popen(
+            launcher = _popen(
                 [sys.executable, "-m", SERVER_MODULE, "--ready-fd", str(write_end), str(home)],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -201,6 +205,18 @@ def _start(home: Path) -> None:
     ready = decode(data)
     if "error" in ready:
         raise TetherError(str(ready["error"]["message"]), code=str(ready["error"]["code"]))
+
+
+def _popen(argv: list[str], **options: Any) -> Any:
+    import subprocess
+
+    try:
+        return subprocess.Popen(argv, **options)
+    except OSError as exc:
+        raise TetherError(
+            f"cannot start the command line's tools process ({argv[0]}): {exc.strerror or exc}",
+            code="UNAVAILABLE",
+        ) from exc
 
 
 def _lost(home: Path, exc: OSError | None) -> TetherError:
