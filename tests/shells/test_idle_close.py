@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import time
 from pathlib import Path
 
+from hang import HANG_S
 from tether.config import load_config
 from tether.shells import Shells, Write, open_shell, run
-from tether.shells.idle import close_idle, idle_limit_ms
+from tether.shells.idle import close_idle, idle_limit_ms, sweep_once
 from tether.shells.records import now_ms
 from tether.shells.requests import Output, Safety, Wait
 
@@ -46,5 +51,32 @@ async def test_sweep_closes_idle_shells_only(tether_home: Path, tmp_path: Path) 
         live = await engine.live()
         assert idle.id not in live and never.id in live and busy.id in live
         assert idle.id not in engine.records.shells()
+    finally:
+        await engine.close()
+
+
+async def test_a_sweep_of_a_home_without_shells_starts_no_tmux_server(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    """A process that never opened a shell (the command line's tools process, an idle server)
+    sweeps every 30 s: it must not start a tmux server to find nothing there."""
+    engine = Shells.get(load_config(tether_home))
+    try:
+        assert await sweep_once(engine, set()) == set()
+        assert not (tether_home / "tmux.sock").exists()
+        # With a shell open the sweep still asks tmux: a shell that ended is seen, then removed.
+        shell, _ = await open_shell(
+            engine, owner="t", label="", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=None
+        )
+        _, pane = await engine.pane(shell.id)
+        os.kill(pane.pid, signal.SIGKILL)
+        seen: set[str] = set()
+        deadline = time.monotonic() + HANG_S
+        while shell.id not in seen:  # tmux notices the pane's end on its own time
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)  # pacing a poll of tmux's state, bounded by the deadline
+            seen = await sweep_once(engine, set())
+        assert await sweep_once(engine, seen) == set()
+        assert shell.id not in await engine.ended()
     finally:
         await engine.close()

@@ -85,8 +85,20 @@ async def sweep_forever(shells: Shells) -> None:
     while True:
         await asyncio.sleep(SWEEP_S)
         try:
-            await close_idle(shells, now_ms())
-            seen = await remove_ended(shells, seen)
-            await check_confined(shells)
+            seen = await sweep_once(shells, seen)
         except Exception:
             logger.exception("idle sweep failed")
+
+
+async def sweep_once(shells: Shells, seen: set[str]) -> set[str]:
+    """One sweep; returns the ended shells seen now (for ``remove_ended`` next time).
+
+    A home without an open shell has nothing to sweep, and asking its hosts would start a tmux
+    server there (the control client creates one) or connect to remote machines: a process that
+    never opened a shell, such as the command line's tools process, must not leave one behind."""
+    if not shells.records.shells():
+        return set()
+    await close_idle(shells, now_ms())
+    seen = await remove_ended(shells, seen)
+    await check_confined(shells)
+    return seen
