@@ -154,7 +154,8 @@ def test_a_killed_tools_process_is_replaced_by_the_next_command(tether_home: Pat
 
 
 def test_it_ends_when_idle_and_takes_its_socket_along(tether_home: Path) -> None:
-    (tether_home / "config.toml").write_text("[cli]\ndoor_idle_seconds = 0.2\n")
+    # 0: it ends as soon as its last command leaves, but waits for the one that started it.
+    (tether_home / "config.toml").write_text("[cli]\ndoor_idle_seconds = 0\n")
     with tools_session(tether_home) as tools:
         door = tools.pid
         tools.call("shell_records", {})

@@ -45,6 +45,8 @@ from tether.tools.registry import CallContext
 logger = logging.getLogger(__name__)
 
 CLI_CONTEXT: Final = CallContext(actor="cli", source="cli")
+# How long a new server waits for its first command, whatever ``door_idle_seconds`` says.
+FIRST_COMMAND_GRACE_S: Final = 60.0
 
 
 class DoorServer:
@@ -56,6 +58,7 @@ class DoorServer:
         self._key = key
         self._idle_s = idle_s
         self._clients = 0
+        self._served = False
         self._wake = asyncio.Event()
         self._ending = False
         self._listener: socket.socket | None = None
@@ -76,7 +79,7 @@ class DoorServer:
             while not self._ending:
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), self._idle_s if self._clients == 0 else None)
+                    await asyncio.wait_for(self._wake.wait(), self._idle_timeout())
                 except TimeoutError:
                     logger.info("no command for %.0f s: ending", self._idle_s)
                     self._retire()
@@ -86,6 +89,12 @@ class DoorServer:
         finally:
             self._retire()
             await self._catalog.aclose()
+
+    def _idle_timeout(self) -> float | None:
+        if self._clients:
+            return None
+        # The command that started this process connects only after it said it was ready.
+        return self._idle_s if self._served else max(self._idle_s, FIRST_COMMAND_GRACE_S)
 
     def _retire(self) -> None:
         """Stop listening now; the path goes with it if it is still ours (see the module docstring)."""
@@ -101,6 +110,7 @@ class DoorServer:
             self._server.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._served = True
         self._clients += 1
         self._wake.set()
         try:
