@@ -31,9 +31,9 @@ def tether_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     monkeypatch.setenv("TETHER_HOME", str(home))
     monkeypatch.delenv("TETHER_CONVERSATION", raising=False)
     yield home
+    # Stopped, and waited for: one ending by itself (idle) no longer answers, but is still there.
     door = stop_door(home)
-    if door is not None:
-        _reap_ours({door})
+    _reap_ours(_doors_of(home) | ({door} if door else set()), deadline_s=30.0)
     socket = home / "tmux.sock"
     if socket.exists():
         doomed = _server_and_its_processes(socket)
@@ -65,6 +65,20 @@ def _server_and_its_processes(socket: Path) -> set[int]:
                     pids.add(child)
                     todo.append(child)
     return pids
+
+
+def _doors_of(home: Path) -> set[int]:
+    """The command line's tools processes of ``home`` (their argv names it)."""
+    found = set()
+    for entry in _listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if _DOOR in argv and str(home).encode() in argv:
+                found.add(int(entry))
+    return found
 
 
 def _listdir(path: str) -> list[str]:

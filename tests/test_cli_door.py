@@ -13,44 +13,29 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from hang import HANG_S
+from proc_probe import alive_with, wait_until
 from tether.audit import query
 from tether.cli.door import stop_door, tools_session
 from tether.errors import TetherError
 
 TETHER = str(Path(sys.executable).parent / "tether")
-DOOR = b"tether.cli.door.server"
+DOOR = "tether.cli.door.server"
 _QUIET: dict[str, int] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
 
 
 def _doors(home: Path) -> set[int]:
-    """The pids of every tools process serving ``home`` (its argv names the home)."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if DOOR in argv and str(home).encode() in argv and state != b"Z":
-            found.add(int(entry))
-    return found
+    """The live tools processes serving ``home`` (their argv names the module and the home)."""
+    return set(alive_with(DOOR)) & set(alive_with(str(home)))
 
 
 def _until(done: Callable[[], bool]) -> None:
-    """Wait for kernel state that will change (a process ending); HANG_S guards a real hang."""
-    deadline = time.monotonic() + HANG_S
-    while not done():
-        assert time.monotonic() < deadline, "waited HANG_S for a tools process to end"
-        time.sleep(0.01)
+    assert wait_until(done), "waited HANG_S for a tools process to end"
 
 
 def _gone(pid: int) -> bool:

@@ -117,8 +117,9 @@ def connect(home: Path) -> DoorTools:
             return tools
         tools.close()  # a server of another build has retired, or one ended: start ours
     raise TetherError(
-        f"the tools process of {home} keeps being replaced by another tether build; run one "
-        "version of tether per TETHER_HOME at a time",
+        f"the tools process of {home} went away before it answered, {_ATTEMPTS} times: another "
+        f"tether build sharing this TETHER_HOME replaces it each time, or it ends at once (see "
+        f"{home / 'logs' / 'door.log'}); run one version of tether per TETHER_HOME at a time",
         code="UNAVAILABLE",
     )
 
