@@ -4,8 +4,9 @@ Invariant: a command that acts through the tools gets its answer from a server o
 build and configuration (``tether.stamp``'s key, checked on every connection), started at most once
 at a time per ``TETHER_HOME`` (the starter holds ``door.lock`` until the new server answers), and
 never as this process's child (the server's launcher forks it away and exits), so nothing is left
-for a command to reap or wait for. Standard library only, and nothing imported that the call does
-not use: this is all a warm command loads beyond its parser.
+for a command to reap or wait for. The standard library and tether's light modules only (errors,
+home, stamp), and nothing imported that the call does not use: this is all a warm command loads
+beyond its parser.
 """
 
 from __future__ import annotations
