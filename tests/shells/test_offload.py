@@ -160,9 +160,12 @@ async def test_a_worker_holds_the_renderer_not_the_event_loop_nor_its_last_rende
     size = log.stat().st_size
     lines = await rendered(size, log_lines, log, 0, size, 2000, max_bytes=200_000)
     assert lines.total == 100_000 and _workers(os.getpid()) == {worker}  # the render ran there
-    after = psutil.Process(worker).memory_info().rss
-    # The render's peak (tens of MiB) went back to the system; before the worker gave it back it
-    # kept ~18 MiB more than when idle.
-    assert after - idle < 6 * 2**20, f"the worker kept {(after - idle) / 2**20:.1f} MiB of its render"
+    # The render's peak (tens of MiB) goes back to the system once the reply is out (the worker
+    # trims after it answers, so a busy machine may show the peak for a moment); before the worker
+    # gave it back it kept ~18 MiB more than when idle, for good.
+    deadline = time.monotonic() + 30.0
+    while (kept := psutil.Process(worker).memory_info().rss - idle) >= 6 * 2**20:
+        assert time.monotonic() < deadline, f"the worker kept {kept / 2**20:.1f} MiB of its render"
+        await asyncio.sleep(0.05)
     # Neither the event loop nor OpenSSL (which asyncio maps) is loaded there: ~8 MiB a worker.
     assert not re.search(r"_asyncio|_ssl|libssl|libcrypto", _maps(worker)), "the worker loaded asyncio"
