@@ -7,6 +7,7 @@ are loaded before a command's own handler runs — so a stray top-level import c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,48 @@ def test_constants_the_light_modules_repeat_are_the_real_ones() -> None:
     assert audit.SOURCES == SOURCES
     assert vault.DEFAULT_GROUP == DEFAULT_GROUP
     assert audit.DEFAULT_EVERY == DEFAULT_EVERY
+
+
+def test_a_command_line_builds_only_its_own_commands_parser() -> None:
+    probe = (
+        "import sys, tether.cli\ntether.cli.build_parser('exec')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tether.cli.commands.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "['tether.cli.commands.exec']"
+
+
+def _imported_by(argv: list[str], home: Path) -> set[str]:
+    """The modules a real ``tether`` process imported (``-X importtime`` prints one line each: the
+    process ends without the interpreter's teardown, so it cannot be asked at its end)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tether", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TETHER_HOME": str(home)},
+    )
+    assert done.returncode == 0, done.stderr
+    # A failed import (``ssl``, stubbed out) prints a line too, with a few microseconds.
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+        and line.split("|")[1].strip() not in ("", "cumulative")
+        and int(line.split("|")[1]) > 50
+    }
+
+
+def test_tether_exec_loads_the_executor_it_runs_and_nothing_else(tmp_path: Path) -> None:
+    loaded = _imported_by(["exec", "--", "true"], tmp_path)
+    assert "tether.shell.local" in loaded and "asyncio" in loaded  # the probe sees the executor
+    others = {m for m in COMMAND_MODULES if not m.endswith(".exec")}
+    unneeded = {"tether.shell.sandbox", "tether.approvals", "tether.audit", "sqlite3", "_ssl", "mcp", *others}
+    assert not loaded & unneeded, sorted(loaded & unneeded)
+
+
+def test_tether_exec_loads_the_sandbox_when_it_is_the_provider(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[shell]\nprovider = "sandbox"\n', encoding="utf-8")
+    assert "tether.shell.sandbox.executor" in _imported_by(["exec", "--", "true"], tmp_path)

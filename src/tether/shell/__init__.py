@@ -6,7 +6,12 @@ text of a result is ``tether.shell.render.render_shell_result``. ``confine_inter
 bubblewrap command line of a long-lived interactive process (a persistent shell's pane) under the
 one-shot sandbox policy; the sandbox itself (the confined executor, the escalation gate, the
 policy) is the sub-package ``tether.shell.sandbox``.
+
+The sandbox's names are loaded on first use: an unconfined command (``tether exec`` by default)
+never imports bubblewrap's policy, which costs about as much start-up as the executor itself.
 """
+
+from typing import TYPE_CHECKING
 
 from tether.shell.env_registry import (
     ProfileContext,
@@ -19,18 +24,6 @@ from tether.shell.env_registry import (
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import footer_lines, render_shell_result, sandbox_lines
-from tether.shell.sandbox import (
-    DEFAULT_MODE,
-    MODE_SUMMARIES,
-    PERMISSION_MODES,
-    ConfinedShell,
-    ExtraBind,
-    PermissionMode,
-    SandboxSettings,
-    confine_interactive,
-    mark_path,
-    sweep_placeholders,
-)
 from tether.shell.types import (
     AbortSignal,
     ConfinedLaunch,
@@ -50,6 +43,47 @@ from tether.shell.types import (
     ShellSandboxDenial,
     ShellSandboxInfo,
 )
+
+_FROM_SANDBOX = frozenset(
+    {
+        "DEFAULT_MODE",
+        "MODE_SUMMARIES",
+        "PERMISSION_MODES",
+        "ConfinedShell",
+        "ExtraBind",
+        "PermissionMode",
+        "SandboxSettings",
+        "confine_interactive",
+        "mark_path",
+        "sweep_placeholders",
+    }
+)
+
+if TYPE_CHECKING:
+    from tether.shell.sandbox import (
+        DEFAULT_MODE,
+        MODE_SUMMARIES,
+        PERMISSION_MODES,
+        ConfinedShell,
+        ExtraBind,
+        PermissionMode,
+        SandboxSettings,
+        confine_interactive,
+        mark_path,
+        sweep_placeholders,
+    )
+else:
+    # Outside the type checker's view, so that it still refuses a name the face does not have.
+    def __getattr__(name: str) -> object:
+        """The sandbox's names (PEP 562), imported on first use."""
+        if name not in _FROM_SANDBOX:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from tether.shell import sandbox
+
+        value = getattr(sandbox, name)
+        globals()[name] = value
+        return value
+
 
 __all__ = [
     "DEFAULT_MODE",

@@ -13,16 +13,29 @@ from tether.errors import UsageError
 from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
 from tether.shell.options import LocalShellOptions
-from tether.shell.sandbox import sandbox_executor
 from tether.shell.types import ShellExecutor
 
 # factory(config, options, env_registry, keep_background) -> executor
 ProviderFactory = Callable[[Config, LocalShellOptions, ShellEnvRegistry, bool], ShellExecutor]
 
+
+def _sandbox(
+    config: Config, options: LocalShellOptions, env_registry: ShellEnvRegistry, keep_background: bool
+) -> ShellExecutor:
+    # Imported when chosen: bubblewrap's policy, the approvals queue and the audit log cost more
+    # start-up than the rest of the executor, and a bash or pwsh executor (`tether exec` by
+    # default) never needs them.
+    from tether.shell.sandbox import sandbox_executor
+
+    return sandbox_executor(
+        config, options=options, env_registry=env_registry, keep_background=keep_background
+    )
+
+
 _PROVIDERS: dict[str, ProviderFactory] = {
     "bash": lambda _c, o, r, k: LocalBashExecutor(o, env_registry=r, keep_background=k),
     "pwsh": lambda _c, o, r, k: LocalPwshExecutor(o, env_registry=r, keep_background=k),
-    "sandbox": lambda c, o, r, k: sandbox_executor(c, options=o, env_registry=r, keep_background=k),
+    "sandbox": _sandbox,
 }
 
 

@@ -1,5 +1,8 @@
 """``tether exec``: run one command through the configured one-shot executor, live.
 
+Called by ``tether.cli.commands.exec`` with the checked command text and the configuration, once
+this process's credentials are sealed away and the command container is starting.
+
 Invariant: this door adds no behaviour of its own — the executor decides cwd, timeout cap, env,
 capture and tree kill; this module only streams the captured output as it arrives, prints the
 closing markers of the rendered result (``tether.shell.render.closing_lines``) on stderr, and maps
@@ -9,7 +12,6 @@ the result to an exit status: the command's own exit code, 124 on timeout, 130 w
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import dataclasses
@@ -18,10 +20,8 @@ import signal
 import sys
 from typing import TextIO
 
-from tether.config import MIB, load_config
-from tether.errors import UsageError
+from tether.config import MIB, Config
 from tether.process.reads import OutputReader
-from tether.process.seal import seal_environment
 from tether.shell.execution import LocalShellExecution
 from tether.shell.options import LocalShellOptions
 from tether.shell.providers import executor_from_config
@@ -36,22 +36,9 @@ _LIVE_BUFFER = 16 * MIB
 _EXIT_BROKEN_PIPE = 141
 
 
-def _command_text(words: list[str]) -> str:
-    if words and words[0] == "--":
-        words = words[1:]
-    text = " ".join(words).strip()
-    if not text:
-        raise UsageError("tether exec needs a command after --, e.g. `tether exec -- ls -la`")
-    return text
-
-
-def run(args: argparse.Namespace) -> int:
-    command = _command_text(list(args.command))
-    if args.timeout_ms is not None and args.timeout_ms < 1:
-        raise UsageError(f"--timeout-ms must be a positive number of milliseconds (got {args.timeout_ms})")
-    return asyncio.run(
-        _run(command, timeout_ms=args.timeout_ms, cwd=args.cwd, background_ok=args.background_ok)
-    )
+def run(config: Config, command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool) -> int:
+    """Run ``command`` and return the exit status ``tether exec`` ends with."""
+    return asyncio.run(_run(config, command, timeout_ms=timeout_ms, cwd=cwd, background_ok=background_ok))
 
 
 async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal) -> bool:
@@ -78,9 +65,9 @@ async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal
             return True
 
 
-async def _run(command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool) -> int:
-    config = load_config()
-    seal_environment(config.env)  # the command cannot read our credentials in /proc/$PPID/environ
+async def _run(
+    config: Config, command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool
+) -> int:
     base = LocalShellOptions.from_config(config)
     options = dataclasses.replace(base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER))
     executor = executor_from_config(config, options=options, keep_background=background_ok)
