@@ -8,8 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hang import HANG_S
 from proc_probe import alive_with, kill_all, unique_sleep_arg, wait_until
+from tether.process.container import container
 
 
 def tether(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -131,3 +134,13 @@ def test_large_output_streams_completely_and_a_closed_pipe_ends_the_command(teth
     assert piped.stdout == "y\nstatus=141\n"
     assert "Traceback" not in piped.stderr
     assert alive_with(token) == []
+
+
+def test_the_command_runs_in_the_container_from_any_working_directory(tether_home: Path) -> None:
+    # From `/`, the container's PID 1 once found Debian's standard library instead of its own
+    # interpreter's, died before answering, and the command ran without its container.
+    if container() is None:
+        pytest.skip("this machine cannot create PID namespaces (the README states the limit)")
+    for where in (Path("/"), tether_home):
+        done = tether("exec", "--", "cat /proc/1/comm", cwd=where)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "tether-init\n", ""), where

@@ -29,7 +29,7 @@ _PREPARED = textwrap.dedent(
     from tether.process import container as box
 
     def inits():
-        return [p for p in psutil.Process().children() if p.cmdline()[:1] == ["tether-init"]]
+        return [p for p in psutil.Process().children() if p.name() == "tether-init"]
 
     box.prepare()
     deadline = time.monotonic() + float(os.environ["HANG_S"])
@@ -74,5 +74,5 @@ async def test_tether_mcp_has_its_container_before_the_first_call(tether_home: P
     async with Client(StdioServerParameters(command=TETHER, args=["mcp"], env=env)):
         (server,) = [p for p in psutil.Process().children() if p.pid not in before and "mcp" in p.cmdline()]
         with anyio.fail_after(HANG_S):
-            while not [p for p in server.children() if p.cmdline()[:1] == ["tether-init"]]:
+            while not [p for p in server.children() if p.name() == "tether-init"]:
                 await anyio.sleep(0.01)

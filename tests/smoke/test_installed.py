@@ -4,7 +4,8 @@
 fetches the panel's assets from the npm registry), installs it with pip into a fresh venv per
 Python version (3.11, 3.12, 3.13) outside the checkout, and runs this file with that venv's
 pytest. Each test drives the installed ``tether`` beside the venv's interpreter, as a user would:
-an MCP round trip over stdio, one one-shot command, one persistent shell, ``tether serve`` with
+an MCP round trip over stdio, one one-shot command (through MCP and ``tether exec``), one
+persistent shell, ``tether serve`` with
 the panel page loading in chromium.
 """
 
@@ -62,6 +63,19 @@ async def test_mcp_round_trip_one_shot_command(tether_home: Path) -> None:
         )
         assert text_of(result) == "one-42\n[stderr]\nerr\n[exit code: 3]"
         assert result.structured_content is not None and result.structured_content["exitCode"] == 3
+
+
+def test_tether_exec_runs_a_command_and_ends_with_its_status(tether_home: Path) -> None:
+    # Its start leaves out OpenSSL, which asyncio imports only if it can (every Python here).
+    done = subprocess.run(
+        [TETHER, "exec", "--", "echo one-$((40+2)); echo err >&2; exit 3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={**os.environ, "TETHER_HOME": str(tether_home)},
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (3, "one-42\n", "err\n[exit code: 3]\n")
 
 
 async def _tasks(client: Client, tool: str, task: dict[str, Any]) -> dict[str, Any]:

@@ -175,8 +175,10 @@ def _start() -> Container:
         _call(_libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
         try:
             init = subprocess.Popen(
-                ["tether-init", "-I", "-S", str(_INIT_SCRIPT), str(death_r), str(ready_w)],
-                executable=sys.executable,
+                # argv[0] is the interpreter's own path: Python finds its standard library from it
+                # (a bare name it cannot find on PATH sends it looking from the working directory:
+                # from `/`, Debian's /lib/python3.X). PID 1 names itself `tether-init` for `ps`.
+                [sys.executable, "-I", "-S", str(_INIT_SCRIPT), str(death_r), str(ready_w)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
