@@ -75,12 +75,14 @@ def _trees() -> tuple[list[tuple[str, dict[str, object]]], list[str], list[str]]
         add("setsid double fork", "(setsid sh -c 'sleep {0} &' &); sleep {1}")
     for _ in range(3):
         # Out of the cgroup and without the marker before its root exits at once: nothing the tree
-        # tracker can find (the root waits only until that is so, not a moment longer).
+        # tracker can find (the root waits only until that is so, not a moment longer). The
+        # pattern is glued to -e: a grep of that loop must not hold the token as a whole argument,
+        # which is how the test tells a sleeper (a grep taken for it would be gone by the kill).
         add(
             "fast env -i escape",
             _in_cgroup(
                 f"env -i setsid sh -c 'echo $$ > {_V2_ROOT}; exec sleep {{0}}' > /dev/null 2>&1 & p=$!; "
-                "until grep -qs {0} /proc/$p/cmdline && ! grep -qs tether- /proc/$p/cgroup; do :; done"
+                "until grep -qse{0} /proc/$p/cmdline && ! grep -qs tether- /proc/$p/cgroup; do :; done"
             ),
             count=1,
         )
