@@ -3,11 +3,16 @@
 It runs the same pieces as ``tether mcp`` (``StdioWire.claim``, ``EarlyFront``, ``serve_stdio``
 around an ``McpFrontDoor``) with tools that exercise the wire: stray writes to fd 1, a server →
 client request (elicitation, roots), a log notification and a handler that waits to be cancelled.
-Run as ``python stdio_probe_server.py MARKER_DIR``.
+Run as ``python stdio_probe_server.py MARKER_DIR [direct]``: with ``direct`` the server carries no
+middleware of its own, so plain calls are answered beside the SDK (``tether.mcp.direct``); ``where``
+says which path served it, ``confirm`` asks the person at the client, and ``hang`` leaves a
+line ``cancelled`` in MARKER_DIR/order once its cancellation has run (the conversation's end
+writes ``ended`` there); ``shape`` and ``typed`` return the result ``kind`` names.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -21,12 +26,14 @@ from tether.mcp.handshake import EarlyFront, HandshakeCache
 from tether.mcp.wire import StdioWire
 
 MARKERS = Path(sys.argv[1])  # where the handshake cache goes
+DIRECT = sys.argv[2:] == ["direct"]
 wire = StdioWire.claim()
 early = EarlyFront(wire, None)
 wire.start_reader(early.offer)
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext  # noqa: E402
 
+from tether.errors import UsageError  # noqa: E402
 from tether.mcp.server import McpFrontDoor  # noqa: E402
 from tether.mcp.stdio import serve_stdio  # noqa: E402
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult  # noqa: E402
@@ -55,8 +62,25 @@ async def hang(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         await anyio.sleep_forever()
     finally:
         with anyio.CancelScope(shield=True):
+            await anyio.sleep(0.2)  # a handler that takes a while to clean up is waited for
+            with (MARKERS / "order").open("a") as order:
+                order.write("cancelled\n")
             await ctx.notifier.log("info", "probe", "hang cancelled")
     raise AssertionError("unreachable")
+
+
+async def where(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    files = {Path(frame.filename).as_posix() for frame in inspect.stack()}
+    direct = any(f.endswith("tether/mcp/direct.py") for f in files)
+    sdk = any(f.endswith("mcp/server/runner.py") for f in files)
+    return ToolResult(text="direct" if direct and not sdk else "sdk" if sdk and not direct else "unclear")
+
+
+async def confirm(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    if ctx.person is None:
+        return ToolResult(text="nobody to ask")
+    reply = await ctx.person.confirm("Run the probe?", timeout_s=20)
+    return ToolResult(text=f"{reply.outcome} {reply.reason}".strip(), structured={"who": ctx.person.who})
 
 
 async def ask(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -74,11 +98,38 @@ async def ask(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Handl
     return await call_next(ctx)
 
 
+SHAPES: dict[str, ToolResult] = {
+    "plain": ToolResult(text="héllo ✓\n", structured={"a": None, "b": [1, 2.5, "x"], "c": {"d": True}}),
+    "error": ToolResult(text="E: it failed", is_error=True, structured={"x": 1}),
+    "empty": ToolResult(text="", structured={}),
+    "text": ToolResult(text="only text"),
+}
+
+
+async def shape(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+    kind = arguments["kind"]
+    if kind == "refused":
+        raise UsageError("kind 'refused' is refused; use another kind")
+    if kind == "crash":
+        raise RuntimeError("a bug")
+    return SHAPES[kind]
+
+
+async def ended(conversation: str) -> None:
+    with (MARKERS / "order").open("a") as order:
+        order.write("ended\n")
+
+
 registry = ToolRegistry()
-for name, handler in (("noise", noise), ("log", log), ("hang", hang), ("ask", noise)):
+TOOLS = (("noise", noise), ("log", log), ("hang", hang), ("ask", noise))
+for name, handler in (*TOOLS, ("where", where), ("confirm", confirm)):
     registry.add(ToolDef(name=name, description=name, input_schema=SCHEMA, handler=handler))
-front = McpFrontDoor(registry, conversation="conv-probe")
-front.server.middleware.append(ask)
+KIND = {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"]}
+for name, output in (("shape", None), ("typed", {"type": "object"})):
+    registry.add(ToolDef(name=name, description=name, input_schema=KIND, output_schema=output, handler=shape))
+front = McpFrontDoor(registry, conversation="conv-probe", on_conversation_end=ended)
+if not DIRECT:
+    front.server.middleware.append(ask)
 
 
 async def main() -> None:

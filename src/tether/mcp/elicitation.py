@@ -11,6 +11,7 @@ gets exactly one ``PersonReply``: approved or denied (the form's ``approve``, an
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
@@ -44,12 +45,31 @@ def supports_forms(capabilities: types.ClientCapabilities | None) -> bool:
     return found is not None and (found.form is not None or found.url is None)
 
 
+# Sends one form elicitation (its message, its schema) to the client and returns the answer: the
+# request's own session on the SDK's path (``ServerSession.elicit_form`` with the call's request
+# id), the connection itself where only one stream exists (``elicit_over``, stdio's direct calls).
+Asker = Callable[[str, dict[str, Any]], Awaitable[types.ElicitResult]]
+
+
+def elicit_over(connection: Any) -> Asker:
+    """An ``Asker`` on the connection's own stream: on stdio, where every message shares one
+    stream, the same request on the wire as the request's session would send."""
+
+    async def ask(message: str, schema: dict[str, Any]) -> types.ElicitResult:
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
+        )
+        result: types.ElicitResult = await connection.send_request(request)
+        return result
+
+    return ask
+
+
 class ElicitationChannel:
     """Asks the person at one MCP client during one request (see the module docstring)."""
 
-    def __init__(self, session: Any, *, request_id: types.RequestId | None, who: str) -> None:
-        self._session = session
-        self._request_id = request_id
+    def __init__(self, ask: Asker, *, who: str) -> None:
+        self._ask = ask
         self._who = who
 
     @property
@@ -60,7 +80,7 @@ class ElicitationChannel:
         result: types.ElicitResult | None = None
         with anyio.move_on_after(timeout_s):
             try:
-                result = await self._session.elicit_form(message, SCHEMA, related_request_id=self._request_id)
+                result = await self._ask(message, SCHEMA)
             except MCPError as exc:
                 raise PersonUnavailable(f"elicitation failed: {exc}") from exc
         if result is None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import functools
 import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,11 +45,11 @@ from pydantic import ValidationError
 
 from tether import __version__
 from tether.errors import TetherError
-from tether.mcp.elicitation import ElicitationChannel, person_name, supports_forms
+from tether.mcp.elicitation import Asker, ElicitationChannel, elicit_over, person_name, supports_forms
 from tether.mcp.handshake import DISCOVER_METHOD, DISCOVER_REFUSAL
 from tether.mcp.ids import new_conversation_id
 from tether.mcp.notifier import ConnectionNotifier, subscriptions
-from tether.mcp.requests import check_call, named_invalid_params
+from tether.mcp.requests import check_call, named_invalid_params, tool_error
 from tether.tools.bash import ToolAborted
 from tether.tools.registry import CallContext, ResourceSource, ToolDef, ToolRegistry, ToolResult
 
@@ -120,6 +120,7 @@ class McpFrontDoor:
         self.server.middleware.clear()
         self.server.middleware.append(self._track_connection)
         self.server.middleware.append(self._checked_params)
+        self._own_middleware = list(self.server.middleware)
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
@@ -134,17 +135,34 @@ class McpFrontDoor:
         connection.state[_CONVERSATION_KEY] = conversation
         return conversation
 
-    def call_context(self, connection: Connection) -> CallContext:
+    def call_context(self, connection: Connection, *, ask: Asker | None = None) -> CallContext:
+        """The context of one call on ``connection``. When the client declared form elicitation,
+        the person at the client is reached with ``ask`` (by default on the connection's own
+        stream, which is the request's on stdio)."""
         notifier = connection.state.get(_NOTIFIER_KEY)
         if not isinstance(notifier, ConnectionNotifier):
             notifier = ConnectionNotifier(connection)
             connection.state[_NOTIFIER_KEY] = notifier
+        conversation = self.conversation_of(connection)
+        person = None
+        if supports_forms(connection.client_capabilities):
+            person = ElicitationChannel(
+                ask if ask is not None else elicit_over(connection), who=person_name(connection, conversation)
+            )
         return CallContext(
-            actor=self.conversation_of(connection),
+            actor=conversation,
             source="tool",
             notifier=notifier,
             client=client_name(connection),
+            person=person,
         )
+
+    @property
+    def serves_calls_directly(self) -> bool:
+        """Whether a ``tools/call`` may be answered beside the SDK (``tether.mcp.direct``): only
+        while the server's middleware is tether's own, which ``answer_call`` and the direct path
+        do in full. Middleware added since (a test's, an embedder's) must see every call."""
+        return self.server.middleware == self._own_middleware
 
     async def _track_connection(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -212,31 +230,35 @@ class McpFrontDoor:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        tool = self.registry.get(params.name)
+        # Elicitation rides the request's own session: over streamable HTTP, the request's stream.
+        ask = functools.partial(ctx.session.elicit_form, related_request_id=ctx.request_id)
+        call = self.call_context(connection_of(ctx), ask=ask)
+        answer = await self.answer_call(params.name, params.arguments or {}, call)
+        return types.CallToolResult.model_validate(answer)
+
+    async def answer_call(self, name: str, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
+        """The result of one ``tools/call`` in its wire form (``CallToolResult``), whichever path
+        the request came by: the tool's result, or a tool error whose text starts with its stable
+        code. Raises only when the call was cancelled (MCP answers nothing then)."""
+        tool = self.registry.get(name)
         if tool is None:
             names = ", ".join(sorted(t.name for t in self.registry.list())) or "(none)"
-            return _error_result("NOT_FOUND", f"unknown tool {params.name!r}; available tools: {names}")
-        call = self.call_context(connection_of(ctx))
-        if supports_forms(ctx.session.client_capabilities):
-            who = person_name(ctx.session, call.actor)
-            call = dataclasses.replace(
-                call, person=ElicitationChannel(ctx.session, request_id=ctx.request_id, who=who)
-            )
+            return tool_error(f"NOT_FOUND: unknown tool {name!r}; available tools: {names}")
         try:
             # Through the registry's door: the audit record and secret masking happen there.
-            result = await self.registry.call(tool.name, params.arguments or {}, call)
+            result = await self.registry.call(tool.name, arguments, call)
         except ToolAborted as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # the client cancelled: MCP sends no response for a cancelled request
-            return _error_result(exc.code, exc.message)
+            return tool_error(f"{exc.code}: {exc.message}")
         except TetherError as exc:
             logger.info("tool %s refused for %s: %s: %s", tool.name, call.actor, exc.code, exc.message)
-            return _error_result(exc.code, exc.message)
+            return tool_error(f"{exc.code}: {exc.message}")
         except Exception:
             logger.exception("tool %s failed unexpectedly for %s", tool.name, call.actor)
-            return _error_result(
-                "INTERNAL", f"tool {tool.name} failed unexpectedly; the server log has the details"
+            return tool_error(
+                f"INTERNAL: tool {tool.name} failed unexpectedly; the server log has the details"
             )
         return _wire_result(tool, result)
 
@@ -343,16 +365,15 @@ def _wire_tool(tool: ToolDef) -> types.Tool:
     )
 
 
-def _wire_result(tool: ToolDef, result: ToolResult) -> types.CallToolResult:
+def _wire_result(tool: ToolDef, result: ToolResult) -> dict[str, Any]:
     # A success must carry structuredContent when an outputSchema is published; an error need not.
+    # The SDK's own serialisation of the same CallToolResult, on every handshake version, is this
+    # (tests/mcp/test_direct_calls.py).
+    wire: dict[str, Any] = {"content": [{"type": "text", "text": result.text}], "isError": result.is_error}
     if result.is_error or tool.output_schema is None:
         structured: dict[str, Any] | None = result.structured or None
     else:
         structured = result.structured
-    return types.CallToolResult(
-        content=[types.TextContent(text=result.text)], structured_content=structured, is_error=result.is_error
-    )
-
-
-def _error_result(code: str, message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=f"{code}: {message}")], is_error=True)
+    if structured is not None:
+        wire["structuredContent"] = structured
+    return wire

@@ -13,7 +13,10 @@ Invariants this module owns:
   whenever the real answers differ from the cache, the cache is rewritten.
 - A message the SDK's models refuse is answered with INVALID_REQUEST naming the field, never
   dropped. Once the SDK is loaded the event loop reads the input itself, and stops reading while
-  64 messages wait for the SDK (backpressure).
+  64 messages wait for the SDK (backpressure; a call being answered waits for nothing, on either
+  path, so that a client can always cancel it).
+- Once the SDK has taken over, a plain ``tools/call`` read by the loop is answered beside the SDK
+  (``tether.mcp.direct``); the early front's backlog and everything else go to the SDK.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ from typing import Any, Final
 
 import anyio
 import mcp_types as types
-from mcp.server.runner import serve_loop
+from mcp.server.connection import Connection
+from mcp.server.runner import serve_connection
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
+from tether.mcp.direct import DirectCalls
 from tether.mcp.handshake import EarlyFront, Handshake, HandshakeCache
 from tether.mcp.server import McpFrontDoor, settle_heap
 from tether.mcp.wire import EOF, INVALID_REQUEST, Item, Message, StdioWire, error_response
@@ -133,9 +139,12 @@ async def serve_stdio(
     server = front_door.server
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Item | _Broken] = asyncio.Queue()
+    direct = DirectCalls(front_door, wire)
 
     def deliver(item: Item) -> None:  # the event loop's reader
         _announce(item, front_door.registry)
+        if isinstance(item, dict) and direct.take(item):
+            return
         inbox.put_nowait(item)
         if inbox.qsize() >= _IN_FLIGHT:
             wire.pause_reading()
@@ -149,17 +158,25 @@ async def serve_stdio(
     wire.stop_reader_thread()
     backlog = early.take_backlog()
     wire.read_on_loop(loop, deliver)
+    inbound = _Inbound(backlog, inbox, handover, direct=direct)
+    # serve_loop's recipe, with the connection kept: the direct calls answer on it.
+    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(
+        inbound, _Outbound(handover), inline_methods=frozenset({"initialize"})
+    )
+    connection = Connection.for_loop(dispatcher)
+    direct.attach(connection)
     try:
         async with server.lifespan(server) as state:
-            await serve_loop(
+            await serve_connection(
                 server,
-                _Inbound(backlog, inbox, handover),
-                _Outbound(handover),
+                dispatcher,
+                connection=connection,
                 lifespan_state=state,
                 init_options=front_door.initialization_options(),
             )
     finally:
         wire.stop_reading()
+        await direct.close()
     logger.info("stdio client closed the connection")
 
 
@@ -178,11 +195,17 @@ class _Inbound:
     reader and the SDK: each would cost every request a pass of the event loop."""
 
     def __init__(
-        self, backlog: list[Item], inbox: asyncio.Queue[Item | _Broken], handover: _Handover
+        self,
+        backlog: list[Item],
+        inbox: asyncio.Queue[Item | _Broken],
+        handover: _Handover,
+        *,
+        direct: DirectCalls,
     ) -> None:
         self._backlog = deque(backlog)
         self._inbox = inbox
         self._handover = handover
+        self._direct = direct
         self._queued: deque[SessionMessage] = deque()  # tether's own probe, right behind initialize
         self._ended = False
 
@@ -211,6 +234,8 @@ class _Inbound:
                 self._queued.append(SessionMessage(probe))
             return SessionMessage(message)
         self._ended = True
+        # The client left: the calls answered beside the SDK end before the conversation does.
+        await self._direct.close()
         raise anyio.EndOfStream
 
     async def _next(self) -> Item | _Broken:
