@@ -103,6 +103,7 @@ SHAPES: dict[str, ToolResult] = {
     "error": ToolResult(text="E: it failed", is_error=True, structured={"x": 1}),
     "empty": ToolResult(text="", structured={}),
     "text": ToolResult(text="only text"),
+    "surrogate": ToolResult(text="a lone surrogate: \udcff"),
 }
 
 

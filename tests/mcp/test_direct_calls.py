@@ -96,6 +96,17 @@ def test_a_plain_call_goes_the_direct_path_and_anything_else_to_the_sdk(tmp_path
         driver.close()
 
 
+def test_a_result_json_cannot_carry_is_answered_with_an_error(tmp_path: Path) -> None:
+    driver = _probe(tmp_path, direct=True)
+    try:
+        _start(driver)
+        answer = _call(driver, 2, "shape", {"kind": "surrogate"})
+        assert answer["error"]["code"] == -32603 and "cannot be encoded as JSON" in answer["error"]["message"]
+        assert _where(driver, 3) == "direct"  # and it keeps serving
+    finally:
+        driver.close()
+
+
 def test_a_call_through_added_middleware_never_takes_the_direct_path(tmp_path: Path) -> None:
     driver = _probe(tmp_path, direct=False)
     try:

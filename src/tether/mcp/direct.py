@@ -116,7 +116,12 @@ class DirectCalls:
             logger.exception("tools/call %r failed outside its tool", params.get("name"))
             self._wire.send(error_response(rid, INTERNAL_ERROR, "Internal error"))
             return
-        self._wire.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        try:
+            self._wire.send({"jsonrpc": "2.0", "id": rid, "result": result})
+        except ValueError:  # text JSON cannot carry (a lone surrogate): the client still gets an answer
+            logger.exception("the result of tools/call %r cannot be sent as JSON", params.get("name"))
+            message = "Internal error: the tool's result cannot be encoded as JSON; the server log has it"
+            self._wire.send(error_response(rid, INTERNAL_ERROR, message))
 
     async def close(self) -> None:
         """The client left: cancel every call still running and wait for each to end."""
