@@ -8,8 +8,10 @@ knows which one it exercised.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,23 @@ def _start(driver: StdioDriver, version: str = "2025-06-18") -> None:
     driver.notify("notifications/initialized")
 
 
+@contextlib.contextmanager
+def _serving(markers: Path, *, direct: bool = True, version: str = "2025-06-18") -> Iterator[StdioDriver]:
+    """The probe, past the handshake (closed and reaped on the way out)."""
+    driver = _probe(markers, direct=direct)
+    try:
+        _start(driver, version)
+        yield driver
+    finally:
+        driver.close()
+
+
+def _hang(driver: StdioDriver, rid: int) -> None:
+    """Call ``hang`` and return once its handler runs."""
+    driver.request(rid, "tools/call", {"name": "hang", "arguments": {}})
+    driver.recv_until(lambda m: m.get("params", {}).get("data") == "hang started")
+
+
 def _call(driver: StdioDriver, rid: Any, name: str, arguments: Any = None, **extra: Any) -> dict[str, Any]:
     params: dict[str, Any] = {"name": name, **extra}
     if arguments is not None:
@@ -55,15 +74,11 @@ def _where(driver: StdioDriver, rid: Any, **extra: Any) -> str:
 def test_both_paths_give_the_same_answers_on_every_protocol_version(tmp_path: Path, version: str) -> None:
     answers: dict[str, list[dict[str, Any]]] = {}
     for direct in (True, False):
-        driver = _probe(tmp_path / ("direct" if direct else "sdk"), direct=direct)
-        try:
-            _start(driver, version)
+        with _serving(tmp_path / ("direct" if direct else "sdk"), direct=direct, version=version) as driver:
             assert _where(driver, 1) == ("direct" if direct else "sdk")
             got = [_call(driver, 10, tool, {"kind": kind}) for tool in ("shape", "typed") for kind in KINDS]
             got.append(_call(driver, 11, "no_such_tool", {}))
             answers["direct" if direct else "sdk"] = got
-        finally:
-            driver.close()
     assert answers["direct"] == answers["sdk"]
     texts = [a["result"]["content"][0]["text"] for a in answers["direct"]]
     assert texts[4] == "INVALID_ARGUMENT: kind 'refused' is refused; use another kind"
@@ -97,31 +112,20 @@ def test_a_plain_call_goes_the_direct_path_and_anything_else_to_the_sdk(tmp_path
 
 
 def test_a_result_json_cannot_carry_is_answered_with_an_error(tmp_path: Path) -> None:
-    driver = _probe(tmp_path, direct=True)
-    try:
-        _start(driver)
+    with _serving(tmp_path) as driver:
         answer = _call(driver, 2, "shape", {"kind": "surrogate"})
         assert answer["error"]["code"] == -32603 and "cannot be encoded as JSON" in answer["error"]["message"]
         assert _where(driver, 3) == "direct"  # and it keeps serving
-    finally:
-        driver.close()
 
 
 def test_a_call_through_added_middleware_never_takes_the_direct_path(tmp_path: Path) -> None:
-    driver = _probe(tmp_path, direct=False)
-    try:
-        _start(driver)
+    with _serving(tmp_path, direct=False) as driver:
         assert _where(driver, 2) == "sdk"
-    finally:
-        driver.close()
 
 
 def test_a_cancelled_direct_call_is_cancelled_and_never_answered(tmp_path: Path) -> None:
-    driver = _probe(tmp_path, direct=True)
-    try:
-        _start(driver)
-        driver.request(5, "tools/call", {"name": "hang", "arguments": {}})
-        driver.recv_until(lambda m: m.get("params", {}).get("data") == "hang started")
+    with _serving(tmp_path) as driver:
+        _hang(driver, 5)
         # "5" names request 5, as on the SDK's path.
         driver.notify("notifications/cancelled", {"requestId": "5", "reason": "changed my mind"})
         seen = driver.recv_until(lambda m: m.get("params", {}).get("data") == "hang cancelled")
@@ -130,20 +134,13 @@ def test_a_cancelled_direct_call_is_cancelled_and_never_answered(tmp_path: Path)
         assert 5 not in [m.get("id") for m in seen]
         assert seen[-1]["result"]["content"][0]["text"] == "direct"  # and it keeps serving
         assert (tmp_path / "order").read_text() == "cancelled\n"
-    finally:
-        driver.close()
 
 
 def test_the_client_leaving_cancels_a_direct_call_before_the_conversation_ends(tmp_path: Path) -> None:
-    driver = _probe(tmp_path, direct=True)
-    try:
-        _start(driver)
-        driver.request(5, "tools/call", {"name": "hang", "arguments": {}})
-        driver.recv_until(lambda m: m.get("params", {}).get("data") == "hang started")
+    with _serving(tmp_path) as driver:
+        _hang(driver, 5)
         driver.close_stdin()
         assert driver.wait() == 0
-    finally:
-        driver.close()
     # The handler's cleanup (0.2 s) ran to its end before the conversation's end hook.
     assert (tmp_path / "order").read_text() == "cancelled\nended\n"
 
