@@ -34,6 +34,21 @@ async def test_tabs_and_control_bytes_arrive_exactly(tether_home: Path, tmp_path
         assert (tmp_path / "sent.txt").read_text() == "x\ty"
 
 
+async def test_the_loader_keeps_glob_characters_and_the_shells_own_options(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # The loader splits its payload with globbing off: a field that is a pattern matching a file
+    # name (here the whole command) stays as typed, and the shell's noglob and IFS are its own.
+    (tmp_path / "echo gl-file").write_text("")
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, cwd=str(tmp_path))
+        assert (await run(client, shell, "echo gl*"))["lines"][0] == "gl*"
+        assert (await run(client, shell, "[[ $- == *f* ]] && echo on || echo off"))["lines"][0] == "off"
+        assert (await run(client, shell, "set -f; IFS=:"))["exitCode"] == 0
+        assert (await run(client, shell, "[[ $- == *f* ]] && echo on || echo off"))["lines"][0] == "on"
+        assert (await run(client, shell, "printf '[%s]' \"$IFS\""))["lines"][0] == "[:]"
+
+
 async def test_people_and_history_see_only_the_commands(tether_home: Path, tmp_path: Path) -> None:
     async with shell_client(tether_home) as client:
         shell = await open_shell(client, cwd=str(tmp_path))

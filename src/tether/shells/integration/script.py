@@ -82,6 +82,9 @@ __tether_arm() {
   [[ $PS0 == "$__tether_ps0"* ]] || PS0=$__tether_ps0${PS0-}
   [[ $PS1 == "$__tether_ps1"* ]] || PS1=$__tether_ps1${PS1-}
   [[ $PS2 == "$__tether_ps2"* ]] || PS2=$__tether_ps2${PS2-}
+  # Nearly always armed already (this runs before every prompt and every agent command): one test,
+  # half the cost of the checks below.
+  [[ ${PROMPT_COMMAND[0]-} == __tether_pc0 && ${PROMPT_COMMAND[-1]-} == __tether_pc ]] && return
   if (( BASH_VERSINFO[0] > 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] >= 1) )); then
     # An array: ours first and last, the user's hooks in between, whatever they assigned since.
     local -a __tether_k=("${!PROMPT_COMMAND[@]}")
@@ -182,7 +185,13 @@ __tether_load() {
   local __tether_p __tether_f __tether_i
   IFS= read -r -d '@END@' __tether_p || return
   unset -v "${!__TETHER_V_@}"
-  IFS='|' read -r -a __tether_f <<< "$__tether_p"
+  # The fields, split on '|' alone with globbing off, so each is kept as sent (a here-string read
+  # would cost a pipe and a read per byte).
+  local IFS='|' __tether_g=
+  [[ $- == *f* ]] || { __tether_g=1; set -f; }
+  __tether_f=($__tether_p)
+  [[ -z $__tether_g ]] || set +f
+  IFS=$' \t\n'
   for (( __tether_i = 3; __tether_i < ${#__tether_f[@]}; __tether_i++ )); do
     [[ ${__tether_f[__tether_i]} =~ ^__TETHER_V_[A-Z0-9_]+= ]] || continue
     printf -v "${__tether_f[__tether_i]%%=*}" '%b' "${__tether_f[__tether_i]#*=}"
