@@ -169,3 +169,19 @@ async def test_dryrun_and_errors_never_show_a_value(tether_home: Path) -> None:
         assert "echo [vault:C] '[vault:C]'" in text
         _, out = await task(client, "shell_run", shell, {"kind": "run", "command": "echo {{vault.NOPE}}"})
         assert "no vault secret for {{vault.NOPE}}" in out["error"]
+
+
+async def test_vault_variables_live_only_until_the_next_prompt(tether_home: Path) -> None:
+    vault(tether_home).set("C", CANARY)
+    count = "compgen -v __TETHER_V_ | wc -l"
+    async with shell_client(tether_home, "conv-a") as client:
+        shell = await open_shell(client)
+
+        async def counted(command: str) -> list[str]:
+            _, out = await task(
+                client, "shell_run", shell, {"kind": "run", "command": command}, wait={"kind": "exit"}
+            )
+            return [line.strip() for line in out["lines"]]
+
+        assert await counted("printf '%s' {{vault.C}} >/dev/null; " + count) == ["1"]
+        assert await counted(count) == ["0"]  # cleared at the prompt

@@ -74,7 +74,7 @@ if [[ ${1-} == --integration ]]; then
 elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi
 __tether_n='@NONCE@'
 __tether_sf=@STATE@
-__tether_tok=0 __tether_cur=0 __tether_ran=0 __tether_pn=0
+__tether_tok=0 __tether_cur=0 __tether_ran=0 __tether_pn=0 __tether_vn=()
 __tether_ps0='\e]6973;@NONCE@;C;$((__tether_cur=__tether_tok?__tether_tok:__tether_cur,__tether_tok=0,__tether_ran=1,__tether_cur));${EPOCHREALTIME-}\a'
 __tether_ps1='\[\e]6973;@NONCE@;P;$?;$((__tether_tok=0,++__tether_pn));${EPOCHREALTIME-}\a\]'
 __tether_ps2='\[\e]6973;@NONCE@;Q\a\]'
@@ -118,6 +118,7 @@ __tether_pc() {
   fi
   __tether_ran=0 __tether_cur=0
   unset -v "${!__TETHER_V_@}"
+  __tether_vn=()
   __tether_arm
   __tether_dump "$__tether_sf"
   # Terminal state a program (or random bytes it printed) may have left: an escape sequence or a
@@ -184,7 +185,10 @@ __tether_report() {
 __tether_load() {
   local __tether_p __tether_f __tether_i
   IFS= read -r -d '@END@' __tether_p || return
-  unset -v "${!__TETHER_V_@}"
+  # The vault variables an earlier load set since the prompt (the prompt hook clears every one by
+  # name scan, which costs more than the rest of a load).
+  unset -v "${__tether_vn[@]}"
+  __tether_vn=()
   # The fields, split on '|' alone with globbing off, so each is kept as sent (a here-string read
   # would cost a pipe and a read per byte).
   local IFS='|' __tether_g=
@@ -195,6 +199,7 @@ __tether_load() {
   for (( __tether_i = 3; __tether_i < ${#__tether_f[@]}; __tether_i++ )); do
     [[ ${__tether_f[__tether_i]} =~ ^__TETHER_V_[A-Z0-9_]+= ]] || continue
     printf -v "${__tether_f[__tether_i]%%=*}" '%b' "${__tether_f[__tether_i]#*=}"
+    __tether_vn+=("${__tether_f[__tether_i]%%=*}")
   done
   local __tether_t
   printf -v __tether_t '%b' "${__tether_f[2]}"
