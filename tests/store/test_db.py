@@ -1,8 +1,11 @@
-"""The SQLite store: schemas applied once, transactions, and several processes opening a new home."""
+"""The SQLite store: schemas applied once, transactions, several processes opening a new home, and
+checkpoints that never run inside a commit."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -12,9 +15,11 @@ from typing import Any
 import pytest
 
 from hang import HANG_S
+from tether.store import db
 from tether.store.db import Store, register_schema
 
 register_schema("test_db_counter", "CREATE TABLE IF NOT EXISTS test_counter (n INTEGER NOT NULL)")
+register_schema("test_db_pages", "CREATE TABLE IF NOT EXISTS test_pages (b BLOB NOT NULL)")
 
 
 ROUNDS = 12
@@ -100,6 +105,64 @@ def test_a_new_thread_connection_keeps_this_process_lock_on_the_database(tmp_pat
     worker.join()
     assert _count_in_another_process(store.path) == 1
     assert Path(f"{store.path}-wal").exists()
+    store.execute("INSERT INTO test_counter (n) VALUES (2)")
+    assert _count_in_another_process(store.path) == 2
+    store.close()
+
+
+def _write_pages(store: Store, commits: int) -> None:
+    """``commits`` commits of ~5 pages each (a 12 kB blob: overflow pages and a leaf), ~20 kB of WAL."""
+    for _ in range(commits):
+        store.execute("INSERT INTO test_pages (b) VALUES (?)", (os.urandom(12_000),))
+
+
+def _frames_in_wal(path: Path) -> int:
+    """Frames in the WAL since it last started over, read by a passive checkpoint of the test's own."""
+    probe = sqlite3.connect(path, isolation_level=None)
+    try:
+        return int(probe.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+    finally:
+        probe.close()
+
+
+def _join_checkpointers() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "tether-store-checkpoint":
+            thread.join(HANG_S)
+            assert not thread.is_alive()
+
+
+def test_no_commit_checkpoints_on_the_committing_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's own checkpoint runs inside the commit that takes the WAL past 1,000 pages (3-6 ms on
+    # the event loop of whichever call committed) and the next write starts the WAL over. With the
+    # store's thread held off, ~1,500 frames stay in the WAL: no commit copied them.
+    monkeypatch.setattr(db, "CHECKPOINT_EVERY", 10**9)
+    store = Store.open(tmp_path)
+    _write_pages(store, 300)
+    assert not [t for t in threading.enumerate() if t.name == "tether-store-checkpoint"]
+    assert _frames_in_wal(store.path) > 1_100
+    store.close()
+
+
+def test_the_stores_thread_checkpoints_and_the_wal_starts_over_small(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The 300th commit starts the thread; once it is done, the next write starts the WAL over from
+    # its first frame and cuts the file (~6 MB by then) back to 4 MiB. The thread's connection,
+    # closed at its end, leaves this process's lock in place: another process closing its own
+    # connection does not delete the WAL this process still writes to.
+    monkeypatch.setattr(db, "CHECKPOINT_EVERY", 300)
+    store = Store.open(tmp_path)
+    _write_pages(store, 300)
+    wal = Path(f"{store.path}-wal")
+    assert wal.stat().st_size > 5 << 20
+    _join_checkpointers()
+    store.execute("INSERT INTO test_counter (n) VALUES (1)")
+    assert _frames_in_wal(store.path) < 10
+    assert wal.stat().st_size <= 4 << 20
+    assert _count_in_another_process(store.path) == 1
     store.execute("INSERT INTO test_counter (n) VALUES (2)")
     assert _count_in_another_process(store.path) == 2
     store.close()
