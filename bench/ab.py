@@ -3,8 +3,8 @@
 A change worth a few percent drowns in this machine's drift between two runs of ``bench/peers.py``
 minutes apart. Here both servers run at once (each with its own ``TETHER_HOME`` and tmux server)
 and take turns, a block of calls each, so the machine's slow and fast minutes fall on both alike.
-No assertions (see DESIGN.md): it prints each version's p50 and p90 for each measure, and their
-ratio, measured in the same run.
+No assertions (see DESIGN.md): it prints each version's p50, p90 and p99 for each measure, and the
+p50s' ratio, measured in the same run (a p99 needs a few hundred calls: ``--rounds 25`` or more).
 
     .venv/bin/python bench/ab.py --base /path/to/other/checkout/src [--new src] [--rounds 8]
 
@@ -107,8 +107,10 @@ async def main() -> None:
                 base, new = times[(measure, "base")], times[(measure, "new")]
                 b50, n50 = statistics.median(base), statistics.median(new)
                 print(
-                    f"{measure:20} base p50 {b50:7.2f} p90 {pct(base, 0.9):7.2f} ms | "
-                    f"new p50 {n50:7.2f} p90 {pct(new, 0.9):7.2f} ms | new/base {n50 / b50:.3f} "
+                    f"{measure:20} base p50 {b50:6.2f} p90 {pct(base, 0.9):6.2f} "
+                    f"p99 {pct(base, 0.99):6.2f} ms | new p50 {n50:6.2f} p90 {pct(new, 0.9):6.2f} "
+                    f"p99 {pct(new, 0.99):6.2f} ms | "
+                    f"new/base {n50 / b50:.3f} "
                     f"({len(new)} calls each)"
                 )
     finally:
