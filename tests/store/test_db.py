@@ -141,7 +141,6 @@ def test_no_commit_checkpoints_on_the_committing_thread(
     monkeypatch.setattr(db, "CHECKPOINT_EVERY", 10**9)
     store = Store.open(tmp_path)
     _write_pages(store, 300)
-    assert not [t for t in threading.enumerate() if t.name == "tether-store-checkpoint"]
     assert _frames_in_wal(store.path) > 1_100
     store.close()
 
