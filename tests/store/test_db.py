@@ -165,3 +165,15 @@ def test_the_stores_thread_checkpoints_and_the_wal_starts_over_small(
     store.execute("INSERT INTO test_counter (n) VALUES (2)")
     assert _count_in_another_process(store.path) == 2
     store.close()
+
+
+def test_the_checkpoint_never_makes_a_removed_database_again(tmp_path: Path) -> None:
+    # A home removed while its store is open (a test's teardown, a user's rm -r): a checkpoint
+    # that opened the database by path would create an empty one, with the umask's mode.
+    store = Store.open(tmp_path)
+    store.execute("INSERT INTO test_counter (n) VALUES (1)")
+    store.close()
+    for name in ("tether.db", "tether.db-wal", "tether.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    store._checkpoint()
+    assert not (tmp_path / "tether.db").exists()

@@ -132,7 +132,8 @@ class Store:
             # SQLite starts the WAL over (and truncates it to _WAL_KEPT_BYTES) at the first write
             # after every frame in it was copied; the commits that came during a pass left frames
             # behind, so the passes go on until one finds nothing new (or readers hold frames back).
-            conn = sqlite3.connect(self.path, isolation_level=None)
+            # `mode=rw`: a database removed meanwhile is not made again (with the umask's mode).
+            conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=rw", uri=True, isolation_level=None)
             try:
                 last = -1
                 for _ in range(_PASSES):
