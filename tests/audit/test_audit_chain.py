@@ -67,6 +67,22 @@ def test_an_empty_newer_file_is_skipped_when_finding_the_head(tmp_path: Path) ->
     assert verify(tmp_path).ok
 
 
+def test_only_day_files_are_the_chains_files(tmp_path: Path) -> None:
+    # A name shaped like a day file that is no date, and other files, are never the newest file
+    # (appends check each name once and remember the answer: the verdict must be the same).
+    clock = Clock(DAY1_LATE)
+    log = AuditLog(tmp_path, clock=clock)
+    head = _append(log)
+    for name in ("2099-02-30.jsonl", "2099-13-01.jsonl", "2099-1-01.jsonl", "zz.jsonl", "notes.txt"):
+        (tmp_path / "audit" / name).write_text("{}\n")
+    for _ in range(2):  # the second time from the remembered verdicts
+        record = log.append(actor="a", source="tool", tool="t", action="x")
+        assert record.prev == head
+        head = record.hash
+    assert len(_records(tmp_path / "audit" / "2026-11-29.jsonl")) == 3
+    assert verify(tmp_path).ok
+
+
 def test_torn_garbage_tail_is_reported_then_discarded_and_logged(tmp_path: Path) -> None:
     log = AuditLog(tmp_path, clock=Clock(DAY2_EARLY))
     for _ in range(3):

@@ -53,8 +53,8 @@ from tether.audit.record import (
     canonical_json,
     check_line,
     day_name,
+    day_names,
     iso_time,
-    list_day_files,
     parse_object,
     record_hash,
 )
@@ -378,15 +378,16 @@ class AuditLog:
 
     def _settle(self, today: str, stack: ExitStack) -> tuple[DayFile, Head, list[_Repair]]:
         """Open the file to write and find the chain head, settling torn tails on the way."""
-        files = list_day_files(self.dir)
+        names = day_names(self.dir)
         # A clock that steps back never reorders the chain: records go on into the newest file.
-        target_name = max(today, files[-1].name) if files else today
-        earlier = [p for p in files if p.name < target_name]
+        target_name = max(today, names[-1]) if names else today
         visited = [self._open(self.dir / target_name, stack, known=_TAILS.get(self.dir))]
-        for path in reversed(earlier):
+        # Back through the earlier files, newest first, while none has given the head yet.
+        for name in reversed(names):
             if visited[-1].head is not None:
                 break
-            visited.append(self._open(path, stack))
+            if name < target_name:
+                visited.append(self._open(self.dir / name, stack))
         head = visited[-1].head or _GENESIS
         repairs: list[_Repair] = []
         # Oldest first: a torn record can only chain to the head found before it.
