@@ -321,6 +321,11 @@ class ShellHost(ABC):
     async def foreground(self, pane: PaneInfo) -> Foreground: ...
 
     @abstractmethod
+    async def front_busy(self, pane: PaneInfo) -> bool:
+        """What is in front works (a process of the foreground group runs or waits for the disk),
+        or has just ended and the shell has not taken its terminal back (``procinfo.front_busy``)."""
+
+    @abstractmethod
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         """Names of every process under the pane's shell (the shell excluded)."""
 

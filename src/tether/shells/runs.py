@@ -299,8 +299,8 @@ async def _as_input(
         await host.type_raw(pane, payload.to_bytes(decision.text), buffer=new_buffer())
         await host.send_keys(pane, ("Enter",))
         spec = wait_spec(w.wait, shells.hooks.masking)
-        if spec.kind == "idle":
-            spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, DEFAULT_POLL_MS))
+        if spec.kind == "idle":  # the program answered and waits again (or has ended)
+            spec = replace(spec, kind="settle", poll_ms=max(spec.poll_ms, DEFAULT_POLL_MS), program_idle=True)
         if spec.kind == "none":
             out = WaitOutcome(kind="none", met=True, detail="returned at once", end_offset=offset)
         else:

@@ -3,7 +3,7 @@
 Invariant: a step typed while the shell is at its prompt is a command of its own (its ``idle`` is
 that command's end, never the previous step's), judged by the guard as it is typed, with what the
 steps before it defined; typed to a program in front it is that program's input, and its ``idle``
-is the screen settling.
+is the screen settling with nothing in front working (``WaitSpec.program_idle``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ async def _steps(
             track, held, notes = await _type_step(shells, host, pane, decision, held, step.send, timeout)
             lines.extend(notes)
         if track is None and spec.kind == "idle":
-            spec = replace(spec, kind="settle")  # a program's input: its screen settling is its idle
+            # A program's input: it is idle once its screen settled and it waits again (or ended).
+            spec = replace(spec, kind="settle", program_idle=True)
         out = await shells.waits(host).wait(pane, spec, offset, nonce=nonce, run=track)
         total_ms += out.elapsed_ms
         lines.append(f"[{step.label or f'step {n}'}: {out.detail}]")

@@ -4,7 +4,10 @@ Invariant: conditions the shell or its output announce — a run's end and exit 
 ``bell``, ``match``, the screen settling — are decided from the bytes the log receives, woken by
 inotify, never by polling tmux; only conditions nothing announces (``file``, ``noproc``, ``cpu``,
 ``foreground``) are re-checked every ``poll_ms``, and ``cpu``/``noproc`` of a run only once the
-run has started and its process was seen. A timeout is a result (``timed_out``), never a kill;
+run has started and its process was seen. A ``settle`` after text typed to a program
+(``program_idle``) also asks, once the screen is quiet and then every ``poll_ms``, whether what is
+in front still works (``ShellHost.front_busy``): a program that computes, or exits, without
+printing is not idle. A timeout is a result (``timed_out``), never a kill;
 ``exit`` with an expected ``code`` returns as soon as the status is known, met or not. A shell that
 ends (its exit event, a dead pane, a killed session) ends every wait on it with ``shell_gone`` and
 the status it ended with, when one is known.
@@ -54,6 +57,9 @@ class WaitSpec:
     # ``match`` runs on the masked text: a pattern over a vault value never matches it. The mask
     # as it is now, as a value a worker process can hold (``SessionHooks.masking``).
     masking: Callable[[], Callable[[str], str]] | None = None
+    # ``settle`` for text typed to a program (what ``idle`` means there): the screen quiet *and*
+    # nothing in front working, so that ``exit()`` typed to a REPL is answered at the shell's prompt.
+    program_idle: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,6 +239,10 @@ class WaitEngine:
                     spec, scan, t0, run, met=False, gone=True, code=status, detail=_ended(status)
                 )
             result = self._announced(spec, scan, run, now, prompt)
+            if result is None and spec.program_idle and self._settled(spec, scan, now) and now >= next_poll:
+                next_poll = now + poll_s
+                if not await self.host.front_busy(pane):
+                    result = True, "screen settled"
             if result is None and spec.kind in ("file", "noproc", "cpu", "foreground") and now >= next_poll:
                 next_poll = now + poll_s
                 ready = run is None or run.started is not None or run.verdict != "pending"
@@ -277,6 +287,8 @@ class WaitEngine:
                 sleep = min(sleep, max(0.0, next_poll - now))
             if on_lost is not None and run is not None and run.started is not None:
                 sleep = min(sleep, max(0.005, max(next_lost, scan.last_output + _LOST_QUIET_S) - now))
+            elif spec.program_idle and self._settled(spec, scan, now):
+                sleep = min(sleep, max(0.0, next_poll - now))  # quiet: ask again whether it works
             elif spec.kind == "settle" or (spec.kind == "idle" and nonce is None):
                 sleep = min(sleep, max(0.005, self._quiet(spec) - (now - scan.last_output)))
             with contextlib.suppress(TimeoutError):
@@ -286,6 +298,9 @@ class WaitEngine:
     @staticmethod
     def _quiet(spec: WaitSpec) -> float:
         return max(spec.poll_ms, 20) / 1000 if spec.kind == "settle" else _QUIET_S
+
+    def _settled(self, spec: WaitSpec, scan: _Scan, now: float) -> bool:
+        return spec.kind == "settle" and now - scan.last_output >= self._quiet(spec)
 
     def _announced(
         self, spec: WaitSpec, scan: _Scan, run: RunTrack | None, now: float, prompt: bool
@@ -309,7 +324,7 @@ class WaitEngine:
         if kind == "match" and scan.matched is not None:
             return True, f"matched {scan.matched[:80]!r}"
         quiet = now - scan.last_output
-        if kind == "settle" and quiet >= self._quiet(spec):
+        if kind == "settle" and not spec.program_idle and quiet >= self._quiet(spec):
             return True, "screen settled"
         if kind in ("idle", "prompt") and run is None:
             if scan.events is not None and prompt:

@@ -258,6 +258,9 @@ class LocalHost(ShellHost):
         fg = procinfo.foreground(self._shell(pane))
         return Foreground(pgid=fg.pgid, shell_in_front=fg.shell_in_front, command=fg.command)
 
+    async def front_busy(self, pane: PaneInfo) -> bool:
+        return procinfo.foreground_busy(self._shell(pane))
+
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         return procinfo.tree_names(self._shell(pane))
 

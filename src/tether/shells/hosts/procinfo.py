@@ -7,6 +7,10 @@ line); a builtin ``read`` keeps the shell in the foreground but the terminal can
 *waiting at its prompt* (``waiting_at_prompt``) when, besides, no typed input is queued on the
 terminal for it: a line just typed sits there until readline takes it and hands the terminal back
 (canonical) to run it.
+
+What is in front is *busy* (``front_busy``) while it works — a process of the terminal's foreground
+group runs or waits for the disk — or has just ended and the shell has not yet taken its terminal
+back: text typed to a program is answered ("idle") only once that program waits again.
 """
 
 from __future__ import annotations
@@ -38,6 +42,27 @@ def _stat_fields(pid: int) -> list[str] | None:
     return [data[: close + 1], *data[close + 2 :].split()]
 
 
+# Process states (``/proc/PID/stat``, ``ps -o stat``) of a process that works: running or runnable,
+# or in uninterruptible (disk) sleep (``D``; ``U`` in BSD's ``ps``). A zombie or a dead one has ended.
+BUSY_STATES = frozenset("RDU")
+ENDED_STATES = frozenset("ZX")
+
+
+def front_busy(shell_state: str, in_front: bool, members: list[str]) -> bool:
+    """Whether what is in front of a terminal works: ``shell_state`` is the shell's process state,
+    ``members`` the states of the foreground group's processes (when the shell is not in front).
+
+    A group whose processes have all ended (zombies the shell has not reaped) or that the shell is
+    still taking the terminal back from (nothing left of it, the shell itself running) is busy: the
+    shell's prompt is about to come."""
+    if in_front:
+        return shell_state in BUSY_STATES
+    live = [state for state in members if state not in ENDED_STATES]
+    if live:
+        return any(state in BUSY_STATES for state in live)
+    return bool(members) or shell_state in BUSY_STATES
+
+
 def _comm(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as fh:
@@ -58,6 +83,27 @@ def foreground(shell_pid: int) -> Foreground:
     # The shell's own name is the stat line's "(comm)": the same field /proc/PID/comm holds.
     command = fields[0][fields[0].find("(") + 1 : -1] if in_front else _comm(tpgid)
     return Foreground(pgid=tpgid, shell_in_front=in_front, command=command)
+
+
+def foreground_busy(shell_pid: int) -> bool:
+    """``front_busy`` for the shell ``shell_pid`` (not busy when its ``/proc`` cannot be read)."""
+    fields = _stat_fields(shell_pid)
+    if fields is None or len(fields) < 7:
+        return False
+    # /proc/PID/stat after "pid (comm)": state ppid pgrp session tty_nr tpgid …
+    state, pgrp, tpgid = fields[1], int(fields[3]), int(fields[6])
+    if tpgid <= 0 or tpgid == pgrp:
+        return front_busy(state, True, [])
+    members: list[str] = []
+    try:
+        children = psutil.Process(shell_pid).children(recursive=True)
+    except psutil.Error:
+        children = []
+    for child in children:
+        child_fields = _stat_fields(child.pid)
+        if child_fields is not None and len(child_fields) > 3 and int(child_fields[3]) == tpgid:
+            members.append(child_fields[1])
+    return front_busy(state, False, members)
 
 
 def terminal_canonical(tty: str) -> bool | None:

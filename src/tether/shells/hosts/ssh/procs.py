@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tether.shells.hosts.procinfo import front_busy
 from tether.shells.tmux.commands import sh_quote
 
 _PS_TIME_RE = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)")
@@ -38,7 +39,7 @@ def facts_script(shell_pid: int, tty: str, *, terminal: bool) -> str:
         'for d in /proc/[0-9]*/stat; do { read -r l < "$d"; } 2>/dev/null || continue; '
         f'r=${{l##*) }}; set -- $r; [ "$4" = {shell_pid} ] && echo "S $l"; done; '
         f"else ps -t {sh_quote(tty.removeprefix('/dev/'))} -o pid= -o ppid= -o pgid= -o tpgid= -o time= "
-        f'-o comm= | sed "s/^/P /"; fi{stty}'
+        f'-o stat= -o comm= | sed "s/^/P /"; fi{stty}'
     )
 
 
@@ -49,6 +50,7 @@ class Proc:
     pgid: int
     tpgid: int
     cpu: float  # user + system seconds
+    state: str  # R, S, D, Z, T … (the first letter of ``ps -o stat``)
     name: str
 
 
@@ -71,6 +73,16 @@ class PaneProcs:
             return shell.tpgid, True, shell.name
         leader = procs.get(shell.tpgid) or next((p for p in self.procs if p.pgid == shell.tpgid), None)
         return shell.tpgid, False, leader.name if leader is not None else ""
+
+    def front_busy(self, shell_pid: int) -> bool:
+        """``procinfo.front_busy`` for the shell ``shell_pid`` (not busy when it is not listed)."""
+        shell = self._by_pid().get(shell_pid)
+        if shell is None:
+            return False
+        if shell.tpgid <= 0 or shell.tpgid == shell.pgid:
+            return front_busy(shell.state, True, [])
+        members = [p.state for p in self.descendants(shell_pid) if p.pgid == shell.tpgid]
+        return front_busy(shell.state, False, members)
 
     def descendants(self, shell_pid: int) -> list[Proc]:
         children: dict[int, list[Proc]] = {}
@@ -131,6 +143,7 @@ def _from_stat(line: str, clock_ticks: int) -> Proc | None:
             pgid=int(fields[2]),
             tpgid=int(fields[5]),
             cpu=(int(fields[11]) + int(fields[12])) / clock_ticks,
+            state=fields[0][:1],
             name=line[open_ + 1 : close],
         )
     except ValueError:
@@ -138,8 +151,8 @@ def _from_stat(line: str, clock_ticks: int) -> Proc | None:
 
 
 def _from_ps(line: str) -> Proc | None:
-    fields = line.split(None, 5)
-    if len(fields) < 6:
+    fields = line.split(None, 6)
+    if len(fields) < 7:
         return None
     m = _PS_TIME_RE.fullmatch(fields[4])
     try:
@@ -153,7 +166,8 @@ def _from_ps(line: str) -> Proc | None:
             pgid=int(fields[2]),
             tpgid=int(fields[3]),
             cpu=cpu,
-            name=fields[5].strip().rsplit("/", 1)[-1][:15],
+            state=fields[5][:1],
+            name=fields[6].strip().rsplit("/", 1)[-1][:15],
         )
     except ValueError:
         return None

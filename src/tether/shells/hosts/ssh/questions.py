@@ -102,6 +102,9 @@ class RemoteQuestions:
         pgid, in_front, command = (await self._pane_procs(pane)).foreground(pane.pid)
         return Foreground(pgid=pgid, shell_in_front=in_front, command=command)
 
+    async def front_busy(self, pane: PaneInfo) -> bool:
+        return (await self._pane_procs(pane)).front_busy(pane.pid)
+
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         return (await self._pane_procs(pane)).tree_names(pane.pid)
 
