@@ -95,6 +95,14 @@ async def test_open_run_every_wait_and_read_on_a_remote_shell(
         await task(client, "shell_send", shell, {"kind": "send", "text": "", "keys": ["C-c"]})
         out = await read(client, shell, wait={"kind": "idle"})
         assert out["met"] is True
+        # Text typed to a program: idle once nothing in front works (the host's process states).
+        out = await run(client, shell, "python3 -q", wait={"kind": "match", "pattern": ">>> "})
+        assert out["met"] is True
+        idle = {"kind": "idle", "timeoutMs": HANG_MS}
+        out = await run(client, shell, "x = sum(range(3 * 10**7)); print('do' + 'ne')", wait=idle)
+        assert out["met"] is True and "done" in out["lines"], out
+        assert (await run(client, shell, "exit()", wait=idle))["met"] is True
+        assert (await run(client, shell, "(exit 5)"))["exitCode"] == 5
         # wait none, then an exit wait bound to the run, reading what came since
         first = await run(
             client, shell, "for i in 1 2 3; do echo n$i; sleep 0.1; done; (exit 9)", wait={"kind": "none"}
