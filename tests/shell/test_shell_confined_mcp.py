@@ -174,3 +174,24 @@ async def test_a_confined_shell_revived_by_an_unconfined_server_stays_confined(
         plain = await _run(client, fresh, "echo plain")
         assert plain["sandbox"] is None and "plain" in plain["lines"]
     assert not _exists(target)
+
+
+async def test_a_confined_shells_program_is_idle_once_it_waits(tether_home: Path, home: Path) -> None:
+    """``idle`` for text typed to a program in a confined shell reads the sandbox's processes: a REPL
+    that computes before printing is answered after it printed, its ``exit()`` at the shell's prompt."""
+
+    async def typed(shell: str, text: str, wait: dict[str, Any]) -> dict[str, Any]:
+        task = {"target": {"sessions": shell}, "action": {"kind": "run", "command": text}, "wait": wait}
+        result = await client.call_tool("shell_run", {"tasks": [task]})
+        out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
+        return out
+
+    idle = {"kind": "idle", "timeoutMs": 600_000}
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        started = await typed(shell, "python3 -q", {"kind": "match", "pattern": ">>> "})
+        assert started["met"] is True, started
+        answered = await typed(shell, "x = sum(range(3 * 10**7)); print('do' + 'ne')", idle)
+        assert answered["met"] is True and "done" in answered["lines"], answered
+        assert (await typed(shell, "exit()", idle))["met"] is True
+        assert (await _run(client, shell, "echo back"))["lines"] == ["back"]
