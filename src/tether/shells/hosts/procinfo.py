@@ -95,15 +95,39 @@ def foreground_busy(shell_pid: int) -> bool:
     if tpgid <= 0 or tpgid == pgrp:
         return front_busy(state, True, [])
     members: list[str] = []
-    try:
-        children = psutil.Process(shell_pid).children(recursive=True)
-    except psutil.Error:
-        children = []
-    for child in children:
-        child_fields = _stat_fields(child.pid)
+    for pid in _descendants(shell_pid):
+        child_fields = _stat_fields(pid)
         if child_fields is not None and len(child_fields) > 3 and int(child_fields[3]) == tpgid:
             members.append(child_fields[1])
     return front_busy(state, False, members)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The pids under ``pid``, read from ``/proc/PID/task/*/children``: the cost is the tree's size,
+    not the machine's process count (asked every ``pollMs`` while a program computes). Without those
+    files (a kernel built without them), psutil's scan of every process."""
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        try:
+            return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue  # ended meanwhile
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children", "rb") as fh:
+                    children = [int(child) for child in fh.read().split()]
+            except OSError:
+                continue
+            found.extend(children)
+            todo.extend(children)
+    return found
 
 
 def terminal_canonical(tty: str) -> bool | None:
