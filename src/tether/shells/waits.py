@@ -299,8 +299,10 @@ class WaitEngine:
     def _quiet(spec: WaitSpec) -> float:
         return max(spec.poll_ms, 20) / 1000 if spec.kind == "settle" else _QUIET_S
 
-    def _settled(self, spec: WaitSpec, scan: _Scan, now: float) -> bool:
-        return spec.kind == "settle" and now - scan.last_output >= self._quiet(spec)
+    @staticmethod
+    def _settled(spec: WaitSpec, scan: _Scan, now: float) -> bool:
+        """A ``settle``'s screen has been quiet its ``poll_ms``."""
+        return spec.kind == "settle" and now - scan.last_output >= WaitEngine._quiet(spec)
 
     def _announced(
         self, spec: WaitSpec, scan: _Scan, run: RunTrack | None, now: float, prompt: bool
@@ -324,7 +326,7 @@ class WaitEngine:
         if kind == "match" and scan.matched is not None:
             return True, f"matched {scan.matched[:80]!r}"
         quiet = now - scan.last_output
-        if kind == "settle" and not spec.program_idle and quiet >= self._quiet(spec):
+        if not spec.program_idle and self._settled(spec, scan, now):
             return True, "screen settled"
         if kind in ("idle", "prompt") and run is None:
             if scan.events is not None and prompt:
