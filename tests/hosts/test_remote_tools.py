@@ -204,7 +204,7 @@ async def test_c_c_reaches_a_remote_job_on_its_way_to_the_terminal(
         out = await run(client, shell, hands_back_job(1), wait={"kind": "match", "pattern": "handed back"})
         assert out["met"] is True, out
         await send(client, shell, "", ["C-c"])
-        ended = await read(client, shell, wait={"kind": "exit", "runId": out["runId"], "timeoutMs": 60_000})
+        ended = await read(client, shell, wait={"kind": "exit", "runId": out["runId"], "timeoutMs": HANG_MS})
         assert ended["exitCode"] == 130, ended
 
 

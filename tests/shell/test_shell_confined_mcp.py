@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 from sandbox_mcp_harness import plant, server, tree
 
+from hang import HANG_MS
 from proc_probe import hands_back_job
 
 pytestmark = pytest.mark.timeout(240)
@@ -188,7 +189,7 @@ async def test_a_confined_shells_program_is_idle_once_it_waits(tether_home: Path
         out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
         return out
 
-    idle = {"kind": "idle", "timeoutMs": 600_000}
+    idle = {"kind": "idle", "timeoutMs": HANG_MS}
     async with server(tether_home, home, "--sandbox") as client:
         shell = await _open(client)
         started = await typed(shell, "python3 -q", {"kind": "match", "pattern": ">>> "})
@@ -218,6 +219,6 @@ async def test_a_confined_shells_c_c_reaches_a_job_on_its_way_to_the_terminal(
         started = await task("shell_run", shell, run, wait={"kind": "match", "pattern": "handed back"})
         assert started["met"] is True, started
         await task("shell_send", shell, {"kind": "send", "text": "", "keys": ["C-c"]})
-        exit_wait = {"kind": "exit", "runId": started["runId"], "timeoutMs": 60_000}
+        exit_wait = {"kind": "exit", "runId": started["runId"], "timeoutMs": HANG_MS}
         ended = await task("shell_read", shell, {"kind": "read"}, wait=exit_wait)
         assert ended["exitCode"] == 130, ended

@@ -13,6 +13,8 @@ from typing import Any
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
+from hang import HANG_MS
+
 TETHER = str(Path(sys.executable).parent / "tether")
 MARKER_TRACES = re.compile(r"\]6973;|\x1b|__tether")  # an integration event, an escape, tether's names
 
@@ -61,8 +63,9 @@ async def open_shell(client: Client, **action: Any) -> str:
 
 async def run(client: Client, shell: str, command: str, **extra: Any) -> dict[str, Any]:
     # A wait the test expects to be met has no deadline of its own to beat (a busy machine only
-    # makes it slower); the suite's per-test timeout is the one guard against a hang.
-    wait = extra.pop("wait", {"kind": "exit", "timeoutMs": 600_000})
+    # makes it slower): HANG_MS, just under the per-test timeout, only turns a hang into a result
+    # that says what held the shell (its screen, what is in front) instead of a bare timeout.
+    wait = extra.pop("wait", {"kind": "exit", "timeoutMs": HANG_MS})
     task = {
         "target": {"sessions": shell},
         "action": {"kind": "run", "command": command},

@@ -14,7 +14,7 @@ import pytest
 from bash_tools_harness import connected, make_setup, text_of
 from mcp.client.session import IncomingMessage
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 from proc_probe import alive_with, unique_sleep_arg
 from tether.tools.bash import ToolAborted
 from tether.tools.registry import CallContext
@@ -53,7 +53,7 @@ async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
         listed = await client.call_tool("job_list", {})
         assert job_id in text_of(listed) and "running" in text_of(listed)
 
-        first = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_000})
+        first = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
         assert first.structured_content is not None
         assert (
             first.structured_content["output"] == "one\n" and first.structured_content["status"] == "running"

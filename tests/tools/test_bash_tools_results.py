@@ -10,6 +10,7 @@ import anyio
 import pytest
 from bash_tools_harness import ESCALATION_HINT, connected, make_setup, text_of
 
+from hang import HANG_MS
 from tether.shell.local import LocalBashExecutor
 from tether.shell.options import LocalShellOptions
 from tether.shell.types import ShellExecRequest, ShellExecSpec
@@ -145,7 +146,7 @@ async def test_background_shape_and_fixed_texts(tether_home: Path) -> None:
         )
         job_id = structured["jobId"]
         assert job_id in text_of(started)
-        output = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_000})
+        output = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
         assert text_of(output).startswith("from the background\n")
 
     async with connected(make_setup(tether_home, background=False)) as client:
@@ -170,7 +171,7 @@ async def test_promoted_shape(tether_home: Path, background: bool) -> None:
         marker = f"[still running after 300ms; moved to background job {job_id}]"
         assert text_of(result) == structured["output"] + marker
         if not structured["output"]:
-            rest = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 600_000})
+            rest = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
             assert text_of(rest).startswith("early\n"), text_of(rest)
         listed = await client.call_tool("job_list", {})
         assert listed.structured_content is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from shell_harness import call, open_shell, read, run, send, shell_client, text_of, tmux
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 
 TAB_SCRIPT = "cat > {path} <<'EOF'\n\techo hi\na\tb\n\tnot-EOF\nEOF"
 
@@ -91,20 +91,20 @@ async def test_prompt_hooks_are_waited_for(tether_home: Path) -> None:
 async def test_a_shell_that_ends_reports_its_status(tether_home: Path) -> None:
     async with shell_client(tether_home) as client:
         shell = await open_shell(client)
-        out = await run(client, shell, "echo bye; exit 7", wait={"kind": "exit", "timeoutMs": 600_000})
+        out = await run(client, shell, "echo bye; exit 7", wait={"kind": "exit", "timeoutMs": HANG_MS})
         assert out["exitCode"] == 7 and out["met"] is False, out
         assert any("the shell ended with exit status 7" in line for line in out["lines"]), out
         assert not any("timeout" in line for line in out["lines"])
         shell = await open_shell(client)
-        out = await run(client, shell, "set -e; false", wait={"kind": "exit", "timeoutMs": 600_000})
+        out = await run(client, shell, "set -e; false", wait={"kind": "exit", "timeoutMs": HANG_MS})
         assert out["exitCode"] == 1 and any("exit status 1" in line for line in out["lines"]), out
         # A wait in flight when the session is killed ends with "the shell ended", not a timeout.
         shell = await open_shell(client)
         waiting = asyncio.ensure_future(
-            run(client, shell, "sleep 6000", wait={"kind": "exit", "timeoutMs": 600_000})
+            run(client, shell, "sleep 6000", wait={"kind": "exit", "timeoutMs": HANG_MS})
         )
         # The run's own wait is in flight once sleep runs in front (the run typed it).
-        seen = await read(client, shell, wait={"kind": "foreground", "proc": "sleep", "timeoutMs": 600_000})
+        seen = await read(client, shell, wait={"kind": "foreground", "proc": "sleep", "timeoutMs": HANG_MS})
         assert seen["met"] is True
         tmux(tether_home, "kill-session", "-t", f"={shell}")
         ended = await waiting
@@ -157,14 +157,14 @@ async def test_cpu_and_noproc_wait_for_the_command_itself(tether_home: Path, tmp
             client,
             shell,
             f'python3 -c "{script}"',
-            wait={"kind": "noproc", "proc": "python3", "timeoutMs": 600_000},
+            wait={"kind": "noproc", "proc": "python3", "timeoutMs": HANG_MS},
         )
         assert out["met"] is True and (tmp_path / "p.done").exists(), out
         # Busy with a fixed amount of work (however long a loaded machine makes that), then idle: a
         # 1% threshold is met only once the command itself has run and gone quiet. The work is a
         # loop of bash's own (no program to load from disk: a start blocked on I/O reads as idle).
         busy = "bash -c 'for ((i = 0; i < 400000; i++)); do :; done; : > c.done; sleep 3'"
-        out = await run(client, shell, busy, wait={"kind": "cpu", "threshold": 1, "timeoutMs": 600_000})
+        out = await run(client, shell, busy, wait={"kind": "cpu", "threshold": 1, "timeoutMs": HANG_MS})
         assert out["met"] is True and (tmp_path / "c.done").exists(), out
 
 
@@ -249,7 +249,7 @@ async def test_a_timeout_names_the_program_that_waits_for_input(tether_home: Pat
             client,
             shell,
             "LESS= GIT_PAGER=less git log",
-            wait={"kind": "match", "pattern": "c1$", "timeoutMs": 600_000},
+            wait={"kind": "match", "pattern": "c1$", "timeoutMs": HANG_MS},
         )
         assert started["met"] is True, started
         out = await read(client, shell, wait={"kind": "exit", "runId": started["runId"], "timeoutMs": 1})

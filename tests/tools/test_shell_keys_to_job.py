@@ -13,6 +13,7 @@ from pathlib import Path
 
 from shell_harness import open_shell, read, run, send, shell_client
 
+from hang import HANG_MS
 from proc_probe import hands_back_job
 
 
@@ -24,5 +25,5 @@ async def test_c_c_waits_for_the_job_to_take_the_terminal(tether_home: Path) -> 
         await send(client, shell, "", ["C-c"])
         # Delivered to the shell, the interrupt is lost and the job sleeps its 1000 s: the wait
         # times out. Delivered to the job, python dies of SIGINT at once.
-        ended = await read(client, shell, wait={"kind": "exit", "runId": out["runId"], "timeoutMs": 60_000})
+        ended = await read(client, shell, wait={"kind": "exit", "runId": out["runId"], "timeoutMs": HANG_MS})
         assert ended["exitCode"] == 130, ended

@@ -13,9 +13,11 @@ from pathlib import Path
 
 from shell_harness import call, open_shell, run, shell_client
 
+from hang import HANG_MS
+
 # Half a second or more of computing, printing nothing (python, 3·10⁷ additions).
 _SILENT_WORK = "sum(range(3 * 10**7))"
-_IDLE = {"kind": "idle", "timeoutMs": 600_000}
+_IDLE = {"kind": "idle", "timeoutMs": HANG_MS}
 
 
 async def test_exit_typed_in_a_step_is_idle_once_the_shell_is_back(tether_home: Path) -> None:
@@ -27,7 +29,7 @@ async def test_exit_typed_in_a_step_is_idle_once_the_shell_is_back(tether_home: 
                 "send": f"import atexit; atexit.register(lambda: {_SILENT_WORK})",
                 "expect": {"kind": "match", "pattern": ">>> "},
             },
-            {"send": "exit()", "expect": {"kind": "idle"}, "timeoutMs": 600_000},
+            {"send": "exit()", "expect": {"kind": "idle"}, "timeoutMs": HANG_MS},
         ]
         _, data = await call(
             client,

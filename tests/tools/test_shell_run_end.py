@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from shell_harness import open_shell, run, shell_client
 
+from hang import HANG_MS
 from tether.shells.wakeups import LogWatcher
 
 STOPPED_FOR_S = 2.0  # how long the test watches for a premature answer (none may come, ever)
@@ -66,7 +67,7 @@ async def test_an_exit_status_is_never_concluded_ahead_of_the_log(
         logs = tether_home / "logs"
         writer = _log_writer(logs / f"{shell}.log")
         command = f"echo started-$((6*7)); read -r _ < {gate}; {ending}"
-        call = asyncio.create_task(run(client, shell, command, wait={"kind": "exit", "timeoutMs": 600_000}))
+        call = asyncio.create_task(run(client, shell, command, wait={"kind": "exit", "timeoutMs": HANG_MS}))
         await _log_holds(logs, shell, b"started-42")  # the run began and the log says so
         fd = await asyncio.to_thread(os.open, gate, os.O_WRONLY)  # `read` has the fifo open
         with _stopped(writer):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from shell_harness import call, open_shell, run, shell_client, text_of
 
+from hang import HANG_MS
+
 
 async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) -> None:
     async with shell_client(tether_home) as client:
@@ -75,7 +77,7 @@ async def test_run_wait_kinds_and_exit_codes(tether_home: Path, tmp_path: Path) 
                     {
                         "target": {"sessions": shell},
                         "action": {"kind": "read"},
-                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 600_000},
+                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": HANG_MS},
                     }
                 ]
             },
@@ -249,7 +251,7 @@ async def test_interactive_programs(tether_home: Path, tmp_path: Path) -> None:
                     {
                         "target": tgt,
                         "action": {"kind": "read", "mode": "tail"},
-                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": 600_000},
+                        "wait": {"kind": "exit", "runId": out["runId"], "timeoutMs": HANG_MS},
                     }
                 ]
             },
@@ -411,7 +413,7 @@ async def test_hundred_megabytes_history_and_search(tether_home: Path) -> None:
             client,
             shell,
             f"seq 1 {n}",
-            wait={"kind": "exit", "timeoutMs": 600_000},
+            wait={"kind": "exit", "timeoutMs": HANG_MS},
             output={"showing": "summary"},
         )
         assert out["exitCode"] == 0 and out["lines"][-1] == f"[{n} lines total]"
