@@ -21,23 +21,6 @@ def unique_sleep_arg() -> str:
     return f"1000.{uuid.uuid4().int % 10**12:012d}"
 
 
-def hands_back_job(hold_s: float) -> str:
-    """A command line whose job (python) gives the terminal back to its shell's process group,
-    prints ``handed back``, holds it so ``hold_s`` seconds and then takes the terminal again and
-    sleeps until interrupted: the gap between a job's start and its taking the terminal, held open.
-    """
-    return (
-        "python3 -c 'import os, signal, time\n"
-        "signal.signal(signal.SIGTTOU, signal.SIG_IGN)\n"
-        'fd = os.open("/dev/tty", os.O_RDWR)\n'
-        "os.tcsetpgrp(fd, os.getpgid(os.getppid()))\n"
-        'print("handed", "back", flush=True)\n'
-        f"time.sleep({hold_s})\n"
-        "os.tcsetpgrp(fd, os.getpgrp())\n"
-        "time.sleep(1000)'"
-    )
-
-
 def _read(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()

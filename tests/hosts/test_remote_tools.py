@@ -12,11 +12,10 @@ from typing import Any
 
 import anyio
 from safety_harness import audit_records, manual_locks, task, vault
-from shell_harness import call, open_shell, read, run, send, shell_client
+from shell_harness import call, open_shell, read, run, shell_client
 from sshd_harness import RemoteHosts
 
 from hang import HANG_MS, HANG_S
-from proc_probe import hands_back_job
 
 
 def _openers(path: Path) -> set[int]:
@@ -191,21 +190,6 @@ async def test_open_run_every_wait_and_read_on_a_remote_shell(
         assert not out["lines"][0].startswith("0 matches"), out
         out = await run(client, revived, "echo back")
         assert out["exitCode"] == 0 and out["lines"] == ["back"]
-
-
-async def test_c_c_reaches_a_remote_job_on_its_way_to_the_terminal(
-    tether_home: Path, remote: RemoteHosts
-) -> None:
-    """The host's own process facts (its shell waiting for a job in a group of its own) hold the
-    key until the job has the terminal (``tests/tools/test_shell_keys_to_job.py`` locally)."""
-    remote.add("box-a")
-    async with shell_client(tether_home) as client:
-        shell = await open_shell(client, host="box-a")
-        out = await run(client, shell, hands_back_job(1), wait={"kind": "match", "pattern": "handed back"})
-        assert out["met"] is True, out
-        await send(client, shell, "", ["C-c"])
-        ended = await read(client, shell, wait={"kind": "exit", "runId": out["runId"], "timeoutMs": HANG_MS})
-        assert ended["exitCode"] == 130, ended
 
 
 async def test_history_and_search_after_20_megabytes(tether_home: Path, remote: RemoteHosts) -> None:

@@ -22,7 +22,6 @@ from mcp import Client
 from sandbox_mcp_harness import plant, server, tree
 
 from hang import HANG_MS
-from proc_probe import hands_back_job
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -199,26 +198,3 @@ async def test_a_confined_shells_program_is_idle_once_it_waits(tether_home: Path
         assert (await typed(shell, "exit()", idle))["met"] is True
         assert (await _run(client, shell, "echo back"))["lines"] == ["back"]
 
-
-async def test_a_confined_shells_c_c_reaches_a_job_on_its_way_to_the_terminal(
-    tether_home: Path, home: Path
-) -> None:
-    """The sandbox's shell waiting for a job that has not yet taken the terminal holds the key
-    until the job has it (``tests/tools/test_shell_keys_to_job.py`` unconfined)."""
-
-    async def task(tool: str, shell: str, action: dict[str, Any], **more: Any) -> dict[str, Any]:
-        result = await client.call_tool(
-            tool, {"tasks": [{"target": {"sessions": shell}, "action": action, **more}]}
-        )
-        out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
-        return out
-
-    async with server(tether_home, home, "--sandbox") as client:
-        shell = await _open(client)
-        run = {"kind": "run", "command": hands_back_job(1)}
-        started = await task("shell_run", shell, run, wait={"kind": "match", "pattern": "handed back"})
-        assert started["met"] is True, started
-        await task("shell_send", shell, {"kind": "send", "text": "", "keys": ["C-c"]})
-        exit_wait = {"kind": "exit", "runId": started["runId"], "timeoutMs": HANG_MS}
-        ended = await task("shell_read", shell, {"kind": "read"}, wait=exit_wait)
-        assert ended["exitCode"] == 130, ended

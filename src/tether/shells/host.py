@@ -326,11 +326,6 @@ class ShellHost(ABC):
         or has just ended and the shell has not taken its terminal back (``procinfo.front_busy``)."""
 
     @abstractmethod
-    async def job_coming(self, pane: PaneInfo) -> bool:
-        """A job the shell started has not yet taken the terminal: the shell, still in front, waits
-        for a child with a process group of its own (``procinfo.job_coming``)."""
-
-    @abstractmethod
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         """Names of every process under the pane's shell (the shell excluded)."""
 

@@ -5,8 +5,8 @@ prompt (``P``): then readline reads, and the line is exactly the command. Otherw
 is asked what is in front of its terminal:
 
 - the shell itself (its prompt hooks, or a builtin) — wait for the prompt, within the budget;
-- the shell itself, waiting for a job it started that has not yet taken the terminal — wait for
-  the job to be in front (keys typed before would reach the shell, not the job);
+  keys for what is in front (``settled``) wait while the shell works on a running line, which
+  may be starting a job that takes the terminal next;
 - the shell itself reading a line without reporting it — the integration was lost (``exec bash``
   replaced the shell): it is installed again, invisibly to ``history``, and then the prompt is
   awaited;
@@ -36,7 +36,7 @@ _LOST_QUIET_S = 0.3  # the shell reads a line this long without a prompt event: 
 _LOST_LOOK_S = 0.5
 _PROMPT_COMING_MS = 3000  # a prompt on its way (see ``settled``) is awaited this long
 _HOOKS_S = 0.05  # a shell's prompt hooks usually take less: then the foreground is not looked at
-_JOB_POLL_S = 0.005  # how often a job on its way to the terminal is looked for
+_SHELL_WORK_POLL_S = 0.005  # how often a shell that works in front is looked at again
 
 Where = Literal["prompt", "program", "continuation", "exited"]
 
@@ -94,8 +94,8 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
                 waited_ms=waited,
                 detail=f"the shell did not reach its prompt within {budget_ms} ms (its prompt hooks run)",
             )
-        if activity is not None and activity.phase == "running" and await host.job_coming(pane):
-            await _job_in_front(host, pane, remaining)
+        if activity is not None and activity.phase == "running" and await host.front_busy(pane):
+            await _shell_at_rest(host, pane, remaining)  # its line's next job may take the terminal
             continue
         if not reinstalled and await recover(shells, host, pane):
             reinstalled = True
@@ -106,24 +106,28 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
 async def settled(
     shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int = _PROMPT_COMING_MS
 ) -> Activity | None:
-    """The shell's activity once what is already on its way is there: the prompt after keys of
-    ours it has not taken yet, or after the prompt hooks of a command that ended (typing now would
-    be type-ahead); the job a running line has started, until it takes the terminal (a key typed
-    before, ``C-c`` say, would reach the shell instead of the job)."""
+    """The shell's activity once what is on its way is there: the prompt after keys of ours it
+    has not taken yet, or after the prompt hooks of a command that ended (typing now would be
+    type-ahead); while a line runs, the end of the shell's own work in front of the terminal."""
     activity = shells.activity(pane.shell_id)
     if activity is not None and activity.phase in ("typed", "hooks"):
         activity = (await ready(shells, host, pane, budget_ms)).activity
     elif activity is not None and activity.phase == "running":
-        await _job_in_front(host, pane, budget_ms / 1000)
+        await _shell_at_rest(host, pane, budget_ms / 1000)
     return activity
 
 
-async def _job_in_front(host: ShellHost, pane: PaneInfo, budget_s: float) -> None:
-    """Wait up to ``budget_s`` while a job the shell started has not yet taken the terminal. The
-    budget bounds a shell that waits in ``wait`` for a background job, which looks the same."""
+async def _shell_at_rest(host: ShellHost, pane: PaneInfo, budget_s: float) -> None:
+    """Wait up to ``budget_s`` while the shell itself works in front of its terminal during a
+    line: it may be starting the line's next job. bash hands the terminal to a job only after
+    forking it, and a ``C-c`` that reaches bash in between is held by bash until that job ends —
+    the job never sees it. A shell that computes on its own (a loop of builtins) gets the key
+    once the budget (3 s for ``shell_send``) is spent."""
     deadline = time.monotonic() + budget_s
-    while await host.job_coming(pane) and time.monotonic() < deadline:
-        await asyncio.sleep(_JOB_POLL_S)  # nothing announces the moment a job takes the terminal
+    while time.monotonic() < deadline:
+        if not (await host.foreground(pane)).shell_in_front or not await host.front_busy(pane):
+            return
+        await asyncio.sleep(_SHELL_WORK_POLL_S)  # nothing announces the moment a job takes the terminal
 
 
 async def _prompt_after(

@@ -261,9 +261,6 @@ class LocalHost(ShellHost):
     async def front_busy(self, pane: PaneInfo) -> bool:
         return procinfo.foreground_busy(self._shell(pane))
 
-    async def job_coming(self, pane: PaneInfo) -> bool:
-        return procinfo.foreground_job_coming(self._shell(pane))
-
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         return procinfo.tree_names(self._shell(pane))
 

@@ -11,11 +11,6 @@ terminal for it: a line just typed sits there until readline takes it and hands 
 What is in front is *busy* (``front_busy``) while it works — a process of the terminal's foreground
 group runs or waits for the disk — or has just ended and the shell has not yet taken its terminal
 back: text typed to a program is answered ("idle") only once that program waits again.
-
-A job is *on its way to the front* (``job_coming``) while the shell, still owning the terminal,
-waits for a child that has its own process group: bash forks a command, the child puts itself in
-a new group and only then takes the terminal, and on a busy machine that can take tens of
-milliseconds. A key that makes a signal (``C-c``) in that gap goes to the shell, not the job.
 """
 
 from __future__ import annotations
@@ -66,53 +61,6 @@ def front_busy(shell_state: str, in_front: bool, members: list[str]) -> bool:
     if live:
         return any(state in BUSY_STATES for state in live)
     return bool(members) or shell_state in BUSY_STATES
-
-
-# What ``/proc/PID/wchan`` (and Linux's ``ps -o wchan``) names for a process blocked in ``wait4``.
-WAITING_FOR_CHILD = "do_wait"
-
-
-def job_coming(shell_pgid: int, tpgid: int, shell_wchan: str | None, child_groups: list[int]) -> bool:
-    """Whether a job the shell started has not yet taken its terminal: the shell owns the terminal
-    and is blocked waiting for a child (``shell_wchan``) that has a process group of its own.
-
-    The shell blocked in ``wait`` for a background job looks the same; so a caller waits for the
-    job only a bounded time. Where the kernel does not name what a process waits in
-    (``shell_wchan`` None or "0"), no job is ever said to be coming."""
-    if tpgid <= 0 or tpgid != shell_pgid or shell_wchan != WAITING_FOR_CHILD:
-        return False
-    return any(group not in (shell_pgid, 0) for group in child_groups)
-
-
-def _wchan(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/wchan", encoding="ascii", errors="replace") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
-def foreground_job_coming(shell_pid: int) -> bool:
-    """``job_coming`` for the shell ``shell_pid``, read from ``/proc``."""
-    fields = _stat_fields(shell_pid)
-    if fields is None or len(fields) < 7:
-        return False
-    pgrp, tpgid = int(fields[3]), int(fields[6])
-    if tpgid <= 0 or tpgid != pgrp:
-        return False  # not the shell's terminal now: nothing is on its way
-    groups: list[int] = []
-    if os.path.exists(f"/proc/{shell_pid}/task/{shell_pid}/children"):
-        children = _children(shell_pid)
-    else:
-        try:
-            children = [child.pid for child in psutil.Process(shell_pid).children()]
-        except psutil.Error:
-            children = []
-    for pid in children:
-        child_fields = _stat_fields(pid)
-        if child_fields is not None and len(child_fields) > 3:
-            groups.append(int(child_fields[3]))
-    return job_coming(pgrp, tpgid, _wchan(shell_pid), groups)
 
 
 def _comm(pid: int) -> str:
@@ -166,25 +114,19 @@ def _descendants(pid: int) -> list[int]:
     found: list[int] = []
     todo = [pid]
     while todo:
-        children = _children(todo.pop())
-        found.extend(children)
-        todo.extend(children)
-    return found
-
-
-def _children(pid: int) -> list[int]:
-    """The direct children of ``pid``, from each of its threads' ``children`` file."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []  # ended meanwhile
-    found: list[int] = []
-    for task in tasks:
+        parent = todo.pop()
         try:
-            with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
-                found.extend(int(child) for child in fh.read().split())
+            tasks = os.listdir(f"/proc/{parent}/task")
         except OSError:
-            continue
+            continue  # ended meanwhile
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children", "rb") as fh:
+                    children = [int(child) for child in fh.read().split()]
+            except OSError:
+                continue
+            found.extend(children)
+            todo.extend(children)
     return found
 
 

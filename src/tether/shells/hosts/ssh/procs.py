@@ -14,15 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tether.shells.hosts.procinfo import front_busy, job_coming
+from tether.shells.hosts.procinfo import front_busy
 from tether.shells.tmux.commands import sh_quote
 
 _PS_TIME_RE = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)")
 
 
 def facts_script(shell_pid: int, tty: str, *, terminal: bool) -> str:
-    """Print ``S <stat line>`` (or ``P <ps line>``) per process of the pane, ``W <wchan>`` of the
-    shell where ``/proc`` has it, then, with
+    """Print ``S <stat line>`` (or ``P <ps line>``) per process of the pane, then, with
     ``terminal``, ``T`` and the lines of ``stty -a`` of its terminal. On Linux the walk follows
     ``/proc/PID/task/*/children`` down from the shell (its cost is the tree's size, not the
     machine's process count, and it forks nothing); without those files every process of the
@@ -30,15 +29,13 @@ def facts_script(shell_pid: int, tty: str, *, terminal: bool) -> str:
     or changes directory, so it may run in the channel's own shell."""
     t = sh_quote(tty)
     stty = f"; echo T; stty -a < {t}" if terminal else ""
-    # What the shell is blocked in (``W``): its wchan file has no newline, so ``read`` fails yet sets it.
-    wchan = f'w=; {{ read -r w < /proc/{shell_pid}/wchan; }} 2>/dev/null; echo "W $w"; '
     return (
-        f"if [ -r /proc/{shell_pid}/task/{shell_pid}/children ]; then {wchan}todo={shell_pid}; "
+        f"if [ -r /proc/{shell_pid}/task/{shell_pid}/children ]; then todo={shell_pid}; "
         'while [ -n "$todo" ]; do set -- $todo; todo=; for p; do '
         '{ read -r l < /proc/$p/stat; } 2>/dev/null || continue; echo "S $l"; '
         'for c in /proc/$p/task/*/children; do k=; { read -r k < "$c"; } 2>/dev/null; todo="$todo $k"; '
         "done; done; done; "
-        f"elif [ -r /proc/self/stat ]; then {wchan}"
+        "elif [ -r /proc/self/stat ]; then "
         'for d in /proc/[0-9]*/stat; do { read -r l < "$d"; } 2>/dev/null || continue; '
         f'r=${{l##*) }}; set -- $r; [ "$4" = {shell_pid} ] && echo "S $l"; done; '
         f"else ps -t {sh_quote(tty.removeprefix('/dev/'))} -o pid= -o ppid= -o pgid= -o tpgid= -o time= "
@@ -61,7 +58,6 @@ class Proc:
 class PaneProcs:
     procs: tuple[Proc, ...]
     canonical: bool | None  # None: the terminal's mode could not be read
-    shell_wchan: str | None = None  # what the shell is blocked in (None: not reported, no /proc)
 
     def _by_pid(self) -> dict[int, Proc]:
         return {p.pid: p for p in self.procs}
@@ -87,14 +83,6 @@ class PaneProcs:
             return front_busy(shell.state, True, [])
         members = [p.state for p in self.descendants(shell_pid) if p.pgid == shell.tpgid]
         return front_busy(shell.state, False, members)
-
-    def job_coming(self, shell_pid: int) -> bool:
-        """``procinfo.job_coming`` for the shell ``shell_pid`` (not when it is not listed)."""
-        shell = self._by_pid().get(shell_pid)
-        if shell is None:
-            return False
-        groups = [p.pgid for p in self.procs if p.ppid == shell_pid and p.pid != shell_pid]
-        return job_coming(shell.pgid, shell.tpgid, self.shell_wchan, groups)
 
     def descendants(self, shell_pid: int) -> list[Proc]:
         children: dict[int, list[Proc]] = {}
@@ -129,12 +117,8 @@ def parse_facts(out: str, clock_ticks: int) -> PaneProcs:
         words = " ".join(lines[at + 1 :]).split()
         canonical = False if "-icanon" in words else True if "icanon" in words else None
         lines = lines[:at]
-    wchan: str | None = None
     for line in lines:
         kind, _, rest = line.partition(" ")
-        if kind == "W":
-            wchan = rest.strip() or None
-            continue
         if kind == "S":
             proc = _from_stat(rest, clock_ticks)
         elif kind == "P":
@@ -143,7 +127,7 @@ def parse_facts(out: str, clock_ticks: int) -> PaneProcs:
             continue
         if proc is not None:
             procs.append(proc)
-    return PaneProcs(procs=tuple(procs), canonical=canonical, shell_wchan=wchan)
+    return PaneProcs(procs=tuple(procs), canonical=canonical)
 
 
 def _from_stat(line: str, clock_ticks: int) -> Proc | None:

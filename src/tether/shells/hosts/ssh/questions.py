@@ -105,9 +105,6 @@ class RemoteQuestions:
     async def front_busy(self, pane: PaneInfo) -> bool:
         return (await self._pane_procs(pane)).front_busy(pane.pid)
 
-    async def job_coming(self, pane: PaneInfo) -> bool:
-        return (await self._pane_procs(pane)).job_coming(pane.pid)
-
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         return (await self._pane_procs(pane)).tree_names(pane.pid)
 
