@@ -5,7 +5,7 @@ signals the shell, which keeps it until that command ends: the command never see
 machine the gap lasts tens of milliseconds, and ``shell_run`` with ``wait: none`` followed at once
 by ``shell_send`` ``C-c`` fell in it: ``sleep 1000`` ran on). That gap cannot be held open from
 outside, so here the shell's own work is a loop of builtins that ends when a file appears, created
-by a spy on the host once the key has been seen waiting for the busy shell twice. The key must reach
+by a spy on the host's ``starting`` once the key has been seen waiting for the shell twice. The key must reach
 the command the line starts after the loop; typed at once, it would stop the loop instead.
 """
 
@@ -43,12 +43,12 @@ async def test_c_c_reaches_the_job_the_line_starts_after_the_shells_work(
         assert started.met is True, started
 
         host, _ = await engine.pane(shell.id)
-        real_front_busy, real_send_keys = host.front_busy, host.send_keys
+        real_starting, real_send_keys = host.starting, host.send_keys
         seen_working, typed = 0, False
 
-        async def front_busy(pane: PaneInfo) -> bool:
+        async def starting(pane: PaneInfo) -> bool:
             nonlocal seen_working
-            busy = await real_front_busy(pane)
+            busy = await real_starting(pane)
             if busy and not typed:
                 seen_working += 1
                 if seen_working == 2:  # the key is being held: let the shell go on to `sleep`
@@ -60,7 +60,7 @@ async def test_c_c_reaches_the_job_the_line_starts_after_the_shells_work(
             typed = typed or bool(keys)
             await real_send_keys(pane, keys)
 
-        monkeypatch.setattr(host, "front_busy", front_busy)
+        monkeypatch.setattr(host, "starting", starting)
         monkeypatch.setattr(host, "send_keys", send_keys)
         await send(engine, _write(shell.id, Wait()), SendAction(text="", keys=("C-c",)))
         monkeypatch.undo()

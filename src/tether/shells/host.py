@@ -326,6 +326,11 @@ class ShellHost(ABC):
         or has just ended and the shell has not taken its terminal back (``procinfo.front_busy``)."""
 
     @abstractmethod
+    async def starting(self, pane: PaneInfo) -> bool:
+        """The shell is still starting what its running line runs: it works in front itself, or a
+        fork of it in front has not yet become the command (``procinfo.starting``)."""
+
+    @abstractmethod
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         """Names of every process under the pane's shell (the shell excluded)."""
 

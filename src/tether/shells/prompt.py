@@ -5,8 +5,8 @@ prompt (``P``): then readline reads, and the line is exactly the command. Otherw
 is asked what is in front of its terminal:
 
 - the shell itself (its prompt hooks, or a builtin) — wait for the prompt, within the budget;
-  keys for what is in front (``settled``) wait while the shell works on a running line, which
-  may be starting a job that takes the terminal next;
+  keys for what is in front (``settled``) wait while the shell is still starting its running
+  line's command (working in front itself, or its fork in front not yet the command);
 - the shell itself reading a line without reporting it — the integration was lost (``exec bash``
   replaced the shell): it is installed again, invisibly to ``history``, and then the prompt is
   awaited;
@@ -36,7 +36,7 @@ _LOST_QUIET_S = 0.3  # the shell reads a line this long without a prompt event: 
 _LOST_LOOK_S = 0.5
 _PROMPT_COMING_MS = 3000  # a prompt on its way (see ``settled``) is awaited this long
 _HOOKS_S = 0.05  # a shell's prompt hooks usually take less: then the foreground is not looked at
-_SHELL_WORK_POLL_S = 0.005  # how often a shell that works in front is looked at again
+_STARTING_POLL_S = 0.005  # how often a shell still starting its line's command is looked at again
 
 Where = Literal["prompt", "program", "continuation", "exited"]
 
@@ -94,8 +94,8 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
                 waited_ms=waited,
                 detail=f"the shell did not reach its prompt within {budget_ms} ms (its prompt hooks run)",
             )
-        if activity is not None and activity.phase == "running" and await host.front_busy(pane):
-            await _shell_at_rest(host, pane, remaining)  # its line's next job may take the terminal
+        if activity is not None and activity.phase == "running" and await host.starting(pane):
+            await _started(host, pane, remaining)  # its line's next command may take the terminal
             continue
         if not reinstalled and await recover(shells, host, pane):
             reinstalled = True
@@ -108,26 +108,24 @@ async def settled(
 ) -> Activity | None:
     """The shell's activity once what is on its way is there: the prompt after keys of ours it
     has not taken yet, or after the prompt hooks of a command that ended (typing now would be
-    type-ahead); while a line runs, the end of the shell's own work in front of the terminal."""
+    type-ahead); while a line runs, the command it starts (see ``_started``)."""
     activity = shells.activity(pane.shell_id)
     if activity is not None and activity.phase in ("typed", "hooks"):
         activity = (await ready(shells, host, pane, budget_ms)).activity
     elif activity is not None and activity.phase == "running":
-        await _shell_at_rest(host, pane, budget_ms / 1000)
+        await _started(host, pane, budget_ms / 1000)
     return activity
 
 
-async def _shell_at_rest(host: ShellHost, pane: PaneInfo, budget_s: float) -> None:
-    """Wait up to ``budget_s`` while the shell itself works in front of its terminal during a
-    line: it may be starting the line's next job. bash hands the terminal to a job only after
-    forking it, and a ``C-c`` that reaches bash in between is held by bash until that job ends —
-    the job never sees it. A shell that computes on its own (a loop of builtins) gets the key
-    once the budget (3 s for ``shell_send``) is spent."""
+async def _started(host: ShellHost, pane: PaneInfo, budget_s: float) -> None:
+    """Wait up to ``budget_s`` while the shell is still starting what its running line runs
+    (``procinfo.starting``). bash forks a command, hands it the terminal, and the fork then resets
+    the shell's signal handlers and becomes the command; a ``C-c`` before that reaches a bash
+    handler (the shell's, or the fork's), and the command never sees it. A shell that computes on
+    its own (a loop of builtins) gets the key once the budget (3 s for ``shell_send``) is spent."""
     deadline = time.monotonic() + budget_s
-    while time.monotonic() < deadline:
-        if not (await host.foreground(pane)).shell_in_front or not await host.front_busy(pane):
-            return
-        await asyncio.sleep(_SHELL_WORK_POLL_S)  # nothing announces the moment a job takes the terminal
+    while time.monotonic() < deadline and await host.starting(pane):
+        await asyncio.sleep(_STARTING_POLL_S)  # nothing announces the moment a command has started
 
 
 async def _prompt_after(

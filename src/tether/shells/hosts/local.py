@@ -261,6 +261,9 @@ class LocalHost(ShellHost):
     async def front_busy(self, pane: PaneInfo) -> bool:
         return procinfo.foreground_busy(self._shell(pane))
 
+    async def starting(self, pane: PaneInfo) -> bool:
+        return procinfo.shell_starting(self._shell(pane))
+
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         return procinfo.tree_names(self._shell(pane))
 

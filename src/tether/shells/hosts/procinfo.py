@@ -11,6 +11,11 @@ terminal for it: a line just typed sits there until readline takes it and hands 
 What is in front is *busy* (``front_busy``) while it works — a process of the terminal's foreground
 group runs or waits for the disk — or has just ended and the shell has not yet taken its terminal
 back: text typed to a program is answered ("idle") only once that program waits again.
+
+The shell is still *starting* what its running line runs (``starting``) while it works in front of
+its terminal itself (expanding the line, forking), or while what is in front is a fork of it that
+has not yet become the command: it still has the shell's command line and catches the signals the
+shell catches. A ``C-c`` in either gap reaches a bash handler, and the command never sees it.
 """
 
 from __future__ import annotations
@@ -100,6 +105,48 @@ def foreground_busy(shell_pid: int) -> bool:
         if child_fields is not None and len(child_fields) > 3 and int(child_fields[3]) == tpgid:
             members.append(child_fields[1])
     return front_busy(state, False, members)
+
+
+def starting(in_front: bool, shell_state: str, front_is_fork: bool | None) -> bool:
+    """Whether the shell is still starting its line's command: it works in front itself, or the
+    process in front is its fork not yet turned into the command (``None``: cannot be told on
+    this host, taken as no)."""
+    return shell_state in BUSY_STATES if in_front else bool(front_is_fork)
+
+
+def shell_starting(shell_pid: int) -> bool:
+    """``starting`` for the shell ``shell_pid``, read from ``/proc``."""
+    fields = _stat_fields(shell_pid)
+    if fields is None or len(fields) < 7 or int(fields[6]) <= 0:
+        return False
+    state, pgrp, tpgid = fields[1], int(fields[3]), int(fields[6])
+    if tpgid == pgrp:
+        return starting(True, state, None)
+    # bash makes the command's first process the leader of its group: the leader is the fork.
+    leader = _stat_fields(tpgid)
+    is_child = leader is not None and len(leader) > 2 and int(leader[2]) == shell_pid
+    fork = is_child and _caught(tpgid) == _caught(shell_pid) and _cmdline(tpgid) == _cmdline(shell_pid)
+    return starting(False, state, fork)
+
+
+def _caught(pid: int) -> str | None:
+    """The process's caught-signals mask (``SigCgt`` of ``/proc/PID/status``)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"SigCgt:"):
+                    return line[7:].strip().decode("ascii", "replace")
+    except OSError:
+        return None
+    return None
+
+
+def _cmdline(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
 
 
 def _descendants(pid: int) -> list[int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tether.shells.hosts.procinfo import front_busy
+from tether.shells.hosts.procinfo import front_busy, starting
 from tether.shells.tmux.commands import sh_quote
 
 _PS_TIME_RE = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)")
@@ -83,6 +83,14 @@ class PaneProcs:
             return front_busy(shell.state, True, [])
         members = [p.state for p in self.descendants(shell_pid) if p.pgid == shell.tpgid]
         return front_busy(shell.state, False, members)
+
+    def starting(self, shell_pid: int) -> bool:
+        """``procinfo.starting`` for the shell ``shell_pid``: whether it works in front itself (a
+        fork in front not yet turned into the command is not told apart here)."""
+        shell = self._by_pid().get(shell_pid)
+        if shell is None or shell.tpgid <= 0:
+            return False
+        return starting(shell.tpgid == shell.pgid, shell.state, None)
 
     def descendants(self, shell_pid: int) -> list[Proc]:
         children: dict[int, list[Proc]] = {}

@@ -105,6 +105,9 @@ class RemoteQuestions:
     async def front_busy(self, pane: PaneInfo) -> bool:
         return (await self._pane_procs(pane)).front_busy(pane.pid)
 
+    async def starting(self, pane: PaneInfo) -> bool:
+        return (await self._pane_procs(pane)).starting(pane.pid)
+
     async def tree_names(self, pane: PaneInfo) -> list[str]:
         return (await self._pane_procs(pane)).tree_names(pane.pid)
 
