@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import pty
+import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from hang import HANG_S
 
@@ -19,6 +21,22 @@ from hang import HANG_S
 def unique_sleep_arg() -> str:
     """A ``sleep`` argument no other process on the machine has: ``1000.<random digits>``."""
     return f"1000.{uuid.uuid4().int % 10**12:012d}"
+
+
+@contextlib.contextmanager
+def in_terminal(argv: list[str]) -> Iterator[int]:
+    """``argv`` as the session leader of a new terminal (its controlling tty); yields its pid, and
+    kills it and its children afterwards."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvp(argv[0], argv)
+    try:
+        yield pid
+    finally:
+        subprocess.run(["pkill", "-9", "-P", str(pid)], check=False)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(fd)
 
 
 def _read(path: str) -> bytes:

@@ -8,13 +8,12 @@ real terminal and process tree.
 from __future__ import annotations
 
 import os
-import pty
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from hang import HANG_S
+from proc_probe import in_terminal
 from tether.shells.hosts import procinfo
 from tether.shells.hosts.ssh.procs import facts_script, parse_facts
 
@@ -50,19 +49,9 @@ def test_the_remote_answer_carries_each_process_state() -> None:
     assert ps.front_busy(10) is False  # a stopped job is not working
 
 
-@contextmanager
-def _pane(program: str) -> Iterator[int]:
+def _pane(program: str) -> AbstractContextManager[int]:
     """A terminal whose shell (job control on) runs ``program`` as its foreground job."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execvp("sh", ["sh", "-c", f"set -m; python3 -c {program!r}; sleep 30"])
-    try:
-        yield pid
-    finally:
-        subprocess.run(["pkill", "-9", "-P", str(pid)], check=False)
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(fd)
+    return in_terminal(["sh", "-c", f"set -m; python3 -c {program!r}; sleep 30"])
 
 
 def _both(pid: int) -> tuple[bool, bool]:

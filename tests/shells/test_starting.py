@@ -6,16 +6,13 @@ child that takes the terminal and only later becomes the command (``exec``), as 
 
 from __future__ import annotations
 
-import os
-import pty
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from hang import HANG_S
+from proc_probe import in_terminal
 from tether.shells.hosts import procinfo
 from tether.shells.hosts.ssh.procs import parse_facts
 
@@ -53,19 +50,9 @@ def test_a_remote_host_tells_the_shell_working_in_front() -> None:
     assert parse_facts(line.format("S", 20) + job, 100).starting(10) is False
 
 
-@contextmanager
-def _shell(code: str, *args: str) -> Iterator[int]:
+def _shell(code: str, *args: str) -> AbstractContextManager[int]:
     """A terminal whose session leader (the "shell") runs python ``code``; yields its pid."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execv(sys.executable, [sys.executable, "-c", code, *args])
-    try:
-        yield pid
-    finally:
-        subprocess.run(["pkill", "-9", "-P", str(pid)], check=False)
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(fd)
+    return in_terminal([sys.executable, "-c", code, *args])
 
 
 def _reads(pid: int, expected: bool, front: str) -> bool:
