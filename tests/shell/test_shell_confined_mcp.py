@@ -197,4 +197,3 @@ async def test_a_confined_shells_program_is_idle_once_it_waits(tether_home: Path
         assert answered["met"] is True and "done" in answered["lines"], answered
         assert (await typed(shell, "exit()", idle))["met"] is True
         assert (await _run(client, shell, "echo back"))["lines"] == ["back"]
-

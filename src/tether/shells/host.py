@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from tether.errors import NotFoundError, RefusedError
 from tether.shell import ShellSandboxInfo
+from tether.shells.integration.events import sync_mark
 from tether.shells.logs import log_path, log_size, read_range
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo
@@ -346,13 +346,14 @@ class ShellHost(ABC):
         this host cannot; the default)."""
         return False
 
-    async def sync_log(self, pane: PaneInfo) -> bool:
-        """Make sure everything the pane printed so far is in the log (``False``: cannot tell).
+    async def sync_log(self, pane: PaneInfo, *, within: float = _SYNC_WAIT_S) -> bool:
+        """Make sure everything the pane printed so far is in the log (``False``: cannot tell, or
+        not within ``within`` seconds).
 
         An invisible mark is printed on the pane's terminal and waited for in the log: tmux pipes a
         pane's output in order (and a remote host's mirror copies it in order), so every byte
         printed before the mark is in the log once the mark is."""
-        mark = b"\x1b]6973;sync;" + secrets.token_hex(8).encode() + b"\x07"
+        mark = sync_mark()
         path = self.log_of(pane.shell_id)
         start = log_size(path)
         waker = self.watcher.waker(pane.shell_id)
@@ -360,7 +361,7 @@ class ShellHost(ABC):
             if not await self.print_on_terminal(pane, mark):
                 return False
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + _SYNC_WAIT_S
+            deadline = loop.time() + within
             while mark not in read_range(path, start, None):
                 remaining = deadline - loop.time()
                 if remaining <= 0:

@@ -7,10 +7,12 @@ inotify, never by polling tmux; only conditions nothing announces (``file``, ``n
 run has started and its process was seen. A ``settle`` after text typed to a program
 (``program_idle``) also asks, once the screen is quiet and then every ``poll_ms``, whether what is
 in front still works (``ShellHost.front_busy``): a program that computes, or exits, without
-printing is not idle. A timeout is a result (``timed_out``), never a kill;
-``exit`` with an expected ``code`` returns as soon as the status is known, met or not. A shell that
-ends (its exit event, a dead pane, a killed session) ends every wait on it with ``shell_gone`` and
-the status it ended with, when one is known.
+printing is not idle; once nothing works it is idle only if the log, proven caught up with the
+terminal (``ShellHost.sync_log``), brought nothing more — what the program printed last may still
+be on its way (a remote host's mirror). A sync mark is never output. A timeout is a result
+(``timed_out``), never a kill; ``exit`` with an expected ``code`` returns as soon as the status is
+known, met or not. A shell that ends (its exit event, a dead pane, a killed session) ends every
+wait on it with ``shell_gone`` and the status it ended with, when one is known.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from tether.errors import NotFoundError
 from tether.shells.host import ShellHost
-from tether.shells.integration.events import EventScanner, ShellEvent
+from tether.shells.integration.events import EventScanner, ShellEvent, only_sync_marks
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size, read_at
 from tether.shells.offload import offloaded, rendered
@@ -109,7 +111,8 @@ class _Scan:
         data = read_at(self.path, self.pos, _SCAN_CHUNK)
         if not data:
             return None
-        self.last_output = time.monotonic()
+        if not only_sync_marks(data):  # a log proven caught up has printed nothing
+            self.last_output = time.monotonic()
         self.pos += len(data)
         events = self.events.feed(data) if self.events is not None else []
         if events:
@@ -217,6 +220,7 @@ class WaitEngine:
         cpu_prev: tuple[float, float] | None = None
         prompt = at_prompt
         exited: ShellEvent | None = None
+        synced: float | None = None  # a program_idle's log was proven caught up at this output
         connection = self.host.connection_mark()
         while True:
             waker.clear()
@@ -239,10 +243,19 @@ class WaitEngine:
                     spec, scan, t0, run, met=False, gone=True, code=status, detail=_ended(status)
                 )
             result = self._announced(spec, scan, run, now, prompt)
-            if result is None and spec.program_idle and self._settled(spec, scan, now) and now >= next_poll:
-                next_poll = now + poll_s
-                if not await self.host.front_busy(pane):
+            if result is None and spec.program_idle and self._settled(spec, scan, now):
+                if synced == scan.last_output:
                     result = True, "screen settled"
+                elif now >= next_poll:
+                    next_poll = now + poll_s
+                    if not await self.host.front_busy(pane):
+                        # What is in front is done, but what it printed last may still be on its
+                        # way to the log (a remote host's mirror lags): settled only once the log,
+                        # proven caught up, brought nothing new.
+                        if await self.host.sync_log(pane, within=max(deadline - now, 0.01)):
+                            synced = scan.last_output
+                            continue
+                        result = True, "screen settled"  # the host cannot prove it: as it looks
             if result is None and spec.kind in ("file", "noproc", "cpu", "foreground") and now >= next_poll:
                 next_poll = now + poll_s
                 ready = run is None or run.started is not None or run.verdict != "pending"

@@ -16,6 +16,7 @@ previous P is a redraw, an empty line or a line bash could not parse (its status
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,6 +25,8 @@ EventKind = Literal["P", "C", "E", "Q", "H", "X", "L"]
 ANY_MARKER_RE = re.compile(rb"\x1b\]6973;[^\x07\x1b]*(?:\x07|\x1b\\)")
 _MARKER_RE = re.compile(rb"\x1b\]6973;([0-9a-z]{4,32});([PCEQHXL])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
 _OPEN = b"\x1b]6973;"
+# The mark ``ShellHost.sync_log`` prints to prove a log caught up: not the shell's, not output.
+_SYNC_RE = re.compile(rb"\x1b\]6973;sync;[0-9a-f]{16}\x07")
 _MAX_MARKER = 1 << 20  # an H event (a command's text) may be long; longer is not ours
 
 
@@ -131,3 +134,13 @@ class EventScanner:
                     break
         self._carry = buf[keep_from:]
         return events
+
+
+def sync_mark() -> bytes:
+    """A new, unique mark for ``ShellHost.sync_log`` (hidden by every view, as any marker is)."""
+    return b"\x1b]6973;sync;" + secrets.token_hex(8).encode() + b"\x07"
+
+
+def only_sync_marks(data: bytes) -> bool:
+    """``data`` is nothing but whole sync marks: the log grew, but nothing in the pane printed."""
+    return not _SYNC_RE.sub(b"", data)
