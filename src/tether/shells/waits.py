@@ -9,7 +9,8 @@ run has started and its process was seen. A ``settle`` after text typed to a pro
 in front still works (``ShellHost.front_busy``): a program that computes, or exits, without
 printing is not idle; once nothing works it is idle only if the log, proven caught up with the
 terminal (``ShellHost.sync_log``), brought nothing more — what the program printed last may still
-be on its way (a remote host's mirror). A sync mark is never output. A timeout is a result
+be on its way (a remote host's mirror). A condition asked of the host is answered likewise with
+the log caught up to the moment it held. A sync mark is never output. A timeout is a result
 (``timed_out``), never a kill; ``exit`` with an expected ``code`` returns as soon as the status is
 known, met or not. A shell that ends (its exit event, a dead pane, a killed session) ends every
 wait on it with ``shell_gone`` and the status it ended with, when one is known.
@@ -221,6 +222,7 @@ class WaitEngine:
         prompt = at_prompt
         exited: ShellEvent | None = None
         synced: float | None = None  # a program_idle's log was proven caught up at this output
+        held: tuple[bool, str] | None = None  # a condition asked of the host, its log now caught up
         connection = self.host.connection_mark()
         while True:
             waker.clear()
@@ -252,17 +254,23 @@ class WaitEngine:
                         # What is in front is done, but what it printed last may still be on its
                         # way to the log (a remote host's mirror lags): settled only once the log,
                         # proven caught up, brought nothing new.
-                        if await self.host.sync_log(pane, within=max(deadline - now, 0.01)):
+                        if await self._caught_up(pane, deadline):
                             synced = scan.last_output
                             continue
                         result = True, "screen settled"  # the host cannot prove it: as it looks
+            if result is None:
+                result = held
             if result is None and spec.kind in ("file", "noproc", "cpu", "foreground") and now >= next_poll:
                 next_poll = now + poll_s
                 ready = run is None or run.started is not None or run.verdict != "pending"
                 if ready:
-                    result, cpu_prev, seen_proc = await self._polled(
-                        pane, spec, run, now, cpu_prev, seen_proc
-                    )
+                    found, cpu_prev, seen_proc = await self._polled(pane, spec, run, now, cpu_prev, seen_proc)
+                    # The result shows what was printed before the condition held: read on to
+                    # the log proven caught up (a remote host's mirror lags its terminal).
+                    if found is not None and await self._caught_up(pane, deadline):
+                        held = found
+                        continue
+                    result = found
             if result is not None:
                 met, detail = result
                 return self._outcome(spec, scan, t0, run, met=met, detail=detail)
@@ -307,6 +315,10 @@ class WaitEngine:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(sleep, 0.001)):  # no task per wake, unlike wait_for
                     await waker.wait()
+
+    async def _caught_up(self, pane: PaneInfo, deadline: float) -> bool:
+        """The log holds everything the pane printed until now (``False``: not proven in time)."""
+        return await self.host.sync_log(pane, within=max(deadline - time.monotonic(), 0.01))
 
     @staticmethod
     def _quiet(spec: WaitSpec) -> float:
