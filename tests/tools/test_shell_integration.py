@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import anyio
 from shell_harness import call, open_shell, read, run, send, shell_client, text_of, tmux
 
 from hang import HANG_MS, HANG_S
@@ -197,11 +198,17 @@ async def test_a_persons_commands_have_exit_codes_and_retry_reruns_them(
         assert (await run(client, shell, "echo agent"))["exitCode"] == 0
         # A person at a terminal types a command (tmux send-keys is what a terminal client does).
         tmux(tether_home, "send-keys", "-t", f"={shell}:", "echo person >> p.txt; (exit 4)", "Enter")
-        out = await read(client, shell, wait={"kind": "idle"})
-        assert out["met"] is True
-        _, data = await call(client, "shell_state", {})
-        row = data["shells"][0]
-        assert row["lastCommand"] == {"text": "echo person >> p.txt; (exit 4)", "exitCode": 4, "by": "person"}
+        # Until bash takes the line the shell is idle at its prompt as far as its log says, so the
+        # read may come back before the person's command ran: ask until it has.
+        person = {"text": "echo person >> p.txt; (exit 4)", "exitCode": 4, "by": "person"}
+        with anyio.fail_after(HANG_S):
+            while True:
+                out = await read(client, shell, wait={"kind": "idle"})
+                assert out["met"] is True
+                _, data = await call(client, "shell_state", {})
+                if data["shells"][0]["lastCommand"] == person:
+                    break
+                await anyio.sleep(0.05)
         retried = await call(
             client,
             "shell_run",
