@@ -41,6 +41,9 @@ _ALIVE_S = 1.0  # how often a sleeping wait re-checks that the shell still exist
 _SCAN_CHUNK = 8 * 1024 * 1024
 _LOST_QUIET_S = 0.3  # a started run's shell quiet this long: look whether it reads a line unreported
 _QUIET_S = 0.05  # a bare shell_read idle on a shell without integration events: this long quiet
+# The sync mark follows the pane's output by microseconds (a remote host: a round trip); a log
+# that stopped following its pane must not hold a condition that already holds for long.
+_CAUGHT_UP_S = 2.0
 _SEEN_MAX = 64  # events a wait keeps for the shell's phase (a run has about four)
 
 # Told what a wait read of a shell's log: (shell, where it started, its scanner, every event read).
@@ -318,7 +321,8 @@ class WaitEngine:
 
     async def _caught_up(self, pane: PaneInfo, deadline: float) -> bool:
         """The log holds everything the pane printed until now (``False``: not proven in time)."""
-        return await self.host.sync_log(pane, within=max(deadline - time.monotonic(), 0.01))
+        within = min(_CAUGHT_UP_S, max(deadline - time.monotonic(), 0.01))
+        return await self.host.sync_log(pane, within=within)
 
     @staticmethod
     def _quiet(spec: WaitSpec) -> float:
