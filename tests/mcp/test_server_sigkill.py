@@ -197,6 +197,10 @@ async def test_sigkill_of_tether_mcp_leaves_no_survivor(tether_home: Path) -> No
             server = next(p for p in first.parents() if "mcp" in p.cmdline())
             namespace = _pid_ns(pids[tokens[0]])
             assert namespace is not None and namespace != _pid_ns(os.getpid())
+            # Held open to the end: a freed namespace's number is soon another's (the next test's
+            # container), and the last check below must look at this namespace only.
+            held_ns = os.open(f"/proc/{pids[tokens[0]]}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            assert _pid_ns(pids[tokens[0]]) == namespace
             assert {_pid_ns(pid) for pid in pids.values()} == {namespace}
             members = _live_in(namespace)
             assert set(pids.values()) <= members
@@ -232,6 +236,9 @@ async def test_sigkill_of_tether_mcp_leaves_no_survivor(tether_home: Path) -> No
             raise
     survivors = [token for token in tokens if alive_with(token)]
     assert survivors == [], f"{len(survivors)} of {len(tokens)} sleepers survived"
-    assert _live_in(namespace) == set()
+    try:
+        assert _live_in(namespace) == set()
+    finally:
+        os.close(held_ns)
     assert not _alive(server.pid)
     print(f"survivors 0 / {len(members)} processes in 20 trees")
