@@ -26,7 +26,7 @@ ANY_MARKER_RE = re.compile(rb"\x1b\]6973;[^\x07\x1b]*(?:\x07|\x1b\\)")
 _MARKER_RE = re.compile(rb"\x1b\]6973;([0-9a-z]{4,32});([PCEQHXL])(?:;([^\x07\x1b]*))?(?:\x07|\x1b\\)")
 _OPEN = b"\x1b]6973;"
 # The mark ``ShellHost.sync_log`` prints to prove a log caught up: not the shell's, not output.
-_SYNC_RE = re.compile(rb"\x1b\]6973;sync;[0-9a-f]{16}\x07")
+_SYNC_ONLY_RE = re.compile(rb"(?:\x1b\]6973;sync;[0-9a-f]{16}\x07)+")
 _MAX_MARKER = 1 << 20  # an H event (a command's text) may be long; longer is not ours
 
 
@@ -143,4 +143,4 @@ def sync_mark() -> bytes:
 
 def only_sync_marks(data: bytes) -> bool:
     """``data`` is nothing but whole sync marks: the log grew, but nothing in the pane printed."""
-    return not _SYNC_RE.sub(b"", data)
+    return _SYNC_ONLY_RE.fullmatch(data) is not None  # fails at the first other byte, copies nothing
