@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from shell_harness import open_shell, run, shell_client
 
-from hang import HANG_MS
+from hang import HANG_MS, HANG_S
 from tether.shells.wakeups import LogWatcher
 
 STOPPED_FOR_S = 2.0  # how long the test watches for a premature answer (none may come, ever)
@@ -116,8 +118,17 @@ async def test_an_exit_wait_ends_at_the_line_not_after_the_prompt_hooks(
         out = await run(client, shell, f"touch {flag}; echo ran; (exit 5)")
         assert (out["exitCode"], out["met"]) == (5, True), out
         assert out["lines"] == ["ran"], out
-        # The hook still reads the gate: a writer finds a reader there (without one, ENXIO).
-        fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        # The hook holds the shell on the gate: a writer finds a reader there once the hooks got
+        # that far (the answer came before they ran; until then, ENXIO).
+        with anyio.fail_after(HANG_S):
+            while True:
+                try:
+                    fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.ENXIO:
+                        raise
+                await anyio.sleep(0.01)
         flag.unlink()
         os.write(fd, b"go\n")
         os.close(fd)
