@@ -139,6 +139,28 @@ def pytest_configure(config: pytest.Config) -> None:
     (home / ".gitconfig").write_text("[user]\n\tname = tether tests\n\temail = tests@tether.invalid\n")
     os.environ["HOME"] = str(home)
     config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
+    _real_python3_first(home / "bin")
+
+
+def _real_python3_first(bin_dir: Path) -> None:
+    """Put the interpreter ``python3`` names first on PATH, as ``python3`` itself.
+
+    On a machine with pyenv, ``python3`` is a shim: a script that ``env`` hands to bash, which
+    ``exec``s ``pyenv``, which ``exec``s the interpreter. The process the shell started is named
+    ``python3``, then ``bash`` and ``pyenv``, then ``python3`` again; a test that waits for, or
+    looks at, a process named ``python3`` (``noproc``, ``foreground``, what the guard sees in
+    front) saw the first and then none, while the interpreter had not started yet."""
+    found = shutil.which("python3")
+    if found is None:
+        return
+    real = subprocess.run(
+        [found, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    if not real or Path(real).resolve() == Path(found).resolve():
+        return  # already the interpreter itself
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python3").symlink_to(real)
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,6 @@ import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 
-from hang import HANG_S
 from proc_probe import alive_with, unique_sleep_arg, zombie_children
 from tether.process.container import container
 from tether.process.tree import become_subreaper, cgroup_root
@@ -101,10 +100,15 @@ def _trees() -> tuple[list[tuple[str, dict[str, object]]], list[str], list[str]]
     return trees, tokens, moved
 
 
-async def _until_alive(tokens: list[str]) -> None:
-    with anyio.move_on_after(HANG_S):  # a kernel state with no event to wait on: poll it
-        while not all(alive_with(token) for token in tokens):
+# Under the test's own 180 s timeout, so that a tree that never started fails with what is known.
+_ALIVE_WITHIN_S = 120
+
+
+async def _until_alive(tokens: list[str], errors: list[BaseException]) -> None:
+    with anyio.move_on_after(_ALIVE_WITHIN_S):  # a kernel state with no event to wait on: poll it
+        while not errors and not all(alive_with(token) for token in tokens):
             await anyio.sleep(0.02)
+    assert errors == [], errors
     assert [token for token in tokens if not alive_with(token)] == []
 
 
@@ -185,9 +189,9 @@ async def test_sigkill_of_tether_mcp_leaves_no_survivor(tether_home: Path) -> No
             # so the escapees below stay alive until the kill (the state this test is about).
             for index, (_label, arguments) in enumerate(trees):
                 if index == 4:
-                    await _until_alive(tokens[:8])
+                    await _until_alive(tokens[:8], errors)
                 group.start_soon(call, arguments)
-            await _until_alive(tokens)
+            await _until_alive(tokens, errors)
             assert errors == []
             pids = {token: alive_with(token)[0] for token in tokens}
             for token in moved:  # the roots that moved themselves out: no tether cgroup holds them
