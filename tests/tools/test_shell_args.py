@@ -12,7 +12,8 @@ from tether.errors import UsageError
 from tether.tools.shells.args import parse as sa
 from tether.tools.shells.args.actions import CONFINED_OPEN_FIELDS, KINDS
 from tether.tools.shells.args.blocks import WAIT_KINDS
-from tether.tools.shells.args.parse import (
+from tether.tools.shells.args.model import (
+    Action,
     AuditAction,
     Call,
     CloseAction,
@@ -42,6 +43,7 @@ from tether.tools.shells.args.parse import (
     StepsAction,
     SubscribeAction,
     Target,
+    Task,
     ToolName,
     UnsubscribeAction,
     VaultListAction,
@@ -50,9 +52,8 @@ from tether.tools.shells.args.parse import (
     WorkspaceListAction,
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
-    parse_call,
-    parse_state,
 )
+from tether.tools.shells.args.parse import parse_call, parse_state
 
 ID = "dsh-ab12cd"
 DEFAULT_ACTION = {
@@ -72,7 +73,7 @@ def one(tool: str, action: dict[str, Any] | None = None, **blocks: Any) -> dict[
     return {"tasks": [task]}
 
 
-def task0(tool: str, action: dict[str, Any] | None = None, **blocks: Any) -> sa.Task[sa.Action]:
+def task0(tool: str, action: dict[str, Any] | None = None, **blocks: Any) -> Task[Action]:
     return parse_call(tool, one(tool, action, **blocks)).tasks[0]
 
 
