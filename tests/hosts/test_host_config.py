@@ -14,6 +14,7 @@ from shell_harness import TETHER, call, shell_client
 from sshd_harness import RemoteHosts
 
 from hang import HANG_S
+from proc_probe import in_terminal
 from tether.config import load_config
 from tether.errors import UsageError
 from tether.shells.hosts.ssh.conn import SshConnection, home_expression
@@ -95,12 +96,9 @@ def test_the_ssh_command_keeps_tethers_settings_first(tmp_path: Path) -> None:
 
 def test_the_process_facts_script_reads_a_real_pane(tmp_path: Path) -> None:
     """The script a remote host runs, here against a real terminal with a real process tree."""
-    import pty
-
-    pid, fd = pty.fork()
-    if pid == 0:  # the "pane": a shell with a child in its own process group, in front
-        os.execvp("sh", ["sh", "-c", "sleep 30 & exec python3 -c 'import time; time.sleep(30)'"])
-    try:
+    # The "pane": a shell with a child in its own process group, in front.
+    argv = ["sh", "-c", "sleep 30 & exec python3 -c 'import time; time.sleep(30)'"]
+    with in_terminal(argv) as pid:
         deadline = time.monotonic() + HANG_S
         while True:  # until the child has exec'd python3 and started its sleep
             tty = os.readlink(f"/proc/{pid}/fd/0")
@@ -122,11 +120,6 @@ def test_the_process_facts_script_reads_a_real_pane(tmp_path: Path) -> None:
         pgid, in_front, command = procs.foreground(pid)
         assert in_front and pgid == pid and command == "python3", (tty, out)
         assert procs.canonical is True, out  # python's sleep leaves the terminal in line mode
-    finally:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        os.close(fd)
-        subprocess.run(["pkill", "-P", str(pid)], check=False)
 
 
 async def test_doctor_checks_each_host(tether_home: Path, remote: RemoteHosts) -> None:
