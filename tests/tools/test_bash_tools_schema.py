@@ -130,6 +130,18 @@ async def test_bad_inputs_are_clear_tool_errors(
         )
 
 
+async def test_an_unknown_field_is_answered_with_the_published_fields(tether_home: Path) -> None:
+    """The list names what this deployment's schema offers: an unconfined one refuses
+    ``sandbox_permissions``, a registry without jobs offers no ``run_in_background``."""
+    for jobs, confining in itertools.product([True, False], repeat=2):
+        setup = make_setup(tether_home, jobs=jobs, confining=confining)
+        async with connected(setup) as client:
+            tool = next(t for t in (await client.list_tools()).tools if t.name == "bash")
+            result = await client.call_tool("bash", {"command": "true", "description": "x", "foo": 1})
+        listed = text_of(result).partition("(allowed fields: ")[2].partition(")")[0].split(", ")
+        assert result.is_error and listed == list(tool.input_schema["properties"]), (jobs, confining)
+
+
 async def test_sandbox_permission_rules_when_confining(tether_home: Path) -> None:
     setup = make_setup(tether_home, confining=True)
     base = {"command": "echo ran", "description": "sandbox check"}

@@ -12,7 +12,7 @@ named — strict pydantic alone would refuse ``1500.0`` as "not a valid integer"
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
@@ -36,11 +36,18 @@ def _integral(value: object) -> object:
 JsonInt = Annotated[int, BeforeValidator(_integral)]
 
 
-def parse_arguments(tool: str, model: type[ModelT], arguments: Mapping[str, Any]) -> ModelT:
+def parse_arguments(
+    tool: str, model: type[ModelT], arguments: Mapping[str, Any], *, fields: Sequence[str] | None = None
+) -> ModelT:
+    """``arguments`` validated into ``model``, or a ``UsageError`` naming every problem.
+
+    ``fields`` are the parameters the tool publishes, when its schema offers fewer than the model
+    reads (a field the deployment refuses with its own message): an unknown field's message lists
+    those, so that it never suggests one the tool would refuse."""
     try:
         return model.model_validate(dict(arguments))
     except ValidationError as exc:
-        allowed = ", ".join(name_of(model, f) for f in model.model_fields)
+        allowed = ", ".join(fields if fields is not None else [name_of(model, f) for f in model.model_fields])
         problems = [_describe(error, allowed) for error in exc.errors(include_url=False)]
         raise UsageError(f"{tool}: invalid arguments: " + "; ".join(problems)) from None
 

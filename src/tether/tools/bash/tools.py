@@ -182,7 +182,8 @@ class ShellToolPlugin:
     # -- validation ---------------------------------------------------------------------------
 
     def _parse(self, arguments: Mapping[str, Any]) -> _ShellArgs:
-        args = parse_arguments(self.shell, _ShellArgs, arguments)
+        published = self._definition().input_schema["properties"]
+        args = parse_arguments(self.shell, _ShellArgs, arguments, fields=tuple(published))
         if not args.command.strip():
             raise UsageError(f"{self.shell}: field 'command' is blank; give the command text to run")
         if not args.description.strip():
