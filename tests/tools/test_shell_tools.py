@@ -343,6 +343,11 @@ async def test_validation_errors(tether_home: Path) -> None:
                 {"tasks": [{"target": {"sessions": "dsh-zzzzzz"}, "action": {"kind": "read"}}]},
                 "no live shell",
             ),
+            # Names the kernel refuses, or a user with no home: not a directory, not a crash.
+            *(
+                ("shell_open", {"tasks": [{"action": {"kind": "open", "cwd": cwd}}]}, "is not a directory")
+                for cwd in ("d" * 5000, "~nosuchuser/x")
+            ),
         ]
         for tool, args, needle in cases:
             result = await client.call_tool(tool, args)

@@ -304,10 +304,11 @@ class LocalHost(ShellHost):
         return commands.client_argv(self.socket, commands.attach(shell_id))
 
 
-# A stat on this machine costs microseconds: no thread for it.
+# A stat on this machine costs microseconds: no thread for it. ``os.path`` answers "no" for a name
+# the kernel refuses (too long, a NUL) and leaves ``~nosuchuser`` as it is; pathlib raises for both.
 def _directory(path: str) -> str | None:
-    found = Path(path).expanduser()
-    return str(found) if found.is_dir() else None
+    found = os.path.expanduser(path)
+    return str(Path(found)) if os.path.isdir(found) else None
 
 
 def _exists(path: str) -> bool:
