@@ -181,20 +181,21 @@ def test_tool_errors_keep_their_code_and_bad_requests_are_answered(tether_home: 
 
 def test_bytes_that_are_not_utf8_are_one_clear_error_that_never_shows_them(tether_home: Path) -> None:
     """A command line's or stdin's bytes that are not UTF-8 (a Latin-1 terminal, say) reach Python
-    as lone surrogates, which the door's JSON cannot carry: refused by field, never echoed."""
+    as lone surrogates: they travel to the tools escaped, and are refused there by field (the
+    registry's check), never echoed."""
     env = {**os.environ, "TETHER_HOME": str(tether_home)}
     secret = b"s3cr\xe9t-value"  # Latin-1, as such a terminal would send it
     runs = [
-        ([b"shell", b"lock", b"dsh-abc123", b"--reason", b"caf\xe9"], b"", "shell_lock: the reason"),
-        ([b"audit", b"show", b"--shell", b"\xff"], b"", "audit_show: the shell"),
-        ([b"vault", b"set", b"TOKEN"], secret, "vault: the value"),
+        ([b"shell", b"lock", b"dsh-abc123", b"--reason", b"caf\xe9"], b"", "shell_lock: field 'reason'"),
+        ([b"audit", b"show", b"--shell", b"\xff"], b"", "audit_show: field 'shell'"),
+        ([b"vault", b"set", b"TOKEN"], secret, "vault: field 'value'"),
     ]
     for args, stdin, field in runs:
         argv = [TETHER.encode(), *args]
         done = subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=HANG_S)
         err = done.stderr.decode("utf-8", "backslashreplace")
         assert done.returncode == 2, err
-        assert err.startswith(f"tether: INVALID_ARGUMENT: {field} given is not UTF-8 text"), err
+        assert err.startswith(f"tether: INVALID_ARGUMENT: {field} is not Unicode text"), err
         assert "Traceback" not in err and b"s3cr" not in done.stderr + done.stdout
     with tools_session(tether_home) as tools:  # nothing was stored, and it keeps serving
         assert tools.call("vault", {"action": "list"}).structured["items"] == []

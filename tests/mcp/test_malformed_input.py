@@ -101,6 +101,55 @@ def test_stdio_deeply_nested_arguments_are_a_named_tool_error(tether_home: Path,
         _still_serving(mcp, 7)
 
 
+def test_stdio_lone_surrogates_are_a_named_tool_error_and_audited(tether_home: Path) -> None:
+    """JSON may escape half a UTF-16 pair (``\\ud800``); no terminal, file or database takes it. Each
+    tool refuses it by field (it reached SQLite from a rename, and crashed the call), audited."""
+    cases = [
+        ("bash", '{"command":"echo \\ud800","description":"x"}', "bash: field 'command'"),
+        (
+            "shell_open",
+            '{"tasks":[{"action":{"kind":"open","label":"a\\udfffb"}}]}',
+            "field 'tasks[0].action.label'",
+        ),
+        (
+            "shell_manage",
+            '{"tasks":[{"target":{"sessions":"SHELL"},"action":{"kind":"rename","label":"\\ud800"}}]}',
+            "field 'tasks[0].action.label'",
+        ),
+        (
+            "shell_run",
+            '{"tasks":[{"target":{"sessions":"SHELL"},"action":{"kind":"run","command":"x"},'
+            '"label":"ok","\\ud800":1}]}',
+            "a field name in 'tasks[0]'",
+        ),
+    ]
+    with tether_mcp(tether_home) as mcp:
+        mcp.initialize()
+        mcp.request(
+            1, "tools/call", {"name": "shell_open", "arguments": {"tasks": [{"action": {"kind": "open"}}]}}
+        )
+        shell = mcp.response(1)["result"]["structuredContent"]["tasks"][0]["shell"]
+        for number, (tool, arguments, field) in enumerate(cases, start=2):
+            line = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
+            mcp.send((line % (number, tool, arguments.replace("SHELL", shell))).encode())
+            answer = mcp.response(number)
+            assert "result" in answer, answer
+            result = answer["result"]
+            text = result["content"][0]["text"]
+            assert result["isError"] is True, text
+            assert (
+                text.startswith(f"INVALID_ARGUMENT: {tool}: ") and f"{field} is not Unicode text" in text
+            ), text
+        _still_serving(mcp, 50)
+    records = [
+        json.loads(line)
+        for day in (tether_home / "audit").glob("*.jsonl")
+        for line in day.read_text().splitlines()
+    ]
+    refused = [r for r in records if "is not Unicode text" in r.get("detail", "")]
+    assert [r["tool"] for r in refused] == [tool for tool, _, _ in cases]
+
+
 def test_stdio_oversized_line_is_answered_and_skipped(tether_home: Path) -> None:
     with tether_mcp(tether_home) as mcp:
         mcp.initialize()

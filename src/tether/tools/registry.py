@@ -13,8 +13,12 @@ any other source (an MCP conversation: ``source="tool"``) is answered exactly as
 does not exist.
 
 A handler receives the raw argument object and validates it itself (pydantic at this boundary);
-bad input raises ``UsageError`` naming the field and the allowed values. A command's own failure
-is a normal ``ToolResult``; only input errors and infrastructure failures raise.
+bad input raises ``UsageError`` naming the field and the allowed values. Before any handler, inside
+the middleware (so the refusal is audited), every string of the arguments must be Unicode text:
+JSON can carry a lone surrogate (``"\\ud800"``) and so can a command line's bytes that are not
+UTF-8 (PEP 383), but no terminal, file or database can, so such a call is refused here once for
+every tool and door. A command's own failure is a normal ``ToolResult``; only input errors and
+infrastructure failures raise.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from tether.approvals import PersonChannel
-from tether.errors import NotFoundError
+from tether.errors import NotFoundError, UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +185,7 @@ class ToolRegistry:
             # A people-only tool called by anyone else is answered as a tool that does not exist.
             names = ", ".join(sorted(t.name for t in self.list())) or "(none)"
             raise NotFoundError(f"unknown tool {name!r}; available tools: {names}")
-        handler: Handler = tool.handler
+        handler: Handler = _text_checked(tool)
         if audited:
             for layer in reversed(self.middleware):
                 handler = _bind(layer, tool, handler)
@@ -203,6 +207,57 @@ class ToolRegistry:
     def _changed(self) -> None:
         for listener in list(self._listeners):
             listener()
+
+
+def _text_checked(tool: ToolDef) -> Handler:
+    async def handler(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+        check_text(tool.name, arguments)
+        return await tool.handler(arguments, ctx)
+
+    return handler
+
+
+def check_text(tool: str, arguments: Mapping[str, Any]) -> None:
+    """``UsageError`` naming the first field whose name or string holds a lone surrogate. The
+    message never shows the text: it may be a secret's value."""
+    stack: list[tuple[str, Any]] = [("", arguments)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            bad = _lone_surrogate(value)
+            if bad is not None:
+                raise UsageError(
+                    f"{tool}: field {path!r} is not Unicode text: its character {bad + 1} {_WHY}"
+                )
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                name = str(key)
+                bad = _lone_surrogate(name)
+                if bad is not None:
+                    where = f"in {path!r}" if path else "at the top level"
+                    raise UsageError(
+                        f"{tool}: a field name {where} is not Unicode text: its character {bad + 1} {_WHY}"
+                    )
+                stack.append((f"{path}.{name}" if path else name, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+
+
+_WHY = (
+    "is a lone surrogate (a byte that was not UTF-8, from a command line or a file in another "
+    "encoding, or an unpaired \\ud800-\\udfff escape); send UTF-8 text (iconv -t UTF-8 converts a file)"
+)
+
+
+def _lone_surrogate(text: str) -> int | None:
+    """Where ``text`` first holds a lone surrogate, or ``None``."""
+    if text.isascii():  # nearly every argument: no copy
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
 
 
 def _bind(layer: Middleware, tool: ToolDef, inner: Handler) -> Handler:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from tether.cli.door.wire import DOOR_FORMAT, SERVER_MODULE, DoorPaths, decode, encode, locked
-from tether.errors import TetherError, UsageError
+from tether.errors import TetherError
 from tether.home import ensure_home, resolve_home
 from tether.stamp import build_key
 
@@ -51,7 +51,6 @@ class DoorTools:
     def call(self, name: str, arguments: Mapping[str, Any], *, audited: bool = True) -> Answer:
         """One tool call as actor and source ``cli``; a refused or failed call raises its
         ``TetherError`` (same code and message as the tool gave)."""
-        _check_text(name, arguments)
         reply = self._ask({"call": name, "arguments": dict(arguments), "audited": audited})
         if "error" in reply:
             error = reply["error"]
@@ -72,28 +71,6 @@ class DoorTools:
         if not line:
             raise _lost(self.home, None)
         return decode(line)
-
-
-def _check_text(tool: str, arguments: Mapping[str, Any]) -> None:
-    """Refuse what the wire cannot carry. Bytes of the command line or of stdin that are not UTF-8
-    reach Python as lone surrogates (PEP 383), and JSON text cannot hold those. The message names
-    the field and the place, never the text: it may be a secret's value."""
-    stack: list[tuple[str, Any]] = list(arguments.items())
-    while stack:
-        field, value = stack.pop()
-        if isinstance(value, Mapping):
-            stack.extend((f"{field}.{key}", item) for key, item in value.items())
-        elif isinstance(value, list):
-            stack.extend((field, item) for item in value)
-        elif isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise UsageError(
-                    f"{tool}: the {field} given is not UTF-8 text (character {exc.start + 1} is a byte "
-                    "that is not valid UTF-8); tether takes UTF-8 text only: type it again in a UTF-8 "
-                    "terminal (see LANG), or convert it first (iconv -t UTF-8)"
-                ) from None
 
 
 @contextlib.contextmanager

@@ -48,7 +48,9 @@ class DoorPaths(NamedTuple):
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    """ASCII JSON: a lone surrogate (a command line's byte that is not UTF-8) travels as its escape,
+    for the tools to refuse by name (``ToolRegistry.call``) rather than this process to crash."""
+    return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def decode(line: bytes) -> dict[str, Any]:
