@@ -74,8 +74,11 @@ async def test_input_resize_and_the_end_of_the_shell(tether_home: Path, home_she
         stamp = _tmux(tether_home, "show-options", "-v", "-t", f"={SHELL}:", "@tether_user_input_at")
         assert stamp.strip().isdigit()
 
+        # Ignored, not fatal: a size no int holds (Python's JSON reads Infinity), half a UTF-16 pair.
+        await ws.send('{"type": "resize", "cols": Infinity, "rows": -Infinity}')
+        await ws.send('{"type": "input", "data": "\\ud800", "typed": true}')
         await ws.send(json.dumps({"type": "resize", "cols": 100, "rows": 25}))
-        await ws.send("not json")  # ignored, not fatal
+        await ws.send("not json")
         with anyio.fail_after(HANG_S):
             while await window_size(home_shells, SHELL) != (100, 25):
                 await ws.recv()
