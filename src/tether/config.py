@@ -72,10 +72,14 @@ DEFAULT_SCRUB_PATTERNS: tuple[str, ...] = (
 )
 
 
+# The one-shot executors ``[shell].provider`` may name (``tether.shell.providers`` builds them).
+PROVIDERS: tuple[str, ...] = ("bash", "pwsh", "sandbox")
+
+
 class ShellSection(NamedTuple):
     """``[shell]``: one-shot executor defaults (spec 000 LocalShellOptions)."""
 
-    provider: str = "bash"  # bash | pwsh | sandbox
+    provider: str = "bash"  # one of PROVIDERS
     cwd: str = ""  # empty = the process's working directory
     timeout_ms: int = 120_000
     max_timeout_ms: int = 600_000
@@ -352,12 +356,19 @@ def load_config(home: Path | None = None) -> Config:
 
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise UsageError(f"config.toml at {path} cannot be read: {exc}") from exc
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"config.toml at {path} cannot be read: {exc} (TOML is UTF-8 text)") from exc
     known = (*_TYPED, *_OWNED_ELSEWHERE, "hosts")
     for name in raw:
         if name not in known:
             raise UsageError(f"config.toml: unknown section [{name}]; allowed: {', '.join(sorted(known))}")
     sections = {name: _build_section(name, cls, raw[name]) for name, cls in _TYPED.items() if name in raw}
+    provider = sections.get("shell", ShellSection()).provider
+    if provider not in PROVIDERS:
+        # Every door refuses to start: a mistyped "sandbox" must not run commands unconfined.
+        raise UsageError(
+            f"config.toml: [shell].provider = {provider!r} is not available; choose one of: "
+            f"{', '.join(PROVIDERS)}"
+        )
     hosts = _hosts(raw["hosts"]) if "hosts" in raw else ()
     return Config(home=home, raw=raw, hosts=hosts, **sections)

@@ -1,7 +1,8 @@
 """Choosing the executor a deployment configured (``[shell].provider``).
 
-Invariant: one name → one factory; front doors never construct providers by hand, so a provider
-added later (the bubblewrap sandbox registers ``"sandbox"``) is picked up by every door at once.
+Invariant: one name of ``tether.config.PROVIDERS`` → one factory; front doors never construct
+providers by hand. The configuration refuses any other name when it is read, so every door
+refuses to start on it (a mistyped ``"sandbox"`` never runs commands unconfined).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tether.config import Config
-from tether.errors import UsageError
 from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
 from tether.shell.options import LocalShellOptions
@@ -39,14 +39,6 @@ _PROVIDERS: dict[str, ProviderFactory] = {
 }
 
 
-def register_provider(name: str, factory: ProviderFactory) -> None:
-    _PROVIDERS[name] = factory
-
-
-def provider_names() -> list[str]:
-    return sorted(_PROVIDERS)
-
-
 def executor_from_config(
     config: Config,
     *,
@@ -54,14 +46,8 @@ def executor_from_config(
     env_registry: ShellEnvRegistry | None = None,
     keep_background: bool = False,
 ) -> ShellExecutor:
-    """The executor named by ``[shell].provider`` (bash, pwsh, or a registered provider)."""
-    name = config.shell.provider
-    factory = _PROVIDERS.get(name)
-    if factory is None:
-        raise UsageError(
-            f"config.toml: [shell].provider = {name!r} is not available; "
-            f"choose one of: {', '.join(provider_names())}"
-        )
+    """The executor named by ``[shell].provider``."""
+    factory = _PROVIDERS[config.shell.provider]
     opts = options or LocalShellOptions.from_config(config)
     registry = env_registry or ShellEnvRegistry(home=config.home)
     return factory(config, opts, registry, keep_background)

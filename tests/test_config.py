@@ -1,0 +1,44 @@
+"""``config.toml`` as every door reads it: a file it cannot take, and an executor it does not know,
+are one clear error before anything starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hang import HANG_S
+from tether.config import PROVIDERS, load_config
+from tether.errors import UsageError
+from tether.shell import providers
+
+TETHER = str(Path(sys.executable).parent / "tether")
+
+
+def test_a_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_bytes(b'\xff\xfe[shell]\nprovider = "bash"\n')  # UTF-16's mark
+    with pytest.raises(UsageError) as info:
+        load_config(tmp_path)
+    assert "cannot be read" in info.value.message and "TOML is UTF-8 text" in info.value.message
+
+
+def test_every_provider_the_configuration_allows_has_an_executor() -> None:
+    assert sorted(PROVIDERS) == sorted(providers._PROVIDERS)
+
+
+@pytest.mark.parametrize("door", [["mcp"], ["exec", "--", "echo", "ran"], ["shell", "list"]])
+def test_an_unknown_provider_stops_every_door_before_it_runs(tmp_path: Path, door: list[str]) -> None:
+    # A mistyped "sandbox": the MCP server ran its bash tool unconfined on it.
+    (tmp_path / "config.toml").write_text('[shell]\nprovider = "sandbx"\n', encoding="utf-8")
+    env = {**os.environ, "TETHER_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [TETHER, *door], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=HANG_S
+    )
+    assert done.returncode == 2 and "ran" not in done.stdout, done
+    assert (
+        "[shell].provider = 'sandbx' is not available; choose one of: bash, pwsh, sandbox" in done.stderr
+    ), done.stderr
+    assert "Traceback" not in done.stderr
