@@ -222,6 +222,15 @@ def test_serve_refuses_a_remote_host_without_the_flag(tether_home: Path) -> None
     )
     assert done.returncode == 2
     assert "--host 0.0.0.0 is not a loopback address" in done.stderr and "--allow-remote" in done.stderr
+    # The same from config.toml, named where the person wrote it.
+    (tether_home / "config.toml").write_text('[server]\nhost = "0.0.0.0"\nport = 70000\n')
+    done = subprocess.run([TETHER, "serve"], env=env, capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 2
+    assert "config.toml: [server].port 70000 is out of range; allowed: 0-65535" in done.stderr
+    (tether_home / "config.toml").write_text('[server]\nhost = "0.0.0.0"\n')
+    done = subprocess.run([TETHER, "serve"], env=env, capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 2
+    assert "config.toml: [server].host 0.0.0.0 is not a loopback address" in done.stderr
 
 
 def test_serve_on_a_remote_host_warns(tether_home: Path) -> None:

@@ -188,11 +188,14 @@ def run(args: argparse.Namespace) -> int:
     seal_environment(config.env)  # before any thread, child or tmux server exists
     host = (args.host or config.server.host).strip()
     port = config.server.port if args.port is None else args.port
+    # Named as the person gave it: on the command line, or in config.toml.
+    port_from = "config.toml: [server].port" if args.port is None else "--port"
+    host_from = "config.toml: [server].host" if not args.host else "--host"
     if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is out of range; allowed: 0-65535 (0 picks a free port)")
+        raise UsageError(f"{port_from} {port} is out of range; allowed: 0-65535 (0 picks a free port)")
     if not is_loopback(host) and not args.allow_remote:
         raise UsageError(
-            f"--host {host} is not a loopback address; binding it exposes a shell to the network. "
+            f"{host_from} {host} is not a loopback address; binding it exposes a shell to the network. "
             "Add --allow-remote if that is what you want"
         )
     configure_logging(home, "serve")
