@@ -211,13 +211,13 @@ class ToolRegistry:
 
 def _text_checked(tool: ToolDef) -> Handler:
     async def handler(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
-        check_text(tool.name, arguments)
+        _check_text(tool.name, arguments)
         return await tool.handler(arguments, ctx)
 
     return handler
 
 
-def check_text(tool: str, arguments: Mapping[str, Any]) -> None:
+def _check_text(tool: str, arguments: Mapping[str, Any]) -> None:
     """``UsageError`` naming the first field whose name or string holds a lone surrogate. The
     message never shows the text: it may be a secret's value."""
     stack: list[tuple[str, Any]] = [("", arguments)]
