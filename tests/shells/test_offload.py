@@ -20,8 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hang import HANG_S
 from tether.shells import offload
-from tether.shells.offload import INLINE_BYTES, rendered
+from tether.shells.offload import INLINE_BYTES, Unfinished, bounded, rendered
 from tether.shells.reading import log_lines
 from tether.shells.vault.mask import SecretMasker
 from tether.shells.waits import WaitSpec, _fed, _Scan
@@ -117,9 +118,23 @@ async def test_a_match_wait_over_a_flood_matches_masked_text_after_the_hand_over
     for pattern, found in (("needle", None), (r"the \[vault:K\] is", "the [vault:K] is")):
         spec = WaitSpec(kind="match", regex=re.compile(pattern), masking=lambda: masker.mask)
         scan = _Scan(path=log, pos=0, spec=spec, events=None, last_output=0.0)
-        assert await _fed(scan) == []
+        assert await _fed(scan, time.monotonic() + HANG_S) == []
         assert scan.matched == found and scan.pos == log.stat().st_size
         assert scan._text == "z" * 10  # the unfinished line, carried into the next piece
+
+
+async def test_a_bounded_job_over_its_time_is_ended_with_its_worker() -> None:
+    worker = await bounded(HANG_S, os.getpid)  # the idle worker the next job takes
+    with pytest.raises(Unfinished, match=r"did not finish within 0\.5 s"):
+        await bounded(0.5, time.sleep, 600)
+    _wait(lambda: not psutil.pid_exists(worker) or _zombie(worker), "the overrun worker lives on", 10)
+    assert await bounded(HANG_S, os.getpid) not in (worker, os.getpid())  # the next one: a new worker
+
+
+async def test_a_bounded_job_never_runs_here() -> None:
+    lock = threading.Lock()  # cannot be pickled: a rendering would run here, a bounded job does not
+    with pytest.raises(Unfinished, match="cannot go to a worker process"):
+        await bounded(HANG_S, id, lock)
 
 
 async def test_a_job_the_lean_worker_cannot_import_runs_here() -> None:

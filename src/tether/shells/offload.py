@@ -21,6 +21,11 @@ runs on the waiting thread.
 
 ``offloaded`` runs a callable on a worker thread of this process instead: for work bound to live
 objects (a wait's scanner, the shells' records) that cannot cross to another process.
+
+``bounded`` is for work whose time the caller's input decides: a regular expression a model wrote
+(``wait: match``, ``read.search``) can backtrack for years on one short line. It always runs in a
+worker process, whatever its size, never falls back to this one, and is given a time: past it the
+worker is killed and ``Unfinished`` raised, so neither the server nor the call waits on it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import functools
 import logging
 import os
 import pickle
+import select
 import subprocess
 import sys
 import threading
@@ -81,6 +87,17 @@ async def rendered(size: int, fn: Callable[P, T], *args: P.args, **kwargs: P.kwa
     return await offloaded(_PROCESSES.call, fn, args, kwargs)
 
 
+class Unfinished(Exception):
+    """A ``bounded`` job did not come back: it ran over its time (its worker was killed), or no
+    worker process could run it. The message says which."""
+
+
+async def bounded(within: float, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` in a worker process for at most ``within`` seconds (see the module
+    docstring); ``Unfinished`` otherwise. ``fn`` and its arguments are as for ``rendered``."""
+    return await offloaded(_PROCESSES.call, fn, args, kwargs, within)
+
+
 # The worker imports only what its jobs need: ``tether.shells`` stands for the package without
 # running its face (the engine, hosts, guard: a worker would hold three times the memory).
 _BOOT = """\
@@ -104,6 +121,10 @@ class _Unportable(Exception):
     """The job's function or arguments cannot be pickled (nothing was sent)."""
 
 
+class _Overran(Exception):
+    """A bounded job's time ran out before its worker answered (the worker is still at it)."""
+
+
 class _Worker:
     """One worker process and its two pipes (used by one thread at a time)."""
 
@@ -117,7 +138,9 @@ class _Worker:
             close_fds=True,
         )
 
-    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], within: float | None
+    ) -> Any:
         stdin, stdout = self.proc.stdin, self.proc.stdout
         assert stdin is not None and stdout is not None
         try:
@@ -127,6 +150,10 @@ class _Worker:
         try:
             stdin.write(HEADER.pack(len(job)) + job)
             stdin.flush()
+            # Each reply is read whole, so nothing of one waits in the reader's buffer: the pipe
+            # itself turns readable when the next one starts.
+            if within is not None and not select.select([stdout], [], [], within)[0]:
+                raise _Overran(f"it did not finish within {within:.1f} s")
             reply = read_frame(stdout)
         except OSError as exc:
             raise _WorkerLost(str(exc)) from exc
@@ -138,6 +165,15 @@ class _Worker:
         if state == "error":
             raise value
         return value
+
+    def kill(self) -> None:
+        """End a worker that is still at its job (``close`` would wait for it)."""
+        self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -161,11 +197,15 @@ class _Processes:
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(_WORKERS)
 
-    def call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    def call(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], within: float | None = None
+    ) -> T:
         with self._running:
-            return self._call(fn, args, kwargs)
+            return self._call(fn, args, kwargs, within)
 
-    def _call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    def _call(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], within: float | None
+    ) -> T:
         now = time.monotonic()
         with self._lock:
             stale = [w for w in self._idle if now - w.idle_since >= _IDLE_REUSE_S]
@@ -176,17 +216,25 @@ class _Processes:
         try:
             if worker is None:
                 worker = _Worker()
-            result: T = worker.call(fn, args, kwargs)
+            result: T = worker.call(fn, args, kwargs, within)
+        except _Overran as exc:
+            assert worker is not None
+            worker.kill()
+            raise Unfinished(str(exc)) from None
         except _Unportable as exc:
-            logger.warning("a render job cannot go to a worker (%s); rendering in the server instead", exc)
             assert worker is not None
             with self._lock:
                 self._idle.append(worker)
+            if within is not None:  # never run here: it could hold this process for years
+                raise Unfinished(f"it cannot go to a worker process ({exc})") from None
+            logger.warning("a render job cannot go to a worker (%s); rendering in the server instead", exc)
             return fn(*args, **kwargs)
         except (_WorkerLost, OSError) as exc:
-            logger.warning("a render worker failed (%s); rendering in the server instead", exc)
             if worker is not None:
                 worker.close()
+            if within is not None:
+                raise Unfinished(f"its worker process failed ({exc})") from None
+            logger.warning("a render worker failed (%s); rendering in the server instead", exc)
             return fn(*args, **kwargs)
         except BaseException:
             if worker is not None:

@@ -20,7 +20,7 @@ from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import log_size, read_range
-from tether.shells.offload import rendered
+from tether.shells.offload import Unfinished, bounded, rendered
 from tether.shells.reading import Lines, clip_line, history_page, history_tail, log_lines, safe_end, search
 from tether.shells.requests import MAX_OUTPUT_LINES, Output, ReadAction
 from tether.shells.shaping import SearchHit, SearchPage, cap_tail
@@ -28,6 +28,8 @@ from tether.shells.termtext import filter_screen
 from tether.shells.tmux.commands import PaneInfo
 
 _SCREEN_SHOWINGS = frozenset({"tail", "screen", "diff"})
+# A search of the longest history (100 MB) with a plain pattern takes a few seconds here.
+SEARCH_WITHIN_S = 60.0
 _LAST_COMMAND_BACK = 4 << 20
 
 
@@ -140,16 +142,24 @@ async def shaped(
 async def search_view(shells: Shells, shell_id: str, action: ReadAction, limit: int) -> list[str]:
     assert action.regex is not None
     path = shells.log_of(shell_id)
-    page = await rendered(
-        log_size(path),
-        search,
-        path,
-        action.regex,
-        context=action.context,
-        offset=action.match_offset,
-        page=max(limit, 1),
-        mask=shells.hooks.masking(),  # the mask as it is now, as a value a worker can hold
-    )
+    try:
+        # The pattern is the caller's: in a worker, for a bounded time (``offload.bounded``).
+        page = await bounded(
+            SEARCH_WITHIN_S,
+            search,
+            path,
+            action.regex,
+            context=action.context,
+            offset=action.match_offset,
+            page=max(limit, 1),
+            mask=shells.hooks.masking(),  # the mask as it is now, as a value a worker can hold
+        )
+    except Unfinished as exc:
+        raise UsageError(
+            f"read.search {action.search!r} did not finish on {log_size(path)} bytes of "
+            f"{shell_id}'s output: {exc}; a pattern with nested quantifiers such as (a+)+ can take "
+            "forever on one line: simplify it"
+        ) from None
     hits = tuple(SearchHit(line=n, text=t, before=b, after=a) for n, t, b, a in page.hits)
     return shaping.render_search(SearchPage(total=page.total, offset=page.offset, hits=hits))
 

@@ -32,7 +32,7 @@ from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent, only_sync_marks
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size, read_at
-from tether.shells.offload import offloaded, rendered
+from tether.shells.offload import Unfinished, bounded, offloaded
 from tether.shells.reading import match_lines
 from tether.shells.termtext import has_bell
 from tether.shells.tmux.commands import PaneInfo
@@ -94,24 +94,15 @@ class _Scan:
     last_output: float
     bell: bool = False
     matched: str | None = None
+    overran: str | None = None  # why a match could not be tried (``_fed``)
     seen_event: ShellEvent | None = None
     # Every event read, in order, while few (``None`` once too many): what the shell's phase
     # follows from without reading those bytes again (``Seen``).
     seen: list[ShellEvent] | None = field(default_factory=list)
     _text: str = ""
 
-    def feed(self) -> list[ShellEvent] | None:
-        """What is new (``None``: nothing was), matched here."""
-        taken = self.take()
-        if taken is None:
-            return None
-        data, events = taken
-        if self.wants_match:
-            self.matched, self._text = match_lines(self._text, data, *self._matching())
-        return events
-
     def take(self) -> tuple[bytes, list[ShellEvent]] | None:
-        """What is new and its events (``None``: nothing was); a ``match`` is for the caller."""
+        """What is new and its events (``None``: nothing was); a ``match`` is ``_fed``'s."""
         data = read_at(self.path, self.pos, _SCAN_CHUNK)
         if not data:
             return None
@@ -137,22 +128,26 @@ class _Scan:
 
 
 _INLINE_FEED = 256 * 1024  # below this, reading and scanning is cheaper than a thread hop
+_MATCH_FLOOR_S = 0.25  # a match tried at the wait's last moment still gets this long
 
 
-async def _fed(scan: _Scan) -> list[ShellEvent] | None:
-    """``scan.feed()``; when much is new, read and scanned off the event loop and, for a match
-    wait, rendered by a worker process (``offload.rendered``)."""
+async def _fed(scan: _Scan, deadline: float) -> list[ShellEvent] | None:
+    """What is new, read (off the event loop when much is) and, for a match wait, matched by a
+    worker process within the wait's time (``offload.bounded``: the pattern is the model's, and one
+    can backtrack for years on a short line); ``scan.overran`` says why when it could not be."""
     new = log_size(scan.path) - scan.pos
     if new <= 0:
         return None
-    if new < _INLINE_FEED:
-        return scan.feed()
-    taken = await offloaded(scan.take)
+    taken = scan.take() if new < _INLINE_FEED else await offloaded(scan.take)
     if taken is None:
         return None
     data, events = taken
     if scan.wants_match:
-        scan.matched, scan._text = await rendered(len(data), match_lines, scan._text, data, *scan._matching())
+        within = max(deadline - time.monotonic(), _MATCH_FLOOR_S)
+        try:
+            scan.matched, scan._text = await bounded(within, match_lines, scan._text, data, *scan._matching())
+        except Unfinished as exc:
+            scan.overran = str(exc)
     return events
 
 
@@ -231,7 +226,7 @@ class WaitEngine:
             waker.clear()
             # A remote host's connection dropped: what it printed meanwhile may never have arrived.
             self.host.check_connection(connection)
-            while (events := await _fed(scan)) is not None:
+            while (events := await _fed(scan, deadline)) is not None:
                 if run is not None:
                     run.feed(events)
                 for ev in events:
@@ -242,6 +237,18 @@ class WaitEngine:
                     elif ev.kind == "X":
                         exited = ev
             now = time.monotonic()
+            if scan.overran is not None:
+                return self._outcome(
+                    spec,
+                    scan,
+                    t0,
+                    run,
+                    met=False,
+                    timed_out=True,
+                    detail=f"the pattern did not finish on the output: {scan.overran}; a pattern with "
+                    "nested quantifiers such as (a+)+ can take forever on one line: simplify it "
+                    "(nothing was killed)",
+                )
             if exited is not None or (run is not None and run.verdict == "exited"):
                 status = exited.status if exited is not None else run.status if run is not None else None
                 return self._outcome(
