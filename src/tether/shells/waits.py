@@ -237,18 +237,6 @@ class WaitEngine:
                     elif ev.kind == "X":
                         exited = ev
             now = time.monotonic()
-            if scan.overran is not None:
-                return self._outcome(
-                    spec,
-                    scan,
-                    t0,
-                    run,
-                    met=False,
-                    timed_out=True,
-                    detail=f"the pattern did not finish on the output: {scan.overran}; a pattern with "
-                    "nested quantifiers such as (a+)+ can take forever on one line: simplify it "
-                    "(nothing was killed)",
-                )
             if exited is not None or (run is not None and run.verdict == "exited"):
                 status = exited.status if exited is not None else run.status if run is not None else None
                 return self._outcome(
@@ -303,15 +291,15 @@ class WaitEngine:
                     return self._outcome(
                         spec, scan, t0, run, met=False, gone=True, code=gone[0], detail=gone[1]
                     )
-            if now >= deadline:
+            if now >= deadline or scan.overran is not None:
+                why = (
+                    f"timeout after {spec.timeout_ms} ms"
+                    if scan.overran is None
+                    else f"the pattern did not finish on the output: {scan.overran}; a pattern with "
+                    "nested quantifiers such as (a+)+ can take forever on one line: simplify it"
+                )
                 return self._outcome(
-                    spec,
-                    scan,
-                    t0,
-                    run,
-                    met=False,
-                    timed_out=True,
-                    detail=f"timeout after {spec.timeout_ms} ms (nothing was killed)",
+                    spec, scan, t0, run, met=False, timed_out=True, detail=f"{why} (nothing was killed)"
                 )
             sleep = min(deadline - now, max(0.0, next_alive - now))
             if spec.kind in ("file", "noproc", "cpu", "foreground"):
