@@ -474,6 +474,14 @@ def main() -> None:
     args = options.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="thpeers", dir="/tmp"))
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        install_and_measure(root, args.rounds)
+    finally:
+        if args.dir is None:  # the installs of a run without --dir are its own: nothing stays
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def install_and_measure(root: Path, rounds: int) -> None:
     install(PEERS, root)
     scratch = Path(tempfile.mkdtemp(prefix="thpeer-run", dir="/tmp"))
     env = env_for(scratch)
@@ -486,14 +494,14 @@ def main() -> None:
             servers.append(Server(peer=peer, name=peer.name, argv=peer.argv))
     try:
         handshake(servers[0].argv, env)  # tether records its handshake cache, as any first session does
-        for _ in range(args.rounds):  # cold starts, round-robin
+        for _ in range(rounds):  # cold starts, round-robin
             for server in servers:
                 try:
                     _init, listed = handshake(server.argv, env)
                     server.record("cold", listed)
                 except Exception as exc:
                     server.notes.setdefault("cold", f"{type(exc).__name__}: {exc}"[:160])
-        asyncio.run(measure(servers, env, args.rounds, scratch))
+        asyncio.run(measure(servers, env, rounds, scratch))
         rss = tether_rss_growth(env, scratch)
         floor = fsync_floor(scratch)
         echo_floor, sleep_floor = engine_floor(scratch)
@@ -506,7 +514,7 @@ def main() -> None:
         for sock in scratch.rglob("tmux.sock"):
             subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)
         remove_scratch(scratch)
-    report(servers, skipped, args.rounds, rss, floor, engine, door)
+    report(servers, skipped, rounds, rss, floor, engine, door)
 
 
 def _figure(server: Server, key: str) -> float | None:
