@@ -42,3 +42,18 @@ def test_an_unknown_provider_stops_every_door_before_it_runs(tmp_path: Path, doo
         "[shell].provider = 'sandbx' is not available; choose one of: bash, pwsh, sandbox" in done.stderr
     ), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_relative_home_is_made_absolute_once_and_pinned_for_children(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.home import home_text, resolve_home
+
+    monkeypatch.chdir(tmp_path)
+    assert home_text({"TETHER_HOME": "~/x"}) == os.path.expanduser("~/x")
+    assert home_text({"TETHER_HOME": "rel"}) == str(tmp_path / "rel")  # a mapping given: left alone
+    monkeypatch.setenv("TETHER_HOME", " rel ")
+    assert resolve_home() == tmp_path / "rel"
+    assert os.environ["TETHER_HOME"] == str(tmp_path / "rel")  # what children and later reads see
+    monkeypatch.chdir("/")
+    assert resolve_home() == tmp_path / "rel"

@@ -1,21 +1,38 @@
 """Where a tether process keeps its state: ``$TETHER_HOME``, else ``~/.tether``.
 
-Invariant: one rule for every process and door (``tether.config`` re-exports these). Standard
-library only and no dataclasses, so ``tether mcp`` can find its handshake cache before anything
-heavier is imported.
+Invariant: one rule for every process and door (``tether.config`` re-exports these), and one
+directory for a process and everything it starts. A relative ``$TETHER_HOME`` is taken from the
+working directory of the first reading in a process, which writes it back absolute to
+``os.environ``: a shell that changes directory, or a child started in another one (the command
+line's tools process starts in ``/``), would otherwise find another home. Standard library only and
+no dataclasses, so ``tether mcp`` can find its handshake cache before anything heavier is imported.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 
-def resolve_home(environ: dict[str, str] | None = None) -> Path:
-    """``$TETHER_HOME`` if set and non-empty, else ``~/.tether`` (same rule everywhere)."""
+def home_text(environ: Mapping[str, str] | None = None) -> str:
+    """``$TETHER_HOME`` if set and non-empty (made absolute), else ``~/.tether``: the rule, as text."""
     env = os.environ if environ is None else environ
     value = env.get("TETHER_HOME", "").strip()
-    return Path(value).expanduser() if value else Path.home() / ".tether"
+    if not value:
+        return os.path.join(os.path.expanduser("~"), ".tether")
+    path = os.path.expanduser(value)
+    if os.path.isabs(path):
+        return path
+    path = os.path.abspath(path)
+    if environ is None:
+        os.environ["TETHER_HOME"] = path  # pinned: see the module's invariant
+    return path
+
+
+def resolve_home(environ: Mapping[str, str] | None = None) -> Path:
+    """``home_text`` as a path (same rule everywhere)."""
+    return Path(home_text(environ))
 
 
 def ensure_home(home: Path) -> Path:

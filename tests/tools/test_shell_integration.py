@@ -4,12 +4,17 @@ command, exit statuses come from the shell itself, and each case the audits foun
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import anyio
-from shell_harness import call, open_shell, read, run, send, shell_client, text_of, tmux
+from mcp import Client, StdioServerParameters
+from shell_harness import TETHER, call, open_shell, read, run, send, shell_client, text_of, tmux
 
 from hang import HANG_MS, HANG_S
+from tether.config import load_config
+from tether.tools.catalog import build_catalog
+from tether.tools.registry import CallContext
 
 TAB_SCRIPT = "cat > {path} <<'EOF'\n\techo hi\na\tb\n\tnot-EOF\nEOF"
 
@@ -292,3 +297,45 @@ async def test_a_shell_that_puts_a_fifo_where_its_state_goes_cannot_stall_the_se
         assert after["exitCode"] == 0 and "still-here" in after["lines"], after
         elsewhere = await asyncio.wait_for(run(client, other, "echo other-shell"), HANG_S)
         assert elsewhere["exitCode"] == 0 and "other-shell" in elsewhere["lines"], elsewhere
+
+
+async def test_a_relative_home_is_one_directory_for_the_server_and_its_shells(tether_home: Path) -> None:
+    """``TETHER_HOME=thN`` from the home's parent: the shell's prompt hook still writes its state
+    into the home after a ``cd`` (it wrote ``thN/rc/…`` under the new directory, and failed), and
+    what the shell is told is the home is the same directory from anywhere."""
+    env = {
+        "TETHER_HOME": tether_home.name,
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+    }
+    server = StdioServerParameters(command=TETHER, args=["mcp"], env=env, cwd=str(tether_home.parent))
+    async with Client(server) as client:
+        shell = await open_shell(client)
+        out = await run(client, shell, 'cd / && echo "home=$TETHER_HOME"')
+        assert out["exitCode"] == 0 and out["lines"] == [f"home={tether_home}"], out
+        out = await run(client, shell, "cd /tmp && pwd")
+        assert out["lines"] == ["/tmp"], out
+        _, state = await call(client, "shell_state", {"sessions": shell})
+        assert state["shells"][0]["cwd"] == "/tmp", state  # read from the state file the hook wrote
+    assert (tether_home / "tmux.sock").exists()
+
+
+async def test_a_home_too_long_for_the_tmux_socket_is_one_clear_error(tether_home: Path) -> None:
+    home = tether_home / ("h" * 100)  # tmux.sock's path past a unix socket's 107 bytes
+    catalog = build_catalog(load_config(home), with_jobs=False)
+    try:
+        result = await catalog.registry.call(
+            "shell_open", {"tasks": [{"action": {"kind": "open"}}]}, CallContext(actor="conv-long")
+        )
+        (task,) = result.structured["tasks"]
+        assert not task["ok"] and task["errorCode"] == "SESSION_ERROR", task
+        message = task["error"]
+        assert f"the tmux socket {home}/tmux.sock would be {len(str(home)) + 10} bytes long" in message
+        assert "set TETHER_HOME to a shorter path" in message
+        # The one-shot tool does not need the socket: it still runs.
+        done = await catalog.registry.call(
+            "bash", {"command": "echo ok", "description": "d"}, CallContext(actor="c")
+        )
+        assert done.structured["stdout"]["text"] == "ok\n", done.structured
+    finally:
+        await catalog.aclose()

@@ -7,7 +7,7 @@ contributors (or a contributor and a built-in) declare the same key. The request
 
 Built-ins (reserved; a contributor declaring one is rejected):
 
-* ``TETHER_HOME``: ``$TETHER_HOME`` if set, else ``~/.tether`` (``config.resolve_home``);
+* ``TETHER_HOME``: ``$TETHER_HOME`` if set, else ``~/.tether`` (``tether.home.home_text``);
 * ``TETHER_SHELL``: ``"1"``;
 * ``TETHER_SESSION_ID``: the agent session, only when the execution belongs to one;
 * ``TETHER_PROFILE`` / ``TETHER_PROFILE_DIR``: only while a launcher has published a profile
@@ -16,13 +16,13 @@ Built-ins (reserved; a contributor declaring one is rejected):
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.errors import TetherError
+from tether.home import home_text
 
 RESERVED_KEYS: tuple[str, ...] = (
     "TETHER_HOME",
@@ -39,12 +39,6 @@ _BUILTIN_DESCRIPTIONS: Mapping[str, str] = {
     "TETHER_SHELL": '"1" in every shell tether runs',
 }
 _KEY_SHAPE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-
-
-def _home_text() -> str:
-    # Same rule as config.resolve_home, without building Path objects on every execution.
-    value = os.environ.get("TETHER_HOME", "").strip()
-    return os.path.expanduser(value) if value else os.path.join(os.path.expanduser("~"), ".tether")
 
 
 class ShellEnvError(TetherError):
@@ -134,7 +128,7 @@ class ShellEnvRegistry:
         return unregister
 
     def builtins(self, context: ShellEnvContext) -> dict[str, str]:
-        home = str(self._home) if self._home is not None else _home_text()
+        home = str(self._home) if self._home is not None else home_text()
         values = {"TETHER_HOME": home, "TETHER_SHELL": "1"}
         if context.session_id:
             values["TETHER_SESSION_ID"] = context.session_id

@@ -53,6 +53,8 @@ from tether.shells.tmux import commands
 
 logger = logging.getLogger(__name__)
 
+SOCKET_PATH_MAX = 107  # sun_path's 108 bytes, the last one its NUL
+
 
 class SessionError(TetherError):
     """tmux refused a command or could not be reached."""
@@ -150,6 +152,12 @@ class ControlClient:
                     stale.kill()
                 await stale.wait()
             self._reap_server()
+            if len(os.fsencode(self.socket)) > SOCKET_PATH_MAX:
+                raise SessionError(
+                    f"the tmux socket {self.socket} would be {len(os.fsencode(self.socket))} bytes long, and "
+                    f"a unix socket's path holds at most {SOCKET_PATH_MAX}: set TETHER_HOME to a shorter "
+                    "path (persistent shells keep their tmux server's socket in it)"
+                )
             try:
                 proc = await self._spawn()
             except FileNotFoundError as exc:
