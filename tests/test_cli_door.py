@@ -156,7 +156,7 @@ def test_a_bad_configuration_is_one_clear_error_and_leaves_nothing_running(tethe
     assert done.returncode == 2
     assert done.stderr.startswith("tether: INVALID_ARGUMENT: config.toml: unknown section [nope]; allowed:")
     assert "Traceback" not in done.stderr
-    _until(lambda: not _doors(tether_home))  # it said why, and ends
+    assert not _doors(tether_home)  # it said why and ended before the command did
 
 
 def test_tool_errors_keep_their_code_and_bad_requests_are_answered(tether_home: Path) -> None:
@@ -254,3 +254,20 @@ def test_a_home_too_long_for_a_socket_is_one_clear_error(tether_home: Path) -> N
     assert done.stderr.startswith("tether: UNAVAILABLE: cannot reach the command line's tools process at ")
     assert "path too long" in done.stderr and "Traceback" not in done.stderr
     assert _doors(home) == set()
+
+
+def test_a_relative_home_is_the_same_directory_for_the_command_and_its_tools_process(
+    tether_home: Path,
+) -> None:
+    # The tools process starts in "/": handed the relative name, it bound no socket and died.
+    done = subprocess.run(
+        [TETHER, "shell", "list", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tether_home.parent,
+        env={**os.environ, "TETHER_HOME": tether_home.name},
+        timeout=HANG_S,
+    )
+    assert done.returncode == 0 and json.loads(done.stdout) == {"shells": []}, done.stderr
+    assert (tether_home / "door" / "door.sock").exists()
+    assert len(_doors(tether_home)) == 1

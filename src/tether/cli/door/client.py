@@ -200,13 +200,18 @@ def _start(home: Path) -> None:
                     code="UNAVAILABLE",
                 )
             data += chunk
+        ready = decode(data)
+        if "error" in ready:
+            # It ends right after saying why, and its end closes the pipe: wait for that, so that no
+            # tools process is left of a command that failed (a caller may remove the home next).
+            while select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                if not os.read(read_end, 4096):
+                    break
+            raise TetherError(str(ready["error"]["message"]), code=str(ready["error"]["code"]))
     finally:
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)
-    ready = decode(data)
-    if "error" in ready:
-        raise TetherError(str(ready["error"]["message"]), code=str(ready["error"]["code"]))
 
 
 def _popen(argv: list[str], **options: Any) -> Any:

@@ -227,8 +227,11 @@ def serve(home: Path, ready_fd: int) -> int:
         key = build_key(home, (DOOR_FORMAT,))
         listener = _listen(paths)
     except TetherError as exc:
-        _say_ready(ready_fd, _error(exc.code, exc.message))
-        return 2
+        with contextlib.suppress(OSError):  # the starter gave up waiting
+            os.write(ready_fd, encode(_error(exc.code, exc.message)))
+        # Ended at once, the pipe still open: its close is this process's end, which the starter
+        # waits for (nothing of a command that failed outlives it).
+        os._exit(2)
     # The log file has what this process says from now on; its starter's output is gone.
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
