@@ -93,7 +93,7 @@ def test_list_table(tether_home: Path, store: Store, capsys: pytest.CaptureFixtu
     capsys.readouterr()
     assert main(["shell", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "OWNER", "LABEL", "LOCK", "CWD"]
+    assert lines[0].split() == ["ID", "OWNER", "LABEL", "LOCK", "STARTED", "IN"]
     assert lines[1].split()[:3] == [SHELL, "conv-a", "build"] and lines[1].endswith("/repo")
     assert OTHER in lines[2] and "locked by carol" in lines[2]
 

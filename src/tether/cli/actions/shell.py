@@ -45,7 +45,7 @@ def list_shells(args: argparse.Namespace) -> int:
     if not rows:
         print("no shells recorded; agents open them with shell_open")
         return 0
-    print(f"{'ID':<11} {'OWNER':<20} {'LABEL':<16} {'LOCK':<24} CWD")
+    print(f"{'ID':<11} {'OWNER':<20} {'LABEL':<16} {'LOCK':<24} STARTED IN")
     for r in rows:
         lock = (
             f"locked by {r['lockedBy']}"

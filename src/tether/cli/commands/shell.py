@@ -21,7 +21,9 @@ def register(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="shell_command", metavar="ACTION", required=True)
 
-    p = sub.add_parser("list", help="the recorded shells with owner, label, cwd and lock state")
+    p = sub.add_parser(
+        "list", help="the recorded shells with owner, label, lock state and the directory each started in"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=handler(_ACTIONS, "list_shells"))
 

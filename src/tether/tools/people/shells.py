@@ -8,7 +8,7 @@ call is audited once by the registry's middleware with the action and shell thes
 middleware; a recording is also masked as one stream before it is cut into events.
 
     shell_lock      lock / unlock a shell by hand (who, reason); agents are refused while it holds
-    shell_records   every recorded shell with owner, label, cwd and lock state (no tmux needed)
+    shell_records   every recorded shell with owner, label, lock state and start directory (no tmux needed)
     shell_timeline  a shell's commands: text, author (and its client), start, duration, exit code
     shell_output    the rendered output of one log range (a command's whole output)
     shell_record    the shell's output with timing, as an asciicast v2 recording
@@ -310,7 +310,7 @@ def register_people_shell_tools(
         _people_tool(
             "shell_records",
             "The recorded shells",
-            "Every recorded shell with owner, label, cwd and lock state.",
+            "Every recorded shell with owner, label, lock state and the directory it started in (cwd).",
             tools.records,
             _Args,
             lambda _a: AuditFields(action="list"),
