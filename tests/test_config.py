@@ -57,3 +57,26 @@ def test_a_relative_home_is_made_absolute_once_and_pinned_for_children(
     assert os.environ["TETHER_HOME"] == str(tmp_path / "rel")  # what children and later reads see
     monkeypatch.chdir("/")
     assert resolve_home() == tmp_path / "rel"
+
+
+@pytest.mark.parametrize(
+    "door", [["mcp"], ["exec", "--", "echo", "ran"], ["shell", "list"], ["serve", "--port", "0"]]
+)
+def test_a_home_that_cannot_be_a_directory_stops_every_door_with_one_clear_error(
+    tmp_path: Path, door: list[str]
+) -> None:
+    (tmp_path / "file").write_text("not a directory\n", encoding="utf-8")
+    for home, reason in ((tmp_path / "file", "File exists"), (tmp_path / "file" / "sub", "Not a directory")):
+        done = subprocess.run(
+            [TETHER, *door],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TETHER_HOME": str(home)},
+            timeout=HANG_S,
+        )
+        assert done.returncode == 2 and "ran" not in done.stdout, done
+        assert done.stderr == (
+            f"tether: INVALID_ARGUMENT: TETHER_HOME {home} cannot hold tether's state ({reason}: {home}); "
+            "set TETHER_HOME to a directory you can write (tether creates it if it is missing)\n"
+        ), done.stderr

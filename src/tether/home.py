@@ -36,8 +36,18 @@ def resolve_home(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def ensure_home(home: Path) -> Path:
-    """Create the state directory (mode 0700) and its fixed subdirectories."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for sub in ("audit", "spill", "logs"):
-        (home / sub).mkdir(mode=0o700, exist_ok=True)
+    """Create the state directory (mode 0700) and its fixed subdirectories; a ``UsageError`` when
+    that cannot be done (a file in the way, a read-only file system), which every door reports."""
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for sub in ("audit", "spill", "logs"):
+            (home / sub).mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        from tether.errors import UsageError
+
+        raise UsageError(
+            f"TETHER_HOME {home} cannot hold tether's state ({exc.strerror or exc}: "
+            f"{exc.filename or home}); set TETHER_HOME to a directory you can write (tether creates "
+            "it if it is missing)"
+        ) from exc
     return home

@@ -74,7 +74,7 @@ def command_text(words: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tether.config import load_config
+    from tether.config import ensure_home, load_config, resolve_home
     from tether.errors import UsageError
     from tether.process.container import prepare as prepare_container
     from tether.process.seal import seal_environment
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     command = command_text(list(args.command))
     if args.timeout_ms is not None and args.timeout_ms < 1:
         raise UsageError(f"--timeout-ms must be a positive number of milliseconds (got {args.timeout_ms})")
-    config = load_config()
+    config = load_config(ensure_home(resolve_home()))
     seal_environment(config.env)  # the command cannot read our credentials in /proc/$PPID/environ
     prepare_container()
     # asyncio imports ssl only to offer TLS transports and runs without it (the import is optional
