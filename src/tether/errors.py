@@ -9,6 +9,7 @@ allowed, and how to fix it.
     ├── UsageError                  bad input from a caller (tool argument, CLI flag, config value)
     ├── RefusedError                a rule said no (lock held by a person, guard, vault locked)
     ├── NotFoundError               a named thing does not exist (shell id, job id, macro)
+    ├── StorageError                the file system refused tether's own write (full, read-only)
     └── (layer errors)              ShellException (shell/), SessionError (shells/), …
 
 Front doors turn a ``TetherError`` into a tool error or an exit status; anything else is a bug and
@@ -49,3 +50,10 @@ class NotFoundError(TetherError):
     """A referenced object (shell, job, macro, workspace, snapshot) does not exist."""
 
     code = "NOT_FOUND"
+
+
+class StorageError(TetherError):
+    """The file system refused a write of tether's own (a full disk, a quota, a read-only mount):
+    the machine's condition, not a bug; the message names the file and the fix."""
+
+    code = "STORAGE_UNAVAILABLE"

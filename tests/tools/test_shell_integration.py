@@ -4,15 +4,19 @@ command, exit statuses come from the shell itself, and each case the audits foun
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client, StdioServerParameters
 from shell_harness import TETHER, call, open_shell, read, run, send, shell_client, text_of, tmux
 
 from hang import HANG_MS, HANG_S
+from tether.audit import query
 from tether.config import load_config
+from tether.errors import StorageError
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
 
@@ -339,3 +343,43 @@ async def test_a_home_too_long_for_the_tmux_socket_is_one_clear_error(tether_hom
         assert done.structured["stdout"]["text"] == "ok\n", done.structured
     finally:
         await catalog.aclose()
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"), [("ro", "Read-only file system"), ("size=4k", "No space left on device")]
+)
+async def test_a_write_the_file_system_refuses_is_one_clear_error_and_then_works_again(
+    tether_home: Path, options: str, reason: str
+) -> None:
+    """The shells' start-up files on a file system of their own, read-only or full: ``shell_open``
+    was an internal error (the traceback in the server's log); now the call says which write the
+    file system refused and why, is audited, and the next call after the fix works."""
+    rc = tether_home / "rc"
+    rc.mkdir(mode=0o700)
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", f"{options},mode=0700", "tmpfs", str(rc)])
+    catalog = build_catalog(load_config(tether_home), with_jobs=False)
+    ctx = CallContext(actor="conv-disk")
+    try:
+        if options.startswith("size"):
+            with contextlib.suppress(OSError):  # fill its one page
+                (rc / "filler").write_bytes(b"x" * 65536)
+        with pytest.raises(StorageError) as refused:
+            await catalog.registry.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]}, ctx)
+        assert refused.value.code == "STORAGE_UNAVAILABLE"
+        # A failed open names its file; a write to an open file has no name: the home is said.
+        where = f"{rc}/dsh-" if options == "ro" else f"a file under {tether_home} ("
+        assert refused.value.message.startswith(
+            f"shell_open: the file system refused tether's write to {where}"
+        ) and refused.value.message.endswith(
+            f"({reason}); free space there, or make it writable, and call again"
+        )
+        assert not list(rc.glob("*.tmp"))  # nothing half-written left
+        (record,) = [r for r in query(tether_home, limit=10) if r.tool == "shell_open"]
+        assert (record.outcome, record.extra["code"]) == ("error", "STORAGE_UNAVAILABLE"), record
+        assert record.detail == refused.value.message
+        await anyio.run_process(["umount", str(rc)])
+        done = await catalog.registry.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]}, ctx)
+        assert done.structured["tasks"][0]["ok"], done.structured
+    finally:
+        await catalog.aclose()
+        await anyio.run_process(["umount", "-l", str(rc)], check=False)

@@ -117,6 +117,7 @@ class AuditMiddleware:
             ctx = replace(ctx, notifier=MaskingNotifier(ctx.notifier, self.redactor))
         outcome: Outcome = "error"
         detail = ""
+        code: str | None = None  # an error's stable code, as the caller got it
         result: ToolResult | None = None
         masker: SecretMasker | None = None  # read once, after the handler: it may have delivered values
         with COMMITTER.opened(), collecting() as notes:
@@ -131,25 +132,25 @@ class AuditMiddleware:
                 raise
             except GuardBlockedError as exc:
                 masker = self.redactor.masker()
-                outcome, detail = "blocked", _mask_error(exc, masker)
+                outcome, detail, code = "blocked", _mask_error(exc, masker), exc.code
                 raise
             except RefusedError as exc:
                 masker = self.redactor.masker()
-                outcome, detail = "refused", _mask_error(exc, masker)
+                outcome, detail, code = "refused", _mask_error(exc, masker), exc.code
                 raise
             except TetherError as exc:
                 masker = self.redactor.masker()
-                outcome, detail = "error", _mask_error(exc, masker)
+                outcome, detail, code = "error", _mask_error(exc, masker), exc.code
                 raise
             except Exception as exc:
-                outcome, detail = "error", f"unexpected failure ({type(exc).__name__})"
+                outcome, detail, code = "error", f"unexpected failure ({type(exc).__name__})", "INTERNAL"
                 raise
             finally:
                 if tool.audit_calls:
                     with anyio.CancelScope(shield=True):
                         if masker is None:
                             masker = self.redactor.masker()
-                        await self._append(tool, arguments, ctx, notes, result, outcome, detail, masker)
+                        await self._append(tool, arguments, ctx, notes, result, outcome, detail, code, masker)
 
     async def _append(
         self,
@@ -160,6 +161,7 @@ class AuditMiddleware:
         result: ToolResult | None,
         outcome: Outcome,
         detail: str,
+        code: str | None,
         masker: SecretMasker,
     ) -> None:
         tasks = _tasks(arguments)
@@ -183,6 +185,8 @@ class AuditMiddleware:
             action, targets = fields.action, sorted(set(fields.targets))
             reasons = [fields.reason] if fields.reason else []
         extra: dict[str, Any] = {}
+        if code is not None:
+            extra["code"] = code
         if ctx.client:
             extra["client"] = ctx.client  # the MCP client's own name for itself (clientInfo)
         if notes.commands:
@@ -192,6 +196,7 @@ class AuditMiddleware:
         if result is not None and isinstance(result.structured.get("tasks"), list):
             extra["tasks"] = [
                 {"shell": t.get("shell"), "ok": t.get("ok"), "error": t.get("error")}
+                | ({"errorCode": t["errorCode"]} if t.get("errorCode") else {})
                 for t in result.structured["tasks"]
                 if isinstance(t, Mapping)
             ][:32]

@@ -18,22 +18,28 @@ the middleware (so the refusal is audited), every string of the arguments must b
 JSON can carry a lone surrogate (``"\\ud800"``) and so can a command line's bytes that are not
 UTF-8 (PEP 383), but no terminal, file or database can, so such a call is refused here once for
 every tool and door. A command's own failure is a normal ``ToolResult``; only input errors and
-infrastructure failures raise.
+infrastructure failures raise. A handler's write that the file system refuses (full, over quota,
+read-only) becomes a ``StorageError`` there too, naming the file: a condition of the machine that
+its user fixes, not a bug to be reported as an internal error.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from tether.approvals import PersonChannel
-from tether.errors import NotFoundError, UsageError
+from tether.errors import NotFoundError, StorageError, UsageError
+from tether.home import home_text
 
 logger = logging.getLogger(__name__)
 
 Source = Literal["tool", "panel", "host", "cli"]
+# What a full, over-quota or read-only file system raises: the machine's condition, reported as such.
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 # The sources a person acts through: only they may call people-only tools.
 PEOPLE_SOURCES: frozenset[str] = frozenset({"panel", "cli"})
 
@@ -212,7 +218,16 @@ class ToolRegistry:
 def _text_checked(tool: ToolDef) -> Handler:
     async def handler(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         _check_text(tool.name, arguments)
-        return await tool.handler(arguments, ctx)
+        try:
+            return await tool.handler(arguments, ctx)
+        except OSError as exc:
+            if exc.errno not in _STORAGE_ERRNOS:
+                raise
+            where = exc.filename or f"a file under {home_text()}"  # tether writes nowhere else
+            raise StorageError(
+                f"{tool.name}: the file system refused tether's write to {where} ({exc.strerror}); "
+                "free space there, or make it writable, and call again"
+            ) from exc
 
     return handler
 

@@ -99,9 +99,13 @@ class LocalHost(ShellHost):
         path = self.rc_dir / f"{shell_id}.bash"
         tmp = path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        tmp.replace(path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            tmp.replace(path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: nothing half-written stays behind
+            raise
         # The shell rewrites these at every prompt (``>|`` keeps an existing file's mode): they hold
         # its variables, so they exist, private, before it first writes them.
         for state in self._state_files(shell_id):
