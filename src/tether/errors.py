@@ -18,6 +18,8 @@ is logged with its traceback, but never crosses a front door as one.
 
 from __future__ import annotations
 
+import errno
+
 
 class TetherError(Exception):
     """An error with a stable machine-readable code and a human-actionable message."""
@@ -57,3 +59,7 @@ class StorageError(TetherError):
     the machine's condition, not a bug; the message names the file and the fix."""
 
     code = "STORAGE_UNAVAILABLE"
+
+
+# The errors a write gets from a full, over-quota or read-only file system (a ``StorageError``).
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})

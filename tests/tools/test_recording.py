@@ -105,6 +105,29 @@ async def test_tether_shell_record_writes_the_file(tether_home: Path) -> None:
     assert done.returncode == 0, done.stderr
     header, events = parse_cast(target.read_text())
     assert header["version"] == 2 and "on-the-cli" in _output(events)
+    # Where it cannot be written: one line saying why and what to do, never a traceback.
+    for output, line in (
+        (
+            tether_home / "no" / "x.cast",
+            "(No such file or directory); give a file path in a directory you can write",
+        ),
+        (tether_home, "(Is a directory); give a file path in a directory you can write"),
+        (Path("/dev/full"), "(No space left on device); free space there, or give another path"),
+    ):
+        refused = await anyio.to_thread.run_sync(
+            lambda output=output: subprocess.run(
+                [sys.executable, "-m", "tether", "shell", "record", shell, "-o", str(output)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={"TETHER_HOME": str(tether_home), "PATH": "/usr/bin:/bin"},
+            )
+        )
+        code = "STORAGE_UNAVAILABLE" if output.name == "full" else "INVALID_ARGUMENT"
+        assert (refused.returncode, refused.stderr) == (
+            2,
+            f"tether: {code}: -o {output}: the recording cannot be written there {line}\n",
+        )
     timeline = await anyio.to_thread.run_sync(
         lambda: subprocess.run(
             [sys.executable, "-m", "tether", "shell", "timeline", shell, "--json"],

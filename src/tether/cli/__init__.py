@@ -3,7 +3,9 @@
 Each command group's arguments live in its own module of ``tether.cli.commands`` exposing
 ``register(subparsers)``; the module sets ``func`` on its parser, which returns the process exit
 status and does its work in the same-named module of ``tether.cli.actions``, imported when it runs.
-A ``TetherError`` becomes one line on stderr and exit status 2 — never a traceback.
+A ``TetherError`` becomes one line on stderr and exit status 2 — never a traceback; so does output
+that a full disk refuses, and a reader that went away (``| head``) ends the command quietly with
+141, as SIGPIPE would.
 
 Two command lines skip argparse altogether, because their start-up time is the product:
 ``tether --version`` and ``tether mcp [--sandbox]`` (a client waits for its ``initialize``
@@ -13,13 +15,15 @@ only the named command's, when the command line starts with one.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tether import __version__
-from tether.errors import TetherError
+from tether.errors import STORAGE_ERRNOS, StorageError, TetherError
 
 if TYPE_CHECKING:
     import argparse
@@ -56,13 +60,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    return _guarded(lambda: _dispatch(words))
+
+
+def _dispatch(words: list[str]) -> int:
     if words == ["--version"]:
         print(f"tether {__version__}")
         return 0
     if words[:1] == ["mcp"] and set(words[1:]) <= {"--sandbox"}:
         from tether.cli.commands.mcp import serve
 
-        return _guarded(lambda: serve(sandbox="--sandbox" in words))
+        return serve(sandbox="--sandbox" in words)
     commands = {module.rpartition(".")[2] for module in COMMAND_MODULES}
     parser = build_parser(words[0] if words[:1] and words[0] in commands else None)
     args = parser.parse_args(words)
@@ -70,17 +78,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    return _guarded(lambda: int(func(args)))
+    return int(func(args))
 
 
 def _guarded(run: Callable[[], int]) -> int:
     try:
-        return run()
+        try:
+            status = run()
+        except SystemExit:  # argparse printed --help or a usage error
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # what is still buffered fails here, inside the guard, not at exit
+        return status
     except TetherError as exc:
-        print(f"tether: {exc.code}: {exc.message}", file=sys.stderr)
+        _say(f"tether: {exc.code}: {exc.message}")
+        return 2
+    except BrokenPipeError:
+        _drop_stdout()
+        return 141  # the reader went away (`| head`): end quietly, as SIGPIPE would
+    except OSError as exc:
+        if exc.errno not in STORAGE_ERRNOS:
+            raise
+        _drop_stdout()  # a full disk under `> file`: say so once, not again at exit
+        _say(
+            f"tether: {StorageError.code}: the output could not be written ({exc.strerror}); free space there"
+        )
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError):  # stderr gone too: the exit status still tells
+        print(line, file=sys.stderr)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush at exit finds nothing to fail on."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -25,21 +25,18 @@ its user fixes, not a bug to be reported as an internal error.
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from tether.approvals import PersonChannel
-from tether.errors import NotFoundError, StorageError, UsageError
+from tether.errors import STORAGE_ERRNOS, NotFoundError, StorageError, UsageError
 from tether.home import home_text
 
 logger = logging.getLogger(__name__)
 
 Source = Literal["tool", "panel", "host", "cli"]
-# What a full, over-quota or read-only file system raises: the machine's condition, reported as such.
-_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 # The sources a person acts through: only they may call people-only tools.
 PEOPLE_SOURCES: frozenset[str] = frozenset({"panel", "cli"})
 
@@ -221,7 +218,7 @@ def _text_checked(tool: ToolDef) -> Handler:
         try:
             return await tool.handler(arguments, ctx)
         except OSError as exc:
-            if exc.errno not in _STORAGE_ERRNOS:
+            if exc.errno not in STORAGE_ERRNOS:
                 raise
             where = exc.filename or f"a file under {home_text()}"  # tether writes nowhere else
             raise StorageError(

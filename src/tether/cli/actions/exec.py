@@ -7,7 +7,8 @@ Invariant: this door adds no behaviour of its own — the executor decides cwd, 
 capture and tree kill; this module only streams the captured output as it arrives, prints the
 closing markers of the rendered result (``tether.shell.render.closing_lines``) on stderr, and maps
 the result to an exit status: the command's own exit code, 124 on timeout, 130 when interrupted,
-141 when our stdout's reader went away (as SIGPIPE would), 128+N when signal N ended it.
+141 when our stdout's reader went away (as SIGPIPE would), 128+N when signal N ended it; output that
+cannot be written for another reason (a full disk) stops the command too and is a ``StorageError``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 from typing import TextIO
 
 from tether.config import MIB, Config
+from tether.errors import STORAGE_ERRNOS, StorageError, TetherError
 from tether.process.reads import OutputReader
 from tether.shell.execution import LocalShellExecution
 from tether.shell.options import LocalShellOptions
@@ -41,8 +43,9 @@ def run(config: Config, command: str, *, timeout_ms: int | None, cwd: str | None
     return asyncio.run(_run(config, command, timeout_ms=timeout_ms, cwd=cwd, background_ok=background_ok))
 
 
-async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal) -> bool:
-    """Copy one stream to ``out`` as it arrives; False when ``out`` was closed by its reader."""
+async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal) -> OSError | None:
+    """Copy one stream to ``out`` as it arrives; the error that ended it when ``out`` could not take
+    more (its reader gone, a full disk), and the command is stopped then."""
     offset = 0
     while True:
         await reader.wait_beyond(offset)
@@ -53,16 +56,17 @@ async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal
             if read.text:
                 out.write(read.text)
                 out.flush()
-        except BrokenPipeError:
-            # `tether exec -- yes | head -1`: the reader is gone; end the command like SIGPIPE
-            # would, and keep the interpreter from complaining about the dead pipe at exit.
+        except OSError as exc:
+            # `tether exec -- yes | head -1`, or `> file` on a full disk: nothing more can be shown,
+            # so the command ends as SIGPIPE would end it; and the interpreter must not trip over
+            # what is still buffered for `out` at exit.
             with contextlib.suppress(OSError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-            abort.fire(f"{name} closed by its reader")
-            return False
+            abort.fire(f"{name} could not be written: {exc.strerror}")
+            return exc
         offset = read.next_offset
         if read.closed and offset >= reader.total_bytes:
-            return True
+            return None
 
 
 async def _run(
@@ -87,8 +91,16 @@ async def _run(
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
-    if not all(pumped):
+    failed = next((error for error in pumped if error is not None), None)
+    if isinstance(failed, BrokenPipeError):
         return _EXIT_BROKEN_PIPE
+    if failed is not None:
+        error = StorageError if failed.errno in STORAGE_ERRNOS else TetherError
+        raise error(
+            f"the command's output could not be written ({failed.strerror}), so it was stopped; "
+            "free space where its output goes, or send it elsewhere",
+            code=None if error is StorageError else "UNAVAILABLE",
+        )
     # Everything was shown live (any gap was announced as it happened), so only the closing
     # markers are left to say; a truncation note about the in-memory tail would be misleading.
     lines = closing_lines(result)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.cli.door import call_tool
-from tether.errors import UsageError
+from tether.errors import STORAGE_ERRNOS, StorageError, UsageError
 
 
 def lock_shell(args: argparse.Namespace) -> int:
@@ -82,7 +82,18 @@ def record(args: argparse.Namespace) -> int:
     result = call_tool("shell_record", {"shell": args.shell})
     cast = str(result.structured.get("cast", ""))
     if args.output:
-        Path(args.output).write_text(cast, encoding="utf-8")
+        try:
+            Path(args.output).write_text(cast, encoding="utf-8")
+        except OSError as exc:
+            full = exc.errno in STORAGE_ERRNOS
+            raise (StorageError if full else UsageError)(
+                f"-o {args.output}: the recording cannot be written there ({exc.strerror}); "
+                + (
+                    "free space there, or give another path"
+                    if full
+                    else "give a file path in a directory you can write"
+                )
+            ) from exc
         print(f"{args.output}: {result.text.split(' (', 1)[0]}", file=sys.stderr)
     else:
         sys.stdout.write(cast)
