@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -231,6 +232,37 @@ def test_serve_refuses_a_remote_host_without_the_flag(tether_home: Path) -> None
     done = subprocess.run([TETHER, "serve"], env=env, capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 2
     assert "config.toml: [server].host 0.0.0.0 is not a loopback address" in done.stderr
+
+
+def test_serve_that_cannot_listen_names_the_setting_to_change(tether_home: Path) -> None:
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [TETHER, "serve", "--port", str(port)], env=env, capture_output=True, text=True, timeout=HANG_S
+        )
+        assert (done.returncode, done.stderr) == (
+            2,
+            f"tether: INVALID_ARGUMENT: cannot listen on 127.0.0.1:{port}: Address already in use; another "
+            "program listens there; pick another --port (0 picks a free port)\n",
+        )
+        (tether_home / "config.toml").write_text(f"[server]\nport = {port}\n")
+        done = subprocess.run([TETHER, "serve"], env=env, capture_output=True, text=True, timeout=HANG_S)
+        assert "pick another config.toml: [server].port (0 picks a free port)" in done.stderr
+    # An address no interface of this machine has (TEST-NET-1): the host is what to change.
+    done = subprocess.run(
+        [TETHER, "serve", "--host", "192.0.2.1", "--allow-remote", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    assert done.returncode == 2 and done.stderr.endswith(
+        "tether: INVALID_ARGUMENT: cannot listen on 192.0.2.1:0: Cannot assign requested address; pick a "
+        "--host that is an address of this machine\n"
+    ), done.stderr
 
 
 def test_serve_on_a_remote_host_warns(tether_home: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -73,7 +74,8 @@ def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, *, host_from: str, port_from: str) -> socket.socket:
+    """The listening socket; a ``UsageError`` naming the setting to change (as the person gave it)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -81,7 +83,13 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another --port") from exc
+        if exc.errno == errno.EADDRINUSE:
+            fix = f"another program listens there; pick another {port_from} (0 picks a free port)"
+        elif exc.errno == errno.EACCES:
+            fix = f"a port below 1024 needs privileges; pick a {port_from} of 1024 or more"
+        else:  # no interface has that address, or the name does not resolve
+            fix = f"pick a {host_from} that is an address of this machine"
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}; {fix}") from exc
     sock.listen(128)
     sock.set_inheritable(False)
     return sock
@@ -205,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     token = load_or_create_token(home)
-    sock = _bind(host, port)
+    sock = _bind(host, port, host_from=host_from, port_from=port_from)
     bound_port = sock.getsockname()[1]
     allowed = list(args.allowed_host)
     if host in ("0.0.0.0", "::"):
