@@ -57,6 +57,8 @@ def test_a_relative_home_is_made_absolute_once_and_pinned_for_children(
     assert os.environ["TETHER_HOME"] == str(tmp_path / "rel")  # what children and later reads see
     monkeypatch.chdir("/")
     assert resolve_home() == tmp_path / "rel"
+    monkeypatch.setenv("TETHER_HOME", f"{tmp_path}/x/../rel/")  # one spelling, whatever was written
+    assert resolve_home() == tmp_path / "rel" and os.environ["TETHER_HOME"] == str(tmp_path / "rel")
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,11 @@
 
 Invariant: one rule for every process and door (``tether.config`` re-exports these), and one
 directory for a process and everything it starts. A relative ``$TETHER_HOME`` is taken from the
-working directory of the first reading in a process, which writes it back absolute to
-``os.environ``: a shell that changes directory, or a child started in another one (the command
-line's tools process starts in ``/``), would otherwise find another home. Standard library only and
-no dataclasses, so ``tether mcp`` can find its handshake cache before anything heavier is imported.
+working directory of the first reading in a process, which writes it back absolute (and
+normalized) to ``os.environ``: a shell that changes directory, or a child started in another one
+(the command line's tools process starts in ``/``), would otherwise find another home. Standard
+library only and no dataclasses, so ``tether mcp`` can find its handshake cache before anything
+heavier is imported.
 """
 
 from __future__ import annotations
@@ -16,16 +17,15 @@ from pathlib import Path
 
 
 def home_text(environ: Mapping[str, str] | None = None) -> str:
-    """``$TETHER_HOME`` if set and non-empty (made absolute), else ``~/.tether``: the rule, as text."""
+    """``$TETHER_HOME`` if set and non-empty, else ``~/.tether``: the rule, as text. Absolute and
+    normalized (``/a/x/../b/`` is ``/a/b``), so that every spelling of a path tether compares with
+    it, such as the guard's of its own tmux socket, meets the one spelling of the home."""
     env = os.environ if environ is None else environ
     value = env.get("TETHER_HOME", "").strip()
     if not value:
         return os.path.join(os.path.expanduser("~"), ".tether")
-    path = os.path.expanduser(value)
-    if os.path.isabs(path):
-        return path
-    path = os.path.abspath(path)
-    if environ is None:
+    path = os.path.abspath(os.path.expanduser(value))
+    if environ is None and path != env["TETHER_HOME"]:
         os.environ["TETHER_HOME"] = path  # pinned: see the module's invariant
     return path
 

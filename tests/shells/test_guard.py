@@ -547,6 +547,16 @@ def test_config_absent_gives_the_defaults(tether_home: Path) -> None:
     assert [rule.id for rule in guard.rules] == [rule.id for rule in DEFAULT_RULES]
 
 
+def test_the_home_is_known_by_its_one_spelling(tether_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Written as /…/x/../thN/, the home once made the guard look for that spelling of its socket
+    # only: `tmux -S /…/thN/tmux.sock kill-server` went through.
+    (tether_home / "x").mkdir()
+    monkeypatch.setenv("TETHER_HOME", f"{tether_home}/x/../")
+    guard = Guard.from_config(load_config())
+    for command in (f"tmux -S {tether_home}/tmux.sock kill-server", "tmux -S $TETHER_HOME/tmux.sock ls"):
+        assert guard.check(command).rule == "tether-socket", command
+
+
 def test_config_disables_a_default_rule(tether_home: Path) -> None:
     guard = _write_config(tether_home, '[guard]\ndisable = ["git-force-push", "power-off"]\n')
     assert guard.check("git push --force").allowed

@@ -307,8 +307,9 @@ async def test_a_relative_home_is_one_directory_for_the_server_and_its_shells(te
     """``TETHER_HOME=thN`` from the home's parent: the shell's prompt hook still writes its state
     into the home after a ``cd`` (it wrote ``thN/rc/…`` under the new directory, and failed), and
     what the shell is told is the home is the same directory from anywhere."""
+    (tether_home / "x").mkdir()
     env = {
-        "TETHER_HOME": tether_home.name,
+        "TETHER_HOME": f"{tether_home.name}/x/../",  # relative, and not in its one spelling
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", "/root"),
     }
@@ -321,6 +322,9 @@ async def test_a_relative_home_is_one_directory_for_the_server_and_its_shells(te
         assert out["lines"] == ["/tmp"], out
         _, state = await call(client, "shell_state", {"sessions": shell})
         assert state["shells"][0]["cwd"] == "/tmp", state  # read from the state file the hook wrote
+        # The guard knows its own socket by the home's one spelling, as the command names it.
+        out = await run(client, shell, f"tmux -S {tether_home}/tmux.sock ls")
+        assert out["errorCode"] == "BLOCKED" and "rule tether-socket" in out["error"], out
     assert (tether_home / "tmux.sock").exists()
 
 
