@@ -557,6 +557,18 @@ def test_the_home_is_known_by_its_one_spelling(tether_home: Path, monkeypatch: p
         assert guard.check(command).rule == "tether-socket", command
 
 
+def test_a_home_behind_a_symbolic_link_is_protected_in_both_spellings(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(tether_home)
+    guard = Guard.from_config(load_config(link))
+    for home in (link, tether_home):
+        assert guard.check(f"tmux -S {home}/tmux.sock kill-server").rule == "tether-socket", home
+        assert guard.check(f"rm -rf {home}").rule == "recursive-delete", home
+    assert guard.check(f"ls {tether_home}").allowed
+
+
 def test_config_disables_a_default_rule(tether_home: Path) -> None:
     guard = _write_config(tether_home, '[guard]\ndisable = ["git-force-push", "power-off"]\n')
     assert guard.check("git push --force").allowed

@@ -87,10 +87,14 @@ class Guard:
         self, rules: Iterable[Rule] = DEFAULT_RULES, *, protect: Iterable[str] = (), home: str = ""
     ) -> None:
         """``home`` is tether's own state directory (``TETHER_HOME``): its tmux socket and the
-        directory itself are protected, and ``$TETHER_HOME`` reads as it."""
+        directory itself are protected, and ``$TETHER_HOME`` reads as it. A command may name them
+        through the home's symbolic links or past them: both spellings are protected."""
         self._rules = tuple(rules)
-        socket = posixpath.join(home, "tmux.sock") if home else ""
-        self._env = RuleEnv(protect=(*protect, *_home_forms(home)), tether_socket=socket)
+        homes = tuple(dict.fromkeys((home, os.path.realpath(home)))) if home else ()
+        self._env = RuleEnv(
+            protect=(*protect, *(form for spelling in homes for form in _home_forms(spelling))),
+            tether_sockets=tuple(posixpath.join(spelling, "tmux.sock") for spelling in homes),
+        )
         self._known = {"TETHER_HOME": home} if home else {}
         self._verdicts: dict[tuple[str, str], Verdict] = {}
         # The verdict on a shell's own hooks, per state, for lines that change nothing they read.

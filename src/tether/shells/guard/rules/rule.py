@@ -17,10 +17,11 @@ from tether.shells.guard.events import Event, Invocation
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuleEnv:
     """What a rule may consult besides the event: directories the operator also protects, and
-    tether's own tmux socket (``$TETHER_HOME/tmux.sock``; empty when unknown)."""
+    tether's own tmux socket (``$TETHER_HOME/tmux.sock``, in each spelling of the home: as given
+    and with its symbolic links resolved; empty when unknown)."""
 
     protect: tuple[str, ...] = ()
-    tether_socket: str = ""
+    tether_sockets: tuple[str, ...] = ()
 
 
 Judge = Callable[[Event, RuleEnv], str | None]

@@ -189,8 +189,7 @@ def dynamic_command(event: Event, env: RuleEnv) -> str | None:
 def tether_socket(event: Event, env: RuleEnv) -> str | None:
     """A command that names tether's own tmux socket reaches every shell tether runs (and can end
     them all): ``tmux -S $TETHER_HOME/tmux.sock kill-server``, ``rm ~/.tether/tmux.sock``."""
-    socket = env.tether_socket
-    if not socket:
+    if not env.tether_sockets:
         return None
     if isinstance(event, Redirect):
         words: tuple[Word, ...] = (event.target,)
@@ -200,8 +199,9 @@ def tether_socket(event: Event, env: RuleEnv) -> str | None:
     else:
         return None
     for word in words:
-        if _names(word.value, socket, cwd):
-            return f"it names tether's own tmux socket {socket}, which controls every shell tether runs"
+        for socket in env.tether_sockets:
+            if _names(word.value, socket, cwd):
+                return f"it names tether's own tmux socket {socket}, which controls every shell tether runs"
     return None
 
 
