@@ -134,3 +134,17 @@ def test_stdin_closed_before_the_hand_over_ends_the_process(tether_home: Path) -
         gate.open()
         assert mcp.wait() == 0
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_cache_that_cannot_be_written_leaves_nothing_behind(tether_home: Path) -> None:
+    from tether.mcp.handshake import Handshake, HandshakeCache
+
+    cache = HandshakeCache(tether_home, "k" * 64)
+    cache.path.mkdir(parents=True)  # in the way of the rename, as a full disk is of the write
+    entry = Handshake(initialize={}, tools={"tools": []}, versions=("2025-06-18",), latest="2025-06-18")
+    cache.save(entry)  # logged, never raised: a start without the cache only answers later
+    assert sorted(p.name for p in cache.dir.iterdir()) == [cache.path.name]
+    cache.path.rmdir()
+    cache.save(entry)
+    loaded = cache.load()
+    assert loaded is not None and (loaded.tools, loaded.versions) == (entry.tools, entry.versions)

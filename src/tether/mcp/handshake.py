@@ -110,9 +110,9 @@ class HandshakeCache:
             "versions": list(entry.versions),
             "latest": entry.latest,
         }
+        tmp = self.dir / f".{self.path.name}.{os.getpid()}.tmp"
         try:
             self.dir.mkdir(mode=0o700, exist_ok=True)
-            tmp = self.dir / f".{self.path.name}.{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(data, handle, ensure_ascii=False, separators=(",", ":"))
@@ -120,6 +120,8 @@ class HandshakeCache:
             self._prune()
         except OSError as exc:
             logger.warning("could not write the handshake cache %s: %s", self.path, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a full disk: no half-written file stays behind
 
     def _prune(self) -> None:
         entries = sorted(self.dir.glob("mcp-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
