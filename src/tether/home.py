@@ -1,4 +1,5 @@
-"""Where a tether process keeps its state: ``$TETHER_HOME``, else ``~/.tether``.
+"""Where a tether process keeps its state (``$TETHER_HOME``, else ``~/.tether``), and how it
+replaces a file there.
 
 Invariant: one rule for every process and door (``tether.config`` re-exports these), and one
 directory for a process and everything it starts. A relative ``$TETHER_HOME`` is taken from the
@@ -11,6 +12,7 @@ heavier is imported.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -51,3 +53,32 @@ def ensure_home(home: Path) -> Path:
             "it if it is missing)"
         ) from exc
     return home
+
+
+def replace_file(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Replace ``path`` with ``data`` at once: a reader sees the old file or the new one, never a
+    part of it. The new file is private (0600) and written beside it under a name of its own (no
+    other writer's, no symbolic link followed); ``durable``: on disk, file and directory synced,
+    when this returns. A failure (a full disk) removes the temporary file and raises."""
+    tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if durable:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)

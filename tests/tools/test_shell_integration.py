@@ -371,13 +371,15 @@ async def test_a_write_the_file_system_refuses_is_one_clear_error_and_then_works
             await catalog.registry.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]}, ctx)
         assert refused.value.code == "STORAGE_UNAVAILABLE"
         # A failed open names its file; a write to an open file has no name: the home is said.
-        where = f"{rc}/dsh-" if options == "ro" else f"a file under {tether_home} ("
+        where = f"{rc}/.dsh-" if options == "ro" else f"a file under {tether_home} ("
         assert refused.value.message.startswith(
             f"shell_open: the file system refused tether's write to {where}"
         ) and refused.value.message.endswith(
             f"({reason}); free space there, or make it writable, and call again"
         )
-        assert not list(rc.glob("*.tmp"))  # nothing half-written left
+        assert [p.name for p in rc.iterdir()] == (
+            ["filler"] if options != "ro" else []
+        )  # nothing half-written
         (record,) = [r for r in query(tether_home, limit=10) if r.tool == "shell_open"]
         assert (record.outcome, record.extra["code"]) == ("error", "STORAGE_UNAVAILABLE"), record
         assert record.detail == refused.value.message

@@ -28,12 +28,12 @@ import contextlib
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether.errors import UsageError
+from tether.home import replace_file
 
 KEY_NAME = "seal.key"
 DEFAULT_EVERY = 32
@@ -95,21 +95,8 @@ def read_writer_key(audit_dir: Path) -> SealKey | None:
 
 def write_writer_key(audit_dir: Path, key: SealKey) -> None:
     """Replace the writer's key durably; the old key is gone from disk once this returns."""
-    path = audit_dir / KEY_NAME
-    tmp = path.with_suffix(".tmp")
     data = json.dumps({"every": key.every, "index": key.index, "key": key.key.hex()}).encode("ascii")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(audit_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(audit_dir / KEY_NAME, data, durable=True)
 
 
 def new_key(*, every: int, head_seq: int) -> SealKey:

@@ -28,12 +28,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, Final
 
+from tether.home import replace_file
 from tether.mcp.wire import Eof, Item, Message, StdioWire, error_response
 
 logger = logging.getLogger(__name__)
@@ -110,18 +110,14 @@ class HandshakeCache:
             "versions": list(entry.versions),
             "latest": entry.latest,
         }
-        tmp = self.dir / f".{self.path.name}.{os.getpid()}.tmp"
         try:
             self.dir.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, ensure_ascii=False, separators=(",", ":"))
-            os.replace(tmp, self.path)
+            replace_file(
+                self.path, json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            )
             self._prune()
         except OSError as exc:
             logger.warning("could not write the handshake cache %s: %s", self.path, exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink()  # a full disk: no half-written file stays behind
 
     def _prune(self) -> None:
         entries = sorted(self.dir.glob("mcp-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)

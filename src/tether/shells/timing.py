@@ -32,6 +32,8 @@ import struct
 import time
 from pathlib import Path
 
+from tether.home import replace_file
+
 SAMPLE_S = 0.02
 MAX_BYTES = 4 << 20
 _SAMPLE = struct.Struct("<Qd")
@@ -72,11 +74,7 @@ def append_sample(path: Path, offset: int, at: float) -> None:
 def _thin(path: Path) -> None:
     samples = sorted(set(read_samples(path)))
     kept = samples[::2] + ([samples[-1]] if len(samples) % 2 == 0 and samples else [])
-    tmp = path.with_suffix(".thin")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(b"".join(_SAMPLE.pack(o, t) for o, t in kept))
-    tmp.replace(path)
+    replace_file(path, b"".join(_SAMPLE.pack(o, t) for o, t in kept))
 
 
 def _size(path: Path) -> int:

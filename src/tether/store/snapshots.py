@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from tether.errors import UsageError
+from tether.home import replace_file
 from tether.store.db import Store, register_schema
 from tether.store.manual_locks import check_shell_id
 
@@ -246,16 +247,7 @@ def _bounded(text: str, max_bytes: int) -> tuple[bytes, int]:
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    replace_file(path, data, durable=True)
 
 
 def _unlink(path: Path) -> None:

@@ -44,6 +44,7 @@ from typing import Final
 
 from tether.config import EnvSection
 from tether.errors import UsageError
+from tether.home import replace_file
 from tether.process.env import build_child_env
 from tether.shell.sandbox import launch
 from tether.shell.sandbox.bwrap import TRACE_FILE, ExtraBind, SandboxRun
@@ -287,11 +288,7 @@ def _tracer_check(settings: SandboxSettings, bwrap: str, strace: str, home: Path
 
 
 def _write_private(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    partial.replace(path)
+    replace_file(path, text.encode("utf-8"))
 
 
 __all__ = ["PROVIDER", "ConfinedShell", "confine_interactive", "mark_path"]

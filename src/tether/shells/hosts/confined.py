@@ -36,6 +36,7 @@ from typing import Any, Final
 import psutil
 
 from tether.errors import UsageError
+from tether.home import replace_file
 from tether.shell import (
     DEFAULT_MODE,
     PERMISSION_MODES,
@@ -167,11 +168,7 @@ class ConfinedPanes:
         """The start-up file where the confined shell reads it; the path as seen inside."""
         path = self.rc_path(shell_id)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        partial = path.with_name(RC_NAME + ".tmp")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        partial.replace(path)  # the directory is bound, so the shell sees the new file
+        replace_file(path, text.encode("utf-8"))  # the directory is bound: the shell sees the new file
         return f"{RC_MOUNT}/{RC_NAME}"
 
     def command(

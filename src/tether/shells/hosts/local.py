@@ -20,6 +20,7 @@ import termios
 from pathlib import Path
 
 from tether.config import Config, ensure_home
+from tether.home import replace_file
 from tether.process.env import scrub_environment
 from tether.process.planted import read_regular
 from tether.process.tree import alive
@@ -97,15 +98,7 @@ class LocalHost(ShellHost):
             return self.confined.write_rc(shell_id, text)
         self.rc_dir.mkdir(mode=0o700, exist_ok=True)
         path = self.rc_dir / f"{shell_id}.bash"
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            tmp.replace(path)
-        except OSError:
-            tmp.unlink(missing_ok=True)  # a full disk: nothing half-written stays behind
-            raise
+        replace_file(path, text.encode("utf-8"))
         # The shell rewrites these at every prompt (``>|`` keeps an existing file's mode): they hold
         # its variables, so they exist, private, before it first writes them.
         for state in self._state_files(shell_id):
