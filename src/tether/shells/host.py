@@ -139,6 +139,9 @@ class ShellHost(ABC):
             return {}
         known = self._panes
         panes = {p.shell_id: p for line in lines if (p := commands.parse_pane(line, known)) is not None}
+        for shell_id in panes.keys() - known.keys():
+            # First listed by this process: what it printed while nobody watched gets this time.
+            self.watcher.clock.note(shell_id)
         self._panes = panes
         self._seen = (asked, panes, clients)
         return panes

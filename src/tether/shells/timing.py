@@ -9,12 +9,14 @@ own command events (``$EPOCHREALTIME`` on ``C`` and ``P``), which the reader mer
 Who writes them: every tether process whose log watcher sees a log grow (``OutputClock.note``,
 called on the watcher's inotify wake-ups) appends one sample per shell at most every ``SAMPLE_S``,
 plus a trailing sample once a burst ends, so a byte's time is known to within ``SAMPLE_S``. A
-watcher that starts samples every existing log once. Several processes may append to one file at
-once: each sample is one 16-byte ``O_APPEND`` write, so samples never interleave; their order and
-duplicates do not matter (the reader gives each byte the earliest time of any sample at or after
-it). While no tether process runs, nothing samples: the bytes printed then get the time of the
-next sample (the next process's start, or the next output it sees) — their true time lies between
-the previous sample and that one.
+process also samples each live shell's log the first time it lists the shell (``ShellHost.panes``):
+what was printed while no tether process watched gets that time. Logs of closed shells are never
+sampled again, so a home's history costs a starting process nothing. Several processes may append
+to one file at once: each sample is one 16-byte ``O_APPEND`` write, so samples never interleave;
+their order and duplicates do not matter (the reader gives each byte the earliest time of any
+sample at or after it). While no tether process runs, nothing samples: the bytes printed then get
+the time of the next sample (the next process's first listing, or the next output it sees) — their
+true time lies between the previous sample and that one.
 
 The samples live in a sub-directory of the logs directory: inotify on the logs directory does not
 report writes inside it, so sampling never wakes the watcher. A file over ``MAX_BYTES`` is thinned
@@ -94,13 +96,8 @@ class OutputClock:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Begin on ``loop``; sample every log that exists now (what was printed while no
-        tether process watched gets this time)."""
+        """Begin on ``loop`` (the logs that exist are sampled as their shells are first listed)."""
         self._loop = loop
-        with contextlib.suppress(FileNotFoundError):
-            for entry in os.scandir(self.logs_dir):
-                if entry.name.startswith("dsh-") and entry.name.endswith(".log"):
-                    self.note(entry.name[:-4])
 
     def close(self) -> None:
         for handle in self._trailing.values():
