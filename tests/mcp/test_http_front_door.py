@@ -160,6 +160,7 @@ class _Shells:
     """A resource source with one readable resource."""
 
     uri = "tether://shell/dsh-abc123"
+    template = ResourceInfo(uri="tether://shell/{shell}", name="shell screen", description="a shell's screen")
 
     def handles(self, uri: str) -> bool:
         return uri.startswith("tether://shell/")
@@ -197,6 +198,10 @@ async def test_resources_list_read_subscribe_and_updates(probe: Probe) -> None:
     async with serving(front) as url, http_client(url, on_message=on_message) as client:
         listed = await client.list_resources()
         assert [str(r.uri) for r in listed.resources] == [_Shells.uri]
+        templates = await client.list_resource_templates()  # was "Method not found"
+        assert [(t.uri_template, t.name) for t in templates.resource_templates] == [
+            ("tether://shell/{shell}", "shell screen")
+        ]
         read = await client.read_resource(_Shells.uri)
         assert isinstance(read.contents[0], types.TextResourceContents)
         assert read.contents[0].text == f"screen of {_Shells.uri} for conv"

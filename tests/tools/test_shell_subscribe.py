@@ -37,6 +37,9 @@ async def test_watch_on_open_and_unsubscribe(tether_home: Path) -> None:
         await client.subscribe_resource(uri)
         resources = await client.list_resources()
         assert uri in [str(r.uri) for r in resources.resources]
+        templates = await client.list_resource_templates()
+        (template,) = templates.resource_templates
+        assert template.uri_template.replace("{shell}", shell) == uri
         await run(client, shell, "echo sub-hello")
         with anyio.fail_after(HANG_S):
             await got.wait()

@@ -110,6 +110,7 @@ class McpFrontDoor:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
             on_subscribe_resource=self._subscribe,
             on_unsubscribe_resource=self._unsubscribe,
@@ -288,6 +289,21 @@ class McpFrontDoor:
                     )
                 )
         return types.ListResourcesResult(resources=resources)
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=source.template.uri,
+                    name=source.template.name,
+                    description=source.template.description or None,
+                    mime_type=source.template.mime_type,
+                )
+                for source in self.registry.resources
+            ]
+        )
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams

@@ -87,6 +87,7 @@ class MaskedResources:
     def __init__(self, inner: ResourceSource, redactor: SecretRedactor) -> None:
         self._inner = inner
         self._redactor = redactor
+        self.template = inner.template
 
     def handles(self, uri: str) -> bool:
         return self._inner.handles(uri)

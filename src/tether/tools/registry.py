@@ -122,7 +122,11 @@ class ResourceSource(Protocol):
     """Readable resources a tool family publishes (e.g. one per persistent shell).
 
     A front door lists them, reads them, and forwards ``Notifier.resource_updated`` for them.
+    ``template`` names them all at once: its ``uri`` is a URI template (RFC 6570), such as
+    ``tether://shell/{shell}``, for a client that lists templates rather than resources.
     """
+
+    template: ResourceInfo
 
     def handles(self, uri: str) -> bool: ...
 

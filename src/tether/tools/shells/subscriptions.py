@@ -97,6 +97,12 @@ class Subscriptions:
 class ShellResources:
     """``tether://shell/<id>``: one resource per live shell; reading it returns the screen."""
 
+    template = ResourceInfo(
+        uri=URI_PREFIX + "{shell}",
+        name="shell screen",
+        description="the screen of a persistent shell; {shell} is its id (shell_state lists them)",
+    )
+
     def __init__(self, shells_for: Callable[[], Shells]) -> None:
         self._shells_for = shells_for
 
