@@ -109,6 +109,8 @@ def test_list_empty(tether_home: Path, capsys: pytest.CaptureFixture[str]) -> No
         (["shell", "lock", "nope"], "shell ids look like dsh-ab12cd"),
         (["shell", "lock", "dsh-zzzzzz"], "no shell dsh-zzzzzz is recorded"),
         (["shell", "unlock", "../x"], "shell ids look like dsh-ab12cd"),
+        # A long value is not echoed whole (a pasted screenful would fill the error).
+        (["shell", "unlock", "x" * 5000], f"shell id '{'x' * 40}'… (5000 characters) is not valid"),
         (["shell", "lock", SHELL, "--who", " "], "name of the person"),
     ],
 )

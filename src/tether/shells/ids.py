@@ -44,5 +44,6 @@ def is_shell_id(value: str) -> bool:
 def check_shell_id(value: str) -> str:
     """``value`` if it is a shell id, else ``UsageError`` (safe to embed in a tmux target then)."""
     if not is_shell_id(value):
-        raise UsageError(f"shell id {value!r} is not valid; shell ids look like dsh-ab12cd")
+        shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value)} characters)"
+        raise UsageError(f"shell id {shown} is not valid; shell ids look like dsh-ab12cd")
     return value
