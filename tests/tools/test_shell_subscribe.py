@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 from shell_harness import call, run, shell_client
 
 from hang import HANG_S
@@ -60,3 +61,11 @@ async def test_watch_on_open_and_unsubscribe(tether_home: Path) -> None:
             {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "unsubscribe"}}]},
         )
         assert "unsubscribed" in text
+        # A shell that does not exist, or an id that is none, is refused, not subscribed to in silence.
+        for missing, code in (
+            ("tether://shell/dsh-zzzzzz", "NOT_FOUND"),
+            ("tether://shell/../x", "INVALID_ARGUMENT"),
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.subscribe_resource(missing)
+            assert refused.value.error.code == -32602 and refused.value.error.message.startswith(f"{code}: ")

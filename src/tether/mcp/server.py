@@ -320,7 +320,13 @@ class McpFrontDoor:
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         uri = str(params.uri)
-        self._source_for(uri)
+        source = self._source_for(uri)
+        try:
+            # Read once: a shell that does not exist (or an id that is none) is refused now, not
+            # subscribed to in silence; its updates would never come.
+            await source.read(uri, self.call_context(connection_of(ctx)))
+        except TetherError as exc:
+            raise MCPError(INVALID_PARAMS, f"{exc.code}: {exc.message}") from exc  # as a read says it
         subscriptions(connection_of(ctx)).add(uri)
         return types.EmptyResult()
 
