@@ -13,8 +13,8 @@ from hang import HANG_S
 from proc_probe import alive_with, unique_sleep_arg
 
 FULL = (
-    "tether: STORAGE_UNAVAILABLE: the output could not be written (No space left on device); "
-    "free space there\n"
+    "tether: STORAGE_UNAVAILABLE: its output could not be written (No space left on device); "
+    "free space there, or make it writable\n"
 )
 
 

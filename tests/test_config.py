@@ -82,3 +82,42 @@ def test_a_home_that_cannot_be_a_directory_stops_every_door_with_one_clear_error
             f"tether: INVALID_ARGUMENT: TETHER_HOME {home} cannot hold tether's state ({reason}: {home}); "
             "set TETHER_HOME to a directory you can write (tether creates it if it is missing)\n"
         ), done.stderr
+
+
+def test_a_read_only_home_is_one_clear_line_and_exec_still_runs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = subprocess.run(
+        [TETHER, "exec", "--", "true"], env={**os.environ, "TETHER_HOME": str(home)}, timeout=HANG_S
+    )
+    assert done.returncode == 0  # the home and its directories exist now
+    subprocess.run(["mount", "--bind", str(home), str(home)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(home)], check=True)
+        for door, written in (
+            (["mcp"], "logs/mcp.log"),
+            (["shell", "list"], "door"),
+            (["serve", "--port", "0"], "logs/serve.log"),
+        ):
+            done = subprocess.run(
+                [TETHER, *door],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "TETHER_HOME": str(home)},
+                timeout=HANG_S,
+            )
+            assert (done.returncode, done.stderr) == (
+                2,
+                f"tether: STORAGE_UNAVAILABLE: {home}/{written} could not be written (Read-only file "
+                "system); free space there, or make it writable\n",
+            ), door
+        ran = subprocess.run(
+            [TETHER, "exec", "--", "echo", "ran"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TETHER_HOME": str(home)},
+            timeout=HANG_S,
+        )
+        assert (ran.returncode, ran.stdout) == (0, "ran\n"), ran.stderr
+    finally:
+        subprocess.run(["umount", str(home)], check=False)

@@ -100,8 +100,10 @@ def _guarded(run: Callable[[], int]) -> int:
         if exc.errno not in STORAGE_ERRNOS:
             raise
         _drop_stdout()  # a full disk under `> file`: say so once, not again at exit
+        what = exc.filename or "its output"  # a file of the home names itself; stdout does not
         _say(
-            f"tether: {StorageError.code}: the output could not be written ({exc.strerror}); free space there"
+            f"tether: {StorageError.code}: {what} could not be written ({exc.strerror}); "
+            "free space there, or make it writable"
         )
         return 2
     except KeyboardInterrupt:
