@@ -18,6 +18,18 @@ from tether.shell import providers
 TETHER = str(Path(sys.executable).parent / "tether")
 
 
+def _door(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``tether ARGV`` on ``home``, with nothing on stdin (``tether mcp`` ends at once then)."""
+    return subprocess.run(
+        [TETHER, *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TETHER_HOME": str(home)},
+        timeout=HANG_S,
+    )
+
+
 def test_a_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_bytes(b'\xff\xfe[shell]\nprovider = "bash"\n')  # UTF-16's mark
     with pytest.raises(UsageError) as info:
@@ -33,10 +45,7 @@ def test_every_provider_the_configuration_allows_has_an_executor() -> None:
 def test_an_unknown_provider_stops_every_door_before_it_runs(tmp_path: Path, door: list[str]) -> None:
     # A mistyped "sandbox": the MCP server ran its bash tool unconfined on it.
     (tmp_path / "config.toml").write_text('[shell]\nprovider = "sandbx"\n', encoding="utf-8")
-    env = {**os.environ, "TETHER_HOME": str(tmp_path)}
-    done = subprocess.run(
-        [TETHER, *door], stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=HANG_S
-    )
+    done = _door(tmp_path, *door)
     assert done.returncode == 2 and "ran" not in done.stdout, done
     assert (
         "[shell].provider = 'sandbx' is not available; choose one of: bash, pwsh, sandbox" in done.stderr
@@ -69,14 +78,7 @@ def test_a_home_that_cannot_be_a_directory_stops_every_door_with_one_clear_error
 ) -> None:
     (tmp_path / "file").write_text("not a directory\n", encoding="utf-8")
     for home, reason in ((tmp_path / "file", "File exists"), (tmp_path / "file" / "sub", "Not a directory")):
-        done = subprocess.run(
-            [TETHER, *door],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "TETHER_HOME": str(home)},
-            timeout=HANG_S,
-        )
+        done = _door(home, *door)
         assert done.returncode == 2 and "ran" not in done.stdout, done
         assert done.stderr == (
             f"tether: INVALID_ARGUMENT: TETHER_HOME {home} cannot hold tether's state ({reason}: {home}); "
@@ -86,10 +88,7 @@ def test_a_home_that_cannot_be_a_directory_stops_every_door_with_one_clear_error
 
 def test_a_read_only_home_is_one_clear_line_and_exec_still_runs(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    done = subprocess.run(
-        [TETHER, "exec", "--", "true"], env={**os.environ, "TETHER_HOME": str(home)}, timeout=HANG_S
-    )
-    assert done.returncode == 0  # the home and its directories exist now
+    assert _door(home, "exec", "--", "true").returncode == 0  # the home and its directories exist now
     subprocess.run(["mount", "--bind", str(home), str(home)], check=True)
     try:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(home)], check=True)
@@ -98,26 +97,13 @@ def test_a_read_only_home_is_one_clear_line_and_exec_still_runs(tmp_path: Path) 
             (["shell", "list"], "door"),
             (["serve", "--port", "0"], "logs/serve.log"),
         ):
-            done = subprocess.run(
-                [TETHER, *door],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                env={**os.environ, "TETHER_HOME": str(home)},
-                timeout=HANG_S,
-            )
+            done = _door(home, *door)
             assert (done.returncode, done.stderr) == (
                 2,
                 f"tether: STORAGE_UNAVAILABLE: {home}/{written} could not be written (Read-only file "
                 "system); free space there, or make it writable\n",
             ), door
-        ran = subprocess.run(
-            [TETHER, "exec", "--", "echo", "ran"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "TETHER_HOME": str(home)},
-            timeout=HANG_S,
-        )
+        ran = _door(home, "exec", "--", "echo", "ran")
         assert (ran.returncode, ran.stdout) == (0, "ran\n"), ran.stderr
     finally:
         subprocess.run(["umount", str(home)], check=False)
