@@ -95,11 +95,10 @@ async def _run(
     if isinstance(failed, BrokenPipeError):
         return _EXIT_BROKEN_PIPE
     if failed is not None:
-        error = StorageError if failed.errno in STORAGE_ERRNOS else TetherError
-        raise error(
+        raise TetherError(
             f"the command's output could not be written ({failed.strerror}), so it was stopped; "
             "free space where its output goes, or send it elsewhere",
-            code=None if error is StorageError else "UNAVAILABLE",
+            code=StorageError.code if failed.errno in STORAGE_ERRNOS else "UNAVAILABLE",
         )
     # Everything was shown live (any gap was announced as it happened), so only the closing
     # markers are left to say; a truncation note about the in-memory tail would be misleading.
