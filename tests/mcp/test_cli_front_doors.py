@@ -265,6 +265,37 @@ def test_serve_that_cannot_listen_names_the_setting_to_change(tether_home: Path)
     ), done.stderr
 
 
+@pytest.mark.parametrize("value", ["", "http://box.lan", "box.lan:8765", "box lan", "*", "box.lan/mcp"])
+def test_serve_refuses_an_allowed_host_no_client_can_send(tether_home: Path, value: str) -> None:
+    # Each was accepted and matched nothing; with 0.0.0.0 the first became the banner's URL.
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    done = subprocess.run(
+        [TETHER, "serve", "--port", "0", "--allowed-host", value],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"tether: INVALID_ARGUMENT: --allowed-host {value!r} is not a host name a client can send; give "
+        "a name such as box.lan or an address such as 192.168.1.5 (no scheme, port, path or wildcard)\n",
+    )
+
+
+def test_allowed_hosts_are_spelled_as_a_host_header_carries_them() -> None:
+    from tether.mcp.http import host_name
+
+    assert [host_name(v) for v in ("Box.LAN.", "fe80::1", "[::1]", "10.0.0.5", "a-.lan", "x_y")] == [
+        "box.lan",
+        "[fe80::1]",
+        "[::1]",
+        "10.0.0.5",
+        None,
+        None,
+    ]
+
+
 def test_serve_on_a_remote_host_warns(tether_home: Path) -> None:
     env = {**os.environ, "TETHER_HOME": str(tether_home)}
     argv = [

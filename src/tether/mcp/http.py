@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -49,6 +50,23 @@ MCP_PATH: Final = "/mcp"
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]", "::1")
 
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+_DNS_NAME: Final = re.compile(
+    r"(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*"
+)
+
+
+def host_name(value: str) -> str | None:
+    """``value`` as a ``Host`` a client may send, without its port: a DNS name (lowercased) or an
+    IP address (IPv6 in brackets, as ``Host`` carries it); None when it is neither (a scheme, a
+    port, a path, a wildcard or a space can never match a ``Host``)."""
+    name = value.strip().lower().removesuffix(".")
+    try:
+        ip = ipaddress.ip_address(name[1:-1] if name.startswith("[") and name.endswith("]") else name)
+    except ValueError:
+        return name if _DNS_NAME.fullmatch(name) else None
+    return f"[{ip}]" if ip.version == 6 else str(ip)
 
 
 def is_loopback(host: str) -> bool:

@@ -31,7 +31,7 @@ import uvicorn
 from tether.cli.client_configs import Endpoint, banner_text, explicit_env, tether_command
 from tether.config import Config, ensure_home, load_config, resolve_home
 from tether.errors import UsageError
-from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, is_loopback
+from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, host_name, is_loopback
 from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor, settle_heap
 from tether.mcp.token import load_or_create_token
@@ -206,6 +206,15 @@ def run(args: argparse.Namespace) -> int:
             f"{host_from} {host} is not a loopback address; binding it exposes a shell to the network. "
             "Add --allow-remote if that is what you want"
         )
+    allowed = []
+    for value in args.allowed_host:
+        name = host_name(value)
+        if name is None:
+            raise UsageError(
+                f"--allowed-host {value!r} is not a host name a client can send; give a name such as "
+                "box.lan or an address such as 192.168.1.5 (no scheme, port, path or wildcard)"
+            )
+        allowed.append(name)
     configure_logging(home, "serve")
     if not is_loopback(host):
         print(
@@ -215,7 +224,6 @@ def run(args: argparse.Namespace) -> int:
     token = load_or_create_token(home)
     sock = _bind(host, port, host_from=host_from, port_from=port_from)
     bound_port = sock.getsockname()[1]
-    allowed = list(args.allowed_host)
     if host in ("0.0.0.0", "::"):
         # A wildcard address is not something a client can dial: advertise a name that reaches us
         # (and accept it as a Host), the first --allowed-host or else this machine's name.
