@@ -52,6 +52,10 @@ async def test_a_jobs_whole_life_through_the_tools(tether_home: Path) -> None:
 
         listed = await client.call_tool("job_list", {})
         assert job_id in text_of(listed) and "running" in text_of(listed)
+        filtered = await client.call_tool("job_list", {"status": "running"})  # it takes nothing
+        assert filtered.is_error and text_of(filtered).endswith(
+            "unknown field 'status' (this tool takes an empty object {})"
+        ), text_of(filtered)  # it said "(allowed fields: )"
 
         first = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
         assert first.structured_content is not None

@@ -61,7 +61,8 @@ def _describe(error: Any, allowed: str) -> str:
     field = ".".join(str(part) for part in error.get("loc", ())) or "(arguments)"
     kind = error.get("type", "")
     if kind == "extra_forbidden":
-        return f"unknown field {field!r} (allowed fields: {allowed})"
+        takes = f"allowed fields: {allowed}" if allowed else "this tool takes an empty object {}"
+        return f"unknown field {field!r} ({takes})"
     if kind == "missing":
         return f"field {field!r} is required"
     message = str(error.get("msg", "is invalid"))
