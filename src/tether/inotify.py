@@ -10,6 +10,7 @@ holders' close watch (``store.close_watch``).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import struct
 from pathlib import Path
@@ -23,6 +24,10 @@ IN_ONLYDIR: Final = 0x01000000
 _IN_NONBLOCK: Final = 0o4000
 _IN_CLOEXEC: Final = 0o2000000
 _EVENT: Final = struct.Struct("iIII")
+
+# What ``open_watch`` fails with when the user (or the process) has no inotify instance or watch
+# left: a condition of the machine, with a fix (``limits_hint``), not a bug.
+EXHAUSTED: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC})
 
 _libc = ctypes.CDLL(None, use_errno=True)  # the C library this interpreter already runs on (no ldconfig)
 _libc.inotify_init1.argtypes = [ctypes.c_int]
@@ -68,3 +73,18 @@ def changed(fd: int, mask: int) -> tuple[set[bytes], bool]:
             elif event_mask & mask and raw:
                 names.add(raw)
     return names, lost
+
+
+def limits_hint() -> str:
+    """How to give this user more inotify instances and watches, with the limits now."""
+    now = []
+    for name in ("max_user_instances", "max_user_watches"):
+        try:
+            value = Path(f"/proc/sys/fs/inotify/{name}").read_text(encoding="ascii").strip()
+        except OSError:
+            value = "?"
+        now.append(f"fs.inotify.{name} = {value}")
+    return (
+        f"raise the limits ({', '.join(now)}; e.g. sysctl -w fs.inotify.max_user_instances=512), "
+        "or end other programs that watch files"
+    )

@@ -389,3 +389,26 @@ async def test_a_write_the_file_system_refuses_is_one_clear_error_and_then_works
     finally:
         await catalog.aclose()
         await anyio.run_process(["umount", "-l", str(rc)], check=False)
+
+
+async def test_no_inotify_instance_left_is_one_clear_error_and_the_rest_serves(tether_home: Path) -> None:
+    """A user whose inotify instances are all in use (128 by default, shared by every program that
+    watches files): the shell tools were an internal error with a traceback. Here the server runs
+    in a user namespace of its own whose limit is 0."""
+    script = 'echo 0 > /proc/sys/user/max_inotify_instances && exec "$0" mcp'
+    env = {
+        "TETHER_HOME": str(tether_home),
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+    }
+    server = StdioServerParameters(
+        command="unshare", args=["--user", "--map-root-user", "sh", "-c", script, TETHER], env=env
+    )
+    async with Client(server) as client:
+        refused = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        assert refused.is_error and text_of(refused).startswith(
+            f"SESSION_ERROR: persistent shells need an inotify watch on {tether_home}/logs, and none is "
+            "left (Too many open files): raise the limits (fs.inotify.max_user_instances = "
+        ), text_of(refused)
+        done = await client.call_tool("bash", {"command": "echo still-serving", "description": "d"})
+        assert text_of(done) == "still-serving"

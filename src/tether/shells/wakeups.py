@@ -16,6 +16,7 @@ from pathlib import Path
 from tether import inotify
 from tether.shells.logs import data_start, enforce_cap, log_path, log_size
 from tether.shells.timing import OutputClock
+from tether.shells.tmux.control import SessionError
 
 _WRITES = inotify.IN_MODIFY | inotify.IN_CREATE
 
@@ -36,7 +37,15 @@ class LogWatcher:
         if self._fd >= 0:
             return
         self.logs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = self._fd = inotify.open_watch(self.logs_dir, _WRITES)
+        try:
+            fd = self._fd = inotify.open_watch(self.logs_dir, _WRITES)
+        except OSError as exc:
+            if exc.errno not in inotify.EXHAUSTED:
+                raise
+            raise SessionError(
+                f"persistent shells need an inotify watch on {self.logs_dir}, and none is left "
+                f"({os.strerror(exc.errno)}): {inotify.limits_hint()}; then call again"
+            ) from exc
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(fd, self._on_readable)
         self.clock.start(self._loop)

@@ -87,7 +87,7 @@ def _open_watch(directory: Path) -> int | None:
     try:
         return inotify.open_watch(directory, inotify.IN_CLOSE_WRITE | inotify.IN_ONLYDIR)
     except OSError as exc:
-        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOSYS):
+        if exc.errno in inotify.EXHAUSTED or exc.errno == errno.ENOSYS:
             # No inotify instance or watch left (ENOSPC: max_user_watches reached).
             logger.warning("inotify unavailable (%s); lock waits fall back to back-off", exc.strerror)
             return None
