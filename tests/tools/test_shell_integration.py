@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 from shell_harness import TETHER, call, open_shell, read, run, send, shell_client, text_of, tmux
@@ -412,3 +413,19 @@ async def test_no_inotify_instance_left_is_one_clear_error_and_the_rest_serves(t
         ), text_of(refused)
         done = await client.call_tool("bash", {"command": "echo still-serving", "description": "d"})
         assert text_of(done) == "still-serving"
+        # Each refused call released what it had opened (it leaked a database connection).
+        counts = []
+        for _ in range(3):
+            for _ in range(10):
+                await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+            counts.append(_server_descriptors(tether_home))
+        assert counts[0] == counts[1] == counts[2], counts
+
+
+def _server_descriptors(home: Path) -> int:
+    """Open descriptors of the ``tether mcp`` serving ``home`` (parallel tests run others)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["cmdline"][-1:] == ["mcp"] and proc.environ().get("TETHER_HOME") == str(home):
+                return int(proc.num_fds())
+    raise AssertionError(f"no tether mcp serves {home}")

@@ -103,8 +103,16 @@ class Shells:
         if found is None or found._closed or found._loop is not loop:
             found = cls(config)
             found._loop = loop
-            for host in found.hosts.values():
-                host.start()
+            try:
+                for host in found.hosts.values():
+                    host.start()
+            except BaseException:
+                # Not kept, so not closed later: release now what it opened (nothing of its hosts
+                # runs yet but the watchers that did start), or each failed call leaks descriptors.
+                for host in found.hosts.values():
+                    host.watcher.close()
+                found.store.close()
+                raise
             from tether.shells.idle import sweep_forever
 
             found._sweeper = loop.create_task(sweep_forever(found))
