@@ -426,6 +426,7 @@ def _server_descriptors(home: Path) -> int:
     """Open descriptors of the ``tether mcp`` serving ``home`` (parallel tests run others)."""
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            if proc.info["cmdline"][-1:] == ["mcp"] and proc.environ().get("TETHER_HOME") == str(home):
+            serving = (proc.info["cmdline"] or [])[-1:] == ["mcp"]
+            if serving and proc.environ().get("TETHER_HOME") == str(home):
                 return int(proc.num_fds())
     raise AssertionError(f"no tether mcp serves {home}")
