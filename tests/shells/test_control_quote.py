@@ -30,7 +30,7 @@ CASES = [
 async def test_an_argument_arrives_exact_quoted_afresh_or_from_the_cache(
     tether_home: Path, text: str
 ) -> None:
-    client = ControlClient(tether_home / "tmux.sock")
+    client = ControlClient(tether_home / "tmux.sock", gate=tether_home / "tmux.gate")
     saved = tether_home / "buffer"
     try:
         for _ in range(2):  # the second time, a short argument's quoting comes from the cache

@@ -40,7 +40,7 @@ async def kill_and_wait_ended(client: ControlClient, pid: int) -> None:
 
 async def test_an_ended_server_is_reaped_on_restart_and_on_close(tether_home: Path) -> None:
     assert become_subreaper()
-    client = ControlClient(tether_home / "tmux.sock")
+    client = ControlClient(tether_home / "tmux.sock", gate=tether_home / "tmux.gate")
     try:
         first = await server_pid(client)
         await kill_and_wait_ended(client, first)

@@ -16,8 +16,8 @@ The face (everything a layer above may use; nothing reaches past it)::
                                  GuardBlockedError, call notes (collecting), Guard
     ids                          is_shell_id, check_shell_id
     people's terminals           session_exists · attach_argv · prepare_attach · first_paint ·
-                                 terminal_clients · window_size · restore_size · mark_user_input ·
-                                 user_input_stamp
+                                 terminal_clients · terminal_ending · window_size · restore_size ·
+                                 mark_user_input · user_input_stamp
     exports                      command_output (a log range as text) · asciicast (a recording)
 
 Invariant: tools, the panel and the CLI translate requests into these calls and outcomes into
@@ -52,6 +52,7 @@ from tether.shells.people import (
     restore_size,
     session_exists,
     terminal_clients,
+    terminal_ending,
     user_input_stamp,
     window_size,
 )
@@ -254,6 +255,7 @@ __all__ = [
     "shell_state_rows",
     "steps",
     "terminal_clients",
+    "terminal_ending",
     "timeline",
     "user_input_stamp",
     "window_size",

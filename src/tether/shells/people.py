@@ -11,9 +11,12 @@ the commands come from ``tmux.commands`` only.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
-from tether.errors import NotFoundError
+from tether.errors import NotFoundError, TetherError
 from tether.shells.domain import Shells
 from tether.shells.ids import check_shell_id
 from tether.shells.tmux import commands
@@ -80,6 +83,30 @@ async def terminal_clients(shells: Shells, shell_id: str) -> int:
     except SessionError:
         return 0
     return sum(1 for line in out if line.strip() == "0")
+
+
+@contextlib.asynccontextmanager
+async def terminal_ending(shells: Shells, shell_id: str) -> AsyncIterator[None]:
+    """Around the end of a person's terminal client of the shell: tmux tells every control client
+    that it left, which must not meet one still connecting (``tmux.gate``), so the gate is held
+    until tmux no longer counts the client (at most ``ENDING_WAIT_S``)."""
+    host = shells.host_of(check_shell_id(shell_id))
+
+    async def count() -> int:
+        try:
+            return await terminal_clients(shells, shell_id)
+        except TetherError:  # the host unreachable: nothing to wait for there
+            return 0
+
+    async with host.control.gate.shared():
+        before = await count()
+        yield
+        deadline = time.monotonic() + ENDING_WAIT_S
+        while before and await count() >= before and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+
+
+ENDING_WAIT_S = 1.0
 
 
 async def window_size(shells: Shells, shell_id: str) -> tuple[int, int]:

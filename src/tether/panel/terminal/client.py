@@ -31,7 +31,14 @@ import anyio
 from anyio.abc import Process
 
 from tether.errors import TetherError
-from tether.shells import Shells, attach_argv, check_shell_id, prepare_attach, restore_size
+from tether.shells import (
+    Shells,
+    attach_argv,
+    check_shell_id,
+    prepare_attach,
+    restore_size,
+    terminal_ending,
+)
 
 _READ_CHUNK = 64 * 1024
 _EXIT_GRACE_S = 2.0
@@ -136,17 +143,19 @@ class PanelTerminal:
 
     async def aclose(self) -> None:
         """Detach (hang up the PTY), reap the client, and restore the window size if unwatched."""
-        if not self._closed:
-            self._closed = True
-            anyio.notify_closing(self._master)
-            os.close(self._master)
         with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(_EXIT_GRACE_S):
-                await self._process.wait()
-            if self._process.returncode is None:
-                with suppress(ProcessLookupError):
-                    os.kill(self._process.pid, signal.SIGKILL)
-                await self._process.wait()
+            # tmux tells its control clients that this one left: not while one connects.
+            async with terminal_ending(self.shells, self.shell_id):
+                if not self._closed:
+                    self._closed = True
+                    anyio.notify_closing(self._master)
+                    os.close(self._master)
+                with anyio.move_on_after(_EXIT_GRACE_S):
+                    await self._process.wait()
+                if self._process.returncode is None:
+                    with suppress(ProcessLookupError):
+                        os.kill(self._process.pid, signal.SIGKILL)
+                    await self._process.wait()
             # The shell (or the whole tmux server) may be gone by now; nothing to restore then.
             with suppress(TetherError):
                 await restore_size(self.shells, self.shell_id)

@@ -60,7 +60,9 @@ class LocalHost(ShellHost):
         self.socket = self.home / "tmux.sock"
         self.logs_dir = self.home / "logs"
         self.rc_dir = self.home / "rc"
-        self.control = ControlClient(self.socket, env=server_environment(config))
+        self.control = ControlClient(
+            self.socket, gate=self.home / "tmux.gate", env=server_environment(config)
+        )
         self.watcher = LogWatcher(self.logs_dir, cap=config.sessions.log_max_bytes)
         self.shell = config.sessions.shell or "bash"
         self.confined = ConfinedPanes(self.home)

@@ -175,6 +175,10 @@ def list_clients() -> Cmd:
     )
 
 
+def list_client_pids() -> Cmd:
+    return ("list-clients", "-F", "#{client_pid}")
+
+
 def parse_clients(lines: Sequence[str]) -> dict[str, float]:
     """``list_clients`` lines: the latest keystroke time (epoch s) per session among attached
     non-control clients."""

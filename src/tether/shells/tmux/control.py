@@ -28,6 +28,10 @@ The client ends with this process, however it ends: the kernel kills it when its
 tmux hands a client's stdin to the server, which ends the client once it reads the EOF there (on
 a loaded machine it once did not within a minute), and a client told to end asks the server too.
 
+Every process of one tmux server takes its ``Gate`` around connecting, around commands that make
+tmux notify every control client, and around ending its client (``gate``: tmux before 3.7 crashes
+when one of those notifications meets a control client still identifying itself).
+
 The tmux server daemonizes away from the client that started it; when tether is the subreaper
 (``process.tree``) the orphan is handed to us, so its end leaves a zombie of ours. The client learns
 the server's pid with its first command and collects that zombie (``reap_adopted``) where the end
@@ -50,6 +54,7 @@ from tether.errors import TetherError
 from tether.process.env import scrub_environment
 from tether.process.tree import end_child, reap_adopted
 from tether.shells.tmux import commands
+from tether.shells.tmux.gate import Gate, Held, notifies
 
 logger = logging.getLogger(__name__)
 
@@ -112,8 +117,9 @@ def command_line(args: tuple[str, ...] | list[str]) -> str:
 class ControlClient:
     """A lazily (re)started ``tmux -S SOCKET -C new-session -A -s tether-hub`` child."""
 
-    def __init__(self, socket: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, socket: Path, *, gate: Path, env: dict[str, str] | None = None) -> None:
         self.socket = socket
+        self.gate = Gate(gate)
         # The environment a tmux server started by this client (and so every shell) inherits:
         # never the raw process environment, whose credentials shells would read in
         # /proc/$PPID/environ of the server.
@@ -148,9 +154,11 @@ class ControlClient:
             stale = self._proc
             if stale is not None and stale.returncode is None:
                 # Its reader ended (tmux said %exit) but the child lingers: end it before replacing it.
-                with contextlib.suppress(ProcessLookupError):
-                    stale.kill()
-                await stale.wait()
+                async with self.gate.shared():
+                    with contextlib.suppress(ProcessLookupError):
+                        stale.kill()
+                    await stale.wait()
+                    await self._dropped(stale.pid)
             self._reap_server()
             if len(os.fsencode(self.socket)) > SOCKET_PATH_MAX:
                 raise SessionError(
@@ -158,18 +166,30 @@ class ControlClient:
                     f"a unix socket's path holds at most {SOCKET_PATH_MAX}: set TETHER_HOME to a shorter "
                     "path (persistent shells keep their tmux server's socket in it)"
                 )
+            await self._before_spawn()
+            # Exclusive until tmux answers the first command: no process of this server makes
+            # tmux notify its control clients while this one identifies itself (see ``gate``).
+            held = await self.gate.acquire(exclusive=True)
             try:
                 proc = await self._spawn()
             except FileNotFoundError as exc:
+                held.release()
                 raise SessionError(
                     "tmux is not installed (persistent shells need tmux ≥ 3.2 on PATH)"
                 ) from exc
+            except BaseException:
+                held.release()
+                raise
             self._proc = proc
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
             # Written in the same flush as the caller's first command: no extra round trip.
             (fut,) = self._queue(proc, command_line(commands.server_pid()).encode() + b"\n", 1)
             fut.add_done_callback(self._got_server_pid)
+            fut.add_done_callback(functools.partial(_release, held))
             return proc
+
+    async def _before_spawn(self) -> None:
+        """What must be ready before a client is spawned (nothing here; a remote host's connection)."""
 
     def _got_server_pid(self, fut: asyncio.Future[list[str]]) -> None:
         if fut.cancelled() or fut.exception() is not None:
@@ -256,14 +276,16 @@ class ControlClient:
 
         A command written to a client whose server had just gone (its reader had not seen the end
         yet) is sent once more to a fresh client, which starts a new server."""
+        notifying = notifies([args])
         for attempt in (0, 1):
             proc = await self._ensure()
-            (fut,) = self._queue(proc, command_line(args).encode("utf-8") + b"\n", 1)
-            try:
-                return await fut
-            except ClientEnded:
-                if attempt:
-                    raise
+            async with self.gate.shared(notifying):
+                (fut,) = self._queue(proc, command_line(args).encode("utf-8") + b"\n", 1)
+                try:
+                    return await fut
+                except ClientEnded:
+                    if attempt:
+                        raise
         raise AssertionError("unreachable")
 
     async def run_shared(self, *args: str) -> list[str]:
@@ -295,12 +317,14 @@ class ControlClient:
         once more to a fresh client if none of them was answered before the old one ended.
         ``now``: written before this first waits (with whatever was queued before them)."""
         data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
+        notifying = notifies(commands)
         for attempt in (0, 1):
             proc = await self._ensure()
-            futs = self._queue(proc, data, len(commands))
-            if now:
-                self._flush()
-            results = await asyncio.gather(*futs, return_exceptions=True)
+            async with self.gate.shared(notifying):
+                futs = self._queue(proc, data, len(commands))
+                if now:
+                    self._flush()
+                results = await asyncio.gather(*futs, return_exceptions=True)
             if attempt == 0 and results and all(isinstance(r, ClientEnded) for r in results):
                 continue
             for r in results:
@@ -314,11 +338,45 @@ class ControlClient:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        await end_child(proc)
-        if self._reader is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await self._reader
+        # tmux tells every control client that this one left: not while another identifies.
+        async with self.gate.shared():
+            await end_child(proc)
+            if self._reader is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await self._reader
+            await self._dropped(proc.pid)
         self._reap_server()
+
+    async def _dropped(self, pid: int) -> None:
+        """Return once the server no longer lists the client ``pid`` (it has told the others it
+        left), asking with a plain command client, which is never notified of anything; at most
+        ``DROP_WAIT_S``, and at once when no server answers."""
+        deadline = asyncio.get_running_loop().time() + DROP_WAIT_S
+        argv = commands.client_argv(self.socket, commands.list_client_pids())
+        while True:
+            try:
+                child = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.DEVNULL,
+                    env=self.env,
+                )
+            except OSError:
+                return
+            out, _ = await child.communicate()
+            if child.returncode != 0 or str(pid) not in out.decode("ascii", "replace").split():
+                return
+            if asyncio.get_running_loop().time() >= deadline:
+                return
+            await asyncio.sleep(0.005)
+
+
+DROP_WAIT_S = 1.0
+
+
+def _release(held: Held, _done: object) -> None:
+    held.release()
 
 
 @functools.cache

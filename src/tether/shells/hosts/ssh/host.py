@@ -66,10 +66,13 @@ class SshControlClient(ControlClient):
     """The control client of a remote tmux server: ``tmux -C`` on the host, over ssh. tmux
     there is started by it (umask 077: every file the server or this client writes is 0600)."""
 
-    def __init__(self, host: SshHost) -> None:
-        super().__init__(Path(host.section.tether_home) / "tmux.sock")
+    def __init__(self, host: SshHost, *, gate: Path) -> None:
+        super().__init__(Path(host.section.tether_home) / "tmux.sock", gate=gate)
         self._host = host
         self._closing = False
+
+    async def _before_spawn(self) -> None:
+        await self._host.connection()
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         await self._host.connection()
@@ -89,6 +92,9 @@ class SshControlClient(ControlClient):
     def _reap_server(self) -> None:
         """The server runs on the other machine: nothing of ours to collect."""
 
+    async def _dropped(self, pid: int) -> None:
+        """The client's pid there is not known here: the gate is held while it ends, no longer."""
+
     async def close(self) -> None:
         self._closing = True
         await super().close()
@@ -107,7 +113,8 @@ class SshHost(RemoteQuestions, ShellHost):
             private.mkdir(mode=0o700, exist_ok=True)
         self.logs_dir = home / "hosts" / section.name / "logs"
         self.conn = SshConnection(section, home)
-        self.control = SshControlClient(self)
+        # The gate is this machine's: every tether process of this home that reaches the host.
+        self.control = SshControlClient(self, gate=home / "hosts" / section.name / "tmux.gate")
         self.watcher = LogWatcher(self.logs_dir, cap=config.sessions.log_max_bytes)
         self.sh = RemoteShell(where=self.conn.where, spawn=self._spawn_sh, ended=self.channel_ended)
         self.mirror = LogMirror(
