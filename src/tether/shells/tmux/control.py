@@ -12,6 +12,9 @@ credential-scrubbed environment, so shells never inherit the server process's se
 The client attaches to a hidden hub session holding one idle pane, so it receives no ``%output``
 for any shell; pane output reaches tether through ``pipe-pane`` logs (see ``logs``). If tmux or the
 client dies, pending commands fail with ``SessionError`` and the next command starts a new client.
+A client that answers nothing for ``ANSWER_S`` while commands wait (its server stopped, a remote
+host's network gone silent) is ended the same way, with an error that says so: no call waits on
+tmux for ever.
 
 Commands issued during one event-loop iteration leave in one pipe write, on the next iteration
 (``_flush``): every write to tmux's stdin wakes the server, and on a busy machine the writer pays
@@ -133,6 +136,10 @@ class ControlClient:
         self._out_proc: asyncio.subprocess.Process | None = None
         self._shared: dict[str, asyncio.Future[list[str]]] = {}
         self._server_pid = 0  # the tmux server this client talks to (0 = not known yet)
+        # The watchdog: replies read so far, and whether this client was ended for not answering.
+        self._answered = 0
+        self._watch: asyncio.TimerHandle | None = None
+        self._wedged = False
 
     async def _ensure(self) -> asyncio.subprocess.Process:
         proc = self._proc
@@ -181,6 +188,7 @@ class ControlClient:
                 held.release()
                 raise
             self._proc = proc
+            self._wedged = False
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
             # Written in the same flush as the caller's first command: no extra round trip.
             (fut,) = self._queue(proc, command_line(commands.server_pid()).encode() + b"\n", 1)
@@ -232,6 +240,7 @@ class ControlClient:
                 if line.startswith(("%end ", "%error ")):
                     failed = line.startswith("%error ")
                     if mine and self._pending:
+                        self._answered += 1
                         fut = self._pending.popleft()
                         if not fut.done():
                             if failed:
@@ -245,8 +254,42 @@ class ControlClient:
             while self._pending:
                 fut = self._pending.popleft()
                 if not fut.done():
-                    fut.set_exception(ClientEnded("the tmux control client ended (is the tmux server gone?)"))
+                    fut.set_exception(
+                        self._unanswered()
+                        if self._wedged
+                        else ClientEnded("the tmux control client ended (is the tmux server gone?)")
+                    )
             self._reap_server()
+
+    def _unanswered(self) -> TetherError:
+        """The error of commands a client was ended for not answering (not retried: a new client
+        of a stopped server would wait as long again)."""
+        return SessionError(
+            f"tmux did not answer within {ANSWER_S:g} s (is its server stopped, or this machine "
+            "overloaded?); the command may or may not have run, and the next call starts a new client"
+        )
+
+    def _arm(self, proc: asyncio.subprocess.Process) -> None:
+        """Watch the commands now waiting: no reply at all within ``ANSWER_S`` ends the client."""
+        if self._watch is None and self._pending:
+            self._watch = asyncio.get_running_loop().call_later(ANSWER_S, self._check, proc, self._answered)
+
+    def _check(self, proc: asyncio.subprocess.Process, answered: int) -> None:
+        self._watch = None
+        if proc is not self._proc or proc.returncode is not None or not self._pending:
+            return
+        if self._answered == answered:
+            logger.warning("tmux did not answer within %g s; ending its control client", ANSWER_S)
+            self._wedged = True
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            # Its output does not end with it while the server lives: tmux writes a control
+            # client's output itself, through the descriptor the client handed it. So its reader
+            # is stopped here, failing every waiting command with ``_unanswered``.
+            if self._reader is not None:
+                self._reader.cancel()
+            return
+        self._arm(proc)
 
     def _queue(
         self, proc: asyncio.subprocess.Process, data: bytes, count: int
@@ -261,6 +304,7 @@ class ControlClient:
         futs: list[asyncio.Future[list[str]]] = [loop.create_future() for _ in range(count)]
         self._pending.extend(futs)
         self._out.append(data)
+        self._arm(proc)
         return futs
 
     def _flush(self) -> None:
@@ -373,6 +417,7 @@ class ControlClient:
 
 
 DROP_WAIT_S = 1.0
+ANSWER_S = 15.0  # no reply at all for this long while commands wait: the client is wedged
 
 
 def _release(held: Held, _done: object) -> None:

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from tether.config import Config, HostSection, ensure_home
+from tether.errors import TetherError
 from tether.shells.host import ShellHost, ShellStart
 from tether.shells.hosts.ssh.conn import (
     ConnectionLost,
@@ -48,7 +49,7 @@ from tether.shells.safety import call_notes
 from tether.shells.safety.call_notes import CallNotes
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
-from tether.shells.tmux.control import ClientEnded, ControlClient, SessionError
+from tether.shells.tmux.control import ANSWER_S, ClientEnded, ControlClient, SessionError
 from tether.shells.wakeups import LogWatcher
 
 logger = logging.getLogger(__name__)
@@ -94,6 +95,13 @@ class SshControlClient(ControlClient):
 
     async def _dropped(self, pid: int) -> None:
         """The client's pid there is not known here: the gate is held while it ends, no longer."""
+
+    def _unanswered(self) -> TetherError:
+        return ConnectionLost(
+            f"{self._host.conn.where}: tmux there did not answer within {ANSWER_S:g} s (the network "
+            "stopped answering, or its tmux server is stopped); the command may or may not have run, "
+            "and the next call starts a new channel"
+        )
 
     async def close(self) -> None:
         self._closing = True
