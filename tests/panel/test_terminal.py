@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -21,6 +22,7 @@ from tether.shells import (
     user_input_stamp,
     window_size,
 )
+from tether.shells.tmux.gate import Gate
 
 SHELL = "dsh-t3st01"
 
@@ -133,3 +135,22 @@ async def test_bad_and_missing_shell_ids(shell: str, home_shells: Shells) -> Non
         await PanelTerminal.open(shells=home_shells, shell_id="dsh-x;kill-server", cols=80, rows=24)
     with pytest.raises(NotFoundError):
         await PanelTerminal.open(shells=home_shells, shell_id="dsh-nope00", cols=80, rows=24)
+
+
+async def test_a_connect_waits_until_tmux_has_dropped_a_leaving_terminal(
+    tether_home: Path, shell: str, home_shells: Shells
+) -> None:
+    """tmux ≤ 3.6 tells every control client that a terminal left, and dies if one of them is
+    still connecting (``tether.shells.tmux.gate``): while a person's terminal ends, a control
+    client of another process may connect only once tmux no longer counts the terminal."""
+    term = await PanelTerminal.open(shells=home_shells, shell_id=shell, cols=90, rows=25)
+    await _read_until(term, b"bash-", bytearray())
+    assert await terminal_clients(home_shells, shell) == 1
+    closing = asyncio.ensure_future(term.aclose())
+    await asyncio.sleep(0)  # the terminal's end has taken the gate
+    held = await asyncio.wait_for(Gate(tether_home / "tmux.gate").acquire(exclusive=True), HANG_S)
+    try:
+        assert await terminal_clients(home_shells, shell) == 0
+    finally:
+        held.release()
+    await asyncio.wait_for(closing, HANG_S)
