@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from tether.shells.tmux import gate as gate_module
+from tether.shells.tmux.commands import notifies
 from tether.shells.tmux.control import ControlClient
-from tether.shells.tmux.gate import Gate, notifies
+from tether.shells.tmux.gate import Gate
 
 
 def alive(pid: int) -> bool:

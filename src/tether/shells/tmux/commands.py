@@ -10,7 +10,7 @@ embedded (``ids.check_shell_id``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -327,3 +327,35 @@ def client_argv(socket: Path, cmd: Cmd) -> list[str]:
 
 def sh_quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
+
+
+# tmux commands after which the server may write a notification to every control client, even
+# to one still identifying: a session created or ended, a paste buffer set or deleted, a pane's
+# mode changed (``if-shell … send-keys -X cancel`` leaves copy mode), a window or pane replaced.
+NOTIFYING = frozenset(
+    {
+        "new-session",
+        "kill-session",
+        "kill-server",
+        "rename-session",
+        "new-window",
+        "kill-window",
+        "kill-pane",
+        "respawn-pane",
+        "select-window",
+        "set-buffer",
+        "delete-buffer",
+        "paste-buffer",
+        "load-buffer",
+        "copy-mode",
+        "if-shell",
+        "detach-client",
+        "switch-client",
+    }
+)
+
+
+def notifies(commands: Iterable[Sequence[str]]) -> bool:
+    """Whether any of these tmux commands may notify every control client (typing keys does
+    not; ``send-keys -X``, a copy-mode command, may end copy mode)."""
+    return any(cmd and (cmd[0] in NOTIFYING or (cmd[0] == "send-keys" and "-X" in cmd)) for cmd in commands)

@@ -57,7 +57,8 @@ from tether.errors import TetherError
 from tether.process.env import scrub_environment
 from tether.process.tree import end_child, reap_adopted
 from tether.shells.tmux import commands
-from tether.shells.tmux.gate import Gate, Held, notifies
+from tether.shells.tmux.commands import notifies
+from tether.shells.tmux.gate import Gate, Held
 
 logger = logging.getLogger(__name__)
 

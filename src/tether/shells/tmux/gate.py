@@ -15,11 +15,11 @@ shell calls), ``Gate``:
 
 - **exclusive** from spawning a control client until tmux answers its first command (tmux
   serves a client's commands only after its identification is complete);
-- **shared** around what notifies every control client — a command that creates or kills a
-  session, sets or deletes a paste buffer or leaves copy mode, held until its reply (tmux has
-  written the notifications by then: it drains them before it reads anything else) — and
-  around the end of a client that is attached (a control client, a person's terminal in the
-  panel), held until the server has dropped it (``client_gone``).
+- **shared** around what notifies every control client (``commands.notifies``) — a command
+  that creates or kills a session, sets or deletes a paste buffer or leaves copy mode, held until
+  its reply (tmux has written the notifications by then: it drains them before it reads anything
+  else) — and around the end of a client that is attached (a control client, a person's terminal
+  in the panel), held until the server has dropped it.
 
 Shared holders never wait for each other, so a shell call pays two ``flock`` calls; they wait
 only while another process connects. A holder that never lets go (a stopped process) is waited
@@ -38,44 +38,13 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 WAIT_S = 5.0
 _POLL_S = 0.002
-
-# tmux commands after which the server may write a notification to every control client, even
-# to one still identifying: a session created or ended, a paste buffer set or deleted, a pane's
-# mode changed (``if-shell … send-keys -X cancel`` leaves copy mode), a window or pane replaced.
-NOTIFYING = frozenset(
-    {
-        "new-session",
-        "kill-session",
-        "kill-server",
-        "rename-session",
-        "new-window",
-        "kill-window",
-        "kill-pane",
-        "respawn-pane",
-        "select-window",
-        "set-buffer",
-        "delete-buffer",
-        "paste-buffer",
-        "load-buffer",
-        "copy-mode",
-        "if-shell",
-        "detach-client",
-        "switch-client",
-    }
-)
-
-
-def notifies(commands: Iterable[Sequence[str]]) -> bool:
-    """Whether any of these tmux commands may notify every control client (typing keys does
-    not; ``send-keys -X``, a copy-mode command, may end copy mode)."""
-    return any(cmd and (cmd[0] in NOTIFYING or (cmd[0] == "send-keys" and "-X" in cmd)) for cmd in commands)
 
 
 class Gate:
