@@ -281,3 +281,60 @@ def test_a_configured_system_writable_root_stops_the_server(tether_home: Path, h
     assert done.returncode == 2 and done.stdout == "", done
     assert "[sandbox].writable_roots entry '/etc/cron.d' can never be writable" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@contextlib.contextmanager
+def _removed(path: Path) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # never leave the host changed, even when the test fails
+
+
+@contextlib.contextmanager
+def tmux_server_in_host_tmp() -> Iterator[Path]:
+    """Another tmux server whose socket is in the host's /tmp (the sandbox's /tmp is private)."""
+    directory = Path(tempfile.mkdtemp(prefix="sbx-tt-", dir="/tmp"))
+    sock = directory / "s"
+    try:
+        subprocess.run(
+            ["tmux", "-S", str(sock), "new-session", "-d", "-s", "victim", "sleep 600"], check=True
+        )
+        yield sock
+    finally:
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
+        sock.unlink(missing_ok=True)
+        directory.rmdir()
+
+
+async def test_workdir_tmp_is_the_private_tmp_even_with_unix_sockets(tether_home: Path, home: Path) -> None:
+    # With allow_unix_sockets, workdir /tmp bound the host's /tmp over the private one and
+    # `tmux -S /tmp/x/s run-shell ...` ran a command outside the sandbox.
+    (tether_home / "config.toml").write_text("[sandbox]\nallow_unix_sockets = true\n")
+    name = f"tether-tmp-{secrets.token_hex(4)}"
+    probe = (
+        f"ls -A /tmp; pwd; tmux -S {{sock}} new-window 'sleep 601'; echo new=$?; "
+        f"echo x > ./{name}; echo wrote=$?"
+    )
+    with tmux_server_in_host_tmp() as sock, _removed(Path("/tmp", name)):
+        async with server(tether_home, home, "--sandbox") as client:
+            text, data = await bash(client, probe.format(sock=sock), workdir="/tmp")
+            opened = await client.call_tool(
+                "shell_open", {"tasks": [{"action": {"kind": "open", "cwd": "/tmp"}}]}
+            )
+            shell = (opened.structured_content or {})["tasks"][0]["shell"]
+            task = {
+                "target": {"sessions": shell},
+                "action": {"kind": "run", "command": probe.format(sock=sock)},
+                "wait": {"kind": "exit"},
+            }
+            ran = await client.call_tool("shell_run", {"tasks": [task]})
+            lines = "\n".join((ran.structured_content or {})["tasks"][0]["lines"])
+        windows = _windows(sock)
+    for out in (text, lines):
+        # Only what the sandbox masks there (TETHER_HOME, when it lies under /tmp) is in its /tmp.
+        assert "\n/tmp\n" in out and "new=1" in out and "wrote=0" in out, out
+        assert sock.parent.name not in out.split("error connecting")[0], out
+    assert len(windows) == 1  # nothing was opened in the other server
+    assert not _exists(f"/tmp/{name}")  # written in the private /tmp, gone with it
+    assert data["sandbox"]["denials"] == [], data

@@ -13,7 +13,9 @@ directory (``SYSTEM_DIRECTORIES``: files there run as the user outside the sandb
 file in ``/etc/cron.d`` is a root cron job) nor anything inside ``TETHER_HOME`` or a hidden path:
 ``build_policy`` refuses such a working directory (``RefusedError``; ``allow_host_write``, which a
 person grants, lifts the system-directory rule), and ``SandboxSettings.from_config`` refuses such a
-``writable_roots`` entry at start-up, since no call could ever honour it.
+``writable_roots`` entry at start-up, since no call could ever honour it. A working directory that
+is exactly ``/tmp`` is not a writable root at all: the command runs in the sandbox's private
+``/tmp``, and nothing of the host's ``/tmp`` is bound in.
 
 Permission modes, narrow → wide (``sandbox_permissions`` on the ``bash`` tool)::
 
@@ -53,6 +55,7 @@ PERMISSION_MODES: Final[tuple[PermissionMode, ...]] = (
     "require_escalated",
 )
 ESCALATIONS: Final = PERMISSION_MODES[1:]
+PRIVATE_TMP: Final = "/tmp"  # an empty tmpfs in every sandbox but allow_host_write's
 MODE_SUMMARIES: Final[dict[str, str]] = {
     "use_default": "read-only filesystem except the working directory and configured roots; no network",
     "allow_network": "as use_default, plus the host's network",
@@ -220,7 +223,7 @@ class SandboxPolicy:
 
     mode: PermissionMode
     cwd: str
-    writable_roots: tuple[str, ...]  # real paths; the working directory first
+    writable_roots: tuple[str, ...]  # real paths; the working directory first (unless PRIVATE_TMP)
     network: bool
     host_write: bool
     protected: tuple[str, ...]  # real paths kept read-only (existing or not)
@@ -247,7 +250,7 @@ class SandboxPolicy:
         return any(_under(path, p) for p in (*self.protected, *self.hidden))
 
     def summary(self) -> str:
-        roots = ", ".join(self.writable_roots)
+        roots = ", ".join(self.writable_roots) or f"the private {PRIVATE_TMP} only"
         writes = "everywhere except protected paths" if self.host_write else roots
         return f"{self.mode}: writable {writes}; network {'allowed' if self.network else 'off'}"
 
@@ -317,7 +320,12 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
     real_cwd = os.path.realpath(cwd)
     tether_home = os.path.realpath(home)
     hidden = tuple(os.path.realpath(p) for p in settings.hidden_paths)
-    roots = tuple(dict.fromkeys([real_cwd, *(os.path.realpath(r) for r in settings.writable_roots)]))
+    # /tmp is the sandbox's own (a private tmpfs): a command started in /tmp runs there, and
+    # nothing of the host's /tmp is bound in — its files, or another tmux server's socket, which
+    # allow_unix_sockets would make reachable.
+    private_tmp = real_cwd == PRIVATE_TMP and mode != "allow_host_write"
+    configured = (os.path.realpath(r) for r in settings.writable_roots)
+    roots = tuple(dict.fromkeys([*([] if private_tmp else [real_cwd]), *configured]))
     for root in roots:
         refusal = root_refusal(
             root, tether_home=tether_home, hidden=hidden, host_write=mode == "allow_host_write"
