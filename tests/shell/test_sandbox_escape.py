@@ -218,3 +218,16 @@ async def test_failed_lookups_are_filtered_and_a_late_denial_still_arrives(box: 
     result = await run(box.executor(), noisy)
     assert _kinds(result) == [("write", "/usr/tether-late")]
     assert _leftovers(box) == []
+
+
+async def test_the_trace_directory_is_read_only_and_the_trace_still_arrives(box: Box) -> None:
+    # It was bound writable: a command could store any amount in TETHER_HOME/sandbox, unreported.
+    result = await _attempt(
+        box,
+        "head -c 5M /dev/zero > /run/tether-sandbox/big; echo big=$?; mkdir /run/tether-sandbox/d; "
+        "echo dir=$?; ls -A /run/tether-sandbox; touch /usr/tether-after-trace",
+    )
+    assert result.stdout.text == "big=1\ndir=1\ntrace\n", render_shell_result(result)
+    kinds = _kinds(result)  # the tracer's FIFO works on the read-only mount: denials still arrive
+    assert ("write", "/run/tether-sandbox/big") in kinds and ("write", "/usr/tether-after-trace") in kinds
+    assert _leftovers(box) == []

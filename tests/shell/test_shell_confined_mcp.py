@@ -197,3 +197,20 @@ async def test_a_confined_shells_program_is_idle_once_it_waits(tether_home: Path
         assert answered["met"] is True and "done" in answered["lines"], answered
         assert (await typed(shell, "exit()", idle))["met"] is True
         assert (await _run(client, shell, "echo back"))["lines"] == ["back"]
+
+
+async def test_a_confined_shell_cannot_write_into_its_trace_directory(tether_home: Path, home: Path) -> None:
+    # The trace directory (TETHER_HOME/sandbox/shells/ID/trace-*) was bound writable.
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        out = await _run(
+            client,
+            shell,
+            "head -c 5M /dev/zero > /run/tether-sandbox/big; echo big=$?; ls -A /run/tether-sandbox; "
+            "touch /etc/tether-after-trace",
+        )
+        traces = sorted(p.name for p in (tether_home / "sandbox" / "shells").glob("*/trace-*/*"))
+    assert "big=1" in out["lines"] and "trace" in out["lines"], out
+    assert traces == ["trace"]  # the FIFO alone
+    denied = _denied(out)  # the tracer's FIFO still works on the read-only mount
+    assert ("write", "/run/tether-sandbox/big") in denied and ("write", "/etc/tether-after-trace") in denied
