@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from sandbox_mcp_harness import plant, server, tree
+from sandbox_mcp_harness import params, plant, server, tree
 
 from hang import HANG_MS
 
@@ -214,3 +214,24 @@ async def test_a_confined_shell_cannot_write_into_its_trace_directory(tether_hom
     assert traces == ["trace"]  # the FIFO alone
     denied = _denied(out)  # the tracer's FIFO still works on the read-only mount
     assert ("write", "/run/tether-sandbox/big") in denied and ("write", "/etc/tether-after-trace") in denied
+
+
+async def test_a_relative_cwd_is_stored_absolute_for_every_later_process(
+    tether_home: Path, home: Path
+) -> None:
+    # shell_open {"cwd": ".."} stored '..': a process started elsewhere that respawned the shell
+    # resolved it against its own working directory, a different writable root.
+    (home / "work").mkdir()
+    first = params(tether_home, home, "--sandbox").model_copy(update={"cwd": str(home / "work")})
+    async with Client(first) as client:
+        shell = await _open(client, cwd="..")
+        assert "v=" + str(home) in (await _run(client, shell, 'echo "v=$PWD"'))["lines"]
+    elsewhere = params(tether_home, home, "--sandbox").model_copy(update={"cwd": str(home / "tools" / "bin")})
+    async with Client(elsewhere) as client:
+        manage = {"target": {"sessions": shell}, "action": {"kind": "respawn"}}
+        respawned = (await client.call_tool("shell_manage", {"tasks": [manage]})).structured_content or {}
+        assert respawned["tasks"][0]["ok"], respawned
+        out = await _run(client, shell, 'echo "v=$PWD"; touch made-here; echo rc=$?')
+        await client.call_tool("shell_manage", {"tasks": [{**manage, "action": {"kind": "close"}}]})
+    assert "v=" + str(home) in out["lines"] and "rc=0" in out["lines"], out
+    assert (home / "made-here").exists() and not (home / "tools" / "made-here").exists()

@@ -303,9 +303,12 @@ class LocalHost(ShellHost):
 
 # A stat on this machine costs microseconds: no thread for it. ``os.path`` answers "no" for a name
 # the kernel refuses (too long, a NUL) and leaves ``~nosuchuser`` as it is; pathlib raises for both.
+# Absolute and normalised against this process's working directory: the directory is stored in the
+# shell's record, and another tether process (started elsewhere) restarts the shell from it — a
+# relative one would name a different directory there (for a confined shell, a different root).
 def _directory(path: str) -> str | None:
-    found = os.path.expanduser(path)
-    return str(Path(found)) if os.path.isdir(found) else None
+    found = os.path.abspath(os.path.expanduser(path))
+    return found if os.path.isdir(found) else None
 
 
 def _exists(path: str) -> bool:
