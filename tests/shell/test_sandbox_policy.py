@@ -424,3 +424,29 @@ def test_filter_refusals_are_recognised_from_what_programs_print() -> None:
         ("socket", "/var/tmp/other/s"),
         ("socket", "AF_UNIX"),
     ]
+
+
+def test_a_relative_path_without_a_directory_stays_relative(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = _policy(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)  # the server's own directory must never be used
+    trace = "\n".join(
+        [
+            '7 mkdir("q", 0777) = -1 EROFS (Read-only file system)',
+            '7 mkdir("mine", 0777) = -1 EACCES (Permission denied)',  # cannot be judged: dropped
+            '7 rename("a", "/etc/b") = -1 EROFS (Read-only file system)',
+            '7 openat(AT_FDCWD</etc>, "x", O_WRONLY|O_CREAT, 0666) = -1 EROFS (x)',
+        ]
+    )
+    found = [(d.kind, d.target, d.detail) for d in denials_from_trace(trace, policy)]
+    assert found == [
+        ("write", "q", "EROFS: relative to the directory the call ran in, which the trace does not show"),
+        ("write", "/etc/b", "EROFS: outside the writable roots"),
+        ("write", "/etc/x", "EROFS: outside the writable roots"),
+    ]
+    assert sandbox_path("q", policy) == ("q", "")
+    relative = denials_from_trace(trace.splitlines()[0], policy)
+    assert needed_mode(relative, policy) is None
+    hint = hint_for(relative, policy, SandboxSettings())
+    assert hint is not None and "sandbox_permissions" not in hint and "cannot be judged" in hint
