@@ -235,3 +235,17 @@ async def test_a_relative_cwd_is_stored_absolute_for_every_later_process(
         await client.call_tool("shell_manage", {"tasks": [{**manage, "action": {"kind": "close"}}]})
     assert "v=" + str(home) in out["lines"] and "rc=0" in out["lines"], out
     assert (home / "made-here").exists() and not (home / "tools" / "made-here").exists()
+
+
+async def test_tmux_socket_path_is_not_in_the_sandboxs_environment(tether_home: Path, home: Path) -> None:
+    # bubblewrap (the sandbox's pid 1) inherited the pane's TMUX and TMUX_PANE: tmux's socket path.
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        out = await _run(
+            client,
+            shell,
+            "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done | grep -c '^TMUX'; "
+            "echo pid1=$(wc -c < /proc/1/environ)",
+        )
+    assert out["lines"][:1] == ["0"] and out["lines"][1] != "pid1=0", out  # read, and nothing of tmux's
+    assert str(tether_home) not in "\n".join(out["lines"])
