@@ -249,3 +249,34 @@ async def test_tmux_socket_path_is_not_in_the_sandboxs_environment(tether_home: 
         )
     assert out["lines"][:1] == ["0"] and out["lines"][1] != "pid1=0", out  # read, and nothing of tmux's
     assert str(tether_home) not in "\n".join(out["lines"])
+
+
+async def test_a_file_wait_looks_at_the_path_as_the_confined_shell_sees_it(
+    tether_home: Path, home: Path
+) -> None:
+    # The wait was checked on the host: a file in the shell's private /tmp never met it, and a
+    # hidden path (TETHER_HOME/tether.db) that the shell cannot see met it (an existence oracle).
+    db = tether_home / "tether.db"
+    private = f"/tmp/tether-inside-{secrets.token_hex(4)}"
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        assert db.exists()
+        # An absolute link to the hidden file, in the shell's writable root, then into a subdirectory.
+        await _run(client, shell, f"ln -s {db} db-link; ln -s ../db-link chain; mkdir -p sub; cd sub")
+
+        async def met(path: str, command: str = "sleep 0.3") -> bool:
+            wait = {"kind": "file", "path": path, "timeoutMs": 2000}
+            task = {
+                "target": {"sessions": shell},
+                "action": {"kind": "run", "command": command},
+                "wait": wait,
+            }
+            result = await client.call_tool("shell_run", {"tasks": [task]})
+            return bool((result.structured_content or {})["tasks"][0]["met"])
+
+        made_inside = await met(private, f"sleep 0.2; touch {private}")
+        relative = await met("made-in-sub", "sleep 0.2; touch made-in-sub")  # the shell's cwd: sub
+        hidden = [await met(p) for p in (str(db), str(home / "db-link"), "../chain", "~/db-link")]
+        linked_in = await met("../sub/made-in-sub")  # a relative walk that stays inside
+    assert (made_inside, relative, linked_in, hidden) == (True, True, True, [False, False, False, False])
+    assert not _exists(private) and (home / "sub" / "made-in-sub").exists()

@@ -108,7 +108,10 @@ class LocalHost(ShellHost):
     async def start_dir(self, cwd: str | None) -> str | None:
         return _directory(cwd or self.config.shell.cwd or os.getcwd())
 
-    async def exists(self, path: str) -> bool:
+    async def exists(self, path: str, pane: PaneInfo | None = None) -> bool:
+        if pane is not None and self.confined.is_confined(pane.shell_id):
+            # The shell's view (private /tmp, hidden TETHER_HOME), never the host's: an oracle else.
+            return self.confined.exists(pane.shell_id, pane.pid, path)
         return _exists(path)
 
     async def git_branch(self, cwd: str) -> str | None:
