@@ -218,3 +218,37 @@ async def test_failed_lookups_are_filtered_and_a_late_denial_still_arrives(box: 
     result = await run(box.executor(), noisy)
     assert _kinds(result) == [("write", "/usr/tether-late")]
     assert _leftovers(box) == []
+
+
+async def test_the_trace_directory_is_read_only_and_the_trace_still_arrives(box: Box) -> None:
+    # It was bound writable: a command could store any amount in TETHER_HOME/sandbox, unreported.
+    result = await _attempt(
+        box,
+        "head -c 5M /dev/zero > /run/tether-sandbox/big; echo big=$?; mkdir /run/tether-sandbox/d; "
+        "echo dir=$?; ls -A /run/tether-sandbox; touch /usr/tether-after-trace",
+    )
+    assert result.stdout.text == "big=1\ndir=1\ntrace\n", render_shell_result(result)
+    kinds = _kinds(result)  # the tracer's FIFO works on the read-only mount: denials still arrive
+    assert ("write", "/run/tether-sandbox/big") in kinds and ("write", "/usr/tether-after-trace") in kinds
+    assert _leftovers(box) == []
+
+
+async def test_a_relative_denied_path_is_never_placed_in_the_servers_directory(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `cd /etc && mkdir q` was reported as `<the server's working directory>/q`.
+    monkeypatch.chdir(box.base)
+    result = await _attempt(box, "(cd /etc && mkdir tether-q); (cd /usr && touch tether-t)")
+    denials = {d.target: d.detail for d in result.sandbox.denials} if result.sandbox else {}
+    # mkdir(2) takes no directory descriptor: strace cannot say where it ran, so it stays relative.
+    relative = "EROFS: relative to the directory the call ran in, which the trace does not show"
+    assert denials.get("tether-q") == relative, denials
+    # openat(AT_FDCWD</usr>, …): strace names the directory, so the path is placed exactly.
+    assert "/usr/tether-t" in denials, denials
+    assert not any(target.startswith(str(box.base)) for target in denials), denials
+    text = render_shell_result(result)
+    assert "[sandbox denied: write tether-q (relative), write /usr/tether-t]" in text
+    assert 'sandbox_permissions="allow_host_write"' in text and "cannot be judged" in text
+    only_relative = await _attempt(box, "(cd /etc && mkdir tether-q)")
+    hint = only_relative.sandbox.escalation_hint if only_relative.sandbox else None
+    assert hint is not None and "sandbox_permissions=" not in hint and "cannot be judged" in hint, hint

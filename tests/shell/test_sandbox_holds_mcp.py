@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_mcp_harness import bash, denials, server, tree
+from sandbox_mcp_harness import bash, denials, params, server, text_of, tree
 
 pytestmark = pytest.mark.timeout(180)
 SYSCTL = Path("/proc/sys/kernel/printk_ratelimit")
@@ -225,3 +225,116 @@ async def test_touching_proc_1_root_returns_a_denial_at_once(tether_home: Path, 
     assert "through /proc/1/root/etc/tether-x" in detail
     assert not _exists("/etc/tether-x")
     _benign_done(home, marker)
+
+
+_SYSTEM_WORKDIRS = [
+    d for d in ("/etc", "/etc/cron.d", "/usr/local/lib", "/var/spool", "/run") if os.path.isdir(d)
+]
+
+
+async def test_a_system_directory_is_never_a_writable_working_directory(
+    tether_home: Path, home: Path
+) -> None:
+    # As root, `touch ./x` with workdir /etc/cron.d wrote a cron job that later ran outside.
+    name = f"tether-sys-{secrets.token_hex(4)}"
+    workdirs = _SYSTEM_WORKDIRS
+    try:
+        async with server(tether_home, home, "--sandbox") as client:
+            for workdir in workdirs:
+                result = await client.call_tool(
+                    "bash", {"command": f"touch ./{name}", "description": "red team", "workdir": workdir}
+                )
+                text = text_of(result)
+                assert result.is_error and f"cannot make '{workdir}' writable" in text, text
+                assert "system directory" in text and "run as the user outside the sandbox" in text
+                assert 'sandbox_permissions="allow_host_write", which a person approves' in text
+            opened = await client.call_tool(
+                "shell_open", {"tasks": [{"action": {"kind": "open", "cwd": "/etc/cron.d"}}]}
+            )
+            task = (opened.structured_content or {})["tasks"][0]
+            assert opened.is_error and task["errorCode"] == "REFUSED", task
+            assert "inside the system directory /etc" in task["error"]
+            _, data = await bash(client, f"touch ./{name}", workdir="/var/tmp")  # scratch space stays
+            assert data["exitCode"] == 0, data
+        escaped = [d for d in workdirs if _exists(f"{d}/{name}")]
+    finally:
+        for directory in ("/var/tmp", *workdirs):  # never leave the host changed
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{directory}/{name}")
+    assert not escaped
+    assert not _exists("/run/tether-sandbox")
+
+
+def test_a_configured_system_writable_root_stops_the_server(tether_home: Path, home: Path) -> None:
+    (tether_home / "config.toml").write_text('[sandbox]\nwritable_roots = ["/etc/cron.d"]\n')
+    found = params(tether_home, home, "--sandbox")
+    done = subprocess.run(
+        [found.command, *found.args],
+        env=found.env,
+        cwd=found.cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == "", done
+    assert "[sandbox].writable_roots entry '/etc/cron.d' can never be writable" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@contextlib.contextmanager
+def _removed(path: Path) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # never leave the host changed, even when the test fails
+
+
+@contextlib.contextmanager
+def tmux_server_in_host_tmp() -> Iterator[Path]:
+    """Another tmux server whose socket is in the host's /tmp (the sandbox's /tmp is private)."""
+    directory = Path(tempfile.mkdtemp(prefix="sbx-tt-", dir="/tmp"))
+    sock = directory / "s"
+    try:
+        subprocess.run(
+            ["tmux", "-S", str(sock), "new-session", "-d", "-s", "victim", "sleep 600"], check=True
+        )
+        yield sock
+    finally:
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
+        sock.unlink(missing_ok=True)
+        directory.rmdir()
+
+
+async def test_workdir_tmp_is_the_private_tmp_even_with_unix_sockets(tether_home: Path, home: Path) -> None:
+    # With allow_unix_sockets, workdir /tmp bound the host's /tmp over the private one and
+    # `tmux -S /tmp/x/s run-shell ...` ran a command outside the sandbox.
+    (tether_home / "config.toml").write_text("[sandbox]\nallow_unix_sockets = true\n")
+    name = f"tether-tmp-{secrets.token_hex(4)}"
+    probe = (
+        f"ls -A /tmp; pwd; tmux -S {{sock}} new-window 'sleep 601'; echo new=$?; "
+        f"echo x > ./{name}; echo wrote=$?"
+    )
+    with tmux_server_in_host_tmp() as sock, _removed(Path("/tmp", name)):
+        async with server(tether_home, home, "--sandbox") as client:
+            text, data = await bash(client, probe.format(sock=sock), workdir="/tmp")
+            opened = await client.call_tool(
+                "shell_open", {"tasks": [{"action": {"kind": "open", "cwd": "/tmp"}}]}
+            )
+            shell = (opened.structured_content or {})["tasks"][0]["shell"]
+            task = {
+                "target": {"sessions": shell},
+                "action": {"kind": "run", "command": probe.format(sock=sock)},
+                "wait": {"kind": "exit"},
+            }
+            ran = await client.call_tool("shell_run", {"tasks": [task]})
+            lines = "\n".join((ran.structured_content or {})["tasks"][0]["lines"])
+        windows = _windows(sock)
+    for out in (text, lines):
+        # Only what the sandbox masks there (TETHER_HOME, when it lies under /tmp) is in its /tmp.
+        assert "\n/tmp\n" in out and "new=1" in out and "wrote=0" in out, out
+        assert sock.parent.name not in out.split("error connecting")[0], out
+    assert len(windows) == 1  # nothing was opened in the other server
+    assert not _exists(f"/tmp/{name}")  # written in the private /tmp, gone with it
+    assert data["sandbox"]["denials"] == [], data

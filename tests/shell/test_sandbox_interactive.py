@@ -11,6 +11,7 @@ import contextlib
 import os
 import secrets
 import select
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tether.shell import ConfinedShell, ExtraBind, SandboxSettings, confine_interactive
+from tether.shell.sandbox.interactive import _tracer_check
 
 pytestmark = pytest.mark.timeout(120)
 SYSCTL = Path("/proc/sys/kernel/printk_ratelimit")
@@ -152,3 +154,15 @@ def test_an_interactive_shell_in_a_pane_holds_the_escape_matrix(tether_home: Pat
     assert [(d.kind, d.target) for d in repository_denials] == [("git", f"{work}/new/.git/hooks/pre-commit")]
     assert (work / "new/.git/hooks/pre-commit.disabled-by-tether").exists()
     assert not (tether_home / "sandbox" / "shells" / "one").exists()  # released with the shell
+
+
+def test_the_tracer_check_does_not_depend_on_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It ran in a scratch directory under TMPDIR; under a system directory (TMPDIR=/run/user/0),
+    # now never a writable root, every confined shell's start would have been REFUSED.
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("needs strace")
+    monkeypatch.setattr(tempfile, "tempdir", "/run")
+    (tmp_path / "th").mkdir()
+    settings = SandboxSettings()
+    assert _tracer_check(settings, settings.bwrap_path(), strace, tmp_path / "th")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,71 @@ def test_a_working_directory_inside_tether_home_is_refused(tmp_path: Path) -> No
 def test_system_directories_cannot_become_writable_roots(tmp_path: Path, cwd: str) -> None:
     with pytest.raises(RefusedError, match=r"cannot make .* writable"):
         build_policy(SandboxSettings(), mode="use_default", cwd=cwd, home=tmp_path / "th")
+
+
+_SYSTEM = ("/etc", "/etc/cron.d", "/usr/local/lib", "/bin", "/lib", "/var", "/var/spool", "/run", "/opt")
+_SYSTEM_CWDS = [d for d in (*_SYSTEM, "/srv", "/boot") if os.path.isdir(d)]
+
+
+@pytest.mark.parametrize("cwd", _SYSTEM_CWDS)
+def test_a_system_directory_is_never_a_writable_root(tmp_path: Path, cwd: str) -> None:
+    # As root, a command in /etc/cron.d wrote a cron job that ran as root outside the sandbox.
+    home = tmp_path / "th"
+    with pytest.raises(RefusedError, match=r"cannot make .* writable") as caught:
+        build_policy(SandboxSettings(), mode="use_default", cwd=cwd, home=home)
+    message = caught.value.message
+    assert "system directory" in message and "run as the user outside the sandbox" in message
+    assert 'sandbox_permissions="allow_host_write", which a person approves' in message
+    with pytest.raises(RefusedError, match="system directory"):
+        build_policy(SandboxSettings(writable_roots=(cwd,)), mode="use_default", cwd=str(tmp_path), home=home)
+    # allow_host_write (a person's grant) makes the whole host writable anyway.
+    assert build_policy(SandboxSettings(), mode="allow_host_write", cwd=cwd, home=home).host_write
+
+
+def test_a_merged_usr_link_is_judged_by_its_real_path(tmp_path: Path) -> None:
+    link = tmp_path / "tools"
+    link.symlink_to("/usr/local/lib")
+    with pytest.raises(RefusedError, match="inside the system directory /usr"):
+        build_policy(SandboxSettings(), mode="use_default", cwd=str(link), home=tmp_path / "th")
+
+
+def test_var_tmp_and_project_directories_stay_writable_roots(tmp_path: Path) -> None:
+    scratch = tempfile.mkdtemp(prefix="sbx-", dir="/var/tmp")
+    try:
+        policy = build_policy(SandboxSettings(), mode="use_default", cwd=scratch, home=tmp_path / "th")
+        assert policy.writable_roots == (os.path.realpath(scratch),)
+        assert build_policy(SandboxSettings(), mode="use_default", cwd="/var/tmp", home=tmp_path / "th")
+    finally:
+        os.rmdir(scratch)
+
+
+@pytest.mark.parametrize(
+    ("entry", "why"),
+    [
+        ("/", "the root directory"),
+        ("/etc", "the system directory /etc"),
+        ("/usr/local/lib", "inside the system directory /usr"),
+        ("HOME/inner", "which the sandbox hides (TETHER_HOME)"),
+        ("HIDDEN/inner", "which the sandbox hides ([sandbox].hidden_paths)"),
+    ],
+)
+def test_a_writable_root_that_can_never_be_honoured_stops_the_configuration(
+    tmp_path: Path, entry: str, why: str
+) -> None:
+    # Accepted until now, and then every single call was refused.
+    home, hidden = tmp_path / "th", tmp_path / "secret"
+    (home / "inner").mkdir(parents=True)
+    (hidden / "inner").mkdir(parents=True)
+    entry = entry.replace("HOME", str(home)).replace("HIDDEN", str(hidden))
+    table = {"writable_roots": [entry], "hidden_paths": [str(hidden)]}
+    with pytest.raises(UsageError, match=r"config\.toml: \[sandbox\]\.writable_roots entry") as caught:
+        SandboxSettings.from_config(_config(home, table))
+    assert repr(entry) in caught.value.message and why in caught.value.message
+    assert "remove it" in caught.value.message
+    # A project directory is accepted as before.
+    (tmp_path / "project").mkdir()
+    ok = {"writable_roots": [str(tmp_path / "project")], "hidden_paths": [str(hidden)]}
+    assert SandboxSettings.from_config(_config(home, ok)).writable_roots == (str(tmp_path / "project"),)
 
 
 def _policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, network: bool = False) -> SandboxPolicy:
@@ -358,3 +424,29 @@ def test_filter_refusals_are_recognised_from_what_programs_print() -> None:
         ("socket", "/var/tmp/other/s"),
         ("socket", "AF_UNIX"),
     ]
+
+
+def test_a_relative_path_without_a_directory_stays_relative(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = _policy(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)  # the server's own directory must never be used
+    trace = "\n".join(
+        [
+            '7 mkdir("q", 0777) = -1 EROFS (Read-only file system)',
+            '7 mkdir("mine", 0777) = -1 EACCES (Permission denied)',  # cannot be judged: dropped
+            '7 rename("a", "/etc/b") = -1 EROFS (Read-only file system)',
+            '7 openat(AT_FDCWD</etc>, "x", O_WRONLY|O_CREAT, 0666) = -1 EROFS (x)',
+        ]
+    )
+    found = [(d.kind, d.target, d.detail) for d in denials_from_trace(trace, policy)]
+    assert found == [
+        ("write", "q", "EROFS: relative to the directory the call ran in, which the trace does not show"),
+        ("write", "/etc/b", "EROFS: outside the writable roots"),
+        ("write", "/etc/x", "EROFS: outside the writable roots"),
+    ]
+    assert sandbox_path("q", policy) == ("q", "")
+    relative = denials_from_trace(trace.splitlines()[0], policy)
+    assert needed_mode(relative, policy) is None
+    hint = hint_for(relative, policy, SandboxSettings())
+    assert hint is not None and "sandbox_permissions" not in hint and "cannot be judged" in hint

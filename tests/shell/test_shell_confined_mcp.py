@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from sandbox_mcp_harness import plant, server, tree
+from sandbox_mcp_harness import params, plant, server, tree
 
 from hang import HANG_MS
 
@@ -197,3 +197,86 @@ async def test_a_confined_shells_program_is_idle_once_it_waits(tether_home: Path
         assert answered["met"] is True and "done" in answered["lines"], answered
         assert (await typed(shell, "exit()", idle))["met"] is True
         assert (await _run(client, shell, "echo back"))["lines"] == ["back"]
+
+
+async def test_a_confined_shell_cannot_write_into_its_trace_directory(tether_home: Path, home: Path) -> None:
+    # The trace directory (TETHER_HOME/sandbox/shells/ID/trace-*) was bound writable.
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        out = await _run(
+            client,
+            shell,
+            "head -c 5M /dev/zero > /run/tether-sandbox/big; echo big=$?; ls -A /run/tether-sandbox; "
+            "touch /etc/tether-after-trace",
+        )
+        traces = sorted(p.name for p in (tether_home / "sandbox" / "shells").glob("*/trace-*/*"))
+    assert "big=1" in out["lines"] and "trace" in out["lines"], out
+    assert traces == ["trace"]  # the FIFO alone
+    denied = _denied(out)  # the tracer's FIFO still works on the read-only mount
+    assert ("write", "/run/tether-sandbox/big") in denied and ("write", "/etc/tether-after-trace") in denied
+
+
+async def test_a_relative_cwd_is_stored_absolute_for_every_later_process(
+    tether_home: Path, home: Path
+) -> None:
+    # shell_open {"cwd": ".."} stored '..': a process started elsewhere that respawned the shell
+    # resolved it against its own working directory, a different writable root.
+    (home / "work").mkdir()
+    first = params(tether_home, home, "--sandbox").model_copy(update={"cwd": str(home / "work")})
+    async with Client(first) as client:
+        shell = await _open(client, cwd="..")
+        assert "v=" + str(home) in (await _run(client, shell, 'echo "v=$PWD"'))["lines"]
+    elsewhere = params(tether_home, home, "--sandbox").model_copy(update={"cwd": str(home / "tools" / "bin")})
+    async with Client(elsewhere) as client:
+        manage = {"target": {"sessions": shell}, "action": {"kind": "respawn"}}
+        respawned = (await client.call_tool("shell_manage", {"tasks": [manage]})).structured_content or {}
+        assert respawned["tasks"][0]["ok"], respawned
+        out = await _run(client, shell, 'echo "v=$PWD"; touch made-here; echo rc=$?')
+        await client.call_tool("shell_manage", {"tasks": [{**manage, "action": {"kind": "close"}}]})
+    assert "v=" + str(home) in out["lines"] and "rc=0" in out["lines"], out
+    assert (home / "made-here").exists() and not (home / "tools" / "made-here").exists()
+
+
+async def test_tmux_socket_path_is_not_in_the_sandboxs_environment(tether_home: Path, home: Path) -> None:
+    # bubblewrap (the sandbox's pid 1) inherited the pane's TMUX and TMUX_PANE: tmux's socket path.
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        out = await _run(
+            client,
+            shell,
+            "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done | grep -c '^TMUX'; "
+            "echo pid1=$(wc -c < /proc/1/environ)",
+        )
+    assert out["lines"][:1] == ["0"] and out["lines"][1] != "pid1=0", out  # read, and nothing of tmux's
+    assert str(tether_home) not in "\n".join(out["lines"])
+
+
+async def test_a_file_wait_looks_at_the_path_as_the_confined_shell_sees_it(
+    tether_home: Path, home: Path
+) -> None:
+    # The wait was checked on the host: a file in the shell's private /tmp never met it, and a
+    # hidden path (TETHER_HOME/tether.db) that the shell cannot see met it (an existence oracle).
+    db = tether_home / "tether.db"
+    private = f"/tmp/tether-inside-{secrets.token_hex(4)}"
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        assert db.exists()
+        # An absolute link to the hidden file, in the shell's writable root, then into a subdirectory.
+        await _run(client, shell, f"ln -s {db} db-link; ln -s ../db-link chain; mkdir -p sub; cd sub")
+
+        async def met(path: str, command: str = "sleep 0.3") -> bool:
+            wait = {"kind": "file", "path": path, "timeoutMs": 2000}
+            task = {
+                "target": {"sessions": shell},
+                "action": {"kind": "run", "command": command},
+                "wait": wait,
+            }
+            result = await client.call_tool("shell_run", {"tasks": [task]})
+            return bool((result.structured_content or {})["tasks"][0]["met"])
+
+        made_inside = await met(private, f"sleep 0.2; touch {private}")
+        relative = await met("made-in-sub", "sleep 0.2; touch made-in-sub")  # the shell's cwd: sub
+        hidden = [await met(p) for p in (str(db), str(home / "db-link"), "../chain", "~/db-link")]
+        linked_in = await met("../sub/made-in-sub")  # a relative walk that stays inside
+    assert (made_inside, relative, linked_in, hidden) == (True, True, True, [False, False, False, False])
+    assert not _exists(private) and (home / "sub" / "made-in-sub").exists()

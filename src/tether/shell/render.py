@@ -41,7 +41,12 @@ def _has_content(output: ShellCollectedOutput) -> bool:
 def sandbox_lines(sandbox: ShellSandboxInfo | None) -> list[str]:
     if sandbox is None or not sandbox.denied:
         return []
-    denied = ", ".join(f"{d.kind} {d.target}".strip() for d in sandbox.denials)
+    # A write at a relative path: the directory it was written from is not known (sandbox.denials).
+    denied = ", ".join(
+        f"{d.kind} {d.target}".strip()
+        + (" (relative)" if d.kind == "write" and not d.target.startswith("/") else "")
+        for d in sandbox.denials
+    )
     lines = [f"[sandbox denied: {denied}]"]
     if sandbox.escalation_hint:
         lines.append(f"[sandbox: {sandbox.escalation_hint}]")

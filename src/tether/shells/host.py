@@ -253,8 +253,9 @@ class ShellHost(ABC):
         the host's default when ``None``); ``None`` when it is not a directory there."""
 
     @abstractmethod
-    async def exists(self, path: str) -> bool:
-        """A path exists on the host (``~`` expanded): the ``file`` wait."""
+    async def exists(self, path: str, pane: PaneInfo | None = None) -> bool:
+        """A path exists on the host (``~`` expanded): the ``file`` wait. ``pane``: the shell that
+        waits — a confined one answers as its sandbox sees the path, never as the host does."""
 
     @abstractmethod
     async def git_branch(self, cwd: str) -> str | None:

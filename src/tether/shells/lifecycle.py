@@ -147,11 +147,14 @@ async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
         shells.set_confinement(shell_id, confinement)
     if confinement is not None and confinement.sandboxed:
         rec = shells.record(shell_id)
-        cwd = rec.cwd if rec is not None and await host.start_dir(rec.cwd) else None
+        # A relative directory (a record written before they were stored absolute) would be
+        # resolved against this process's working directory: a different root.
+        stored = rec.cwd if rec is not None and os.path.isabs(rec.cwd) else None
+        cwd = stored if stored is not None and await host.start_dir(stored) else None
         if cwd is None:
             raise UsageError(
                 f"shell {shell_id} is confined to the directory it was opened in, which no longer "
-                "exists; close it and open a new one"
+                "exists (or was recorded as a relative path); close it and open a new one"
             )
     host.check_start(start_of(shell_id, "0", confinement))
     start = await host.start_dir(cwd) if cwd else None

@@ -371,7 +371,7 @@ class WaitEngine:
         kind = spec.kind
         run_over = run is not None and run.verdict != "pending"
         if kind == "file" and spec.path is not None:
-            hit = await self.host.exists(spec.path)
+            hit = await self.host.exists(spec.path, pane)
             return ((True, f"file {spec.path} exists") if hit else None), cpu_prev, seen_proc
         if kind == "noproc" and spec.proc is not None:
             present = spec.proc[:15] in await self.host.tree_names(pane)

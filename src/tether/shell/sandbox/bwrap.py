@@ -34,6 +34,10 @@ when no live sandbox lists it, swept after a crash; a persistent shell's are lis
 shell's own ledger for its whole life). Inside git directories, absent control files are not given
 placeholders: ``sandbox.git`` neutralises whatever appears there instead.
 
+The trace directory (under ``TETHER_HOME``) is bound read-only at ``TRACE_MOUNT``: the tracer
+inside still opens its FIFO for writing (a read-only mount refuses writes to regular files and
+directories only), but a command cannot store anything there.
+
 Reading is not narrowed: the whole filesystem stays readable except ``TETHER_HOME`` and the
 configured ``hidden_paths``. Unix sockets cannot be created at all (``sandbox.seccomp``), which is
 what keeps the host's sockets out of reach; ``/run`` and ``TETHER_HOME`` are masked as well.
@@ -281,7 +285,9 @@ class SandboxRun:
             args += ["--bind-fd", OpenDir(bind.source)] if bind.writable else ["--ro-bind", bind.source]
             args.append(bind.dest)
         if self.trace_dir is not None:
-            args += ["--bind", self.trace_dir, TRACE_MOUNT]
+            # Read-only: the tracer still writes its FIFO (a read-only mount refuses only regular
+            # files and directories), but the command cannot store anything in TETHER_HOME.
+            args += ["--ro-bind", self.trace_dir, TRACE_MOUNT]
         return args
 
     def argv(self, bwrap: str, strace: str | None, command_argv: Sequence[str]) -> tuple[str, ...]:

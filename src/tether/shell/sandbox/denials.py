@@ -15,6 +15,10 @@ needs root and sees no connects. When strace is missing (or ``[sandbox].trace = 
 report degrades to parsing the standard errno messages on stderr (``Read-only file system``, …),
 which catches what the command printed and nothing else.
 
+A path is never resolved against this process's working directory: a relative one is joined to
+the directory strace prints for the call's dirfd (``-y``: ``AT_FDCWD</dir>``), and where the call
+has none (``mkdir``, ``creat``, …) it is reported as written, marked relative (``RELATIVE_DETAIL``).
+
 ``hint_for`` names the narrowest ``sandbox_permissions`` value that would allow everything that
 was denied, and whether this deployment grants it without a person.
 """
@@ -104,14 +108,26 @@ def _unescape(text: str) -> str:
 
 
 def _paths(args: str) -> list[str]:
-    """The path arguments of one call, made absolute with the directory strace printed for dirfd."""
+    """The path arguments of one call, made absolute with the directory strace printed for dirfd
+    (``-y``: ``AT_FDCWD</dir>`` names the caller's working directory at that call). A relative path
+    of a call without a dirfd (``mkdir``, ``rmdir``, ``creat``, ``chmod``, …) stays relative: strace
+    does not print the working directory, and the command may have changed it since it started."""
     paths: list[str] = []
     for match in _PATH_ARG.finditer(args):
         path = _unescape(match["path"])
         if not os.path.isabs(path) and match["dir"]:
             path = os.path.join(_unescape(match["dir"]), path)
-        paths.append(os.path.normpath(path))
+        paths.append(os.path.normpath(path) if path else path)
     return paths
+
+
+# The detail of a write denial whose path is relative to a directory the report does not know.
+RELATIVE_DETAIL: Final = "relative to the directory the call ran in, which the trace does not show"
+
+
+def is_relative(denial: ShellSandboxDenial) -> bool:
+    """A write denial reported at a relative path (``RELATIVE_DETAIL``): where it was is unknown."""
+    return denial.kind == "write" and not denial.target.startswith("/")
 
 
 # /proc/PID/root, /proc/self/root … inside the sandbox lead to the sandbox's own root.
@@ -127,6 +143,10 @@ def sandbox_path(path: str, policy: SandboxPolicy) -> tuple[str, str]:
     ``/tmp``, ``/run``, ``/dev``, ``TETHER_HOME`` or a hidden path), and a resolution the host
     refuses (``readlink`` of another process's ``/proc/PID/root``, a loop) falls back to the path
     as written."""
+    if not os.path.isabs(path):
+        # Relative to the command's working directory at that call, which is not known here: never
+        # resolved against this process's own working directory.
+        return path, ""
     original = path
     match = _PROC_ROOT.match(path)
     if match is not None:
@@ -158,7 +178,14 @@ def _write_denial(call: str, args: str, errno_name: str, policy: SandboxPolicy) 
     written = paths[-1] if call.startswith("symlink") else paths[0]
     if call.startswith(("rename", "link")) and len(paths) > 1:
         # Report whichever end the policy refuses (the source of a rename of a pinned directory).
-        written = next((p for p in paths if not policy.writable(sandbox_path(p, policy)[0])), paths[0])
+        placed = [p for p in paths if os.path.isabs(p)]
+        written = next((p for p in placed if not policy.writable(sandbox_path(p, policy)[0])), paths[0])
+    if not os.path.isabs(written):
+        # Only the read-only mounts' own errors are certainly the sandbox's: whether an EACCES was
+        # inside a writable root cannot be told without the directory.
+        if errno_name not in ("EROFS", "EBUSY"):
+            return None
+        return ShellSandboxDenial(kind="write", target=written, detail=f"{errno_name}: {RELATIVE_DETAIL}")
     target, via = sandbox_path(written, policy)
     if errno_name in ("EACCES", "EPERM") and policy.writable(target):
         return None  # an ordinary permission error inside the writable area, not the sandbox
@@ -311,10 +338,14 @@ def _unique(denials: Iterable[ShellSandboxDenial]) -> tuple[ShellSandboxDenial, 
     return tuple(seen.values())[:MAX_DENIALS]
 
 
-def needed_mode(denials: Iterable[ShellSandboxDenial], policy: SandboxPolicy) -> str:
-    """The narrowest mode that would have allowed every denial."""
+def needed_mode(denials: Iterable[ShellSandboxDenial], policy: SandboxPolicy) -> str | None:
+    """The narrowest mode that would have allowed every denial whose target is known (a write at a
+    relative path is left out: what would allow it depends on where it was); ``None`` when no
+    denial's target is known."""
     modes: set[str] = set()
     for denial in denials:
+        if is_relative(denial):
+            continue
         if denial.kind == "network":
             modes.add("allow_network")
         elif denial.kind == "write" and not (
@@ -327,6 +358,8 @@ def needed_mode(denials: Iterable[ShellSandboxDenial], policy: SandboxPolicy) ->
             modes.add("allow_host_write")
         else:
             modes.add("require_escalated")
+    if not modes:
+        return None
     return modes.pop() if len(modes) == 1 else "require_escalated"
 
 
@@ -342,6 +375,14 @@ def hint_for(
     if not denials:
         return None
     mode = needed_mode(denials, policy)
+    unplaced = (
+        "; a path written relative to an unknown directory cannot be judged (use an absolute path to "
+        "learn which mode would allow it)"
+        if any(is_relative(d) for d in denials)
+        else ""
+    )
+    if mode is None:
+        return f"policy {policy.summary()}{unplaced}"
     granted = (
         "this deployment grants it without approval"
         if mode in settings.allow_escalations
@@ -349,7 +390,7 @@ def hint_for(
     )
     hint = (
         f"policy {policy.summary()}; to allow this, {again} "
-        f'sandbox_permissions="{mode}" and a justification ({granted})'
+        f'sandbox_permissions="{mode}" and a justification ({granted}){unplaced}'
     )
     if any(d.kind == "socket" for d in denials):
         hint += "; Unix sockets are refused in every confined mode unless [sandbox].allow_unix_sockets"

@@ -36,7 +36,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +53,7 @@ from tether.shell.sandbox.git import neutralise
 from tether.shell.sandbox.links import restore_links
 from tether.shell.sandbox.placeholders import ShellPlaceholders
 from tether.shell.sandbox.policy import (
+    PRIVATE_TMP,
     PermissionMode,
     SandboxPolicy,
     SandboxSettings,
@@ -267,24 +267,24 @@ def _tracer(settings: SandboxSettings, bwrap: str, home: Path) -> str | None:
 
 def _tracer_check(settings: SandboxSettings, bwrap: str, strace: str, home: Path) -> bool:
     """``true`` under the tracer, in a sandbox with the shells' own filter and mounts."""
-    with tempfile.TemporaryDirectory(prefix="tether-tracer-") as scratch:
-        run = SandboxRun(build_policy(settings, mode="use_default", cwd=scratch, home=home), trace=False)
-        try:
-            traced = (strace, "-D", "-f", "-qq", "--seccomp-bpf", "-e", "trace=openat", "-o", "/dev/null")
-            argv = run.argv(bwrap, None, (*traced, "--", "true"))
-            done = subprocess.run(
-                argv,
-                env=build_child_env(None, EnvSection()),
-                pass_fds=run.pass_fds,
-                capture_output=True,
-                timeout=30,
-                check=False,
-            )
-            return done.returncode == 0
-        except (OSError, subprocess.SubprocessError):
-            return False
-        finally:
-            run.cleanup()
+    # In the private /tmp: no host directory is bound (TMPDIR may lie where no writable root may).
+    run = SandboxRun(build_policy(settings, mode="use_default", cwd=PRIVATE_TMP, home=home), trace=False)
+    try:
+        traced = (strace, "-D", "-f", "-qq", "--seccomp-bpf", "-e", "trace=openat", "-o", "/dev/null")
+        argv = run.argv(bwrap, None, (*traced, "--", "true"))
+        done = subprocess.run(
+            argv,
+            env=build_child_env(None, EnvSection()),
+            pass_fds=run.pass_fds,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        run.cleanup()
 
 
 def _write_private(path: Path, text: str) -> None:

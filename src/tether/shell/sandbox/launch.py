@@ -9,10 +9,11 @@ This file imports nothing from tether on purpose: a persistent shell's pane comm
 tmux server, which cannot inherit descriptors from tether, so the pane runs this file as a script
 (``python -I launch.py SPEC``) to open them where bubblewrap starts. ``SPEC`` is a JSON file
 written by ``sandbox.interactive``; importing the tether package there would cost the shell's
-start-up 100 ms for nothing. When the spec names a trace (``collect``), the launcher first forks
-the collector of ``sandbox.collect`` (loaded from its file beside this one, never through
-``sys.path``: this directory holds a ``trace.py``, a standard-library name), which outlives the
-exec and ends with it.
+start-up 100 ms for nothing. bubblewrap is exec'd without tmux's ``TMUX`` and ``TMUX_PANE``
+(``DROPPED_ENV``: they name tmux's socket, and bubblewrap is the sandbox's readable pid 1).
+When the spec names a trace (``collect``), the launcher first forks the collector of
+``sandbox.collect`` (loaded from its file beside this one, never through ``sys.path``: this
+directory holds a ``trace.py``, a standard-library name), which outlives the exec and ends with it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class FilterProgram:
 
 
 PlanItem = str | OpenDir | FilterProgram
+# tmux names its server's socket in every pane's environment. Not for the sandbox: bubblewrap's own
+# process is the sandbox's pid 1, whose /proc/1/environ everything inside can read.
+DROPPED_ENV = frozenset({"TMUX", "TMUX_PANE"})
 
 
 def open_directory(path: str) -> int:
@@ -148,8 +152,9 @@ def main(argv: Sequence[str]) -> int:
         return 1
     for fd in fds:
         os.set_inheritable(fd, True)
+    env = {name: value for name, value in os.environ.items() if name not in DROPPED_ENV}
     try:
-        os.execv(args[0], list(args))
+        os.execve(args[0], list(args), env)
     except OSError as exc:
         print(f"tether: cannot start bubblewrap ({args[0]}): {exc}", file=sys.stderr)
     return 126

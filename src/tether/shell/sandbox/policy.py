@@ -8,6 +8,15 @@ confinement. An escalation is granted only when its mode is one of ``PERMISSION_
 justification is non-blank, and the deployment lists it in ``allow_escalations``; everything else
 is a ``RefusedError``.
 
+A writable root (the working directory, or a ``writable_roots`` entry) is never ``/``, a system
+directory (``SYSTEM_DIRECTORIES``: files there run as the user outside the sandbox — as root, a
+file in ``/etc/cron.d`` is a root cron job) nor anything inside ``TETHER_HOME`` or a hidden path:
+``build_policy`` refuses such a working directory (``RefusedError``; ``allow_host_write``, which a
+person grants, lifts the system-directory rule), and ``SandboxSettings.from_config`` refuses such a
+``writable_roots`` entry at start-up, since no call could ever honour it. A working directory that
+is exactly ``/tmp`` is not a writable root at all: the command runs in the sandbox's private
+``/tmp``, and nothing of the host's ``/tmp`` is bound in.
+
 Permission modes, narrow → wide (``sandbox_permissions`` on the ``bash`` tool)::
 
     use_default        read-only filesystem, writable working directory + writable_roots,
@@ -46,6 +55,7 @@ PERMISSION_MODES: Final[tuple[PermissionMode, ...]] = (
     "require_escalated",
 )
 ESCALATIONS: Final = PERMISSION_MODES[1:]
+PRIVATE_TMP: Final = "/tmp"  # an empty tmpfs in every sandbox but allow_host_write's
 MODE_SUMMARIES: Final[dict[str, str]] = {
     "use_default": "read-only filesystem except the working directory and configured roots; no network",
     "allow_network": "as use_default, plus the host's network",
@@ -78,10 +88,12 @@ class SandboxSettings:
 
     @classmethod
     def from_config(cls, config: Config) -> SandboxSettings:
-        return cls.from_table(config.section("sandbox"))  # absent: the strict defaults
+        # absent: the strict defaults
+        return cls.from_table(config.section("sandbox"), home=config.home)
 
     @classmethod
-    def from_table(cls, table: dict[str, Any]) -> SandboxSettings:
+    def from_table(cls, table: dict[str, Any], *, home: Path | None = None) -> SandboxSettings:
+        """The validated table; ``home`` (``TETHER_HOME``) also refuses writable roots inside it."""
         unknown = sorted(set(table) - set(_KEYS))
         if unknown:
             allowed = "; ".join(f"{k} ({v})" for k, v in _KEYS.items())
@@ -106,11 +118,27 @@ class SandboxSettings:
         for key, value in (("trace", trace), ("allow_unix_sockets", unix_sockets)):
             if not isinstance(value, bool):
                 raise UsageError(f"config.toml: [sandbox].{key} must be true or false")
+        hidden = _paths(table, "hidden_paths", must_be_dir=False)
+        tether_home = os.path.realpath(home) if home is not None else None
+        for root in roots:
+            # An entry no command could ever write would refuse every call, one by one, later.
+            refusal = root_refusal(
+                os.path.realpath(root),
+                tether_home=tether_home,
+                hidden=tuple(os.path.realpath(h) for h in hidden),
+                host_write=False,
+            )
+            if refusal is not None:
+                raise UsageError(
+                    f"config.toml: [sandbox].writable_roots entry {root!r} can never be writable: "
+                    f"{refusal[0]}; remove it (a command that must write there asks for "
+                    'sandbox_permissions="allow_host_write", which a person approves)'
+                )
         return cls(
             writable_roots=roots,
             allow_escalations=escalations,
             read_only_paths=_paths(table, "read_only_paths", must_be_dir=False),
-            hidden_paths=_paths(table, "hidden_paths", must_be_dir=False),
+            hidden_paths=hidden,
             bwrap=bwrap.strip(),
             trace=trace,
             allow_unix_sockets=unix_sockets,
@@ -195,7 +223,7 @@ class SandboxPolicy:
 
     mode: PermissionMode
     cwd: str
-    writable_roots: tuple[str, ...]  # real paths; the working directory first
+    writable_roots: tuple[str, ...]  # real paths; the working directory first (unless PRIVATE_TMP)
     network: bool
     host_write: bool
     protected: tuple[str, ...]  # real paths kept read-only (existing or not)
@@ -222,7 +250,7 @@ class SandboxPolicy:
         return any(_under(path, p) for p in (*self.protected, *self.hidden))
 
     def summary(self) -> str:
-        roots = ", ".join(self.writable_roots)
+        roots = ", ".join(self.writable_roots) or f"the private {PRIVATE_TMP} only"
         writes = "everywhere except protected paths" if self.host_write else roots
         return f"{self.mode}: writable {writes}; network {'allowed' if self.network else 'off'}"
 
@@ -237,27 +265,79 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+# Directories whose files the host runs or obeys — programs, libraries, configuration, cron jobs,
+# services, boot files — so a confined command must never write them (root's writes there would run
+# as root outside later), plus the kernel's interfaces, whose host view would cover the sandbox's.
+SYSTEM_DIRECTORIES: Final = (
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/opt", "/srv",
+    "/run", "/var", "/snap", "/proc", "/sys", "/dev",
+)  # fmt: skip
+_KERNEL_DIRECTORIES: Final = ("/proc", "/sys", "/dev")
+_SYSTEM_EXCEPTIONS: Final = ("/var/tmp",)  # world-writable scratch space, like /tmp
+
+
+def system_directory(real: str) -> str | None:
+    """The system directory (``SYSTEM_DIRECTORIES``) the real path ``real`` is or lies under, by its
+    real path too (``/bin`` is ``/usr/bin`` on a merged-/usr system); ``None`` for anything else."""
+    if any(_under(real, os.path.realpath(exception)) for exception in _SYSTEM_EXCEPTIONS):
+        return None
+    for system in SYSTEM_DIRECTORIES:
+        if _under(real, system) or _under(real, os.path.realpath(system)):
+            return system
+    return None
+
+
+def root_refusal(
+    root: str, *, tether_home: str | None, hidden: tuple[str, ...], host_write: bool
+) -> tuple[str, bool] | None:
+    """Why the real path ``root`` cannot be a writable root, and whether ``allow_host_write`` would
+    lift that; ``None`` when it can be one."""
+    concealer = next((h for h in (tether_home, *hidden) if h is not None and _under(root, h)), None)
+    if concealer is not None:
+        what = "TETHER_HOME" if concealer == tether_home else "[sandbox].hidden_paths"
+        return f"it is inside {concealer}, which the sandbox hides ({what})", False
+    if host_write:
+        return None
+    if root == "/":
+        return "it is the root directory: the whole host would become writable", True
+    system = system_directory(root)
+    if system is None:
+        return None
+    exact = root in (system, os.path.realpath(system))
+    where = "the system directory" if exact else "inside the system directory"
+    if system in _KERNEL_DIRECTORIES:
+        why = "binding it writable would cover the sandbox's own /proc, /sys or /dev with the host's"
+    else:
+        why = (
+            "files there run as the user outside the sandbox (programs, libraries, configuration, "
+            "cron jobs, services)"
+        )
+    return f"it is {where} {system}: {why}", True
+
+
 def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, home: Path) -> SandboxPolicy:
     """The policy for one command in ``cwd``; refuses writable roots the sandbox cannot honour."""
     real_cwd = os.path.realpath(cwd)
     tether_home = os.path.realpath(home)
     hidden = tuple(os.path.realpath(p) for p in settings.hidden_paths)
-    roots = tuple(dict.fromkeys([real_cwd, *(os.path.realpath(r) for r in settings.writable_roots)]))
+    # /tmp is the sandbox's own (a private tmpfs): a command started in /tmp runs there, and
+    # nothing of the host's /tmp is bound in — its files, or another tmux server's socket, which
+    # allow_unix_sockets would make reachable.
+    private_tmp = real_cwd == PRIVATE_TMP and mode != "allow_host_write"
+    configured = (os.path.realpath(r) for r in settings.writable_roots)
+    roots = tuple(dict.fromkeys([*([] if private_tmp else [real_cwd]), *configured]))
     for root in roots:
-        concealer = next((h for h in (tether_home, *hidden) if _under(root, h)), None)
-        if concealer is not None:
-            what = "TETHER_HOME" if concealer == tether_home else "[sandbox].hidden_paths"
+        refusal = root_refusal(
+            root, tether_home=tether_home, hidden=hidden, host_write=mode == "allow_host_write"
+        )
+        if refusal is not None:
+            reason, host_write_helps = refusal
+            fix = "run the command in a project directory"
+            if host_write_helps:
+                fix += ', or ask for sandbox_permissions="allow_host_write", which a person approves'
             raise RefusedError(
-                f"{root!r} (working directory or [sandbox].writable_roots) is inside {concealer}, which the "
-                f"sandbox hides ({what}); run the command in a project directory instead"
-            )
-        if mode != "allow_host_write" and (
-            root == "/" or any(_under(root, system) for system in ("/proc", "/sys", "/dev"))
-        ):
-            # Binding these writable would cover the sandbox's own /, /proc or /dev with the host's.
-            raise RefusedError(
-                f"the sandbox cannot make {root!r} writable (working directory or [sandbox].writable_roots); "
-                'run the command in a project directory, or ask for sandbox_permissions="allow_host_write"'
+                f"the sandbox cannot make {root!r} writable (working directory or "
+                f"[sandbox].writable_roots): {reason}; {fix}"
             )
     user_home = os.path.realpath(os.path.expanduser("~"))
     persistence = persistence_paths(

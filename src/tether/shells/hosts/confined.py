@@ -16,7 +16,8 @@ sandbox, under ``TETHER_HOME/sandbox/shells/<id>`` (masked inside):
   the end of each command (``mark=True``), so the collector files each run's failed calls under
   its token; after a run, ``report`` waits for that file (inotify, never polling), runs the
   repository check, and returns the run's ``ShellSandboxInfo``;
-- the pane's pid is bubblewrap's, so process facts start from the shell inside (``shell_pid``);
+- the pane's pid is bubblewrap's, so process facts start from the shell inside (``shell_pid``),
+  and so does the ``file`` wait: the path as the shell sees it (``exists``, ``hosts.inside``);
 - placeholders are owned by the sandbox's init process, and released once it is gone.
 """
 
@@ -50,6 +51,7 @@ from tether.shell import (
     mark_path,
     sweep_placeholders,
 )
+from tether.shells.hosts.inside import exists_inside
 from tether.shells.integration.script import integration_script
 from tether.store.close_watch import CloseWatch
 
@@ -305,6 +307,12 @@ class ConfinedPanes:
             return pane_pid
         self._inner[pane_pid] = inner
         return inner
+
+    def exists(self, shell_id: str, pane_pid: int, path: str) -> bool:
+        """Whether ``path`` exists as the confined shell sees it (``hosts.inside``); ``False``
+        while there is no shell inside to look through (starting, or gone)."""
+        inner = self.shell_pid(shell_id, pane_pid)
+        return inner != pane_pid and exists_inside(inner, path)
 
     def _init_pid(self, pane_pid: int) -> int | None:
         try:

@@ -110,7 +110,10 @@ class LocalHost(ShellHost):
     async def start_dir(self, cwd: str | None) -> str | None:
         return _directory(cwd or self.config.shell.cwd or os.getcwd())
 
-    async def exists(self, path: str) -> bool:
+    async def exists(self, path: str, pane: PaneInfo | None = None) -> bool:
+        if pane is not None and self.confined.is_confined(pane.shell_id):
+            # The shell's view (private /tmp, hidden TETHER_HOME), never the host's: an oracle else.
+            return self.confined.exists(pane.shell_id, pane.pid, path)
         return _exists(path)
 
     async def git_branch(self, cwd: str) -> str | None:
@@ -305,9 +308,12 @@ class LocalHost(ShellHost):
 
 # A stat on this machine costs microseconds: no thread for it. ``os.path`` answers "no" for a name
 # the kernel refuses (too long, a NUL) and leaves ``~nosuchuser`` as it is; pathlib raises for both.
+# Absolute and normalised against this process's working directory: the directory is stored in the
+# shell's record, and another tether process (started elsewhere) restarts the shell from it — a
+# relative one would name a different directory there (for a confined shell, a different root).
 def _directory(path: str) -> str | None:
-    found = os.path.expanduser(path)
-    return str(Path(found)) if os.path.isdir(found) else None
+    found = os.path.abspath(os.path.expanduser(path))
+    return found if os.path.isdir(found) else None
 
 
 def _exists(path: str) -> bool:

@@ -49,7 +49,7 @@ class RemoteQuestions:
         out = reply.out.strip()
         return out if reply.status == 0 and out.startswith("/") else None
 
-    async def exists(self, path: str) -> bool:
+    async def exists(self, path: str, pane: PaneInfo | None = None) -> bool:
         return (await self.sh.run(self._expand(path) + '[ -e "$p" ]')).status == 0
 
     async def git_branch(self, cwd: str) -> str | None:
