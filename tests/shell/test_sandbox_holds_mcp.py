@@ -265,8 +265,8 @@ async def test_a_system_directory_is_never_a_writable_working_directory(
     assert not _exists("/run/tether-sandbox")
 
 
-def test_a_configured_system_writable_root_stops_the_server(tether_home: Path, home: Path) -> None:
-    (tether_home / "config.toml").write_text('[sandbox]\nwritable_roots = ["/etc/cron.d"]\n')
+def test_a_configured_kernel_writable_root_stops_the_server(tether_home: Path, home: Path) -> None:
+    (tether_home / "config.toml").write_text('[sandbox]\nwritable_roots = ["/proc/sys"]\n')
     found = params(tether_home, home, "--sandbox")
     done = subprocess.run(
         [found.command, *found.args],
@@ -279,7 +279,7 @@ def test_a_configured_system_writable_root_stops_the_server(tether_home: Path, h
         check=False,
     )
     assert done.returncode == 2 and done.stdout == "", done
-    assert "[sandbox].writable_roots entry '/etc/cron.d' can never be writable" in done.stderr
+    assert "[sandbox].writable_roots entry '/proc/sys' can never be writable" in done.stderr
     assert "Traceback" not in done.stderr
 
 

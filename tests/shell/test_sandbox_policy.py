@@ -122,10 +122,28 @@ def test_a_system_directory_is_never_a_writable_root(tmp_path: Path, cwd: str) -
     message = caught.value.message
     assert "system directory" in message and "run as the user outside the sandbox" in message
     assert 'sandbox_permissions="allow_host_write", which a person approves' in message
-    with pytest.raises(RefusedError, match="system directory"):
-        build_policy(SandboxSettings(writable_roots=(cwd,)), mode="use_default", cwd=str(tmp_path), home=home)
+    # The deployment's owner may grant one (a CI workspace under /var/lib, a project under /srv):
+    # then it, and a working directory inside it, are writable roots.
+    granted = build_policy(SandboxSettings(writable_roots=(cwd,)), mode="use_default", cwd=cwd, home=home)
+    assert granted.writable_roots == (os.path.realpath(cwd),)
     # allow_host_write (a person's grant) makes the whole host writable anyway.
     assert build_policy(SandboxSettings(), mode="allow_host_write", cwd=cwd, home=home).host_write
+
+
+def test_a_working_directory_inside_a_granted_system_root_is_writable(tmp_path: Path) -> None:
+    """``writable_roots`` is the owner's decision: a directory under ``/var`` or ``/srv`` it names
+    is writable, with every directory the model chooses inside it; its neighbours are not."""
+    scratch = Path(tempfile.mkdtemp(prefix="sbx-", dir="/var/lib"))
+    try:
+        (scratch / "job").mkdir()
+        settings = SandboxSettings.from_config(_config(tmp_path / "th", {"writable_roots": [str(scratch)]}))
+        inside = build_policy(settings, mode="use_default", cwd=str(scratch / "job"), home=tmp_path / "th")
+        assert inside.writable(str(scratch / "job" / "out")) and inside.writable(str(scratch / "x"))
+        with pytest.raises(RefusedError, match="inside the system directory /var"):
+            build_policy(settings, mode="use_default", cwd="/var/lib", home=tmp_path / "th")
+    finally:
+        (scratch / "job").rmdir()
+        scratch.rmdir()
 
 
 def test_a_merged_usr_link_is_judged_by_its_real_path(tmp_path: Path) -> None:
@@ -149,8 +167,8 @@ def test_var_tmp_and_project_directories_stay_writable_roots(tmp_path: Path) -> 
     ("entry", "why"),
     [
         ("/", "the root directory"),
-        ("/etc", "the system directory /etc"),
-        ("/usr/local/lib", "inside the system directory /usr"),
+        ("/proc", "the system directory /proc"),
+        ("/dev/shm", "inside the system directory /dev"),
         ("HOME/inner", "which the sandbox hides (TETHER_HOME)"),
         ("HIDDEN/inner", "which the sandbox hides ([sandbox].hidden_paths)"),
     ],

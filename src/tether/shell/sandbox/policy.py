@@ -8,14 +8,15 @@ confinement. An escalation is granted only when its mode is one of ``PERMISSION_
 justification is non-blank, and the deployment lists it in ``allow_escalations``; everything else
 is a ``RefusedError``.
 
-A writable root (the working directory, or a ``writable_roots`` entry) is never ``/``, a system
-directory (``SYSTEM_DIRECTORIES``: files there run as the user outside the sandbox — as root, a
-file in ``/etc/cron.d`` is a root cron job) nor anything inside ``TETHER_HOME`` or a hidden path:
-``build_policy`` refuses such a working directory (``RefusedError``; ``allow_host_write``, which a
-person grants, lifts the system-directory rule), and ``SandboxSettings.from_config`` refuses such a
-``writable_roots`` entry at start-up, since no call could ever honour it. A working directory that
-is exactly ``/tmp`` is not a writable root at all: the command runs in the sandbox's private
-``/tmp``, and nothing of the host's ``/tmp`` is bound in.
+A writable root is never ``/``, the kernel's directories, nor anything inside ``TETHER_HOME`` or a
+hidden path; and a working directory the model chose is never in a system directory
+(``SYSTEM_DIRECTORIES``: files there run as the user outside the sandbox — as root, a file in
+``/etc/cron.d`` is a root cron job) unless it lies in a ``writable_roots`` entry, which the
+deployment's owner chose. ``build_policy`` refuses such a working directory (``RefusedError``;
+``allow_host_write``, which a person grants, lifts the system-directory rule), and
+``SandboxSettings.from_config`` refuses a ``writable_roots`` entry no call could honour at
+start-up. A working directory that is exactly ``/tmp`` is not a writable root at all: the command
+runs in the sandbox's private ``/tmp``, and nothing of the host's ``/tmp`` is bound in.
 
 Permission modes, narrow → wide (``sandbox_permissions`` on the ``bash`` tool)::
 
@@ -127,6 +128,7 @@ class SandboxSettings:
                 tether_home=tether_home,
                 hidden=tuple(os.path.realpath(h) for h in hidden),
                 host_write=False,
+                configured=True,
             )
             if refusal is not None:
                 raise UsageError(
@@ -288,10 +290,18 @@ def system_directory(real: str) -> str | None:
 
 
 def root_refusal(
-    root: str, *, tether_home: str | None, hidden: tuple[str, ...], host_write: bool
+    root: str,
+    *,
+    tether_home: str | None,
+    hidden: tuple[str, ...],
+    host_write: bool,
+    configured: bool = False,
 ) -> tuple[str, bool] | None:
     """Why the real path ``root`` cannot be a writable root, and whether ``allow_host_write`` would
-    lift that; ``None`` when it can be one."""
+    lift that; ``None`` when it can be one. ``configured``: the deployment named it (or a directory
+    holding it) in ``writable_roots``, its owner's decision, so a system directory other than the
+    kernel's is allowed (a CI user's workspace under ``/var/lib``, a project under ``/srv``); a
+    working directory the model chose is not."""
     concealer = next((h for h in (tether_home, *hidden) if h is not None and _under(root, h)), None)
     if concealer is not None:
         what = "TETHER_HOME" if concealer == tether_home else "[sandbox].hidden_paths"
@@ -301,7 +311,7 @@ def root_refusal(
     if root == "/":
         return "it is the root directory: the whole host would become writable", True
     system = system_directory(root)
-    if system is None:
+    if system is None or (configured and system not in _KERNEL_DIRECTORIES):
         return None
     exact = root in (system, os.path.realpath(system))
     where = "the system directory" if exact else "inside the system directory"
@@ -326,9 +336,14 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
     private_tmp = real_cwd == PRIVATE_TMP and mode != "allow_host_write"
     configured = (os.path.realpath(r) for r in settings.writable_roots)
     roots = tuple(dict.fromkeys([*([] if private_tmp else [real_cwd]), *configured]))
+    granted = tuple(os.path.realpath(r) for r in settings.writable_roots)
     for root in roots:
         refusal = root_refusal(
-            root, tether_home=tether_home, hidden=hidden, host_write=mode == "allow_host_write"
+            root,
+            tether_home=tether_home,
+            hidden=hidden,
+            host_write=mode == "allow_host_write",
+            configured=any(_under(root, g) for g in granted),
         )
         if refusal is not None:
             reason, host_write_helps = refusal
