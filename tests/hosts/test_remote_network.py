@@ -237,3 +237,41 @@ async def test_two_hosts_and_local_in_one_call(
         _, data = await call(client, "shell_run", {"tasks": tasks, "concurrency": 3})
         assert [t["lines"] for t in data["tasks"]] == [["done-0"], ["done-1"], ["done-2"]], data
         assert [t["exitCode"] for t in data["tasks"]] == [0, 0, 0]
+
+
+async def test_shell_state_names_an_unreachable_host_and_its_shells(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    box = remote.add("box-a", timeout=3)
+    async with shell_client(tether_home) as client:
+        far = await open_shell(client, host="box-a")
+        near = await open_shell(client)
+        box.sshd.stop()
+        # Asked by id: out of reach, not absent.
+        text, data = await call(client, "shell_state", {"sessions": far})
+        assert data["shells"] == [], data
+        assert data["unreachable"] == [
+            {"host": "box-a", "error": data["unreachable"][0]["error"], "shells": [far]}
+        ], data
+        assert "connection refused" in data["unreachable"][0]["error"]
+        first, second = text.splitlines()[:2]
+        assert first == "0 shells (scope mine); not listed: the shells of unreachable host box-a", text
+        assert second.startswith(
+            f"host box-a unreachable ({far} is on it: out of reach, not known to be gone)"
+        ), text
+        # Every other way of asking names the host and the shell recorded there too.
+        for query in ({}, {"scope": "*"}, {"host": "box-a"}):
+            text, data = await call(client, "shell_state", query)
+            assert [d["host"] for d in data["unreachable"]] == ["box-a"], (query, data)
+            assert data["unreachable"][0]["shells"] == [far], (query, data)
+            assert "not listed: the shells of unreachable host box-a" in text.splitlines()[0], text
+            assert f"recorded there (out of reach, not gone): {far}" in text, text
+        # A question about this machine's shells alone says nothing of the host.
+        text, data = await call(client, "shell_state", {"sessions": near})
+        assert [r["shell"] for r in data["shells"]] == [near] and data["unreachable"] == [], data
+        assert "unreachable" not in text
+        # Back (a call on the shell reconnects at once; a look alone waits out the back-off).
+        box.sshd.start()
+        assert (await run(client, far, "echo back"))["lines"] == ["back"]
+        _, data = await call(client, "shell_state", {"sessions": far})
+        assert [r["shell"] for r in data["shells"]] == [far] and data["unreachable"] == [], data
