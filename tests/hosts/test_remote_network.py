@@ -20,8 +20,10 @@ from hang import HANG_MS, HANG_S
 from tether.config import load_config
 from tether.errors import TetherError
 from tether.process.tree import reap_adopted
-from tether.shells import Shells
+from tether.shells import HostError, Shells, SshHost
 from tether.shells import open_shell as open_in_process
+from tether.shells.lifecycle import close
+from tether.shells.tmux.control import ClientEnded, SessionError
 
 
 def _kill_master(remote: RemoteHosts, name: str) -> int:
@@ -275,3 +277,76 @@ async def test_shell_state_names_an_unreachable_host_and_its_shells(
         assert (await run(client, far, "echo back"))["lines"] == ["back"]
         _, data = await call(client, "shell_state", {"sessions": far})
         assert [r["shell"] for r in data["shells"]] == [far] and data["unreachable"] == [], data
+
+
+async def _open_in(shells: Shells, host: str) -> str:
+    rec, _ = await open_in_process(
+        shells, owner="t", label="", cwd=None, cols=80, rows=24, idle_minutes=None, host_name=host
+    )
+    return rec.id
+
+
+@pytest.mark.parametrize("drop", ["after-create", "under-create"])
+async def test_an_open_cut_short_by_a_drop_names_the_shell_it_recorded(
+    tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch, drop: str
+) -> None:
+    box = remote.add("box-a", timeout=3)
+    shells = Shells.get(load_config(tether_home))
+    try:
+        host = shells.hosts["box-a"]
+        assert isinstance(host, SshHost)
+        if drop == "after-create":
+            # tmux made the shell; the connection drops before tether looks at it.
+            real_pane_now = host.pane_now
+
+            async def pane_now(shell_id: str) -> Any:
+                box.sshd.stop()
+                return await real_pane_now(shell_id)
+
+            monkeypatch.setattr(host, "pane_now", pane_now)
+        else:
+            # tmux ran the request, and the connection dropped before its answer came back.
+            real_run_many = host.control.run_many
+
+            async def run_many(cmds: list[tuple[str, ...]], **kw: Any) -> list[list[str]]:
+                await real_run_many(cmds, **kw)
+                box.sshd.stop()
+                raise ClientEnded("the tmux control client ended (is the tmux server gone?)")
+
+            monkeypatch.setattr(host.control, "run_many", run_many)
+        with anyio.fail_after(HANG_S), pytest.raises(TetherError) as raised:
+            await _open_in(shells, "box-a")
+        err = raised.value
+        assert isinstance(err, HostError) and err.code == "CONNECTION_LOST", (err.code, err.message)
+        assert "connection to box-a lost; reconnecting" in err.message
+        shell = err.shell
+        assert shell is not None and shell in err.message, err.message
+        assert shells.records.shell(shell) is not None
+        # Back on the network: the shell the error named is the one on the host, and closes.
+        monkeypatch.undo()
+        box.sshd.start()
+        await host.connect()
+        assert set(await host.panes()) == {shell}
+        await close(shells, shell, actor="t")
+        assert await host.panes() == {} and shells.records.shells() == {}
+    finally:
+        await shells.close()
+
+
+async def test_an_open_the_host_refuses_leaves_no_record(
+    tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote.add("box-a", timeout=3)
+    shells = Shells.get(load_config(tether_home))
+    try:
+        host = shells.hosts["box-a"]
+
+        async def run_many(cmds: list[tuple[str, ...]], **kw: Any) -> list[list[str]]:
+            raise SessionError("no space left on device")  # tmux answered no: nothing was made
+
+        monkeypatch.setattr(host.control, "run_many", run_many)
+        with pytest.raises(SessionError):
+            await _open_in(shells, "box-a")
+        assert shells.records.shells() == {}
+    finally:
+        await shells.close()

@@ -42,9 +42,12 @@ _TMUX_VERSION_RE = re.compile(r"(\d+)\.(\d+)")
 
 
 class HostError(TetherError):
-    """A remote host cannot be used right now; the message names it and says how to fix it."""
+    """A remote host cannot be used right now; the message names it and says how to fix it.
+    ``shell``: the shell a ``shell_open`` had recorded there when it failed (the caller returns
+    its id with the error)."""
 
     code = "HOST_UNREACHABLE"
+    shell: str | None = None
 
 
 class HostUnsuitable(HostError):
