@@ -24,6 +24,8 @@ from tether.shells import HostError, Shells, SshHost
 from tether.shells import open_shell as open_in_process
 from tether.shells.lifecycle import close
 from tether.shells.tmux.control import ClientEnded, SessionError
+from tether.tools.registry import CallContext
+from tether.tools.shells import ShellTools
 
 
 def _kill_master(remote: RemoteHosts, name: str) -> int:
@@ -350,3 +352,60 @@ async def test_an_open_the_host_refuses_leaves_no_record(
         assert shells.records.shells() == {}
     finally:
         await shells.close()
+
+
+@pytest.mark.parametrize("found", ["reconnect-failed", "at-once"])
+async def test_a_drop_under_a_wait_is_always_the_one_connection_lost(
+    tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch, found: str
+) -> None:
+    box = remote.add("box-a", timeout=3)
+    tools = ShellTools(load_config(tether_home))
+    ctx = CallContext(actor="t")
+    try:
+        opened = await tools.open({"tasks": [{"action": {"kind": "open", "host": "box-a"}}]}, ctx)
+        shell = opened.structured["tasks"][0]["shell"]
+        host = tools.shells().hosts["box-a"]
+        assert isinstance(host, SshHost)
+        # The drop is found by a question the wait asks of the host (whether the shell reads a
+        # line, whether it is alive), not by its connection mark: the host already failed to
+        # reconnect (its cached error), or the question's own channel is the first to notice.
+        dropped = False
+
+        def wrap(real: Any) -> Any:
+            async def asked(*args: Any) -> Any:
+                nonlocal dropped
+                if not dropped and _running("sleep\x0031.5"):
+                    dropped = True
+                    box.sshd.stop()
+                    if found == "reconnect-failed":
+                        with anyio.fail_after(HANG_S):
+                            while host._down is None:
+                                await anyio.sleep(0.02)
+                return await real(*args)
+
+            return asked
+
+        monkeypatch.setattr(host, "reading_line", wrap(host.reading_line))
+        monkeypatch.setattr(host, "alive", wrap(host.alive))
+        with anyio.fail_after(HANG_S):
+            result = await tools.run(
+                {
+                    "tasks": [
+                        {
+                            "target": {"sessions": shell},
+                            "action": {"kind": "run", "command": "sleep 31.5"},
+                            "wait": {"kind": "exit", "timeoutMs": HANG_MS},
+                        }
+                    ]
+                },
+                ctx,
+            )
+        task = result.structured["tasks"][0]
+        assert dropped
+        assert task["errorCode"] == "CONNECTION_LOST", task
+        assert task["error"] == (
+            "connection to box-a lost; reconnecting (the shell keeps running on box-a; the next call "
+            "reconnects — shell_read with wait kind exit picks up the latest run)"
+        ), task
+    finally:
+        await tools.aclose()

@@ -189,6 +189,11 @@ class SshHost(RemoteQuestions, ShellHost):
         if mark != self._generation:
             raise self._lost_error()
 
+    def lost_in_wait(self, exc: Exception) -> Exception:
+        # Whichever call found the connection gone (the command shell's channel, a cached failed
+        # reconnect, the control client), the wait reports the drop with the one documented text.
+        return self._lost_error() if isinstance(exc, HostError) else exc
+
     def _lost_error(self) -> ConnectionLost:
         return ConnectionLost(
             f"connection to {self.name} lost; reconnecting (the shell keeps running on {self.name}; the "
