@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from shell_harness import call, open_shell, read, run, shell_client
-from sshd_harness import RemoteHosts, end_processes
+from sshd_harness import RemoteHosts, end_processes, keygen
 
 from hang import HANG_MS, HANG_S
 from tether.config import load_config
@@ -409,3 +409,30 @@ async def test_a_drop_under_a_wait_is_always_the_one_connection_lost(
         ), task
     finally:
         await tools.aclose()
+
+
+async def test_a_changed_host_key_is_refused_with_the_exact_command_that_forgets_it(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    box = remote.add("box-a")
+    # The machine "was reinstalled": a new host key on the same port, the old one still known.
+    box.sshd.stop()
+    box.sshd.host_key.unlink()
+    box.sshd.host_key.with_suffix(".pub").unlink()
+    keygen(box.sshd.host_key)
+    box.sshd.start()
+    async with shell_client(tether_home) as client:
+        _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "host": "box-a"}}]})
+    task = data["tasks"][0]
+    assert task["errorCode"] == "HOST_UNREACHABLE", task
+    assert "its host key has CHANGED" in task["error"], task
+    # The entry's file (its UserKnownHostsFile option) and the name the key is kept under there.
+    command = f"ssh-keygen -f '{remote.known_hosts}' -R '[127.0.0.1]:{box.sshd.port}'"
+    assert f"remove the old key ({command})" in task["error"], task
+    # Run as given, it removes the old key (and nothing is left under the name).
+    await anyio.run_process(command, check=True)
+    assert f"[127.0.0.1]:{box.sshd.port}" not in remote.known_hosts.read_text()
+    remote.known_hosts.write_text(box.sshd.known_hosts_line() + "\n")
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, host="box-a")
+        assert (await run(client, shell, "echo trusted"))["lines"] == ["trusted"]

@@ -39,6 +39,9 @@ _MAX_SOCKET_PATH = 90
 _REAP_S = 5.0  # a killed ssh call's exit and the end of its pipes
 _MASTER_PID_RE = re.compile(r"pid=(\d+)")
 _TMUX_VERSION_RE = re.compile(r"(\d+)\.(\d+)")
+# What ssh says of a changed host key: the name it looked the key up by, and where it found it.
+_KEY_NAME_RE = re.compile(r"Host key for (\S+) has changed")
+_OFFENDING_RE = re.compile(r"Offending \S+ key in (.+):\d+\s*$", re.MULTILINE)
 
 
 class HostError(TetherError):
@@ -288,6 +291,27 @@ class SshConnection:
             system=values.get("system", "").strip(),
         )
 
+    def _forget_key_command(self, err: str) -> str:
+        """The exact ``ssh-keygen -R`` that removes the changed key: the name ssh looked the key
+        up by (``[host]:port`` off port 22) in the file that holds it, as ssh reported both; else
+        built from the entry (its ``UserKnownHostsFile`` option, or ssh's default file)."""
+        s = self.section
+        named = _KEY_NAME_RE.search(err)
+        if named is not None:
+            name = named.group(1)
+        else:
+            host = s.ssh.rsplit("@", 1)[-1]
+            name = f"[{host}]:{s.port}" if s.port not in (None, 22) else host
+        files = list(dict.fromkeys(m.group(1) for m in _OFFENDING_RE.finditer(err)))
+        if not files:
+            option = next((o for o in s.options if o.lower().startswith("userknownhostsfile=")), None)
+            files = [option.split("=", 1)[1].split()[0]] if option else ["~/.ssh/known_hosts"]
+        # ssh's default file stays ~/ (the shell expands it); any other path is quoted as given.
+        return "; ".join(
+            f"ssh-keygen -f {f if f == '~/.ssh/known_hosts' else sh_quote(f)} -R {sh_quote(name)}"
+            for f in files
+        )
+
     def _unreachable(self, err: str) -> str:
         s = self.section
         text = " ".join(line.strip() for line in err.splitlines() if line.strip())
@@ -297,8 +321,8 @@ class SshConnection:
             return (
                 f"{self.where}: its host key has CHANGED since it was recorded in known_hosts; tether "
                 "refuses to connect. If the machine was really reinstalled, remove the old key "
-                f"(ssh-keygen -R {host}) and add the new one after checking its fingerprint; otherwise "
-                "someone may be intercepting the connection"
+                f"({self._forget_key_command(err)}) and add the new one after checking its fingerprint; "
+                "otherwise someone may be intercepting the connection"
             )
         if "Host key verification failed" in err or "host key is known" in err:
             return (
