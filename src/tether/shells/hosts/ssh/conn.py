@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +156,20 @@ class SshConnection:
         # Defaults an entry may override (its options come first): notice a dead network in ~45 s.
         args += ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"]
         return [*args, "--", s.ssh, command]
+
+    def terminal_command(self) -> str:
+        """The ``ssh`` a person runs in a terminal to reach the host as tether does: the entry's
+        port, identity and options (a ``UserKnownHostsFile``, a ``ProxyJump`` …), none of
+        tether's own settings (a person may answer a prompt), quoted for a POSIX shell."""
+        s = self.section
+        args = ["ssh"]
+        if s.port is not None:
+            args += ["-p", str(s.port)]
+        if s.identity is not None:
+            args += ["-i", s.identity, "-o", "IdentitiesOnly=yes"]
+        for option in s.options:
+            args += ["-o", option]
+        return shlex.join([*args, s.ssh])
 
     def forget(self) -> None:
         """The connection dropped: the next ``ensure`` probes (and so reconnects) again."""
@@ -328,8 +343,8 @@ class SshConnection:
             return (
                 f"{self.where}: its host key is not in known_hosts, and tether never accepts a key by "
                 "itself. Check the key's fingerprint with the machine's owner, then add it: ssh-keyscan "
-                f"{port}{host} >> ~/.ssh/known_hosts (or run ssh {port}{s.ssh} once in a terminal and "
-                "answer yes; a UserKnownHostsFile in the host's options names another file)"
+                f"{port}{host} >> ~/.ssh/known_hosts (or run {self.terminal_command()} once in a terminal "
+                "and answer yes; a UserKnownHostsFile in the host's options names another file)"
             )
         if "Permission denied" in err or "Too many authentication failures" in err:
             return (
