@@ -740,3 +740,22 @@ async def test_an_unmet_wait_says_why_not_timeout(tether_home: Path) -> None:
             },
         )
         assert text.splitlines()[-1].endswith(" wait exit unmet: exit=4 ≠ expected 0]"), text
+        # Steps too: the step that was not met says why.
+        text, data = await call(
+            client,
+            "shell_run",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": await open_shell(client)},
+                        "action": {
+                            "kind": "steps",
+                            "steps": [{"send": "sleep 0.3; exit 3", "expect": "idle"}],
+                        },
+                        "wait": {"kind": "idle", "timeoutMs": HANG_MS},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["unmet"] == "shell ended", data
+        assert " · wait steps: unmet (shell ended) · " in text.splitlines()[1], text
