@@ -4,11 +4,13 @@ of a remote pane are read by the script that runs there (run here on this machin
 
 from __future__ import annotations
 
+import getpass
 import os
 import subprocess
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 from shell_harness import TETHER, call, shell_client
 from sshd_harness import RemoteHosts
@@ -131,3 +133,16 @@ async def test_doctor_checks_each_host(tether_home: Path, remote: RemoteHosts) -
     assert "tmux 3." in text and f"state directory {box.home} writable" in text
     assert "FAIL host box-b: host box-b" in text and "connection refused" in text
     assert "fix: as the message says; the entry is [hosts.box-b] in config.toml" in text
+    # The ssh to try is the one tether runs: the entry's port, identity and options.
+    b = remote.boxes["box-b"]
+    user = getpass.getuser()
+    ssh = (
+        f"ssh -p {b.sshd.port} -i {remote.user_key} -o IdentitiesOnly=yes "
+        f"-o UserKnownHostsFile={remote.known_hosts} -o GlobalKnownHostsFile=/dev/null {user}@127.0.0.1"
+    )
+    assert f"(try `{ssh}` in a terminal: the entry's port, identity and options)" in text, text
+    # ... and, the host back, it reaches it as given (no key or password asked).
+    b.sshd.start()
+    batch = ssh.replace("ssh ", "ssh -o BatchMode=yes ", 1)
+    done = await anyio.run_process(f"{batch} echo reached", check=False)
+    assert done.returncode == 0 and done.stdout == b"reached\n", done.stderr

@@ -14,14 +14,18 @@ from typing import Any
 import anyio
 import pytest
 from shell_harness import call, open_shell, read, run, shell_client
-from sshd_harness import RemoteHosts, end_processes
+from sshd_harness import RemoteHosts, end_processes, keygen
 
 from hang import HANG_MS, HANG_S
 from tether.config import load_config
 from tether.errors import TetherError
 from tether.process.tree import reap_adopted
-from tether.shells import Shells
+from tether.shells import HostError, Shells, SshHost
 from tether.shells import open_shell as open_in_process
+from tether.shells.lifecycle import close
+from tether.shells.tmux.control import ClientEnded, SessionError
+from tether.tools.registry import CallContext
+from tether.tools.shells import ShellTools
 
 
 def _kill_master(remote: RemoteHosts, name: str) -> int:
@@ -237,3 +241,198 @@ async def test_two_hosts_and_local_in_one_call(
         _, data = await call(client, "shell_run", {"tasks": tasks, "concurrency": 3})
         assert [t["lines"] for t in data["tasks"]] == [["done-0"], ["done-1"], ["done-2"]], data
         assert [t["exitCode"] for t in data["tasks"]] == [0, 0, 0]
+
+
+async def test_shell_state_names_an_unreachable_host_and_its_shells(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    box = remote.add("box-a", timeout=3)
+    async with shell_client(tether_home) as client:
+        far = await open_shell(client, host="box-a")
+        near = await open_shell(client)
+        box.sshd.stop()
+        # Asked by id: out of reach, not absent.
+        text, data = await call(client, "shell_state", {"sessions": far})
+        assert data["shells"] == [], data
+        assert data["unreachable"] == [
+            {"host": "box-a", "error": data["unreachable"][0]["error"], "shells": [far]}
+        ], data
+        assert "connection refused" in data["unreachable"][0]["error"]
+        first, second = text.splitlines()[:2]
+        assert first == "0 shells (scope mine); not listed: the shells of unreachable host box-a", text
+        assert second.startswith(
+            f"host box-a unreachable ({far} is on it: out of reach, not known to be gone)"
+        ), text
+        # Every other way of asking names the host and the shell recorded there too.
+        for query in ({}, {"scope": "*"}, {"host": "box-a"}):
+            text, data = await call(client, "shell_state", query)
+            assert [d["host"] for d in data["unreachable"]] == ["box-a"], (query, data)
+            assert data["unreachable"][0]["shells"] == [far], (query, data)
+            assert "not listed: the shells of unreachable host box-a" in text.splitlines()[0], text
+            assert f"recorded there (out of reach, not gone): {far}" in text, text
+        # A question about this machine's shells alone says nothing of the host.
+        text, data = await call(client, "shell_state", {"sessions": near})
+        assert [r["shell"] for r in data["shells"]] == [near] and data["unreachable"] == [], data
+        assert "unreachable" not in text
+        # Back (a call on the shell reconnects at once; a look alone waits out the back-off).
+        box.sshd.start()
+        assert (await run(client, far, "echo back"))["lines"] == ["back"]
+        _, data = await call(client, "shell_state", {"sessions": far})
+        assert [r["shell"] for r in data["shells"]] == [far] and data["unreachable"] == [], data
+
+
+async def _open_in(shells: Shells, host: str) -> str:
+    rec, _ = await open_in_process(
+        shells, owner="t", label="", cwd=None, cols=80, rows=24, idle_minutes=None, host_name=host
+    )
+    return rec.id
+
+
+@pytest.mark.parametrize("drop", ["after-create", "under-create"])
+async def test_an_open_cut_short_by_a_drop_names_the_shell_it_recorded(
+    tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch, drop: str
+) -> None:
+    box = remote.add("box-a", timeout=3)
+    shells = Shells.get(load_config(tether_home))
+    try:
+        host = shells.hosts["box-a"]
+        assert isinstance(host, SshHost)
+        if drop == "after-create":
+            # tmux made the shell; the connection drops before tether looks at it.
+            real_pane_now = host.pane_now
+
+            async def pane_now(shell_id: str) -> Any:
+                box.sshd.stop()
+                return await real_pane_now(shell_id)
+
+            monkeypatch.setattr(host, "pane_now", pane_now)
+        else:
+            # tmux ran the request, and the connection dropped before its answer came back.
+            real_run_many = host.control.run_many
+
+            async def run_many(cmds: list[tuple[str, ...]], **kw: Any) -> list[list[str]]:
+                await real_run_many(cmds, **kw)
+                box.sshd.stop()
+                raise ClientEnded("the tmux control client ended (is the tmux server gone?)")
+
+            monkeypatch.setattr(host.control, "run_many", run_many)
+        with anyio.fail_after(HANG_S), pytest.raises(TetherError) as raised:
+            await _open_in(shells, "box-a")
+        err = raised.value
+        assert isinstance(err, HostError) and err.code == "CONNECTION_LOST", (err.code, err.message)
+        assert "connection to box-a lost; reconnecting" in err.message
+        shell = err.shell
+        assert shell is not None and shell in err.message, err.message
+        assert shells.records.shell(shell) is not None
+        # Back on the network: the shell the error named is the one on the host, and closes.
+        monkeypatch.undo()
+        box.sshd.start()
+        await host.connect()
+        assert set(await host.panes()) == {shell}
+        await close(shells, shell, actor="t")
+        assert await host.panes() == {} and shells.records.shells() == {}
+    finally:
+        await shells.close()
+
+
+async def test_an_open_the_host_refuses_leaves_no_record(
+    tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote.add("box-a", timeout=3)
+    shells = Shells.get(load_config(tether_home))
+    try:
+        host = shells.hosts["box-a"]
+
+        async def run_many(cmds: list[tuple[str, ...]], **kw: Any) -> list[list[str]]:
+            raise SessionError("no space left on device")  # tmux answered no: nothing was made
+
+        monkeypatch.setattr(host.control, "run_many", run_many)
+        with pytest.raises(SessionError):
+            await _open_in(shells, "box-a")
+        assert shells.records.shells() == {}
+    finally:
+        await shells.close()
+
+
+@pytest.mark.parametrize("found", ["reconnect-failed", "at-once"])
+async def test_a_drop_under_a_wait_is_always_the_one_connection_lost(
+    tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch, found: str
+) -> None:
+    box = remote.add("box-a", timeout=3)
+    tools = ShellTools(load_config(tether_home))
+    ctx = CallContext(actor="t")
+    try:
+        opened = await tools.open({"tasks": [{"action": {"kind": "open", "host": "box-a"}}]}, ctx)
+        shell = opened.structured["tasks"][0]["shell"]
+        host = tools.shells().hosts["box-a"]
+        assert isinstance(host, SshHost)
+        # The drop is found by a question the wait asks of the host (whether the shell reads a
+        # line, whether it is alive), not by its connection mark: the host already failed to
+        # reconnect (its cached error), or the question's own channel is the first to notice.
+        dropped = False
+
+        def wrap(real: Any) -> Any:
+            async def asked(*args: Any) -> Any:
+                nonlocal dropped
+                if not dropped and _running("sleep\x0031.5"):
+                    dropped = True
+                    box.sshd.stop()
+                    if found == "reconnect-failed":
+                        with anyio.fail_after(HANG_S):
+                            while host._down is None:
+                                await anyio.sleep(0.02)
+                return await real(*args)
+
+            return asked
+
+        monkeypatch.setattr(host, "reading_line", wrap(host.reading_line))
+        monkeypatch.setattr(host, "alive", wrap(host.alive))
+        with anyio.fail_after(HANG_S):
+            result = await tools.run(
+                {
+                    "tasks": [
+                        {
+                            "target": {"sessions": shell},
+                            "action": {"kind": "run", "command": "sleep 31.5"},
+                            "wait": {"kind": "exit", "timeoutMs": HANG_MS},
+                        }
+                    ]
+                },
+                ctx,
+            )
+        task = result.structured["tasks"][0]
+        assert dropped
+        assert task["errorCode"] == "CONNECTION_LOST", task
+        assert task["error"] == (
+            "connection to box-a lost; reconnecting (the shell keeps running on box-a; the next call "
+            "reconnects — shell_read with wait kind exit picks up the latest run)"
+        ), task
+    finally:
+        await tools.aclose()
+
+
+async def test_a_changed_host_key_is_refused_with_the_exact_command_that_forgets_it(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    box = remote.add("box-a")
+    # The machine "was reinstalled": a new host key on the same port, the old one still known.
+    box.sshd.stop()
+    box.sshd.host_key.unlink()
+    box.sshd.host_key.with_suffix(".pub").unlink()
+    keygen(box.sshd.host_key)
+    box.sshd.start()
+    async with shell_client(tether_home) as client:
+        _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "host": "box-a"}}]})
+    task = data["tasks"][0]
+    assert task["errorCode"] == "HOST_UNREACHABLE", task
+    assert "its host key has CHANGED" in task["error"], task
+    # The entry's file (its UserKnownHostsFile option) and the name the key is kept under there.
+    command = f"ssh-keygen -f '{remote.known_hosts}' -R '[127.0.0.1]:{box.sshd.port}'"
+    assert f"remove the old key ({command})" in task["error"], task
+    # Run as given, it removes the old key (and nothing is left under the name).
+    await anyio.run_process(command, check=True)
+    assert f"[127.0.0.1]:{box.sshd.port}" not in remote.known_hosts.read_text()
+    remote.known_hosts.write_text(box.sshd.known_hosts_line() + "\n")
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, host="box-a")
+        assert (await run(client, shell, "echo trusted"))["lines"] == ["trusted"]

@@ -25,6 +25,8 @@ def params(home: Path, conversation: str, extra_env: dict[str, str] | None = Non
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", "/root"),
         "TETHER_CONVERSATION": conversation,
+        # A worktree's tests run its own source (PYTHONPATH first), in the server too.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
         **(extra_env or {}),
     }
     return StdioServerParameters(command=TETHER, args=["mcp"], env=env)

@@ -670,3 +670,92 @@ def _read_or_empty(path: Path) -> bytes:
         return path.read_bytes()
     except OSError:
         return b""
+
+
+async def test_an_unmet_wait_says_why_not_timeout(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        # Another exit status than the one expected: known at once, and said so.
+        text, data = await call(
+            client,
+            "shell_run",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": shell},
+                        "action": {"kind": "run", "command": "(exit 4)"},
+                        "wait": {"kind": "exit", "code": 0, "timeoutMs": HANG_MS},
+                    }
+                ]
+            },
+        )
+        task = data["tasks"][0]
+        assert " · exit=4 · wait exit: unmet (exit=4 ≠ expected 0) · " in text.splitlines()[1], text
+        assert task["met"] is False and task["exitCode"] == 4 and task["unmet"] == "exit=4 ≠ expected 0", task
+        # A real timeout is still one.
+        text, data = await call(
+            client,
+            "shell_run",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": await open_shell(client)},
+                        "action": {"kind": "run", "command": "sleep 0.5"},
+                        "wait": {"kind": "exit", "timeoutMs": 50},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["unmet"] == "timeout" and " · wait exit: timeout · " in text, text
+        # The shell ends under the wait.
+        text, data = await call(
+            client,
+            "shell_run",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": shell},
+                        "action": {"kind": "run", "command": "sleep 0.6; exit 3"},
+                        "wait": {"kind": "exit", "timeoutMs": HANG_MS},
+                    }
+                ]
+            },
+        )
+        task = data["tasks"][0]
+        assert task["met"] is False and task["unmet"] == "shell ended", (task["error"], task)
+        assert " · wait exit: unmet (shell ended) · " in text.splitlines()[1], text
+        # Plain text says it too.
+        text, _ = await call(
+            client,
+            "shell_run",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": await open_shell(client)},
+                        "action": {"kind": "run", "command": "(exit 4)"},
+                        "wait": {"kind": "exit", "code": 0, "timeoutMs": HANG_MS},
+                        "output": {"structured": False},
+                    }
+                ]
+            },
+        )
+        assert text.splitlines()[-1].endswith(" wait exit unmet: exit=4 ≠ expected 0]"), text
+        # Steps too: the step that was not met says why.
+        text, data = await call(
+            client,
+            "shell_run",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": await open_shell(client)},
+                        "action": {
+                            "kind": "steps",
+                            "steps": [{"send": "sleep 0.3; exit 3", "expect": "idle"}],
+                        },
+                        "wait": {"kind": "idle", "timeoutMs": HANG_MS},
+                    }
+                ]
+            },
+        )
+        assert data["tasks"][0]["unmet"] == "shell ended", data
+        assert " · wait steps: unmet (shell ended) · " in text.splitlines()[1], text

@@ -11,7 +11,7 @@ The face (everything a layer above may use; nothing reaches past it)::
                                  shell_state_rows · manage_home · shell_kind · resolve_target ·
                                  check_capacity · follow / position · screen_text
     values                       requests (Wait, Output, Safety, actions, Target, StateQuery),
-                                 Outcome, ShellRow, Done, Write
+                                 Outcome, ShellRow, HostDown, Done, Write
     safety                       SafetyPolicy, SessionHooks, WriteIntent, WriteDecision,
                                  GuardBlockedError, call notes (collecting), Guard
     ids                          is_shell_id, check_shell_id
@@ -122,7 +122,7 @@ from tether.shells.safety.call_notes import CallNotes, collecting
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
 from tether.shells.safety.policy import GuardBlockedError, SafetyPolicy
 from tether.shells.sends import send
-from tether.shells.state import ShellRow
+from tether.shells.state import HostDown, ShellRow
 from tether.shells.state import state as shell_state_rows
 from tether.shells.steps import steps
 from tether.shells.targets import check_capacity, resolve_target
@@ -162,6 +162,7 @@ __all__ = [
     "ExpectKind",
     "Guard",
     "GuardBlockedError",
+    "HostDown",
     "HostError",
     "HostUnsuitable",
     "IdleAction",

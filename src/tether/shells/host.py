@@ -119,6 +119,12 @@ class ShellHost(ABC):
         following the host's output cannot know what it missed."""
         return
 
+    def lost_in_wait(self, exc: Exception) -> Exception:
+        """What a wait following one of this host's shells raises for ``exc``, which a host call
+        raised while it waited (here: ``exc`` itself; a remote host: its one connection-lost error,
+        whatever the call that found the connection gone saw)."""
+        return exc
+
     # ---- panes ----------------------------------------------------------------------------------
 
     def log_of(self, shell_id: str) -> Path:

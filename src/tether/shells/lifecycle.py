@@ -23,7 +23,7 @@ from tether.errors import NotFoundError, UsageError
 from tether.shells import ids
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost, ShellStart
-from tether.shells.hosts import Confinement, rc_text
+from tether.shells.hosts import Confinement, HostError, rc_text
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
 from tether.shells.records import ShellRecord, now_ms
@@ -232,22 +232,50 @@ async def open_shell(
             nonce=nonce,
             confinement=confinement.to_json() if confinement is not None else "",
         )
+        # Recorded before tmux is asked: a connection that drops under the request may leave the
+        # shell created on the host, and a shell there is never one nobody can see or close.
+        shells.records.add_shell(record)
+        note_host(shell_id, host.name)
         try:
             start = start_of(shell_id, nonce, confinement)
             await host.create(shell_id, cwd=start_dir, cols=cols, rows=rows, start=start)
-        except SessionError as exc:
+        except HostError as exc:
+            if exc.shell == shell_id:  # tmux may have been asked (SshHost.create): keep the record
+                raise _with_shell(exc, shell_id, host.name, created=False) from exc
+            shells.records.drop_shell(shell_id)
+            raise
+        except BaseException as exc:
+            shells.records.drop_shell(shell_id)  # tmux answered no (or nothing was sent): not there
             # Another process took this id in the same instant: draw again.
-            if "duplicate session" in exc.message and attempt < 4:
+            if isinstance(exc, SessionError) and "duplicate session" in exc.message and attempt < 4:
                 continue
             raise
         break
     else:
         raise SessionError("no free shell id after 5 draws (36^6 ids); try again")
-    shells.records.add_shell(record)
-    note_host(shell_id, host.name)
-    pane = await host.pane_now(shell_id)
-    reached = await first_prompt(shells, host, pane, len(head), nonce)
+    try:
+        pane = await host.pane_now(shell_id)
+        reached = await first_prompt(shells, host, pane, len(head), nonce)
+    except HostError as exc:
+        raise _with_shell(exc, shell_id, host.name, created=True) from exc
     return record, reached
+
+
+def _with_shell(exc: HostError, shell_id: str, host: str, *, created: bool) -> HostError:
+    """The host's error for a ``shell_open`` it cut short, naming the shell recorded there (the
+    caller returns its id): a connection that dropped while tmux was asked may or may not have
+    left it created; one that dropped after tmux answered left it running."""
+    if created:
+        what = f"shell {shell_id} was opened on {host} before that: it runs there, use it once {host} answers"
+    else:
+        what = (
+            f"shell {shell_id} was being opened on {host} when that happened: it may have been created "
+            f"there; once {host} answers, shell_state {{sessions: {shell_id}}} shows it — close it with "
+            "shell_manage close if it is not wanted (reap closes its record if it never started)"
+        )
+    err = type(exc)(f"{exc.message}. {what}")
+    err.shell = shell_id
+    return err
 
 
 async def close(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tether.shell import ShellSandboxInfo
+from tether.shells.waits import WaitOutcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,3 +28,21 @@ class Outcome:
     lines: tuple[str, ...] = ()
     sandbox: ShellSandboxInfo | None = None  # a confined shell's run: what its sandbox denied
     before: int | None = None  # shell_read history: the action.before of the page before this one
+    # ``met`` False: why (``unmet_of``); ``None`` on an outcome that does not say.
+    unmet: str | None = None
+
+
+def unmet_of(out: WaitOutcome) -> str | None:
+    """Why a wait was not met, in a few words: ``timeout``, ``shell ended``, ``exit=4 ≠ expected 0``,
+    ``incomplete line``, ``pattern overran`` (``None``: it was met)."""
+    if out.met:
+        return None
+    if out.timed_out:
+        return "timeout" if out.detail.startswith("timeout") else "pattern overran"
+    if out.shell_gone:
+        return "shell ended"
+    if out.run_verdict == "incomplete":
+        return "incomplete line"
+    if out.kind == "exit" and out.detail.startswith("exit="):
+        return out.detail.split(" (", 1)[0]  # the status and the code expected
+    return out.detail.split(" (", 1)[0] or "not met"

@@ -14,7 +14,7 @@ from tether.shells import shaping, views
 from tether.shells.domain import PendingRun, Shells
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
-from tether.shells.outcomes import Outcome
+from tether.shells.outcomes import Outcome, unmet_of
 from tether.shells.prompt import front_note, recover
 from tether.shells.records import RunRecord
 from tether.shells.requests import Output, ReadAction, Wait
@@ -45,6 +45,7 @@ async def read(
     host, pane = await shells.pane(shell_id)
     waited: str | None = None
     met: bool | None = None
+    unmet: str | None = None
     elapsed: int | None = None
     exit_code: int | None = None
     run_id: str | None = None
@@ -87,6 +88,7 @@ async def read(
         if track is not None and out.exit_code is not None and run_id is not None:
             shells.records.finish_run(run_id, out.exit_code, out.end_offset)
         waited, met, elapsed, exit_code = out.kind, out.met, out.elapsed_ms, out.exit_code
+        unmet = unmet_of(out)
         if not out.met:
             notes.append(f"[wait {out.kind}: {out.detail}]")
         if out.timed_out and (front := await front_note(host, pane)) is not None:
@@ -101,6 +103,7 @@ async def read(
                 exit_code=exit_code,
                 waited=waited,
                 met=met,
+                unmet=unmet,
                 elapsed_ms=elapsed,
                 lines=(shaping.UNCHANGED, *notes),
             )
@@ -113,6 +116,7 @@ async def read(
         exit_code=exit_code,
         waited=waited,
         met=met,
+        unmet=unmet,
         elapsed_ms=elapsed,
         lines=(*view.lines, *notes),
         before=view.before,

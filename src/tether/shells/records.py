@@ -141,6 +141,10 @@ class Records:
             ),
         )
 
+    def drop_shell(self, shell_id: str) -> None:
+        """Forget a shell that was never started (``open_shell``'s record of a failed create)."""
+        self.store.execute("DELETE FROM shells WHERE id = ?", (shell_id,))
+
     def shells(self) -> dict[str, ShellRecord]:
         rows = self.store.query("SELECT * FROM shells WHERE closed_ms IS NULL")
         return {r["id"]: _shell(r) for r in rows}

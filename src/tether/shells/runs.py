@@ -27,7 +27,7 @@ from tether.shells.integration import payload
 from tether.shells.integration.script import INSERT_KEYS
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
-from tether.shells.outcomes import Outcome
+from tether.shells.outcomes import Outcome, unmet_of
 from tether.shells.prompt import Readiness, front_note, ready, recover, settled
 from tether.shells.records import RunRecord, now_ms
 from tether.shells.requests import (
@@ -180,6 +180,7 @@ async def _held(shells: Shells, host: ShellHost, pane: PaneInfo, w: Write, plan:
         shell=w.shell_id,
         waited="settle",
         met=False,
+        unmet="incomplete line",
         elapsed_ms=out.elapsed_ms,
         lines=(*cap_tail(lines.lines, w.output.lines), *plan.notes, note),
     )
@@ -213,6 +214,7 @@ async def _shape_run(
         exit_code=out.exit_code,
         waited=out.kind,
         met=out.met,
+        unmet=unmet_of(out),
         elapsed_ms=out.elapsed_ms,
         lines=(*lines, *notes),
         sandbox=sandbox,
@@ -330,6 +332,7 @@ async def _type_unsubmitted(shells: Shells, host: ShellHost, pane: PaneInfo, w: 
         shell=w.shell_id,
         waited="settle",
         met=out.met,
+        unmet=unmet_of(out),
         elapsed_ms=out.elapsed_ms,
         lines=(*cap_tail(lines.lines, w.output.lines), "[macro typed without Enter (submit: false)]"),
     )

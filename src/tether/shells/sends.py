@@ -12,7 +12,7 @@ from __future__ import annotations
 from tether.shells import accept, views
 from tether.shells.domain import Shells
 from tether.shells.logs import log_size
-from tether.shells.outcomes import Outcome
+from tether.shells.outcomes import Outcome, unmet_of
 from tether.shells.requests import (
     SendAction,
 )
@@ -65,6 +65,7 @@ async def _send(shells: Shells, w: Write, action: SendAction, decision: WriteDec
         shell=w.shell_id,
         waited="settle",
         met=out.met,
+        unmet=unmet_of(out),
         elapsed_ms=out.elapsed_ms,
         lines=(*cap_tail(lines.lines, w.output.lines), *sent.notes, *held),
     )

@@ -7,6 +7,10 @@ tmux's client count; ``user-busy`` from ``safety.user_busy`` (the same test that
 writes); ``ai-busy`` from calls this process is running on the shell; ``locked``/``unlocked`` from
 ``SessionHooks.is_locked`` (a manual lock, or another conversation's write holding the shell's
 lock now). Filters combine with AND; several ``state`` values are a union.
+
+A host that cannot be reached lists nothing, so its absence from the rows is never silent: every
+unreachable host the query covers is returned with why, and the shells recorded there that the
+query names or covers (``HostDown``) — out of reach, not gone.
 """
 
 from __future__ import annotations
@@ -43,6 +47,16 @@ class ShellRow:
     last_activity_ms: int | None
     last_command: LastCommand | None = None
     git: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostDown:
+    """A host the query covers that could not be reached: why, and the shells recorded there that
+    the query names or covers (they are not in the rows, and not known to be gone)."""
+
+    host: str
+    error: str
+    shells: tuple[str, ...]
 
 
 def owner_of(rec: ShellRecord | None, actor: str) -> str:
@@ -108,8 +122,11 @@ async def diagnostics(shells: Shells, live: int, records: int) -> dict[str, Any]
     }
 
 
-async def state(shells: Shells, q: StateQuery, actor: str) -> tuple[list[ShellRow], dict[str, Any] | None]:
-    """The rows the query selects, and the diagnostics when ``verbose``."""
+async def state(
+    shells: Shells, q: StateQuery, actor: str
+) -> tuple[list[ShellRow], dict[str, Any] | None, list[HostDown]]:
+    """The rows the query selects, the diagnostics when ``verbose``, and the hosts the query
+    covers that could not be reached (their shells are not in the rows)."""
     if q.host is not None:
         shells.check_host(q.host, "host")
     live = await shells.live()
@@ -162,7 +179,32 @@ async def state(shells: Shells, q: StateQuery, actor: str) -> tuple[list[ShellRo
         branches = await asyncio.gather(*(shells.hosts[r.host].git_branch(r.cwd) for r in rows))
         rows = [_with_git(r, b) for r, b in zip(rows, branches, strict=True)]
     diag = await diagnostics(shells, len(live), len(records)) if q.verbose else None
-    return rows, diag
+    return rows, diag, hosts_down(shells, q, actor)
+
+
+def hosts_down(shells: Shells, q: StateQuery, actor: str) -> list[HostDown]:
+    """The unreachable hosts the query covers: those of its named shells, else its ``host``, else
+    every one; with the recorded shells there it names (or, without names, its scope covers)."""
+    if not shells.down:
+        return []
+    records = shells.records.shells()
+    if q.sessions:
+        named = {s: shells.host_name(s) for s in q.sessions}
+        wanted = {h for h in named.values() if h in shells.down}
+    else:
+        wanted = set(shells.down) if q.host is None else {q.host} & set(shells.down)
+    found = []
+    for name in sorted(wanted):
+        if q.sessions:
+            there = [s for s in q.sessions if named[s] == name]
+        else:
+            there = [
+                r.id
+                for r in records.values()
+                if r.host == name and (q.scope == "*" or owner_of(r, actor) == "mine")
+            ]
+        found.append(HostDown(host=name, error=shells.down[name].message, shells=tuple(sorted(there))))
+    return found
 
 
 def _with_git(row: ShellRow, branch: str | None) -> ShellRow:

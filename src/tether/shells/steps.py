@@ -16,7 +16,7 @@ from tether.shells.host import ShellHost
 from tether.shells.integration import payload
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
-from tether.shells.outcomes import Outcome
+from tether.shells.outcomes import Outcome, unmet_of
 from tether.shells.prompt import ready, settled
 from tether.shells.requests import (
     DEFAULT_POLL_MS,
@@ -53,6 +53,7 @@ async def _steps(
     lines: list[str] = []
     total_ms = 0
     met = True
+    unmet: str | None = None
     first = log_size(host.log_of(w.shell_id))
     shells.records.touch(w.shell_id)
     nonce = shells.nonce_of(w.shell_id)
@@ -80,11 +81,13 @@ async def _steps(
         total_ms += out.elapsed_ms
         lines.append(f"[{step.label or f'step {n}'}: {out.detail}]")
         if not out.met:
-            met = False
+            met, unmet = False, unmet_of(out)
             break
     end = log_size(host.log_of(w.shell_id))
     lines.extend(views.with_dropped(await views.run_output(shells, w.shell_id, first, end, w.actor)))
-    return Outcome(shell=w.shell_id, waited="steps", met=met, elapsed_ms=total_ms, lines=tuple(lines))
+    return Outcome(
+        shell=w.shell_id, waited="steps", met=met, unmet=unmet, elapsed_ms=total_ms, lines=tuple(lines)
+    )
 
 
 async def _type_step(

@@ -13,7 +13,9 @@ be on its way (a remote host's mirror). A condition asked of the host is answere
 the log caught up to the moment it held. A sync mark is never output. A timeout is a result
 (``timed_out``), never a kill; ``exit`` with an expected ``code`` returns as soon as the status is
 known, met or not. A shell that ends (its exit event, a dead pane, a killed session) ends every
-wait on it with ``shell_gone`` and the status it ended with, when one is known.
+wait on it with ``shell_gone`` and the status it ended with, when one is known. A remote host's
+connection that drops under a wait ends it with that host's one connection-lost error, whichever
+host call found out (``ShellHost.lost_in_wait``).
 """
 
 from __future__ import annotations
@@ -189,6 +191,11 @@ class WaitEngine:
             outcome = await self._loop(
                 pane, spec, scan, waker, t0, nonce, run, at_prompt, on_lost, shown_prompt
             )
+        except Exception as exc:
+            lost = self.host.lost_in_wait(exc)
+            if lost is exc:
+                raise
+            raise lost from exc
         finally:
             self.host.watcher.drop(pane.shell_id, waker)
         # Only after a wait that ended by itself: one cancelled in a read off the loop would leave

@@ -140,7 +140,7 @@ async def _host(host: SshHost) -> Check:
             ok=False,
             detail=exc.message,
             fix=f"as the message says; the entry is [hosts.{host.name}] in config.toml "
-            f"(try `ssh {host.section.ssh}` in a terminal)",
+            f"(try `{host.conn.terminal_command()}` in a terminal: the entry's port, identity and options)",
         )
     system = f", {facts.system}" if facts.system else ""
     port = f" port {host.section.port}" if host.section.port else ""

@@ -28,7 +28,8 @@ from tether.tools.bash import SANDBOX_SCHEMA, sandbox_json
 class TaskOutcome:
     """What one task produced. ``error`` set means the task failed (``ok`` is its absence).
 
-    ``waited`` is the wait kind (``None``: nothing waited for); ``met`` False means it timed out.
+    ``waited`` is the wait kind (``None``: nothing waited for); ``met`` False: not met, and
+    ``unmet`` says why (``timeout``, ``shell ended``, ``exit=4 ≠ expected 0`` …; ``None``: not said).
     """
 
     index: int
@@ -38,6 +39,7 @@ class TaskOutcome:
     exit_code: int | None = None
     waited: str | None = None
     met: bool | None = None
+    unmet: str | None = None
     elapsed_ms: int | None = None
     lines: tuple[str, ...] = ()
     error: str | None = None
@@ -60,6 +62,7 @@ class TaskOutcome:
             exit_code=o.exit_code,
             waited=o.waited,
             met=o.met,
+            unmet=o.unmet,
             elapsed_ms=o.elapsed_ms,
             lines=o.lines,
             sandbox=o.sandbox,
@@ -90,7 +93,8 @@ def _elapsed(ms: int) -> str:
 
 
 def block_header(o: TaskOutcome) -> str:
-    """``## dsh-ab12cd · build · ok · run=ab12cd34 · exit=0 · wait idle: met · 132 ms``."""
+    """``## dsh-ab12cd · build · ok · run=ab12cd34 · exit=0 · wait idle: met · 132 ms``; a wait not
+    met says why: ``wait exit: timeout``, ``wait exit: unmet (shell ended)``."""
     parts = [o.shell or f"task {o.index}"]
     if o.label:
         parts.append(o.label)
@@ -100,7 +104,7 @@ def block_header(o: TaskOutcome) -> str:
     if o.exit_code is not None:
         parts.append(f"exit={o.exit_code}")
     if o.waited is not None and o.met is not None:
-        parts.append(f"wait {o.waited}: {'met' if o.met else 'timeout'}")
+        parts.append(f"wait {o.waited}: {_wait_result(o)}")
     if o.elapsed_ms is not None:
         parts.append(_elapsed(o.elapsed_ms))
     return "## " + " · ".join(parts)
@@ -129,11 +133,20 @@ def render_result(
         who = o.shell or f"task {o.index}"
         if not o.ok:
             out.append(f"[{who} error: {_error(o)}]")
-        elif o.met is False:
+        elif o.met is False and o.unmet in (None, "timeout"):
             out.append(f"[{who} timed out waiting for {o.waited}]")
+        elif o.met is False:
+            out.append(f"[{who} wait {o.waited} unmet: {o.unmet}]")
         elif o.exit_code:
             out.append(f"[{who} exit={o.exit_code}]")
     return "\n".join(out)
+
+
+def _wait_result(o: TaskOutcome) -> str:
+    if o.met:
+        return "met"
+    # An outcome that does not say why is the timeout it always was.
+    return "timeout" if o.unmet in (None, "timeout") else f"unmet ({o.unmet})"
 
 
 def _error(o: TaskOutcome) -> str:
@@ -158,6 +171,7 @@ def outcome_json(outcomes: Sequence[TaskOutcome], *, notes: Sequence[str] = ()) 
             "exitCode": o.exit_code,
             "waited": o.waited,
             "met": o.met,
+            "unmet": o.unmet,
             "elapsedMs": o.elapsed_ms,
             "lines": list(o.lines),
             "sandbox": sandbox_json(o.sandbox) if o.sandbox is not None else None,
@@ -201,7 +215,12 @@ RESULT_SCHEMA: dict[str, Any] = {
                     "runId": _nullable("string"),
                     "exitCode": _nullable("integer"),
                     "waited": {**_nullable("string"), "description": "The wait kind, if any."},
-                    "met": {**_nullable("boolean"), "description": "false = timed out."},
+                    "met": {**_nullable("boolean"), "description": "false = not met (unmet says why)."},
+                    "unmet": {
+                        **_nullable("string"),
+                        "description": "Why a wait was not met: timeout, shell ended, exit=N ≠ expected M, "
+                        "incomplete line, pattern overran (else null).",
+                    },
                     "elapsedMs": _nullable("integer"),
                     "lines": {"type": "array", "items": {"type": "string"}},
                     "sandbox": {

@@ -3,14 +3,16 @@
 Invariant: translation only — the states and filters are the shells layer's (``shells.state``).
 Each row also names who opened the shell (``openedBy``: a conversation id, ``panel``, ``cli``) with
 the client that conversation said it was (``client``), and a person's manual lock (``manualLock``),
-so a front door needs nothing else to show the list.
+so a front door needs nothing else to show the list. A host that could not be reached is named
+right after the count, with why and the shells recorded there that the query covers (and a shell
+named by id on it is reported out of reach, never absent): its shells are not in the rows.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tether.shells import ShellRow, Shells, StateQuery, shell_state_rows
+from tether.shells import HostDown, ShellRow, Shells, StateQuery, shell_state_rows
 from tether.store.manual_locks import ManualLock, ManualLocks
 from tether.tools.conversations import client_names
 from tether.tools.registry import ToolResult
@@ -66,6 +68,24 @@ STATE_SCHEMA: dict[str, Any] = {
                 "required": ["shell", "label", "owner", "states", "fg", "cwd", "attached"],
             },
         },
+        "unreachable": {
+            "type": "array",
+            "description": "Hosts the query covers that could not be reached: their shells are not "
+            "in shells (out of reach, not gone).",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "host": {"type": "string"},
+                    "error": {"type": "string", "description": "Why (HOST_UNREACHABLE's message)."},
+                    "shells": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Shells recorded on that host that the query names or covers.",
+                    },
+                },
+                "required": ["host", "error", "shells"],
+            },
+        },
         "diagnostics": {"type": ["object", "null"]},
     },
     "required": ["shells"],
@@ -99,8 +119,12 @@ def _row(
 
 
 async def shell_state(shells: Shells, q: StateQuery, actor: str) -> ToolResult:
-    rows, diagnostics = await shell_state_rows(shells, q, actor)
-    lines = [f"{len(rows)} shell{'s' if len(rows) != 1 else ''} (scope {q.scope})"]
+    rows, diagnostics, down = await shell_state_rows(shells, q, actor)
+    head = f"{len(rows)} shell{'s' if len(rows) != 1 else ''} (scope {q.scope})"
+    if down:
+        names = ", ".join(d.host for d in down)
+        head += f"; not listed: the shells of unreachable host{'s' if len(down) != 1 else ''} {names}"
+    lines = [head, *(_down_line(d, named=bool(q.sessions)) for d in down)]
     for r in rows:
         text = f"{r.shell} · {r.label} · {r.owner} · {','.join(r.states)} · fg={r.fg} · cwd={r.cwd}"
         if r.last_command is not None:
@@ -122,4 +146,20 @@ async def shell_state(shells: Shells, q: StateQuery, actor: str) -> ToolResult:
         _row(r, records[r.shell].owner if r.shell in records else None, clients, locks.get(r.shell))
         for r in rows
     ]
-    return ToolResult(text="\n".join(lines), structured={"shells": structured, "diagnostics": diagnostics})
+    unreachable = [{"host": d.host, "error": d.error, "shells": list(d.shells)} for d in down]
+    return ToolResult(
+        text="\n".join(lines),
+        structured={"shells": structured, "unreachable": unreachable, "diagnostics": diagnostics},
+    )
+
+
+def _down_line(d: HostDown, *, named: bool) -> str:
+    """``host build unreachable: …``: the shells named (or recorded) there are out of reach, not gone."""
+    if named:
+        ids = ", ".join(d.shells)
+        what = f"{ids} {'is' if len(d.shells) == 1 else 'are'} on it: out of reach, not known to be gone"
+    elif d.shells:
+        what = f"recorded there (out of reach, not gone): {', '.join(d.shells)}"
+    else:
+        what = "no shell of this scope is recorded there"
+    return f"host {d.host} unreachable ({what}): {d.error}"

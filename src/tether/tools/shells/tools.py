@@ -26,6 +26,7 @@ from tether.shell.sandbox import EscalationGate
 from tether.shells import (
     NOT_READY,
     Confinement,
+    HostError,
     SessionHooks,
     Shells,
     Write,
@@ -177,7 +178,12 @@ class ShellTools:
             if a.from_id is not None:
                 async with gate:
                     path = f"tasks[{task.index}].action"
-                    shell_id, lines = await revive(shells, a, ctx.actor, path, confinement=confinement)
+                    try:
+                        shell_id, lines = await revive(shells, a, ctx.actor, path, confinement=confinement)
+                    except HostError as exc:
+                        if exc.shell is None:
+                            raise
+                        return [TaskOutcome.failed(task.index, task.label, exc, shell=exc.shell)]
                 return [TaskOutcome(index=task.index, shell=shell_id, label=task.label, lines=tuple(lines))]
 
             async def make(n: int) -> TaskOutcome:
@@ -185,17 +191,23 @@ class ShellTools:
                     label = a.label or ""
                     if label and a.count > 1:
                         label = f"{label}-{n + 1}"
-                    rec, reached = await open_shell(
-                        shells,
-                        owner=ctx.actor,
-                        label=label,
-                        cwd=a.cwd,
-                        cols=a.cols,
-                        rows=a.rows,
-                        idle_minutes=a.idle_minutes,
-                        confinement=confinement,
-                        host_name=a.host or "local",
-                    )
+                    try:
+                        rec, reached = await open_shell(
+                            shells,
+                            owner=ctx.actor,
+                            label=label,
+                            cwd=a.cwd,
+                            cols=a.cols,
+                            rows=a.rows,
+                            idle_minutes=a.idle_minutes,
+                            confinement=confinement,
+                            host_name=a.host or "local",
+                        )
+                    except HostError as exc:
+                        if exc.shell is None:
+                            raise
+                        # Cut short with the shell recorded on the host: the agent gets its id.
+                        return TaskOutcome.failed(task.index, task.label, exc, shell=exc.shell)
                     where = "" if rec.host == "local" else f" on host {rec.host}"
                     lines = [
                         f"opened {rec.id}{where} label={rec.label} cwd={rec.cwd}",

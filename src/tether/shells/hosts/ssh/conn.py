@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,12 +40,18 @@ _MAX_SOCKET_PATH = 90
 _REAP_S = 5.0  # a killed ssh call's exit and the end of its pipes
 _MASTER_PID_RE = re.compile(r"pid=(\d+)")
 _TMUX_VERSION_RE = re.compile(r"(\d+)\.(\d+)")
+# What ssh says of a changed host key: the name it looked the key up by, and where it found it.
+_KEY_NAME_RE = re.compile(r"Host key for (\S+) has changed")
+_OFFENDING_RE = re.compile(r"Offending \S+ key in (.+):\d+\s*$", re.MULTILINE)
 
 
 class HostError(TetherError):
-    """A remote host cannot be used right now; the message names it and says how to fix it."""
+    """A remote host cannot be used right now; the message names it and says how to fix it.
+    ``shell``: the shell a ``shell_open`` had recorded there when it failed (the caller returns
+    its id with the error)."""
 
     code = "HOST_UNREACHABLE"
+    shell: str | None = None
 
 
 class HostUnsuitable(HostError):
@@ -149,6 +156,20 @@ class SshConnection:
         # Defaults an entry may override (its options come first): notice a dead network in ~45 s.
         args += ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"]
         return [*args, "--", s.ssh, command]
+
+    def terminal_command(self) -> str:
+        """The ``ssh`` a person runs in a terminal to reach the host as tether does: the entry's
+        port, identity and options (a ``UserKnownHostsFile``, a ``ProxyJump`` …), none of
+        tether's own settings (a person may answer a prompt), quoted for a POSIX shell."""
+        s = self.section
+        args = ["ssh"]
+        if s.port is not None:
+            args += ["-p", str(s.port)]
+        if s.identity is not None:
+            args += ["-i", s.identity, "-o", "IdentitiesOnly=yes"]
+        for option in s.options:
+            args += ["-o", option]
+        return shlex.join([*args, s.ssh])
 
     def forget(self) -> None:
         """The connection dropped: the next ``ensure`` probes (and so reconnects) again."""
@@ -285,6 +306,27 @@ class SshConnection:
             system=values.get("system", "").strip(),
         )
 
+    def _forget_key_command(self, err: str) -> str:
+        """The exact ``ssh-keygen -R`` that removes the changed key: the name ssh looked the key
+        up by (``[host]:port`` off port 22) in the file that holds it, as ssh reported both; else
+        built from the entry (its ``UserKnownHostsFile`` option, or ssh's default file)."""
+        s = self.section
+        named = _KEY_NAME_RE.search(err)
+        if named is not None:
+            name = named.group(1)
+        else:
+            host = s.ssh.rsplit("@", 1)[-1]
+            name = f"[{host}]:{s.port}" if s.port not in (None, 22) else host
+        files = list(dict.fromkeys(m.group(1) for m in _OFFENDING_RE.finditer(err)))
+        if not files:
+            option = next((o for o in s.options if o.lower().startswith("userknownhostsfile=")), None)
+            files = [option.split("=", 1)[1].split()[0]] if option else ["~/.ssh/known_hosts"]
+        # ssh's default file stays ~/ (the shell expands it); any other path is quoted as given.
+        return "; ".join(
+            f"ssh-keygen -f {f if f == '~/.ssh/known_hosts' else sh_quote(f)} -R {sh_quote(name)}"
+            for f in files
+        )
+
     def _unreachable(self, err: str) -> str:
         s = self.section
         text = " ".join(line.strip() for line in err.splitlines() if line.strip())
@@ -294,15 +336,15 @@ class SshConnection:
             return (
                 f"{self.where}: its host key has CHANGED since it was recorded in known_hosts; tether "
                 "refuses to connect. If the machine was really reinstalled, remove the old key "
-                f"(ssh-keygen -R {host}) and add the new one after checking its fingerprint; otherwise "
-                "someone may be intercepting the connection"
+                f"({self._forget_key_command(err)}) and add the new one after checking its fingerprint; "
+                "otherwise someone may be intercepting the connection"
             )
         if "Host key verification failed" in err or "host key is known" in err:
             return (
                 f"{self.where}: its host key is not in known_hosts, and tether never accepts a key by "
                 "itself. Check the key's fingerprint with the machine's owner, then add it: ssh-keyscan "
-                f"{port}{host} >> ~/.ssh/known_hosts (or run ssh {port}{s.ssh} once in a terminal and "
-                "answer yes; a UserKnownHostsFile in the host's options names another file)"
+                f"{port}{host} >> ~/.ssh/known_hosts (or run {self.terminal_command()} once in a terminal "
+                "and answer yes; a UserKnownHostsFile in the host's options names another file)"
             )
         if "Permission denied" in err or "Too many authentication failures" in err:
             return (

@@ -197,6 +197,11 @@ class SshHost(RemoteQuestions, ShellHost):
         if mark != self._generation:
             raise self._lost_error()
 
+    def lost_in_wait(self, exc: Exception) -> Exception:
+        # Whichever call found the connection gone (the command shell's channel, a cached failed
+        # reconnect, the control client), the wait reports the drop with the one documented text.
+        return self._lost_error() if isinstance(exc, HostError) else exc
+
     def _lost_error(self) -> ConnectionLost:
         return ConnectionLost(
             f"connection to {self.name} lost; reconnecting (the shell keeps running on {self.name}; the "
@@ -321,6 +326,13 @@ class SshHost(RemoteQuestions, ShellHost):
         except ClientEnded as exc:
             raise self._lost_error() from exc
 
+    async def _run_many(self, cmds: list[commands.Cmd]) -> None:
+        # The control client ending under the commands is the connection dropping, as in _query.
+        try:
+            await self.control.run_many(cmds)
+        except ClientEnded as exc:
+            raise self._lost_error() from exc
+
     async def panes(self, *, lean: bool = False) -> dict[str, PaneInfo]:
         # Always the whole listing: over ssh, the round trip costs far more than tmux's /proc reads.
         await self.connection()
@@ -401,14 +413,21 @@ class SshHost(RemoteQuestions, ShellHost):
             ),
             commands.pipe_pane(commands.session(shell_id), log),
         ]
-        await self.control.run_many(cmds)
+        try:
+            await self._run_many(cmds)
+        except HostError as exc:
+            # The request may have reached tmux: the shell may exist there (a new error: the one
+            # raised may be the host's cached one).
+            err = type(exc)(exc.message)
+            err.shell = shell_id
+            raise err from exc
         self._synced[shell_id] = self._generation
         self._follow(shell_id)
 
     async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
         facts = await self.connection()
         rc, log = facts.rc(pane.shell_id), facts.log(pane.shell_id)
-        await self.control.run_many(
+        await self._run_many(
             [
                 *self._configure(),
                 *self._put_file(rc, start.rc_text),
@@ -432,7 +451,7 @@ class SshHost(RemoteQuestions, ShellHost):
 
     async def write_rc(self, shell_id: str, text: str) -> str:
         facts = await self.connection()
-        await self.control.run_many(self._put_file(facts.rc(shell_id), text))
+        await self._run_many(self._put_file(facts.rc(shell_id), text))
         return facts.rc(shell_id)
 
     # ---- people ----------------------------------------------------------------------------------
