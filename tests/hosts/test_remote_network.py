@@ -257,7 +257,10 @@ async def test_shell_state_names_an_unreachable_host_and_its_shells(
         assert data["unreachable"] == [
             {"host": "box-a", "error": data["unreachable"][0]["error"], "shells": [far]}
         ], data
-        assert "connection refused" in data["unreachable"][0]["error"]
+        # Why, as the host last failed: the refused reconnect, or (on a loaded machine, before
+        # it was tried) the drop itself.
+        error = data["unreachable"][0]["error"]
+        assert "connection refused" in error or "connection to box-a lost" in error, error
         first, second = text.splitlines()[:2]
         assert first == "0 shells (scope mine); not listed: the shells of unreachable host box-a", text
         assert second.startswith(
