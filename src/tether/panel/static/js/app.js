@@ -6,7 +6,7 @@
  * (the server makes it a tool call, audited as source "panel"). A later view (the approvals queue
  * of confined shells) is one more entry in VIEWS with its section in index.html.
  */
-import { $, $$, act, api, el, promptFor, toast } from "./util.js";
+import { $, $$, act, api, basePath, el, promptFor, toast } from "./util.js";
 import { bindList, connectEvents, list, moveInList, renderShells, shellById } from "./list.js";
 import { addCell, grid, openCell, removeCell, showCells, shownIds, toggleLock } from "./cells.js";
 import { bindTools, closeTools, copySelection, openTool, replay, searchStep, toolOpen } from "./tools.js";
@@ -78,9 +78,22 @@ function bindActions() {
     const name = new FormData(ev.target).get("name");
     if (name) act("Restore workspace", () => api("POST", `workspaces/${encodeURIComponent(name)}/restore`, {}));
   };
+  $("#logout").onsubmit = signOut;
   $("#audit-filters").onsubmit = (ev) => { ev.preventDefault(); loadAudit(); };
   $("#audit-verify").onclick = verifyAudit;
   window.addEventListener("hashchange", route);
+}
+
+/* Sign out by fetch, not by the form's own post: the page is served with Referrer-Policy:
+ * no-referrer, under which a browser posts a form with `Origin: null` — refused by the server, as
+ * any opaque origin must be. A fetch with a same-origin referrer policy says where it comes from. */
+async function signOut(ev) {
+  ev.preventDefault();
+  try {
+    const res = await fetch(`${basePath()}/logout`, { method: "POST", credentials: "same-origin", referrerPolicy: "same-origin" });
+    if (!res.ok) throw new Error(`${res.status} ${(await res.text()).slice(0, 200)}`);
+    location.href = `${basePath()}/login`;
+  } catch (e) { toast(`Sign out: ${e.message}`, true); }
 }
 
 function toggleList() {
