@@ -12,10 +12,22 @@ export const list = {
 
 export const shellById = (id) => list.shells.find((s) => s.id === id);
 
+/* Whether the server says this page is signed out (its cookie is gone or no longer valid: the token
+ * was replaced). null when it cannot be asked (the server is down). */
+async function signedOut() {
+  try {
+    const res = await fetch(`${basePath()}/api/shells`, { headers: { "Accept": "application/json" }, credentials: "same-origin" });
+    return res.status === 401 || res.status === 403;
+  } catch {
+    return null;
+  }
+}
+
 export function connectEvents(delay = 500) {
   const live = $("#live");
   const ws = new WebSocket(`${wsBase()}/ws/events`);
-  ws.onopen = () => { live.textContent = "live"; live.className = "live ok"; delay = 500; };
+  let opened = false;
+  ws.onopen = () => { opened = true; live.textContent = "live"; live.className = "live ok"; delay = 500; };
   ws.onmessage = (ev) => {
     const msg = JSON.parse(ev.data);
     if (msg.type === "shells") {
@@ -29,10 +41,17 @@ export function connectEvents(delay = 500) {
       live.textContent = `list unavailable: ${msg.message}`; live.className = "live down";
     }
   };
-  ws.onclose = (ev) => {
+  ws.onclose = async (ev) => {
     live.textContent = ev.code === 1008 ? "signed out" : "reconnecting…";
     live.className = "live down";
     if (ev.code === 1008) { location.href = `${basePath()}/login`; return; }
+    // A handshake the server refuses for want of a session (the token was replaced and the server
+    // restarted) reaches the page as a bare 1006, like a server that is down: ask the API which.
+    if (!opened && await signedOut()) {
+      live.textContent = "signed out";
+      location.href = `${basePath()}/login`;
+      return;
+    }
     setTimeout(() => connectEvents(Math.min(delay * 2, 8000)), delay);
   };
 }
