@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import subprocess
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
 import pytest
 from browser import cell_cursor, chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
-from panel_harness import TOKEN, serving
+from panel_harness import TOKEN, agent, open_shells, serving, serving_tools
 from playwright.async_api import Page
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 from tether.shells import Shells, terminal_clients
 
 SHELL = "dsh-br0wse"
+RESTART_PORT = 9952  # a restarted server must be where the page expects it
 
 
 def _tmux(home: Path, *args: str) -> str:
@@ -114,3 +116,41 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
             await wait_terminal_contains(page, "echo again")
             await _cursor_agrees(page, tether_home)
             await page.keyboard.press("Control+C")
+
+
+@pytest.mark.browser
+async def test_a_terminal_reattaches_after_the_server_restarts(tether_home: Path) -> None:
+    """The terminal's socket is lost when the server stops (the shell lives on in tmux): the cell
+    says so, says the keys typed meanwhile were not sent, and reattaches once the server is back."""
+    async with chromium() as browser, AsyncExitStack() as pages:
+        async with serving_tools(tether_home, port=RESTART_PORT) as served:
+            async with agent(served) as client:
+                (shell,) = await open_shells(client, label="back")
+            note = f'.cell[data-shell="{shell}"] .cell-note'
+            page = await pages.enter_async_context(panel_page(browser, login_url(served.base, TOKEN)))
+            await page.goto(f"{served.base}/panel/#/shells/{shell}")
+            await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
+            await page.click(f'.cell[data-shell="{shell}"] .cell-term')
+            await page.keyboard.type("echo before-$((1+1))")
+            await page.keyboard.press("Enter")
+            await wait_terminal_contains(page, "before-2")
+
+        # Whatever the page makes of the lost socket, it has said something else than "attached".
+        await page.wait_for_function(
+            "(sel) => !document.querySelector(sel).textContent.startsWith('attached')",
+            arg=note,
+            timeout=HANG_MS,
+        )
+        assert await page.locator(note).text_content() == "connection lost; reconnecting…"
+        await page.keyboard.type("lost")
+        assert await page.locator(note).text_content() == (
+            "connection lost; reconnecting… — not sent: 4 characters typed while not attached"
+        )
+
+        async with serving_tools(tether_home, port=RESTART_PORT):
+            await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
+            await page.keyboard.type("echo after-$((2+2))")
+            await page.keyboard.press("Enter")
+            await wait_terminal_contains(page, "after-4")
+            assert "lost" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={shell}:")
+            await page.close()  # before the server stops: no reconnecting page left behind

@@ -5,6 +5,7 @@ import { renderApprovals } from "./approvals.js";
 
 export const list = {
   shells: [],        // rows pushed by the server
+  loaded: false,     // a list has arrived (an empty one then means: no shells)
   skewMs: 0,         // server clock minus ours, so idle times count from the server's view
   selected: new Set(),
   listeners: [],     // called after every push: (shells) => …
@@ -32,6 +33,7 @@ export function connectEvents(delay = 500) {
     const msg = JSON.parse(ev.data);
     if (msg.type === "shells") {
       list.shells = msg.shells;
+      list.loaded = true;
       list.skewMs = msg.now - Date.now();
       renderShells();
       for (const fn of list.listeners) fn(list.shells);
