@@ -8,6 +8,7 @@ Protocol (``/panel/ws/term/<shell>?cols=C&rows=R``):
 - browser → server, text frames: ``{"type": "input", "data": str, "binary": bool, "typed": bool}``
   and ``{"type": "resize", "cols": int, "rows": int}``. ``typed`` is true only for a person's own
   keystrokes, pastes and clicks — xterm's automatic replies to tmux's queries are not typing.
+  Anything else (a binary frame, text that is not such an object) is ignored.
 
 Invariants: the tmux client lives exactly as long as the socket (both directions stop together
 and ``PanelTerminal.aclose`` always runs); a keystroke marked ``typed`` stamps the shell's
@@ -107,9 +108,14 @@ class TerminalEndpoint:
         last_stamp = 0.0
         while True:
             try:
-                text = await websocket.receive_text()
+                message = await websocket.receive()
             except (WebSocketDisconnect, RuntimeError):
                 return
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text is None:  # a binary frame: the page only sends JSON text; ignored, like bad JSON
+                continue
             msg = _parse(text)
             if msg is None:
                 continue
