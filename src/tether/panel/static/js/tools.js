@@ -218,7 +218,7 @@ async function fetchCast() {
   const id = grid.focused.id;
   $("#record-note").textContent = "reading the recording…";
   const out = await api("POST", `shells/${id}/recording`, {});
-  $("#record-note").textContent = `${out.events} output events over ${Number(out.seconds).toFixed(1)} s; vault values masked`;
+  $("#record-note").textContent = `${out.events} output events over ${Number(out.durationS).toFixed(1)} s; vault values masked`;
   return { id, cast: out.cast };
 }
 
