@@ -15,6 +15,12 @@ import { bindKeys, shortcut, showHelp } from "./keys.js";
 
 const VIEWS = { shells: () => loadWorkspaces(), audit: () => loadAudit(), vault: () => loadVault() };
 
+/* The hash's ids as typed when they are not valid percent-encoding (`#/shells/%`): such an id is
+ * then refused like any invalid one, in its cell, instead of the page stopping on a URIError. */
+function decoded(text) {
+  try { return decodeURIComponent(text); } catch { return text; }
+}
+
 function route() {
   const [, view = "shells", arg] = location.hash.split("/");
   const name = view in VIEWS ? view : "shells";
@@ -23,7 +29,7 @@ function route() {
     if (a.dataset.view === name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   if (name === "shells") {
-    const ids = arg ? decodeURIComponent(arg).split(",").filter(Boolean) : [];
+    const ids = arg ? decoded(arg).split(",").filter(Boolean) : [];
     const had = shownIds().join();
     showCells(ids);
     if (ids.join() !== had && grid.focused) grid.focused.term.focus();
@@ -46,7 +52,8 @@ grid.onFocus.push(renderFocusHead);
 list.listeners.push(renderFocusHead);
 
 grid.onLeave = (cell) => {
-  const btn = document.querySelector(`#shells [data-shell="${cell.id}"].open-btn`) || cell.title;
+  // The id comes from the address (any text): escaped, so a quote in it cannot break the selector.
+  const btn = document.querySelector(`#shells [data-shell="${CSS.escape(cell.id)}"].open-btn`) || cell.title;
   btn.focus();
 };
 

@@ -121,7 +121,7 @@ export function renderShells() {
       el("td", { class: "idle mono", "data-id": s.id }, fmtIdle(idleOf(s))));
   }));
   if (keep) {
-    const again = $$(`#shells tbody [data-shell="${keep[0]}"]`).find((b) => b.className === keep[1]);
+    const again = $$(`#shells tbody [data-shell="${CSS.escape(keep[0])}"]`).find((b) => b.className === keep[1]);
     if (again) again.focus();
   }
 }
