@@ -58,7 +58,15 @@ export async function loadTimeline() {
     tools.timeline = out.commands;
     tools.timelineFor = id;
     renderTimeline();
-  } catch (e) { $("#timeline-note").textContent = e.message; }
+  } catch (e) {
+    if (!grid.focused || grid.focused.id !== id) return;
+    // No rows rather than the previous shell's rows under this shell's name.
+    tools.timeline = [];
+    tools.timelineFor = id;
+    $("#timeline tbody").replaceChildren();
+    $("#output-view").hidden = true;
+    $("#timeline-note").textContent = `${id}: ${e.message}`;
+  }
 }
 
 function renderTimeline() {
