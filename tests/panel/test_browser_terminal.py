@@ -154,3 +154,32 @@ async def test_a_terminal_reattaches_after_the_server_restarts(tether_home: Path
             await wait_terminal_contains(page, "after-4")
             assert "lost" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={shell}:")
             await page.close()  # before the server stops: no reconnecting page left behind
+
+
+@pytest.mark.browser
+async def test_a_paste_larger_than_one_input_message_arrives_whole(tether_home: Path) -> None:
+    """A 2 MiB paste reaches the shell whole (the page sends it in pieces; as one message, the
+    server took its first MiB and dropped the rest without a word)."""
+    pasted = tether_home / "pasted.txt"
+    # A pane that writes down every byte it gets (no line discipline: a raw terminal).
+    catcher = f"stty raw -echo; exec cat > {pasted}"
+    _tmux(tether_home, "-f", "/dev/null", "new-session", "-d", "-s", SHELL, "-x", "100", "-y", "20", catcher)
+    text = "".join(str(i).rjust(127, "x") + "\r" for i in range(16400))  # xterm pastes a newline as CR
+    async with (
+        serving(tether_home) as served,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        await page.goto(f"{served.base}/panel/#/shells/{SHELL}")
+        await page.locator(f'.cell[data-shell="{SHELL}"] .cell-note', has_text="attached:").wait_for()
+        with anyio.fail_after(HANG_S):
+            while not pasted.exists():
+                await anyio.sleep(0.02)
+        await page.click(f'.cell[data-shell="{SHELL}"] .cell-term')
+        await page.evaluate("([shell, text]) => window.tetherTerms[shell].paste(text)", [SHELL, text])
+        await page.keyboard.type("END")  # typed after the paste: it arrives after all of it
+        with anyio.fail_after(HANG_S):
+            while not pasted.read_bytes().endswith(b"END"):
+                await anyio.sleep(0.05)
+        got = pasted.read_text().replace("\r", "\n")  # the pty may still turn a CR into a newline
+        assert got == text.replace("\r", "\n") + "END", (len(got), len(text))

@@ -10,6 +10,9 @@ import { list, shellById } from "./list.js";
 
 export const MAX_CELLS = 4;
 const RETRY_MS = 500, RETRY_MAX_MS = 8000;
+// A paste goes in pieces: the server takes at most 1 Mi characters a message (MAX_INPUT_CHARS in
+// terminal/endpoint.py) and the socket at most 16 MiB a frame; one message held the whole paste.
+const INPUT_PIECE = 64 * 1024;
 // Replies to tmux's own queries (device attributes, cursor reports, focus) are not a person typing.
 const REPLY = /^(\x1b\[[?>]?[\d;]*[cRn]|\x1bP[\s\S]*\x1b\\|\x1b\][\s\S]*(\x07|\x1b\\)|\x1b\[[IO]|\x1b\[\?[\d;]*\$y)$/;
 const ALT_SCREEN = (p) => p.length > 0 && p.every((x) => [47, 1047, 1049].includes(x));
@@ -99,7 +102,13 @@ export class TermCell {
       return;
     }
     const typed = performance.now() - this.lastUserEventAt < 1000 && !REPLY.test(data);
-    ws.send(JSON.stringify({ type: "input", data, binary: !!binary, typed }));
+    for (let at = 0; at < data.length;) {
+      let end = Math.min(at + INPUT_PIECE, data.length);
+      // Never between the two halves of a character outside the BMP (each would be sent as U+FFFD).
+      if (end < data.length && /[\ud800-\udbff]/.test(data[end - 1])) end -= 1;
+      ws.send(JSON.stringify({ type: "input", data: data.slice(at, end), binary: !!binary, typed }));
+      at = end;
+    }
   }
 
   sendSize(cols, rows) {
@@ -136,6 +145,7 @@ export class TermCell {
       }
       const msg = JSON.parse(ev.data);
       if (msg.type === "exit" || msg.type === "error") { ended = true; this.setNote(msg.message); this.node.classList.add("closed"); }
+      else if (msg.type === "notice") this.note.textContent = msg.message;
     };
     ws.onclose = (ev) => {
       if (this.socket !== ws) return;  // detached by the person, or replaced
