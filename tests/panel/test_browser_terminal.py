@@ -153,6 +153,16 @@ async def test_a_terminal_reattaches_after_the_server_restarts(tether_home: Path
             await page.keyboard.press("Enter")
             await wait_terminal_contains(page, "after-4")
             assert "lost" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={shell}:")
+
+            # Detached on purpose (not lost): the cell stays closed; choosing the shell attaches it.
+            _tmux(tether_home, "detach-client", "-s", f"={shell}")
+            await page.locator(f'.cell.closed[data-shell="{shell}"]').wait_for(timeout=HANG_MS)
+            assert await page.locator(note).text_content() == "detached"
+            await page.click(f'#shells [data-shell="{shell}"].open-btn')
+            await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
+            await page.keyboard.type("echo again-$((3+3))")
+            await page.keyboard.press("Enter")
+            await wait_terminal_contains(page, "again-6")
             await page.close()  # before the server stops: no reconnecting page left behind
 
 
