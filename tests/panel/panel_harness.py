@@ -55,8 +55,10 @@ class Served:
 
 @asynccontextmanager
 async def serving(
-    home: Path, registry: ToolRegistry | None = None, *, token: str = TOKEN
+    home: Path, registry: ToolRegistry | None = None, *, token: str = TOKEN, port: int = 0
 ) -> AsyncIterator[Served]:
+    """The app on ``port`` (0: any free one; a fixed one lets a test restart the server where the
+    page expects it)."""
     ensure_home(home)
     config = load_config(home)
     registry = registry if registry is not None else ToolRegistry()
@@ -69,7 +71,8 @@ async def serving(
         lifespans=[panel.lifespan],
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart on the same port
+    sock.bind(("127.0.0.1", port))
     sock.listen(16)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", ws="websockets-sansio"))
@@ -96,12 +99,12 @@ async def browserless(served: Served, *, signed_in: bool = True) -> AsyncIterato
 
 
 @asynccontextmanager
-async def serving_tools(home: Path) -> AsyncIterator[Served]:
+async def serving_tools(home: Path, *, token: str = TOKEN, port: int = 0) -> AsyncIterator[Served]:
     """``serving`` with the real tool catalog, as ``tether serve`` builds it."""
     ensure_home(home)
     catalog = build_catalog(load_config(home), with_jobs=False)
     try:
-        async with serving(home, catalog.registry) as served:
+        async with serving(home, catalog.registry, token=token, port=port) as served:
             yield served
     finally:
         with anyio.CancelScope(shield=True):

@@ -33,6 +33,18 @@ async def test_new_shell_from_the_panel_is_owned_by_panel(tether_home: Path) -> 
         assert "label" in bad.json()["message"]
 
 
+async def test_a_malformed_body_is_a_400_with_a_stable_code(tether_home: Path) -> None:
+    async with serving_tools(tether_home) as served, browserless(served) as page:
+        deep = b'{"a":' * 5000 + b"1" + b"}" * 5000  # deeper than the JSON parser recurses
+        for body, why in ((deep, "nested too deeply"), (b"{", "not JSON"), (b"[1]", "a JSON object")):
+            bad = await page.post(
+                "/panel/api/shells", content=body, headers={"Content-Type": "application/json"}
+            )
+            assert bad.status_code == 400, bad.text
+            assert bad.json()["error"] == "INVALID_ARGUMENT" and why in bad.json()["message"]
+        assert (await page.get("/panel/api/shells")).json()["shells"] == []  # nothing was opened
+
+
 async def test_lock_and_unlock_are_recorded_and_shown(tether_home: Path) -> None:
     async with serving_tools(tether_home) as served, browserless(served) as page, agent(served) as client:
         opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})

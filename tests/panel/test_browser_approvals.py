@@ -13,7 +13,7 @@ import anyio
 import pytest
 from browser import chromium, panel_page, screenshot, wait_terminal_contains
 from mcp import Client
-from panel_harness import TOKEN, agent, serving_tools, text_of
+from panel_harness import TOKEN, agent, browserless, serving_tools, text_of
 from playwright.async_api import Page
 
 from hang import HANG_MS, HANG_S
@@ -126,3 +126,69 @@ async def test_a_person_approves_and_denies_escalations_in_the_panel(tether_home
         ("denied", "person at the panel", "panel", "not on this machine"),
     ]
     assert all(r["tool"] == "shell_open" and r["extra"]["mode"] == "allow_host_write" for r in records)
+
+
+@pytest.mark.browser
+async def test_a_reason_being_typed_survives_other_questions_coming_and_going(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    """The list is pushed again whenever a question arrives or leaves: the reason a person is
+    typing in another question's field keeps its text and the keyboard focus (keys typed next go on
+    into it, not to the panel's shortcuts — ``x`` would detach the terminal)."""
+    (tether_home / "config.toml").write_text(f"[guard]\nask = true\n[approvals]\ntimeout_s = {HANG_S}\n")
+    outside = tmp_path / "not-a-repo"  # the pushes are denied; outside a repository in any case
+    outside.mkdir()
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        browserless(served) as http,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        opened = await client.call_tool(
+            "shell_open", {"tasks": [{"action": {"kind": "open", "count": 2, "cwd": str(outside)}}]}
+        )
+        first, second = [t["shell"] for t in (opened.structured_content or {})["tasks"]]
+        await page.goto(f"{served.base}/panel/#/shells/{first}")
+        await page.locator(f'.cell[data-shell="{first}"]').wait_for(timeout=HANG_MS)
+        answers: dict[str, Any] = {}
+
+        async def ask(shell: str, tag: str) -> None:
+            run = {
+                "target": {"sessions": shell},
+                "action": {"kind": "run", "command": f"git push --force origin main; echo {tag}=$?"},
+                "wait": {"kind": "exit"},
+            }
+            answers[tag] = (await client.call_tool("shell_run", {"tasks": [run]})).structured_content
+
+        # The reason field of the item first shown (tagged), its text and whether it has the focus.
+        typed = """() => { const i = document.querySelector("#approval-list li[data-tag='mine'] input");
+            return i && [i.value, document.activeElement === i]; }"""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, first, "asked_first")
+            mine = page.locator("#approval-list li.approval").filter(has_text="asked_first")
+            await mine.wait_for(timeout=HANG_MS)
+            await mine.evaluate("(li) => { li.dataset.tag = 'mine'; }")  # the same node, later
+            await mine.locator('input[name="reason"]').click()
+            await page.keyboard.type("fine by me")
+
+            tg.start_soon(ask, second, "asked_second")
+            other = page.locator("#approval-list li.approval").filter(has_text="asked_second")
+            await other.wait_for(timeout=HANG_MS)
+            kept = await page.evaluate(typed)
+            assert kept == ["fine by me", True]
+            await page.keyboard.type(" x")  # `x` outside a field detaches the focused terminal
+
+            # The other question is answered elsewhere (another page): it leaves, this one stays.
+            other_id = await other.get_attribute("data-id")
+            denied = await http.post(f"/panel/api/approvals/{other_id}", json={"approve": False})
+            assert denied.status_code == 200, denied.text
+            await other.wait_for(state="detached", timeout=HANG_MS)
+            await page.keyboard.type(" tl")  # `t` would open the timeline, `l` lock the shell
+            kept = await page.evaluate(typed)
+            assert kept == ["fine by me x tl", True]
+            assert await page.locator(f'.cell[data-shell="{first}"]').count() == 1
+            await mine.locator("button.deny").click()
+            await mine.wait_for(state="detached", timeout=HANG_MS)
+    assert 'denied it: "fine by me x tl"' in answers["asked_first"]["tasks"][0]["error"], answers
+    assert not answers["asked_second"]["tasks"][0]["ok"]

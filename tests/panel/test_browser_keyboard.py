@@ -132,3 +132,30 @@ async def test_the_panel_without_a_mouse(tether_home: Path) -> None:
         await page.keyboard.press("g")
         await page.keyboard.press("s")
         await page.locator("#grid.n2").wait_for()
+
+
+@pytest.mark.browser
+async def test_an_address_with_a_malformed_shell_id_is_refused_in_its_cell(tether_home: Path) -> None:
+    """``#/shells/%`` (not valid percent-encoding) and an id with a quote are shown as invalid ids,
+    in their cells, like any other; Ctrl+] leaves such a terminal. Nothing throws in the page."""
+    errors: list[str] = []
+    async with (
+        serving_tools(tether_home) as served,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        for fragment, shown in (("%", "%"), ("a%22b", 'a"b')):
+            await page.evaluate("(hash) => { location.hash = hash; }", f"#/shells/{fragment}")
+            # Either the page throws, or the cell tells why it holds no terminal.
+            refused = f"shell id {shown!r} is not valid"
+            with anyio.fail_after(HANG_S):
+                while not errors and refused not in "".join(
+                    await page.locator(".cell-note").all_inner_texts()
+                ):
+                    await anyio.sleep(0.05)
+            assert errors == []
+            await page.locator(".cell .cell-term").click()
+            await page.keyboard.press("Control+BracketRight")
+            assert errors == []
+            assert await page.evaluate("() => document.activeElement.className") == "cell-title"

@@ -4,6 +4,7 @@ the page at 1× and 4×, with a jump to a command; the replay shows the same tex
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ async def test_a_recording_is_exported_and_replayed_with_the_same_text(tether_ho
         assert "step-one-2" in output and "step-two-4" in output and "key=[vault:API_KEY]" in output
         assert SECRET not in raw
         assert [e[2] for e in events if e[1] == "m"] == commands
+        # The note says what the file holds (it said "NaN s": the page read a field the API lacks).
+        note = await page.locator("#record-note").text_content()
+        said = re.fullmatch(r"(\d+) output events over (\d+\.\d) s; vault values masked", note or "")
+        assert said is not None, note
+        assert int(said[1]) == sum(1 for e in events if e[1] == "o")
+        assert float(said[2]) >= 1.0  # one command slept for a second
 
         # Replay here at 4×: the same text as the recording.
         await page.click("#record-play")

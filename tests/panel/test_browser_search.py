@@ -11,7 +11,7 @@ from browser import chromium, clipboard, panel_page, screenshot, terminal_text, 
 from panel_harness import TOKEN, agent, open_shells, run_in, serving_tools
 from playwright.async_api import Page
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 
 
@@ -76,3 +76,62 @@ async def test_search_finds_a_line_that_left_the_scrollback(tether_home: Path) -
         await page.fill("#search-q", nothing)
         await page.press("#search-q", "Enter")
         await _note(page, f"no match for {nothing}")
+
+
+NOTES = """() => { window.searchNotes = [];
+    new MutationObserver((records) => { for (const r of records) for (const n of r.addedNodes)
+        window.searchNotes.push(n.textContent); }).observe(document.querySelector('#search-note'),
+        { childList: true }); }"""
+
+
+async def _notes_after(page: Page, action: str, count: int) -> list[str]:
+    """What the search note said after ``action`` (a script), once it has said ``count`` things
+    besides "searching…"."""
+    await page.evaluate("() => { window.searchNotes.length = 0; }")
+    await page.evaluate(action)
+    await page.wait_for_function(
+        "(count) => window.searchNotes.filter((n) => n !== 'searching…').length >= count",
+        arg=count,
+        timeout=HANG_MS,
+    )
+    notes: list[str] = await page.evaluate("() => window.searchNotes")
+    return notes
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+async def test_steps_taken_while_a_search_loads_wait_for_it(tether_home: Path) -> None:
+    """Two steps at once: a new query's first answer is not "no match" while it loads, and two Next
+    at the end of a page load the next page once (its matches were listed twice)."""
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        (shell,) = await open_shells(client, cols=100, rows=24)
+        assert (await run_in(client, shell, "seq -f 'hit-%g' 1 250"))["exitCode"] == 0
+        await page.goto(f"{served.base}/panel/#/shells/{shell}")
+        await wait_terminal_contains(page, "hit-250")
+        await page.keyboard.press("Control+BracketRight")
+        await page.keyboard.press("f")
+        await page.keyboard.type("hit-")
+        await page.evaluate(NOTES)
+
+        submit_twice = "() => { const f = document.querySelector('#search-form'); f.requestSubmit(); "
+        submit_twice += "f.requestSubmit(); }"
+        notes = await _notes_after(page, submit_twice, 2)
+        assert notes[0] == "searching…", notes
+        assert not any(n.startswith("no match") for n in notes), notes
+        total = int(notes[-1].split(" of ")[1].split(" ")[0])
+        assert total > 250  # more than a page (200): the lines, and the command that printed them
+        assert [n.split(" in ")[0] for n in notes[1:]] == [f"match 1 of {total}", f"match 2 of {total}"]
+
+        # Back past the first match: the last one loaded (the first page's end); then Next twice.
+        await page.click("#search-prev")
+        await page.click("#search-prev")
+        await _note(page, f"match 200 of {total}")
+        next_twice = "() => { const b = document.querySelector('#search-next'); b.click(); b.click(); }"
+        notes = await _notes_after(page, next_twice, 2)
+        assert [n.split(" in ")[0] for n in notes] == [f"match 201 of {total}", f"match 202 of {total}"]
+        assert await page.locator("#search-hits li").count() == total

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import subprocess
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
 import pytest
 from browser import cell_cursor, chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
-from panel_harness import TOKEN, serving
+from panel_harness import TOKEN, agent, open_shells, serving, serving_tools
 from playwright.async_api import Page
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 from tether.shells import Shells, terminal_clients
 
 SHELL = "dsh-br0wse"
+RESTART_PORT = 9952  # a restarted server must be where the page expects it
 
 
 def _tmux(home: Path, *args: str) -> str:
@@ -114,3 +116,80 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
             await wait_terminal_contains(page, "echo again")
             await _cursor_agrees(page, tether_home)
             await page.keyboard.press("Control+C")
+
+
+@pytest.mark.browser
+async def test_a_terminal_reattaches_after_the_server_restarts(tether_home: Path) -> None:
+    """The terminal's socket is lost when the server stops (the shell lives on in tmux): the cell
+    says so, says the keys typed meanwhile were not sent, and reattaches once the server is back."""
+    async with chromium() as browser, AsyncExitStack() as pages:
+        async with serving_tools(tether_home, port=RESTART_PORT) as served:
+            async with agent(served) as client:
+                (shell,) = await open_shells(client, label="back")
+            note = f'.cell[data-shell="{shell}"] .cell-note'
+            page = await pages.enter_async_context(panel_page(browser, login_url(served.base, TOKEN)))
+            await page.goto(f"{served.base}/panel/#/shells/{shell}")
+            await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
+            await page.click(f'.cell[data-shell="{shell}"] .cell-term')
+            await page.keyboard.type("echo before-$((1+1))")
+            await page.keyboard.press("Enter")
+            await wait_terminal_contains(page, "before-2")
+
+        # Whatever the page makes of the lost socket, it has said something else than "attached".
+        await page.wait_for_function(
+            "(sel) => !document.querySelector(sel).textContent.startsWith('attached')",
+            arg=note,
+            timeout=HANG_MS,
+        )
+        assert await page.locator(note).text_content() == "connection lost; reconnecting…"
+        await page.keyboard.type("lost")
+        assert await page.locator(note).text_content() == (
+            "connection lost; reconnecting… — not sent: 4 characters typed while not attached"
+        )
+
+        async with serving_tools(tether_home, port=RESTART_PORT):
+            await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
+            await page.keyboard.type("echo after-$((2+2))")
+            await page.keyboard.press("Enter")
+            await wait_terminal_contains(page, "after-4")
+            assert "lost" not in _tmux(tether_home, "capture-pane", "-p", "-t", f"={shell}:")
+
+            # Detached on purpose (not lost): the cell stays closed; choosing the shell attaches it.
+            _tmux(tether_home, "detach-client", "-s", f"={shell}")
+            await page.locator(f'.cell.closed[data-shell="{shell}"]').wait_for(timeout=HANG_MS)
+            assert await page.locator(note).text_content() == "detached"
+            await page.click(f'#shells [data-shell="{shell}"].open-btn')
+            await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
+            await page.keyboard.type("echo again-$((3+3))")
+            await page.keyboard.press("Enter")
+            await wait_terminal_contains(page, "again-6")
+            await page.close()  # before the server stops: no reconnecting page left behind
+
+
+@pytest.mark.browser
+async def test_a_paste_larger_than_one_input_message_arrives_whole(tether_home: Path) -> None:
+    """A 2 MiB paste reaches the shell whole (the page sends it in pieces; as one message, the
+    server took its first MiB and dropped the rest without a word)."""
+    pasted = tether_home / "pasted.txt"
+    # A pane that writes down every byte it gets (no line discipline: a raw terminal).
+    catcher = f"stty raw -echo; exec cat > {pasted}"
+    _tmux(tether_home, "-f", "/dev/null", "new-session", "-d", "-s", SHELL, "-x", "100", "-y", "20", catcher)
+    text = "".join(str(i).rjust(127, "x") + "\r" for i in range(16400))  # xterm pastes a newline as CR
+    async with (
+        serving(tether_home) as served,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        await page.goto(f"{served.base}/panel/#/shells/{SHELL}")
+        await page.locator(f'.cell[data-shell="{SHELL}"] .cell-note', has_text="attached:").wait_for()
+        with anyio.fail_after(HANG_S):
+            while not pasted.exists():
+                await anyio.sleep(0.02)
+        await page.click(f'.cell[data-shell="{SHELL}"] .cell-term')
+        await page.evaluate("([shell, text]) => window.tetherTerms[shell].paste(text)", [SHELL, text])
+        await page.keyboard.type("END")  # typed after the paste: it arrives after all of it
+        with anyio.fail_after(HANG_S):
+            while not pasted.read_bytes().endswith(b"END"):
+                await anyio.sleep(0.05)
+        got = pasted.read_text().replace("\r", "\n")  # the pty may still turn a CR into a newline
+        assert got == text.replace("\r", "\n") + "END", (len(got), len(text))

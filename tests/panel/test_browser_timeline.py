@@ -89,3 +89,29 @@ async def test_the_timeline_lists_agent_and_person_commands_and_jumps_to_output(
                 await anyio.sleep(0.05)
         shot = await screenshot(page, "timeline")
         publish_screenshot(shot)
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+async def test_a_timeline_that_cannot_be_read_shows_no_other_shells_rows(tether_home: Path) -> None:
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        (shell,) = await open_shells(client, cols=100, rows=24)
+        assert (await run_in(client, shell, "echo listed-$((1+1))"))["exitCode"] == 0
+        gone = "dsh-n0ne00"  # a shell id, of no shell: its timeline cannot be read
+        await page.goto(f"{served.base}/panel/#/shells/{shell},{gone}")
+        await page.click(f'.cell[data-shell="{shell}"] .cell-title')
+        await page.click("#act-timeline")
+        await page.locator("#timeline tbody tr").filter(has_text="listed-").wait_for()
+
+        await page.click(f'.cell[data-shell="{gone}"] .cell-title')
+        await page.wait_for_function(
+            "(gone) => document.querySelector('#timeline-note').textContent.includes(gone)", arg=gone
+        )
+        note = await page.locator("#timeline-note").text_content()
+        assert await page.locator("#timeline tbody tr").count() == 0, note
+        assert note and note.startswith(f"{gone}: ")

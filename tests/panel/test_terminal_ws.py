@@ -12,6 +12,7 @@ from panel_harness import Served, serving
 
 from hang import HANG_S
 from tether.audit import query as audit_query
+from tether.panel.terminal.endpoint import MAX_INPUT_CHARS
 from tether.shells import Shells, terminal_clients, window_size
 
 SHELL = "dsh-w5test"
@@ -77,8 +78,9 @@ async def test_input_resize_and_the_end_of_the_shell(tether_home: Path, home_she
         # Ignored, not fatal: a size no int holds (Python's JSON reads Infinity), half a UTF-16 pair.
         await ws.send('{"type": "resize", "cols": Infinity, "rows": -Infinity}')
         await ws.send('{"type": "input", "data": "\\ud800", "typed": true}')
-        await ws.send(json.dumps({"type": "resize", "cols": 100, "rows": 25}))
         await ws.send("not json")
+        await ws.send(b"\x00binary frame")  # not the protocol: ignored (it crashed the handler)
+        await ws.send(json.dumps({"type": "resize", "cols": 100, "rows": 25}))
         with anyio.fail_after(HANG_S):
             while await window_size(home_shells, SHELL) != (100, 25):
                 await ws.recv()
@@ -134,3 +136,33 @@ async def test_leaving_detaches_the_client(tether_home: Path, home_shells: Shell
                 home_shells, SHELL
             ) != (120, 30):
                 await anyio.sleep(0.02)
+
+
+async def test_an_input_message_over_the_limit_is_cut_and_said(
+    tether_home: Path, home_shells: Shells
+) -> None:
+    """The page sends a paste in pieces; a client that sends more in one message is told what was
+    cut instead of losing it without a word."""
+    pasted = tether_home / "got.txt"
+    catcher = f"stty raw -echo; exec cat > {pasted}"  # every byte the pane gets, written down
+    _tmux(tether_home, "-f", "/dev/null", "new-session", "-d", "-s", SHELL, "-x", "120", "-y", "30", catcher)
+    async with serving(tether_home) as served, _connect(served, SHELL) as ws:
+        with anyio.fail_after(HANG_S):
+            while not pasted.exists():
+                await anyio.sleep(0.02)
+        await ws.send(json.dumps({"type": "input", "data": "y" * (MAX_INPUT_CHARS + 10), "typed": True}))
+        await ws.send(json.dumps({"type": "input", "data": "END", "typed": True}))
+        with anyio.fail_after(HANG_S):
+            while not pasted.read_bytes().endswith(b"END"):
+                await anyio.sleep(0.05)
+        # Whatever the server sent before its close frame is still read after the close.
+        await ws.close()
+        notices = [json.loads(frame) async for frame in ws if isinstance(frame, str)]
+    assert pasted.read_text() == "y" * MAX_INPUT_CHARS + "END"
+    assert notices == [
+        {
+            "type": "notice",
+            "message": f"input cut: 10 of {MAX_INPUT_CHARS + 10} characters were not sent "
+            f"(at most {MAX_INPUT_CHARS} a message)",
+        }
+    ]

@@ -60,6 +60,8 @@ async def _body(request: Request) -> dict[str, Any]:
         data = json.loads(raw)
     except ValueError as exc:
         raise PanelError(code="INVALID_ARGUMENT", message=f"request body is not JSON: {exc}") from exc
+    except RecursionError as exc:  # nesting deeper than the parser's recursion: a bad body, not a crash
+        raise PanelError(code="INVALID_ARGUMENT", message="request body is nested too deeply") from exc
     if not isinstance(data, dict):
         raise PanelError(code="INVALID_ARGUMENT", message="request body must be a JSON object")
     return data

@@ -4,10 +4,13 @@ Protocol (``/panel/ws/term/<shell>?cols=C&rows=R``):
 
 - server → browser, binary frames: bytes for the terminal, in order — first the pane's scrollback
   above the screen (pushed into xterm's scrollback), then everything the tmux client draws.
-- server → browser, text frames: ``{"type": "exit" | "error", "message": …}`` before the close.
+- server → browser, text frames: ``{"type": "exit" | "error", "message": …}`` before the close;
+  ``{"type": "notice", "message": …}`` when an input message was cut (over ``MAX_INPUT_CHARS``;
+  the page sends a paste in smaller pieces, so its own input never is).
 - browser → server, text frames: ``{"type": "input", "data": str, "binary": bool, "typed": bool}``
   and ``{"type": "resize", "cols": int, "rows": int}``. ``typed`` is true only for a person's own
   keystrokes, pastes and clicks — xterm's automatic replies to tmux's queries are not typing.
+  Anything else (a binary frame, text that is not such an object) is ignored.
 
 Invariants: the tmux client lives exactly as long as the socket (both directions stop together
 and ``PanelTerminal.aclose`` always runs); a keystroke marked ``typed`` stamps the shell's
@@ -107,16 +110,30 @@ class TerminalEndpoint:
         last_stamp = 0.0
         while True:
             try:
-                text = await websocket.receive_text()
+                message = await websocket.receive()
             except (WebSocketDisconnect, RuntimeError):
                 return
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text is None:  # a binary frame: the page only sends JSON text; ignored, like bad JSON
+                continue
             msg = _parse(text)
             if msg is None:
                 continue
             if msg.get("type") == "resize":
                 term.resize(_int(msg.get("cols"), 80), _int(msg.get("rows"), 24))
             elif msg.get("type") == "input" and isinstance(msg.get("data"), str):
-                data: str = msg["data"][:MAX_INPUT_CHARS]
+                data: str = msg["data"]
+                if len(data) > MAX_INPUT_CHARS:
+                    # Cut, and said: never a silent loss of what a person typed or pasted.
+                    await _send_control(
+                        websocket,
+                        "notice",
+                        f"input cut: {len(data) - MAX_INPUT_CHARS} of {len(data)} characters were not sent "
+                        f"(at most {MAX_INPUT_CHARS} a message)",
+                    )
+                    data = data[:MAX_INPUT_CHARS]
                 raw = (
                     data.encode("latin-1", "replace")
                     if msg.get("binary")

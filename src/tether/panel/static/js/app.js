@@ -6,7 +6,7 @@
  * (the server makes it a tool call, audited as source "panel"). A later view (the approvals queue
  * of confined shells) is one more entry in VIEWS with its section in index.html.
  */
-import { $, $$, act, api, el, promptFor, toast } from "./util.js";
+import { $, $$, act, api, basePath, el, promptFor, toast } from "./util.js";
 import { bindList, connectEvents, list, moveInList, renderShells, shellById } from "./list.js";
 import { addCell, grid, openCell, removeCell, showCells, shownIds, toggleLock } from "./cells.js";
 import { bindTools, closeTools, copySelection, openTool, replay, searchStep, toolOpen } from "./tools.js";
@@ -14,6 +14,12 @@ import { bindPlayer } from "./player.js";
 import { bindKeys, shortcut, showHelp } from "./keys.js";
 
 const VIEWS = { shells: () => loadWorkspaces(), audit: () => loadAudit(), vault: () => loadVault() };
+
+/* The hash's ids as typed when they are not valid percent-encoding (`#/shells/%`): such an id is
+ * then refused like any invalid one, in its cell, instead of the page stopping on a URIError. */
+function decoded(text) {
+  try { return decodeURIComponent(text); } catch { return text; }
+}
 
 function route() {
   const [, view = "shells", arg] = location.hash.split("/");
@@ -23,7 +29,7 @@ function route() {
     if (a.dataset.view === name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   if (name === "shells") {
-    const ids = arg ? decodeURIComponent(arg).split(",").filter(Boolean) : [];
+    const ids = arg ? decoded(arg).split(",").filter(Boolean) : [];
     const had = shownIds().join();
     showCells(ids);
     if (ids.join() !== had && grid.focused) grid.focused.term.focus();
@@ -46,7 +52,8 @@ grid.onFocus.push(renderFocusHead);
 list.listeners.push(renderFocusHead);
 
 grid.onLeave = (cell) => {
-  const btn = document.querySelector(`#shells [data-shell="${cell.id}"].open-btn`) || cell.title;
+  // The id comes from the address (any text): escaped, so a quote in it cannot break the selector.
+  const btn = document.querySelector(`#shells [data-shell="${CSS.escape(cell.id)}"].open-btn`) || cell.title;
   btn.focus();
 };
 
@@ -78,9 +85,22 @@ function bindActions() {
     const name = new FormData(ev.target).get("name");
     if (name) act("Restore workspace", () => api("POST", `workspaces/${encodeURIComponent(name)}/restore`, {}));
   };
+  $("#logout").onsubmit = signOut;
   $("#audit-filters").onsubmit = (ev) => { ev.preventDefault(); loadAudit(); };
   $("#audit-verify").onclick = verifyAudit;
   window.addEventListener("hashchange", route);
+}
+
+/* Sign out by fetch, not by the form's own post: the page is served with Referrer-Policy:
+ * no-referrer, under which a browser posts a form with `Origin: null` — refused by the server, as
+ * any opaque origin must be. A fetch with a same-origin referrer policy says where it comes from. */
+async function signOut(ev) {
+  ev.preventDefault();
+  try {
+    const res = await fetch(`${basePath()}/logout`, { method: "POST", credentials: "same-origin", referrerPolicy: "same-origin" });
+    if (!res.ok) throw new Error(`${res.status} ${(await res.text()).slice(0, 200)}`);
+    location.href = `${basePath()}/login`;
+  } catch (e) { toast(`Sign out: ${e.message}`, true); }
 }
 
 function toggleList() {

@@ -1,9 +1,18 @@
 /* Terminals: one cell per shell, each a real tmux client behind /panel/ws/term/<id>, drawn by
- * xterm.js; one to four cells side by side, each with its own typing focus and lock state. */
+ * xterm.js; one to four cells side by side, each with its own typing focus and lock state.
+ *
+ * A terminal whose socket is lost (the server restarted, the network dropped) reattaches by itself,
+ * with a growing pause, for as long as the shell is listed; one the server ended on purpose (the
+ * shell ended, its client was detached, an error) or the person detached stays closed. Keys typed
+ * while no socket is open are not sent, and the cell says so. */
 import { $, act, api, el, wsBase } from "./util.js";
 import { list, shellById } from "./list.js";
 
 export const MAX_CELLS = 4;
+const RETRY_MS = 500, RETRY_MAX_MS = 8000;
+// A paste goes in pieces: the server takes at most 1 Mi characters a message (MAX_INPUT_CHARS in
+// terminal/endpoint.py) and the socket at most 16 MiB a frame; one message held the whole paste.
+const INPUT_PIECE = 64 * 1024;
 // Replies to tmux's own queries (device attributes, cursor reports, focus) are not a person typing.
 const REPLY = /^(\x1b\[[?>]?[\d;]*[cRn]|\x1bP[\s\S]*\x1b\\|\x1b\][\s\S]*(\x07|\x1b\\)|\x1b\[[IO]|\x1b\[\?[\d;]*\$y)$/;
 const ALT_SCREEN = (p) => p.length > 0 && p.every((x) => [47, 1047, 1049].includes(x));
@@ -20,6 +29,11 @@ export class TermCell {
     this.id = id;
     this.lastUserEventAt = 0;
     this.socket = null;
+    this.disposed = false;
+    this.retryMs = RETRY_MS;
+    this.retryTimer = 0;
+    this.status = "";     // the note's text, before any word on unsent keys
+    this.unsent = 0;      // characters typed while no socket was open
     this.title = el("button", { class: "cell-title", type: "button", title: "Focus this terminal" }, id);
     this.state = el("span", { class: "cell-state" });
     this.lock = el("button", { class: "quiet cell-lock", type: "button", "aria-pressed": "false",
@@ -69,11 +83,32 @@ export class TermCell {
     this.connect();
   }
 
+  setNote(text) {
+    if (text === this.status) return;  // the same state again (another failed retry): keep its word on unsent keys
+    this.status = text;
+    this.unsent = 0;
+    this.note.textContent = text;
+  }
+
   send(data, binary) {
     const ws = this.socket;
-    if (!ws || ws.readyState !== WebSocket.OPEN) return;
+    if (!ws || ws.readyState !== WebSocket.OPEN) {
+      // Never lost silently: the person is told their keys did not reach the shell. (Replies to
+      // tmux's queries need no word: a new client asks again.)
+      if (!REPLY.test(data)) {
+        this.unsent += data.length;
+        this.note.textContent = `${this.status} — not sent: ${this.unsent} character${this.unsent === 1 ? "" : "s"} typed while not attached`;
+      }
+      return;
+    }
     const typed = performance.now() - this.lastUserEventAt < 1000 && !REPLY.test(data);
-    ws.send(JSON.stringify({ type: "input", data, binary: !!binary, typed }));
+    for (let at = 0; at < data.length;) {
+      let end = Math.min(at + INPUT_PIECE, data.length);
+      // Never between the two halves of a character outside the BMP (each would be sent as U+FFFD).
+      if (end < data.length && /[\ud800-\udbff]/.test(data[end - 1])) end -= 1;
+      ws.send(JSON.stringify({ type: "input", data: data.slice(at, end), binary: !!binary, typed }));
+      at = end;
+    }
   }
 
   sendSize(cols, rows) {
@@ -81,35 +116,59 @@ export class TermCell {
     if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols, rows }));
   }
 
-  connect() {
+  connect(lost = false) {
+    clearTimeout(this.retryTimer);
     const term = this.term;
-    term.reset();
     this.fit.fit();
-    this.node.classList.remove("closed");
-    this.note.textContent = "attaching…";
+    if (!lost) { this.node.classList.remove("closed"); this.setNote("attaching…"); }
     const ws = new WebSocket(`${wsBase()}/ws/term/${encodeURIComponent(this.id)}?cols=${term.cols}&rows=${term.rows}`);
     ws.binaryType = "arraybuffer";
     this.socket = ws;
+    let painted = false, ended = false;
     ws.onopen = () => {
       // The layout may have settled (and the terminal been refitted) while the socket opened: a
       // resize then went nowhere, and tmux would draw for the old size, the cursor off by rows.
       this.fit.fit();
       this.sendSize(term.cols, term.rows);
-      this.note.textContent = "attached: typing goes to the shell · Ctrl+] leaves the terminal";
+      this.retryMs = RETRY_MS;
+      this.node.classList.remove("closed");
+      this.setNote("attached: typing goes to the shell · Ctrl+] leaves the terminal");
       if (grid.focused === this) term.focus();
     };
     ws.onmessage = (ev) => {
-      if (typeof ev.data !== "string") { term.write(new Uint8Array(ev.data)); return; }
+      if (typeof ev.data !== "string") {
+        // A new client paints the whole scrollback and screen: start from a clean terminal (kept
+        // until then, so a lost connection leaves the last screen in view).
+        if (!painted) { term.reset(); painted = true; }
+        term.write(new Uint8Array(ev.data));
+        return;
+      }
       const msg = JSON.parse(ev.data);
-      if (msg.type === "exit" || msg.type === "error") { this.note.textContent = msg.message; this.node.classList.add("closed"); }
+      if (msg.type === "exit" || msg.type === "error") { ended = true; this.setNote(msg.message); this.node.classList.add("closed"); }
+      else if (msg.type === "notice") this.note.textContent = msg.message;
     };
     ws.onclose = (ev) => {
-      if (this.socket !== ws) return;
+      if (this.socket !== ws) return;  // detached by the person, or replaced
       this.socket = null;
       this.node.classList.add("closed");
-      if (ev.reason) this.note.textContent = ev.reason;
-      else if (!this.note.textContent.startsWith("shell")) this.note.textContent = "detached";
+      // The server said why it ended it (the shell ended, the client detached, an unknown shell,
+      // an unwritable audit log), or closed it with a code of its own: stay closed.
+      if (ended || ev.code === 1000 || ev.code >= 4000 || ev.code === 1011) {
+        if (ev.reason) this.setNote(ev.reason);
+        else if (!ended) this.setNote("detached");
+        return;
+      }
+      this.setNote("connection lost; reconnecting…");
+      this.retryTimer = setTimeout(() => this.reconnect(), this.retryMs);
+      this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
     };
+  }
+
+  /* Attach again after a lost connection, while the shell is still listed. */
+  reconnect() {
+    if (this.disposed || this.socket) return;
+    if (list.loaded && !shellById(this.id)) { this.setNote(`${this.id} is no longer listed: not reconnecting`); return; }
+    this.connect(true);
   }
 
   render(row) {
@@ -128,6 +187,8 @@ export class TermCell {
   }
 
   dispose() {
+    this.disposed = true;
+    clearTimeout(this.retryTimer);
     if (this.socket) { const ws = this.socket; this.socket = null; ws.close(1000, "detach"); }
     if (this.term) this.term.dispose();
     this.node.remove();
@@ -169,7 +230,12 @@ const setHash = (ids) => { location.hash = ids.length ? `#/shells/${ids.join(","
 /* Open ``id`` in the focused cell's place (or alone when only one is shown). */
 export function openCell(id) {
   const ids = shownIds();
-  if (ids.includes(id)) { grid.focus(cellOf(id)); cellOf(id).term.focus(); return; }
+  if (ids.includes(id)) {
+    const c = cellOf(id);
+    grid.focus(c); c.term.focus();
+    if (!c.socket) c.connect();  // closed (or waiting to reconnect): choosing it attaches it now
+    return;
+  }
   if (ids.length <= 1) setHash([id]);
   else { ids[ids.indexOf(grid.focused.id)] = id; setHash(ids); }
 }

@@ -5,6 +5,7 @@ import { renderApprovals } from "./approvals.js";
 
 export const list = {
   shells: [],        // rows pushed by the server
+  loaded: false,     // a list has arrived (an empty one then means: no shells)
   skewMs: 0,         // server clock minus ours, so idle times count from the server's view
   selected: new Set(),
   listeners: [],     // called after every push: (shells) => …
@@ -12,14 +13,27 @@ export const list = {
 
 export const shellById = (id) => list.shells.find((s) => s.id === id);
 
+/* Whether the server says this page is signed out (its cookie is gone or no longer valid: the token
+ * was replaced). null when it cannot be asked (the server is down). */
+async function signedOut() {
+  try {
+    const res = await fetch(`${basePath()}/api/shells`, { headers: { "Accept": "application/json" }, credentials: "same-origin" });
+    return res.status === 401 || res.status === 403;
+  } catch {
+    return null;
+  }
+}
+
 export function connectEvents(delay = 500) {
   const live = $("#live");
   const ws = new WebSocket(`${wsBase()}/ws/events`);
-  ws.onopen = () => { live.textContent = "live"; live.className = "live ok"; delay = 500; };
+  let opened = false;
+  ws.onopen = () => { opened = true; live.textContent = "live"; live.className = "live ok"; delay = 500; };
   ws.onmessage = (ev) => {
     const msg = JSON.parse(ev.data);
     if (msg.type === "shells") {
       list.shells = msg.shells;
+      list.loaded = true;
       list.skewMs = msg.now - Date.now();
       renderShells();
       for (const fn of list.listeners) fn(list.shells);
@@ -29,10 +43,17 @@ export function connectEvents(delay = 500) {
       live.textContent = `list unavailable: ${msg.message}`; live.className = "live down";
     }
   };
-  ws.onclose = (ev) => {
+  ws.onclose = async (ev) => {
     live.textContent = ev.code === 1008 ? "signed out" : "reconnecting…";
     live.className = "live down";
     if (ev.code === 1008) { location.href = `${basePath()}/login`; return; }
+    // A handshake the server refuses for want of a session (the token was replaced and the server
+    // restarted) reaches the page as a bare 1006, like a server that is down: ask the API which.
+    if (!opened && await signedOut()) {
+      live.textContent = "signed out";
+      location.href = `${basePath()}/login`;
+      return;
+    }
     setTimeout(() => connectEvents(Math.min(delay * 2, 8000)), delay);
   };
 }
@@ -100,7 +121,7 @@ export function renderShells() {
       el("td", { class: "idle mono", "data-id": s.id }, fmtIdle(idleOf(s))));
   }));
   if (keep) {
-    const again = $$(`#shells tbody [data-shell="${keep[0]}"]`).find((b) => b.className === keep[1]);
+    const again = $$(`#shells tbody [data-shell="${CSS.escape(keep[0])}"]`).find((b) => b.className === keep[1]);
     if (again) again.focus();
   }
 }

@@ -58,7 +58,15 @@ export async function loadTimeline() {
     tools.timeline = out.commands;
     tools.timelineFor = id;
     renderTimeline();
-  } catch (e) { $("#timeline-note").textContent = e.message; }
+  } catch (e) {
+    if (!grid.focused || grid.focused.id !== id) return;
+    // No rows rather than the previous shell's rows under this shell's name.
+    tools.timeline = [];
+    tools.timelineFor = id;
+    $("#timeline tbody").replaceChildren();
+    $("#output-view").hidden = true;
+    $("#timeline-note").textContent = `${id}: ${e.message}`;
+  }
 }
 
 function renderTimeline() {
@@ -160,15 +168,23 @@ function searchRegex(q, isRegex) {
   try { return new RegExp(isRegex ? q : escapeRegex(q), "g"); } catch { return null; }
 }
 
-async function loadSearchPage(offset) {
-  const s = tools.search;
+async function loadSearchPage(s, offset) {
   const out = await api("POST", `shells/${s.shell}/search`, { pattern: s.q, regex: s.regex, offset, context: 1 });
   s.total = out.total;
   s.next = out.next;
   s.hits.push(...out.hits);
 }
 
-export async function searchStep(step) {
+/* One step at a time: a step taken while a page of matches is loading waits for it. (Two at once
+ * both loaded the next page and listed its matches twice — "match 261 of 251" — and a step before
+ * a new query's first answer said "no match".) */
+let searching = Promise.resolve();
+export function searchStep(step) {
+  searching = searching.then(() => stepOnce(step)).catch((e) => { $("#search-note").textContent = e.message; });
+  return searching;
+}
+
+async function stepOnce(step) {
   const cell = grid.focused;
   const q = $("#search-q").value;
   if (!cell || !q) return;
@@ -177,20 +193,25 @@ export async function searchStep(step) {
   try {
     if (!s || s.q !== q || s.regex !== regex || s.shell !== cell.id) {
       s = tools.search = { q, regex, shell: cell.id, hits: [], total: 0, next: null, at: -1 };
-      await loadSearchPage(0);
+      $("#search-note").textContent = "searching…";
+      $("#search-hits").replaceChildren();
+      await loadSearchPage(s, 0);
       const re = searchRegex(q, regex);
       if (re) cell.search.findNext(q, { regex, decorations: { matchOverviewRuler: "#ffe08a", activeMatchColorOverviewRuler: "#ff9900",
         matchBackground: "#7a5d00", activeMatchBackground: "#ff9900" } });
       s.at = step > 0 ? 0 : s.hits.length - 1;
     } else {
       let at = s.at + step;
-      if (at >= s.hits.length && s.next !== null) await loadSearchPage(s.next);
+      if (at >= s.hits.length && s.next !== null) await loadSearchPage(s, s.next);
       if (at >= s.hits.length) at = 0;  // wrap around
       if (at < 0) at = s.hits.length - 1;
       s.at = at;
     }
-  } catch (e) { $("#search-note").textContent = e.message; return; }
-  renderSearch();
+  } catch (e) {
+    if (tools.search === s) $("#search-note").textContent = e.message;
+    return;
+  }
+  if (tools.search === s) renderSearch();  // not when another terminal took the focus meanwhile
 }
 
 function renderSearch() {
@@ -218,7 +239,7 @@ async function fetchCast() {
   const id = grid.focused.id;
   $("#record-note").textContent = "reading the recording…";
   const out = await api("POST", `shells/${id}/recording`, {});
-  $("#record-note").textContent = `${out.events} output events over ${Number(out.seconds).toFixed(1)} s; vault values masked`;
+  $("#record-note").textContent = `${out.events} output events over ${Number(out.durationS).toFixed(1)} s; vault values masked`;
   return { id, cast: out.cast };
 }
 
