@@ -98,6 +98,15 @@ async def browserless(served: Served, *, signed_in: bool = True) -> AsyncIterato
         yield client
 
 
+def free_port() -> int:
+    """A port free on loopback now, for a server that must come back where a page expects it
+    (a restart); chosen by the system, so two runs of the suite never reach for the same one."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
 @asynccontextmanager
 async def serving_tools(home: Path, *, token: str = TOKEN, port: int = 0) -> AsyncIterator[Served]:
     """``serving`` with the real tool catalog, as ``tether serve`` builds it."""

@@ -9,15 +9,13 @@ from pathlib import Path
 import anyio
 import pytest
 from browser import chromium, panel_page
-from panel_harness import TOKEN, serving_tools
+from panel_harness import TOKEN, free_port, serving_tools
 
 from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 from tether.panel.auth import COOKIE_NAME
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
-
-RESTART_PORT = 9951  # a restarted server must be where the page expects it
 
 
 async def test_sign_out_forgets_the_session(tether_home: Path) -> None:
@@ -42,14 +40,15 @@ async def test_a_restart_with_a_new_token_sends_the_open_page_to_sign_in(tether_
     """The events socket of a page whose cookie the restarted server no longer accepts is refused
     before it is accepted (HTTP 403: the page sees a bare 1006, as for a server that is down). The
     page asks the API, hears 401, and opens the sign-in page instead of reconnecting for ever."""
+    port = free_port()  # the restarted server must be where the page expects it
     attempts: list[str] = []
     async with chromium() as browser, AsyncExitStack() as pages:
-        async with serving_tools(tether_home, port=RESTART_PORT) as served:
+        async with serving_tools(tether_home, port=port) as served:
             page = await pages.enter_async_context(panel_page(browser, login_url(served.base, TOKEN)))
             page.on("websocket", lambda ws: attempts.append(ws.url))
             await page.locator("#live.ok").wait_for(timeout=HANG_MS)
         await page.locator("#live.down").wait_for(timeout=HANG_MS)
-        async with serving_tools(tether_home, token=TOKEN + "-rotated", port=RESTART_PORT) as served:
+        async with serving_tools(tether_home, token=TOKEN + "-rotated", port=port) as served:
             # Either the page gives up on the socket, or it tries the new server twice (a second
             # attempt follows a refused one only when the page did not see it was signed out).
             before = len(attempts)

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 from browser import cell_cursor, chromium, panel_page, screenshot, terminal_text, wait_terminal_contains
-from panel_harness import TOKEN, agent, open_shells, serving, serving_tools
+from panel_harness import TOKEN, agent, free_port, open_shells, serving, serving_tools
 from playwright.async_api import Page
 
 from hang import HANG_MS, HANG_S
@@ -17,7 +17,6 @@ from tether.panel.app import login_url
 from tether.shells import Shells, terminal_clients
 
 SHELL = "dsh-br0wse"
-RESTART_PORT = 9952  # a restarted server must be where the page expects it
 
 
 def _tmux(home: Path, *args: str) -> str:
@@ -122,8 +121,9 @@ async def test_terminal_shows_scrollback_streams_output_and_takes_typing(
 async def test_a_terminal_reattaches_after_the_server_restarts(tether_home: Path) -> None:
     """The terminal's socket is lost when the server stops (the shell lives on in tmux): the cell
     says so, says the keys typed meanwhile were not sent, and reattaches once the server is back."""
+    port = free_port()  # the restarted server must be where the page expects it
     async with chromium() as browser, AsyncExitStack() as pages:
-        async with serving_tools(tether_home, port=RESTART_PORT) as served:
+        async with serving_tools(tether_home, port=port) as served:
             async with agent(served) as client:
                 (shell,) = await open_shells(client, label="back")
             note = f'.cell[data-shell="{shell}"] .cell-note'
@@ -147,7 +147,7 @@ async def test_a_terminal_reattaches_after_the_server_restarts(tether_home: Path
             "connection lost; reconnecting… — not sent: 4 characters typed while not attached"
         )
 
-        async with serving_tools(tether_home, port=RESTART_PORT):
+        async with serving_tools(tether_home, port=port):
             await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
             await page.keyboard.type("echo after-$((2+2))")
             await page.keyboard.press("Enter")
