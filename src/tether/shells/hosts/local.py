@@ -30,7 +30,7 @@ from tether.shells.hosts import procinfo
 from tether.shells.hosts.confined import ConfinedPanes, Confinement
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo, sh_quote
-from tether.shells.tmux.control import ControlClient
+from tether.shells.tmux.control import ClientEnded, ControlClient, SessionError
 from tether.shells.wakeups import LogWatcher
 
 _RESIZE_WAIT_S = 2.0
@@ -163,13 +163,23 @@ class LocalHost(ShellHost):
         command = self.pane_command(shell_id, start, cwd)
         # One write: tmux runs these before its event loop reads the new pane, so the log gets the
         # shell's very first byte, and the server options hold before the shell can end.
-        await self.control.run_many(
-            [
-                *await self._configure(),
-                commands.new_session(shell_id, cols=cols, rows=rows, cwd=cwd, env=start.env, command=command),
-                commands.pipe_pane(commands.session(shell_id), str(log)),
-            ]
-        )
+        try:
+            await self.control.run_many(
+                [
+                    *await self._configure(),
+                    commands.new_session(
+                        shell_id, cols=cols, rows=rows, cwd=cwd, env=start.env, command=command
+                    ),
+                    commands.pipe_pane(commands.session(shell_id), str(log)),
+                ],
+                resend=False,  # run twice, the second would find the first's: "duplicate session"
+            )
+        except ClientEnded:
+            # tmux may have made the session before the client ended: the caller drops the shell's
+            # record, so a session left here would run with nobody to see or close it.
+            with contextlib.suppress(SessionError):
+                await self.control.run(*commands.kill_session(shell_id))
+            raise
         await self._started(shell_id, start)
 
     async def _started(self, shell_id: str, start: ShellStart) -> None:

@@ -357,10 +357,15 @@ class ControlClient:
         self._flush()
         return futs
 
-    async def run_many(self, commands: list[tuple[str, ...]], *, now: bool = False) -> list[list[str]]:
+    async def run_many(
+        self, commands: list[tuple[str, ...]], *, now: bool = False, resend: bool = True
+    ) -> list[list[str]]:
         """Write several commands at once (one write, one round trip) and await every reply; sent
         once more to a fresh client if none of them was answered before the old one ended.
-        ``now``: written before this first waits (with whatever was queued before them)."""
+        ``now``: written before this first waits (with whatever was queued before them).
+        ``resend=False`` for commands that must not run twice (creating a session): the client may
+        have ended after tmux ran them and before their answer came, so ``ClientEnded`` is raised
+        instead, and the caller finds out what exists."""
         data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
         notifying = notifies(commands)
         for attempt in (0, 1):
@@ -370,7 +375,7 @@ class ControlClient:
                 if now:
                     self._flush()
                 results = await asyncio.gather(*futs, return_exceptions=True)
-            if attempt == 0 and results and all(isinstance(r, ClientEnded) for r in results):
+            if resend and attempt == 0 and results and all(isinstance(r, ClientEnded) for r in results):
                 continue
             for r in results:
                 if isinstance(r, BaseException):

@@ -326,10 +326,10 @@ class SshHost(RemoteQuestions, ShellHost):
         except ClientEnded as exc:
             raise self._lost_error() from exc
 
-    async def _run_many(self, cmds: list[commands.Cmd]) -> None:
+    async def _run_many(self, cmds: list[commands.Cmd], *, resend: bool = True) -> None:
         # The control client ending under the commands is the connection dropping, as in _query.
         try:
-            await self.control.run_many(cmds)
+            await self.control.run_many(cmds, resend=resend)
         except ClientEnded as exc:
             raise self._lost_error() from exc
 
@@ -414,7 +414,8 @@ class SshHost(RemoteQuestions, ShellHost):
             commands.pipe_pane(commands.session(shell_id), log),
         ]
         try:
-            await self._run_many(cmds)
+            # Never twice: tmux may have made the shell before the answer was lost.
+            await self._run_many(cmds, resend=False)
         except HostError as exc:
             # The request may have reached tmux: the shell may exist there (a new error: the one
             # raised may be the host's cached one).
