@@ -147,3 +147,39 @@ async def test_a_question_asked_in_one_process_is_answered_from_another(
         row is not None
         and row.status == {"approve": "approved", "deny": "denied", "nobody": "expired"}[answer]
     )
+
+
+async def test_a_question_whose_asker_was_killed_is_withdrawn_not_answered(
+    tether_home: Path, queue: ApprovalQueue
+) -> None:
+    """The asking process SIGKILLed (a crash): its question stayed pending, the panel listed it,
+    and approving it audited an approval nobody waited for. It is withdrawn instead: not listed,
+    audited once as cancelled, and a decision on it says why."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _ASKER, str(tether_home), str(HANG_S), stdout=subprocess.PIPE,
+        env=dict(os.environ),
+    )  # fmt: skip
+    try:
+        row_id = await _pending_row(queue)
+        approvals = Approvals(tether_home, timeout_s=60)
+        assert [row.id for row in approvals.pending()] == [row_id]  # alive: listed
+    finally:
+        child.kill()
+        await asyncio.wait_for(child.wait(), HANG_S)
+    with pytest.raises(NotFoundError, match="withdrawn: the process that asked has ended"):
+        approvals.decide(row_id, approve=True, by="person at the panel")
+    assert approvals.pending() == []
+    row = queue.get(row_id)
+    assert row is not None and row.status == "cancelled"
+    [record] = _audit(tether_home)
+    assert record["extra"]["answer"] == "cancelled" and record["source"] == "panel"
+    # Listing alone withdraws too: a question of a process long gone, and one of a pid reused
+    # by another process since (its start time differs), never decided on; this process's stays.
+    mine = _ask(queue, 60_000)
+    for ghost in ("999999999:1", f"{os.getpid()}:1"):
+        orphan = _ask(queue, 60_000)
+        queue.store.execute("UPDATE approvals SET asker_process = ? WHERE id = ?", (ghost, orphan))
+        assert [row.id for row in approvals.pending()] == [mine]
+        withdrawn = queue.get(orphan)
+        assert withdrawn is not None and withdrawn.status == "cancelled"
+    assert len(_audit(tether_home)) == 3

@@ -212,11 +212,39 @@ class Approvals:
 
     # ---- deciding (the panel) ----------------------------------------------------------------------
 
+    def pending(self) -> list[ApprovalRow]:
+        """The panel's pending questions; one whose asking process has ended (a crash, a SIGKILL:
+        nothing waits for its answer) is withdrawn here, audited as cancelled, and not listed."""
+        rows = self.queue.pending()
+        gone = [row for row in rows if row.asker_gone()]
+        for row in gone:
+            self._withdraw(row)
+        return [row for row in rows if row not in gone]
+
+    def _withdraw(self, row: ApprovalRow) -> None:
+        if self.queue.close(row.id, "cancelled"):
+            self._record(
+                _question_of(row),
+                row,
+                outcome="cancelled",
+                by="",
+                reason="the process that asked has ended",
+                channel="panel",
+                source="panel",
+            )
+
     def decide(self, approval_id: str, *, approve: bool, by: str, reason: str = "") -> ApprovalRow:
         """A person's answer to a pending question in the panel's queue, audited before it counts;
-        ``NotFoundError`` when it is no longer pending (answered, expired, unknown)."""
+        ``NotFoundError`` when it is no longer pending (answered, expired, unknown) or nobody waits
+        for it any more (the process that asked has ended: then it is withdrawn)."""
         queue = self.queue
         row = queue.get(approval_id)
+        if row is not None and row.status == "pending" and row.asker_gone():
+            self._withdraw(row)
+            raise NotFoundError(
+                f"approval {approval_id} was withdrawn: the process that asked has ended, so nothing "
+                "waits for an answer (the agent asks again if it still needs it)"
+            )
         if row is None or row.status != "pending" or row.expires_ms <= now_ms():
             state = "unknown" if row is None else ("expired" if row.status == "pending" else row.status)
             raise NotFoundError(f"approval {approval_id} is {state}; only a pending question can be answered")

@@ -52,10 +52,12 @@ register_schema(
         status TEXT NOT NULL,
         decided_by TEXT NOT NULL DEFAULT '',
         decided_ms INTEGER,
-        reason TEXT NOT NULL DEFAULT ''
+        reason TEXT NOT NULL DEFAULT '',
+        asker_process TEXT NOT NULL DEFAULT ''
     );
     CREATE INDEX IF NOT EXISTS approvals_by_status ON approvals (status, created_ms)
     """,
+    added=(("approvals", "asker_process", "TEXT NOT NULL DEFAULT ''"),),
 )
 
 
@@ -82,6 +84,34 @@ class ApprovalRow:
     decided_by: str
     decided_ms: int | None
     reason: str
+    asker_process: str = ""  # the process waiting for the answer (``this_process``); "" = unknown
+
+    def asker_gone(self) -> bool:
+        """The process that asked has ended (a crash, a SIGKILL): nothing waits for an answer."""
+        return bool(self.asker_process) and not _alive(self.asker_process)
+
+
+def this_process() -> str:
+    """This process as ``pid:start``: its start time (in clock ticks since boot, ``/proc``) tells
+    it from a later process given the same pid."""
+    return _identity(os.getpid()) or ""
+
+
+def _identity(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 20 or fields[0] == b"Z":
+        return None
+    return f"{pid}:{fields[19].decode()}"
+
+
+def _alive(identity: str) -> bool:
+    pid, _, _start = identity.partition(":")
+    return pid.isdigit() and _identity(int(pid)) == identity
 
 
 class ApprovalQueue:
@@ -108,7 +138,8 @@ class ApprovalQueue:
         row_id = "apr-" + secrets.token_hex(6)
         self.store.execute(
             "INSERT INTO approvals (id, kind, tool, subject, mode, justification, asker, targets, channel, "
-            "created_ms, expires_ms, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
+            "created_ms, expires_ms, status, asker_process) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
             (
                 row_id,
                 kind,
@@ -121,6 +152,7 @@ class ApprovalQueue:
                 channel,
                 created,
                 created + timeout_ms,
+                this_process(),
             ),
         )
         self._trim()
@@ -211,6 +243,7 @@ def _row(r: sqlite3.Row) -> ApprovalRow:
         decided_by=r["decided_by"],
         decided_ms=r["decided_ms"],
         reason=r["reason"],
+        asker_process=r["asker_process"],
     )
 
 

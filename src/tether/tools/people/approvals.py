@@ -73,7 +73,7 @@ class PeopleApprovalTools:
         self.approvals = Approvals(config.home, timeout_s=config.approvals.timeout_s)
 
     def _pending(self) -> list[ApprovalRow]:
-        return self.approvals.queue.pending()
+        return self.approvals.pending()
 
     async def _changed(self, known: list[str], wait_ms: int) -> list[ApprovalRow]:
         """The pending questions once they differ from ``known`` (or at ``wait_ms``)."""
