@@ -176,10 +176,17 @@ async def test_a_question_whose_asker_was_killed_is_withdrawn_not_answered(
     # Listing alone withdraws too: a question of a process long gone, and one of a pid reused
     # by another process since (its start time differs), never decided on; this process's stays.
     mine = _ask(queue, 60_000)
-    for ghost in ("999999999:1", f"{os.getpid()}:1"):
+    here = os.readlink("/proc/self/ns/pid")
+    for ghost in (f"999999999:1@{here}", f"{os.getpid()}:1@{here}"):
         orphan = _ask(queue, 60_000)
         queue.store.execute("UPDATE approvals SET asker_process = ? WHERE id = ?", (ghost, orphan))
         assert [row.id for row in approvals.pending()] == [mine]
         withdrawn = queue.get(orphan)
         assert withdrawn is not None and withdrawn.status == "cancelled"
     assert len(_audit(tether_home)) == 3
+    # An asker in another PID namespace (a container sharing the home) cannot be judged: kept.
+    elsewhere = _ask(queue, 60_000)
+    queue.store.execute(
+        "UPDATE approvals SET asker_process = ? WHERE id = ?", ("999999999:1@pid:[1]", elsewhere)
+    )
+    assert [row.id for row in approvals.pending()] == [mine, elsewhere]

@@ -92,9 +92,18 @@ class ApprovalRow:
 
 
 def this_process() -> str:
-    """This process as ``pid:start``: its start time (in clock ticks since boot, ``/proc``) tells
-    it from a later process given the same pid."""
-    return _identity(os.getpid()) or ""
+    """This process as ``pid:start@namespace``: its start time (clock ticks since boot) tells it
+    from a later process given the same pid, and its PID namespace says where that pid means it
+    (a tether in a container sharing the home with one outside sees other pids)."""
+    identity = _identity(os.getpid())
+    return f"{identity}@{_pid_namespace()}" if identity else ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _identity(pid: int) -> str | None:
@@ -110,8 +119,13 @@ def _identity(pid: int) -> str | None:
 
 
 def _alive(identity: str) -> bool:
-    pid, _, _start = identity.partition(":")
-    return pid.isdigit() and _identity(int(pid)) == identity
+    """Whether the process ``identity`` names still runs; True when this process cannot tell (it
+    was in another PID namespace)."""
+    process, _, namespace = identity.partition("@")
+    if namespace != _pid_namespace():
+        return True
+    pid, _, _start = process.partition(":")
+    return pid.isdigit() and _identity(int(pid)) == process
 
 
 class ApprovalQueue:
