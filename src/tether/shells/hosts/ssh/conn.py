@@ -147,12 +147,7 @@ class SshConnection:
             f"ConnectTimeout={s.connect_timeout}",
         ):
             args += ["-o", option]
-        if s.port is not None:
-            args += ["-p", str(s.port)]
-        if s.identity is not None:
-            args += ["-i", s.identity, "-o", "IdentitiesOnly=yes"]
-        for option in s.options:
-            args += ["-o", option]
+        args += self._entry_args()
         # Defaults an entry may override (its options come first): notice a dead network in ~45 s.
         args += ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"]
         return [*args, "--", s.ssh, command]
@@ -161,15 +156,19 @@ class SshConnection:
         """The ``ssh`` a person runs in a terminal to reach the host as tether does: the entry's
         port, identity and options (a ``UserKnownHostsFile``, a ``ProxyJump`` …), none of
         tether's own settings (a person may answer a prompt), quoted for a POSIX shell."""
+        return shlex.join(["ssh", *self._entry_args(), self.section.ssh])
+
+    def _entry_args(self) -> list[str]:
+        """What the ``[hosts.NAME]`` entry adds to ``ssh``: its port, identity and options."""
         s = self.section
-        args = ["ssh"]
+        args: list[str] = []
         if s.port is not None:
             args += ["-p", str(s.port)]
         if s.identity is not None:
             args += ["-i", s.identity, "-o", "IdentitiesOnly=yes"]
         for option in s.options:
             args += ["-o", option]
-        return shlex.join([*args, s.ssh])
+        return args
 
     def forget(self) -> None:
         """The connection dropped: the next ``ensure`` probes (and so reconnects) again."""
