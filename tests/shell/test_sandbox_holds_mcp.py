@@ -85,9 +85,10 @@ async def test_kernel_settings_stay_as_they_are(tether_home: Path, home: Path) -
 
 
 @contextlib.contextmanager
-def other_tmux_server() -> Iterator[Path]:
-    """A tmux server of someone else, its socket outside /tmp, /run and TETHER_HOME."""
-    directory = Path(tempfile.mkdtemp(prefix="tt-", dir="/var/tmp"))
+def other_tmux_server(parent: str = "/var/tmp") -> Iterator[Path]:
+    """A tmux server of someone else, its socket in ``parent`` (by default outside /tmp, /run and
+    TETHER_HOME)."""
+    directory = Path(tempfile.mkdtemp(prefix="tt-", dir=parent))
     sock = directory / "s"
     try:
         subprocess.run(
@@ -291,22 +292,6 @@ def _removed(path: Path) -> Iterator[None]:
         path.unlink(missing_ok=True)  # never leave the host changed, even when the test fails
 
 
-@contextlib.contextmanager
-def tmux_server_in_host_tmp() -> Iterator[Path]:
-    """Another tmux server whose socket is in the host's /tmp (the sandbox's /tmp is private)."""
-    directory = Path(tempfile.mkdtemp(prefix="sbx-tt-", dir="/tmp"))
-    sock = directory / "s"
-    try:
-        subprocess.run(
-            ["tmux", "-S", str(sock), "new-session", "-d", "-s", "victim", "sleep 600"], check=True
-        )
-        yield sock
-    finally:
-        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
-        sock.unlink(missing_ok=True)
-        directory.rmdir()
-
-
 async def test_workdir_tmp_is_the_private_tmp_even_with_unix_sockets(tether_home: Path, home: Path) -> None:
     # With allow_unix_sockets, workdir /tmp bound the host's /tmp over the private one and
     # `tmux -S /tmp/x/s run-shell ...` ran a command outside the sandbox.
@@ -316,7 +301,7 @@ async def test_workdir_tmp_is_the_private_tmp_even_with_unix_sockets(tether_home
         f"ls -A /tmp; pwd; tmux -S {{sock}} new-window 'sleep 601'; echo new=$?; "
         f"echo x > ./{name}; echo wrote=$?"
     )
-    with tmux_server_in_host_tmp() as sock, _removed(Path("/tmp", name)):
+    with other_tmux_server("/tmp") as sock, _removed(Path("/tmp", name)):
         async with server(tether_home, home, "--sandbox") as client:
             text, data = await bash(client, probe.format(sock=sock), workdir="/tmp")
             opened = await client.call_tool(
