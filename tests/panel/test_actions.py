@@ -180,7 +180,8 @@ async def test_rename_snapshot_close_and_workspace_restore(tether_home: Path) ->
         assert shell not in [r["id"] for r in rows]
         assert [r["owner"] for r in rows] == ["panel"]  # the restored shell is the panel's
         gone = await page.post(f"/panel/api/shells/{shell}/close", json={})
-        assert gone.status_code in (400, 404), gone.text
+        # Closing it again is NOT_FOUND, a 404 like a timeline or recording of no such shell.
+        assert (gone.status_code, gone.json()["error"]) == (404, "NOT_FOUND"), gone.text
 
     panel_tools = [
         (r.tool, r.action, r.outcome)

@@ -95,10 +95,12 @@ class PanelCalls:
             errors = [e for e in (t.get("error") for t in rows) if isinstance(e, str)]
             codes = [c for c in (t.get("errorCode") for t in rows) if isinstance(c, str)]
             refused = any(c in POLICY_CODES for c in codes)
+            # The same status the page gets when the error is raised rather than reported per task.
+            missing = bool(codes) and all(c == "NOT_FOUND" for c in codes)
             raise PanelError(
                 code=codes[0] if codes else "TOOL_ERROR",
                 message="; ".join(errors) or result.text,
-                status=403 if refused else 400,
+                status=403 if refused else 404 if missing else 400,
             )
         return result
 
