@@ -322,8 +322,14 @@ async def test_an_open_cut_short_by_a_drop_names_the_shell_it_recorded(
         with anyio.fail_after(HANG_S), pytest.raises(TetherError) as raised:
             await _open_in(shells, "box-a")
         err = raised.value
-        assert isinstance(err, HostError) and err.code == "CONNECTION_LOST", (err.code, err.message)
-        assert "connection to box-a lost; reconnecting" in err.message
+        # Lost, or — on a loaded machine, when the reconnect tether tries at once has failed
+        # before the open looks — unreachable: either way the error names the shell.
+        assert isinstance(err, HostError), (err.code, err.message)
+        assert err.code in ("CONNECTION_LOST", "HOST_UNREACHABLE"), (err.code, err.message)
+        if err.code == "CONNECTION_LOST":
+            assert "connection to box-a lost; reconnecting" in err.message
+        else:
+            assert "connection refused" in err.message, err.message
         shell = err.shell
         assert shell is not None and shell in err.message, err.message
         assert shells.records.shell(shell) is not None
