@@ -1,11 +1,15 @@
-"""A pattern the model writes can backtrack for years on one short line (``(a+)+$`` on forty
+"""A pattern the model writes can backtrack for years on one short line (``(a+)+b`` on forty
 ``a``s and a ``!``). It never runs in the server: a ``wait: match`` ends at its deadline saying
 why, a ``read.search`` is refused once its time is spent, and every other conversation is served
 meanwhile.
 
 One ``tether serve`` in-process (the clients share its event loop, so a pattern tried on the loop
 would stall them too), two conversations over streamable HTTP. The relation is what counts, not a
-duration: the second conversation's calls complete while the first call is still being served."""
+duration: the second conversation's calls complete while the first call is still being served.
+
+The pattern must match no prefix of the output either: a wait tries it on output as it arrives,
+and ``(a+)+$`` matched the forty ``a``s when ``!`` came in a later read (a clean-clone run under
+load)."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from tether.mcp.server import McpFrontDoor
 from tether.shells import views
 from tether.tools.catalog import build_catalog
 
-EVIL = "(a+)+$"
+EVIL = "(a+)+b"
 PRINT = "printf 'a%.0s' {1..40}; echo '!'"
 
 
