@@ -3,8 +3,9 @@
 Invariant: a watch is non-blocking and close-on-exec (no child inherits it), and ``changed`` reads
 every event already queued, so one wake-up of the event loop sees the whole batch; when the kernel
 dropped events (its queue overflowed, or the read failed) it says so, and the caller must treat
-every file as changed. The callers: the shells' log wake-ups (``shells.wakeups``) and the lock
-holders' close watch (``store.close_watch``).
+every file as changed. The callers: the shells' log wake-ups (``shells.wakeups``), the lock
+holders' close watch (``store.close_watch``) and a confined shell's keeper (``shell.sandbox.keeper``,
+which loads this file by its path: it imports only the standard library).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Final
 
 IN_MODIFY: Final = 0x00000002
 IN_CLOSE_WRITE: Final = 0x00000008
+IN_MOVED_TO: Final = 0x00000080
 IN_CREATE: Final = 0x00000100
 IN_Q_OVERFLOW: Final = 0x00004000
 IN_ONLYDIR: Final = 0x01000000
@@ -34,24 +36,41 @@ _libc.inotify_init1.argtypes = [ctypes.c_int]
 _libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
 
 
-def open_watch(directory: Path, mask: int) -> int:
+def open_watch(directory: Path | str, mask: int) -> int:
     """A descriptor reporting ``mask`` events of the files in ``directory``; ``OSError`` (with the
     kernel's errno) when inotify has no instance or watch left, or the directory cannot be watched."""
     fd = int(_libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-    if _libc.inotify_add_watch(fd, os.fsencode(directory), mask) < 0:
-        err = ctypes.get_errno()
+    try:
+        add_watch(fd, directory, mask)
+    except OSError:
         os.close(fd)
-        raise OSError(err, f"inotify_add_watch {directory}: {os.strerror(err)}")
+        raise
     return fd
+
+
+def add_watch(fd: int, directory: Path | str, mask: int) -> int:
+    """Watch one more directory on ``fd``: its watch descriptor (the same one again for a directory
+    already watched there; a new one once the path names another directory)."""
+    wd = int(_libc.inotify_add_watch(fd, os.fsencode(directory), mask))
+    if wd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"inotify_add_watch {directory}: {os.strerror(err)}")
+    return wd
 
 
 def changed(fd: int, mask: int) -> tuple[set[bytes], bool]:
     """The names of the files with a ``mask`` event among those queued on ``fd``, and whether
     events were lost (then every file may have changed)."""
-    names: set[bytes] = set()
+    found, lost = events(fd, mask)
+    return {name for _wd, name in found}, lost
+
+
+def events(fd: int, mask: int) -> tuple[set[tuple[int, bytes]], bool]:
+    """``changed`` for a descriptor watching several directories: (watch descriptor, name) pairs."""
+    found: set[tuple[int, bytes]] = set()
     lost = False
     while True:
         try:
@@ -65,14 +84,14 @@ def changed(fd: int, mask: int) -> tuple[set[bytes], bool]:
             break
         pos = 0
         while pos + _EVENT.size <= len(data):
-            _wd, event_mask, _cookie, length = _EVENT.unpack_from(data, pos)
+            wd, event_mask, _cookie, length = _EVENT.unpack_from(data, pos)
             raw = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
             pos += _EVENT.size + length
             if event_mask & IN_Q_OVERFLOW:
                 lost = True
             elif event_mask & mask and raw:
-                names.add(raw)
-    return names, lost
+                found.add((wd, raw))
+    return found, lost
 
 
 def limits_hint() -> str:

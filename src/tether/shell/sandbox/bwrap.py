@@ -177,6 +177,9 @@ class SandboxRun:
         self._shell_placeholders = shell_placeholders
         self._trace: TraceReader | None = None
         self._held: list[list[str]] = []
+        # The mounts that sit on a host path the host may replace, as ``sandbox.keeper`` restores
+        # them: (path, "bind" | "ro" | "tmpfs" | "null"), filled by ``mounts``.
+        self.kept: list[tuple[str, str]] = []
         self._fds: list[int] = []
         self._closed = False
         self._seccomp = (
@@ -240,6 +243,7 @@ class SandboxRun:
     def mounts(self) -> list[PlanItem]:
         """The bubblewrap mount arguments, in the order that makes each one narrow the last."""
         policy = self.policy
+        self.kept = []
         args: list[PlanItem] = ["--bind" if policy.host_write else "--ro-bind", "/", "/"]
         args += self._kernel_mounts()
         if not policy.host_write:
@@ -272,14 +276,18 @@ class SandboxRun:
         # Sorted: a directory before anything below it (each bind carries the mounts under it).
         for parent in sorted({*pinned, *gitdirs} - set(policy.writable_roots)):
             args += self._bind_fd(parent)
+            self.kept.append((parent, "bind"))
         for path in guarded:
             if os.path.lexists(path):
                 args += ["--ro-bind", path, path]
+                self.kept.append((path, "ro"))
         for path in masked:
             if os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
+                self.kept.append((path, "tmpfs"))
             elif os.path.lexists(path):
                 args += ["--ro-bind", "/dev/null", path]
+                self.kept.append((path, "null"))
         # The caller's explicit grants come last: one may name a directory inside TETHER_HOME.
         for bind in self.extra_binds:
             args += ["--bind-fd", OpenDir(bind.source)] if bind.writable else ["--ro-bind", bind.source]

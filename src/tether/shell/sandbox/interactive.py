@@ -16,8 +16,10 @@ placeholders, the trace FIFO and the per-command trace files (``runs/``).
 
 Why a launcher: writable binds go through descriptors (``sandbox.launch``), and a pane's command
 is started by the tmux server, which inherits nothing from tether. So the command line runs
-``launch.py`` with the spec, and the launcher forks the trace collector (``sandbox.collect``),
-opens the descriptors and execs bubblewrap (with ``strace`` inside when the tracer works here).
+``launch.py`` with the spec, and the launcher forks the keeper of the mounts the host may undo
+(``sandbox.keeper``: a rename over a protected path drops its mount in the living sandbox) and
+the trace collector (``sandbox.collect``), opens the descriptors and execs bubblewrap (with
+``strace`` inside when the tracer works here).
 
 What the caller owns: placeholders for absent protected paths are listed in the shell's ledger
 and stay for the shell's whole life — name the pane's pid with ``owned_by`` once it runs, and call
@@ -223,7 +225,8 @@ def confine_interactive(
         shell_placeholders=held,
     )
     plan = run.plan(bwrap, strace, command, session=False)
-    _write_private(state_dir / SPEC_FILE, json.dumps({"plan": launch.encode(plan), "collect": collect}))
+    spec = {"plan": launch.encode(plan), "collect": collect, "keep": [list(entry) for entry in run.kept]}
+    _write_private(state_dir / SPEC_FILE, json.dumps(spec))
     argv = (sys.executable, "-I", os.path.abspath(launch.__file__), str(state_dir / SPEC_FILE))
     return ConfinedShell(
         state_dir=state_dir,

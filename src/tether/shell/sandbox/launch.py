@@ -13,7 +13,9 @@ start-up 100 ms for nothing. bubblewrap is exec'd without tmux's ``TMUX`` and ``
 (``DROPPED_ENV``: they name tmux's socket, and bubblewrap is the sandbox's readable pid 1).
 When the spec names a trace (``collect``), the launcher first forks the collector of
 ``sandbox.collect`` (loaded from its file beside this one, never through ``sys.path``: this
-directory holds a ``trace.py``, a standard-library name), which outlives the exec and ends with it.
+directory holds a ``trace.py``, a standard-library name), which outlives the exec and ends with it;
+before it, the keeper of ``sandbox.keeper`` for the mounts the spec lists in ``keep`` (a keeper that
+cannot watch them stops the start).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,19 +123,33 @@ def decode(values: Sequence[object]) -> list[PlanItem]:
     return plan
 
 
+def _sibling(name: str) -> ModuleType:
+    """``NAME.py`` beside this file, loaded from there (never through ``sys.path``)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_tether_sandbox_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def start_collector(collect: object) -> None:
     """Fork the trace collector named by a spec's ``collect`` entry (``fifo``, ``runs``, ``nonce``)."""
     if not isinstance(collect, dict) or not all(
         isinstance(collect.get(k), str) for k in ("fifo", "runs", "nonce")
     ):
         raise ValueError(f"not a trace collector: {collect!r}")
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "collect.py")
-    spec = importlib.util.spec_from_file_location("_tether_sandbox_collect", path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.start(collect["fifo"], collect["runs"], collect["nonce"])
+    _sibling("collect").start(collect["fifo"], collect["runs"], collect["nonce"])
+
+
+def start_keeper(keep: object) -> None:
+    """Fork the keeper of the mounts a spec's ``keep`` entry lists (``[[path, kind], ...]``)."""
+    if not isinstance(keep, list) or not all(
+        isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in keep
+    ):
+        raise ValueError(f"not a list of kept mounts: {keep!r}")
+    _sibling("keeper").start(keep)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -143,6 +160,8 @@ def main(argv: Sequence[str]) -> int:
         with open(argv[1], encoding="utf-8") as handle:
             spec = json.load(handle)
         plan = decode(spec["plan"])
+        if spec.get("keep"):
+            start_keeper(spec["keep"])
         if spec.get("collect") is not None:
             start_collector(spec["collect"])
         args, fds = materialise(plan)

