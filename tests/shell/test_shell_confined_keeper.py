@@ -16,8 +16,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -224,3 +227,57 @@ def test_a_keeper_that_cannot_mount_again_ends_the_sandbox(
         namespaced.kill()
         thread.join(COVERED_WITHIN_S)
         os.close(watcher.fd)
+
+
+_UNPRIVILEGED = """
+import os, subprocess, sys, time
+from tether.shell.sandbox import keeper
+d, f = sys.argv[1], os.path.join(sys.argv[1], "f")
+with open(f, "w") as out:
+    out.write("x")
+argv = ["bwrap", "--ro-bind", "/", "/", "--bind", d, d, "--ro-bind", f, f, "--unshare-pid", "--dev", "/dev",
+        "--proc", "/proc", "--die-with-parent", "--", "sleep", "600"]
+box = subprocess.Popen(argv)
+try:
+    while (pid := keeper.sandbox_pid(box.pid)) is None:
+        time.sleep(0.01)
+    with open(os.path.join(d, "new"), "w") as out:
+        out.write("y")
+    os.rename(os.path.join(d, "new"), f)
+    print("made", keeper.mount_again(pid, [(d, "bind"), (f, "ro")]))
+    for line in open(f"/proc/{pid}/mountinfo").read().splitlines():
+        if line.split()[4] == f:
+            print("mounted", line.split()[5])
+finally:
+    box.kill()
+    box.wait()
+"""
+
+
+@needs_root
+def test_the_keeper_mounts_again_in_an_unprivileged_sandbox() -> None:
+    """As a user: bubblewrap sets the mounts up in one user namespace and runs the command in a
+    second one inside it; the keeper joins the one that owns the mounts."""
+    if shutil.which("setpriv") is None or shutil.which("bwrap") is None:
+        pytest.skip("needs setpriv and bwrap")
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    src = str(Path(keeper.__file__).resolve().parents[3])
+    env = {**os.environ, "PYTHONPATH": src}
+    importing = [*nobody, sys.executable, "-c", "import tether.shell.sandbox.keeper"]
+    probe = subprocess.run(importing, env=env, capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("the user nobody cannot run this interpreter or read the source tree here")
+    unprivileged = [*nobody, "bwrap", "--ro-bind", "/", "/", "true"]
+    if subprocess.run(unprivileged, capture_output=True, check=False).returncode != 0:
+        pytest.skip("bubblewrap cannot run unprivileged here (no user namespaces)")
+    work = tempfile.mkdtemp(prefix="tether-keeper-", dir="/tmp")
+    try:
+        os.chown(work, 65534, 65534)
+        done = subprocess.run(
+            [*nobody, sys.executable, "-c", _UNPRIVILEGED, work],
+            env=env, capture_output=True, text=True, timeout=COVERED_WITHIN_S * 4, check=False,
+        )  # fmt: skip
+        assert "made True" in done.stdout, (done.stdout, done.stderr)
+        assert any(line.startswith("mounted ro") for line in done.stdout.splitlines()), done.stdout
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

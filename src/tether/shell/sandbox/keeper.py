@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import importlib.util
 import os
 import select
@@ -65,6 +66,7 @@ _KEEP_FLAGS: Final = (
 )
 _CLONE_NEWNS: Final = 0x00020000
 _CLONE_NEWUSER: Final = 0x10000000
+_NS_GET_USERNS: Final = 0xB701  # ioctl: a descriptor of the user namespace that owns a namespace
 
 Ident = tuple[int, int]
 
@@ -175,8 +177,8 @@ def sandbox_pid(bwrap_pid: int) -> int | None:
 
 
 def mount_again(pid: int, made: Sequence[tuple[str, str]]) -> bool:
-    """In a forked child: enter ``pid``'s user (if another) and mount namespaces and make each
-    mount of ``made`` again; ``True`` when every one that still has a path was made."""
+    """In a forked child: enter ``pid``'s mount namespace (and the user namespace owning it, if
+    another) and make each mount of ``made`` again; ``True`` when every one that still has a path was made."""
     child = os.fork()
     if child == 0:
         code = 1
@@ -205,13 +207,16 @@ def _check(result: int, what: str) -> None:
 
 
 def _enter(pid: int) -> None:
-    """Join ``pid``'s namespaces and its root (bubblewrap pivoted into a new one: the namespace's
-    own root is not it), opened before the first ``setns`` changes what ``/proc`` shows."""
-    user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    """Join ``pid``'s mount namespace, the user namespace that owns it, and its root (bubblewrap
+    pivoted into a new one: the namespace's own root is not it); each opened before the first
+    ``setns`` changes what ``/proc`` shows. The owner, not ``pid``'s own user namespace: an
+    unprivileged bubblewrap sets the mounts up in one user namespace and runs the command in a
+    second one inside it, where no capability reaches the mounts."""
     mnt = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    if os.fstat(user).st_ino != os.stat("/proc/self/ns/user").st_ino:
-        _check(_libc.setns(user, _CLONE_NEWUSER), "setns user")
+    owner = fcntl.ioctl(mnt, _NS_GET_USERNS)
+    if os.fstat(owner).st_ino != os.stat("/proc/self/ns/user").st_ino:
+        _check(_libc.setns(owner, _CLONE_NEWUSER), "setns user")
     _check(_libc.setns(mnt, _CLONE_NEWNS), "setns mnt")
     os.fchdir(root)
     os.chroot(".")
