@@ -181,6 +181,11 @@ export class TermCell {
     if (row && row.lockedBy) badges.push(el("span", { class: "badge locked", title: row.lockReason || "" }, `lock: ${row.lockedBy}`));
     this.state.replaceChildren(...badges);
     const locked = !!(row && row.lockedBy);
+    // A shell the list no longer has has ended: there is nothing to lock (locking its record
+    // would hold a lock nobody sees).
+    const gone = notRunning(this.id);
+    this.lock.disabled = !!gone;
+    if (gone) this.lock.title = gone; else this.lock.removeAttribute("title");
     this.lock.textContent = locked ? "Unlock" : "Lock";
     this.lock.setAttribute("aria-pressed", locked ? "true" : "false");
     this.lock.setAttribute("aria-label", `${locked ? "Unlock" : "Lock"} ${this.id}`);
@@ -249,7 +254,15 @@ export function addCell(id) {
 
 export function removeCell(id) { setHash(shownIds().filter((x) => x !== id)); }
 
+/* Why ``id`` cannot be locked or unlocked now (the live list no longer has it), or null. Before
+ * the first push nothing is known: the server answers for itself. */
+function notRunning(id) {
+  return list.loaded && !shellById(id) ? `shell ${id} is not running (it ended or was closed): there is nothing to lock` : null;
+}
+
 export function toggleLock(id) {
+  const gone = notRunning(id);
+  if (gone) return act("Lock", async () => { throw new Error(gone); });
   const s = shellById(id);
   const unlocking = !!(s && s.lockedBy);
   return act(unlocking ? "Unlock" : "Lock", () => api("POST", `shells/${id}/${unlocking ? "unlock" : "lock"}`, {}));
