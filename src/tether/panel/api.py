@@ -244,18 +244,20 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
         return {"message": result.text}
 
     post = ["POST"]
+    # {shell:path}: an id holding "/" (the page sends it encoded; no shell has one) still reaches
+    # check_shell_id and is refused as INVALID_ARGUMENT, never a bare routing 404.
     return [
         Route("/shells", _json_endpoint(list_shells), methods=["GET"]),
         Route("/shells", _json_endpoint(open_shell), methods=post),
-        Route("/shells/{shell}/rename", _json_endpoint(rename), methods=post),
-        Route("/shells/{shell}/close", _json_endpoint(close), methods=post),
-        Route("/shells/{shell}/snapshot", _json_endpoint(snapshot), methods=post),
-        Route("/shells/{shell}/lock", _json_endpoint(lock), methods=post),
-        Route("/shells/{shell}/unlock", _json_endpoint(unlock), methods=post),
-        Route("/shells/{shell}/timeline", _json_endpoint(timeline), methods=["GET"]),
-        Route("/shells/{shell}/output", _json_endpoint(output), methods=post),
-        Route("/shells/{shell}/search", _json_endpoint(search), methods=post),
-        Route("/shells/{shell}/recording", _json_endpoint(recording), methods=post),
+        Route("/shells/{shell:path}/rename", _json_endpoint(rename), methods=post),
+        Route("/shells/{shell:path}/close", _json_endpoint(close), methods=post),
+        Route("/shells/{shell:path}/snapshot", _json_endpoint(snapshot), methods=post),
+        Route("/shells/{shell:path}/lock", _json_endpoint(lock), methods=post),
+        Route("/shells/{shell:path}/unlock", _json_endpoint(unlock), methods=post),
+        Route("/shells/{shell:path}/timeline", _json_endpoint(timeline), methods=["GET"]),
+        Route("/shells/{shell:path}/output", _json_endpoint(output), methods=post),
+        Route("/shells/{shell:path}/search", _json_endpoint(search), methods=post),
+        Route("/shells/{shell:path}/recording", _json_endpoint(recording), methods=post),
         Route("/workspaces", _json_endpoint(list_workspaces), methods=["GET"]),
         Route("/workspaces/{name}/restore", _json_endpoint(restore_workspace), methods=post),
         Route("/audit", _json_endpoint(read_audit), methods=["GET"]),

@@ -187,7 +187,8 @@ def build_panel_app(
             Route("/logout", logout, methods=["POST"]),
             Mount("/static", app=StaticFiles(directory=static_dir)),
             WebSocketRoute("/ws/events", events),
-            WebSocketRoute("/ws/term/{shell}", terminal.serve),
+            # Any text as the id (an encoded "/" too): the endpoint refuses it in the cell, by name.
+            WebSocketRoute("/ws/term/{shell:path}", terminal.serve),
             Mount("/api", routes=api_routes(calls=calls, feed=feed)),
         ],
         middleware=[Middleware(PanelGuard, auth=auth)],

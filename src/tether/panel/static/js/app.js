@@ -6,7 +6,7 @@
  * (the server makes it a tool call, audited as source "panel"). A later view (the approvals queue
  * of confined shells) is one more entry in VIEWS with its section in index.html.
  */
-import { $, $$, act, api, basePath, el, promptFor, toast } from "./util.js";
+import { $, $$, act, api, basePath, el, promptFor, shellPath, shellsHash, toast } from "./util.js";
 import { bindList, connectEvents, list, moveInList, renderShells, shellById } from "./list.js";
 import { addCell, grid, openCell, removeCell, showCells, shownIds, toggleLock } from "./cells.js";
 import { bindTools, closeTools, copySelection, openTool, replay, searchStep, toolOpen } from "./tools.js";
@@ -15,21 +15,24 @@ import { bindKeys, shortcut, showHelp } from "./keys.js";
 
 const VIEWS = { shells: () => loadWorkspaces(), audit: () => loadAudit(), vault: () => loadVault() };
 
-/* The hash's ids as typed when they are not valid percent-encoding (`#/shells/%`): such an id is
+/* An id of the hash as typed when it is not valid percent-encoding (`#/shells/%`): such an id is
  * then refused like any invalid one, in its cell, instead of the page stopping on a URIError. */
 function decoded(text) {
   try { return decodeURIComponent(text); } catch { return text; }
 }
 
 function route() {
-  const [, view = "shells", arg] = location.hash.split("/");
+  // Everything after `#/shells/` is the grid's ids (shellsHash): split at the commas, then each
+  // decoded, so an encoded "/" or "," stays inside its id.
+  const [, view = "shells", ...rest] = location.hash.split("/");
+  const arg = rest.join("/");
   const name = view in VIEWS ? view : "shells";
   for (const v of Object.keys(VIEWS)) $(`#view-${v}`).hidden = v !== name;
   for (const a of $$(".top nav a")) {
     if (a.dataset.view === name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   if (name === "shells") {
-    const ids = arg ? decoded(arg).split(",").filter(Boolean) : [];
+    const ids = arg.split(",").filter(Boolean).map(decoded);
     const had = shownIds().join();
     showCells(ids);
     if (ids.join() !== had && grid.focused) grid.focused.term.focus();
@@ -64,13 +67,13 @@ function bindActions() {
     const id = focused(); if (!id) return;
     const s = shellById(id);
     const name = await promptFor(`Rename ${id}`, "New label (≤ 32 characters)", s ? s.label : "");
-    if (name !== null) act("Rename", () => api("POST", `shells/${id}/rename`, { name }));
+    if (name !== null) act("Rename", () => api("POST", shellPath(id, "rename"), { name }));
   };
-  $("#act-snapshot").onclick = () => { const id = focused(); if (id) act("Snapshot", () => api("POST", `shells/${id}/snapshot`, {})); };
+  $("#act-snapshot").onclick = () => { const id = focused(); if (id) act("Snapshot", () => api("POST", shellPath(id, "snapshot"), {})); };
   $("#act-close").onclick = async () => {
     const id = focused(); if (!id) return;
     if (!confirm(`Close ${id}? Its process is ended (a snapshot is kept).`)) return;
-    const out = await act("Close", () => api("POST", `shells/${id}/close`, {}));
+    const out = await act("Close", () => api("POST", shellPath(id, "close"), {}));
     if (out) removeCell(id);
   };
   $("#act-list").onclick = toggleList;
@@ -116,7 +119,7 @@ function focusCell(n) {
 function bindShortcuts() {
   const row = () => document.activeElement && document.activeElement.closest && document.activeElement.closest("#shells tbody tr");
   shortcut("?", "show this list", showHelp);
-  shortcut("g s", "go to the shells", () => { location.hash = shownIds().length ? `#/shells/${shownIds().join(",")}` : "#/shells"; });
+  shortcut("g s", "go to the shells", () => { location.hash = shellsHash(shownIds()); });
   shortcut("g a", "go to the audit log", () => { location.hash = "#/audit"; });
   shortcut("g v", "go to the vault", () => { location.hash = "#/vault"; });
   shortcut("/", "filter the shell list", () => { location.hash.startsWith("#/shells") || (location.hash = "#/shells"); $("#f-text").focus(); });

@@ -5,7 +5,7 @@
  * with a growing pause, for as long as the shell is listed; one the server ended on purpose (the
  * shell ended, its client was detached, an error) or the person detached stays closed. Keys typed
  * while no socket is open are not sent, and the cell says so. */
-import { $, act, api, el, wsBase } from "./util.js";
+import { $, act, api, el, shellPath, shellsHash, wsBase } from "./util.js";
 import { list, shellById } from "./list.js";
 
 export const MAX_CELLS = 4;
@@ -230,7 +230,7 @@ export function showCells(ids) {
   for (const c of grid.cells) requestAnimationFrame(() => c.fit.fit());
 }
 
-const setHash = (ids) => { location.hash = ids.length ? `#/shells/${ids.join(",")}` : "#/shells"; };
+const setHash = (ids) => { location.hash = shellsHash(ids); };
 
 /* Open ``id`` in the focused cell's place (or alone when only one is shown). */
 export function openCell(id) {
@@ -265,7 +265,7 @@ export function toggleLock(id) {
   if (gone) return act("Lock", async () => { throw new Error(gone); });
   const s = shellById(id);
   const unlocking = !!(s && s.lockedBy);
-  return act(unlocking ? "Unlock" : "Lock", () => api("POST", `shells/${id}/${unlocking ? "unlock" : "lock"}`, {}));
+  return act(unlocking ? "Unlock" : "Lock", () => api("POST", shellPath(id, unlocking ? "unlock" : "lock"), {}));
 }
 
 list.listeners.push(() => { for (const c of grid.cells) c.render(shellById(c.id)); });
