@@ -172,8 +172,16 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
             "context": _int(body, "context", 1),
             "matchOffset": _int(body, "offset", 0),
         }
-        task = {"target": {"sessions": _shell(request)}, "action": action, "output": {"lines": SEARCH_PAGE}}
-        result = await calls.tool("shell_read", {"tasks": [task]})
+        shell = _shell(request)
+        task = {"target": {"sessions": shell}, "action": action, "output": {"lines": SEARCH_PAGE}}
+        try:
+            result = await calls.tool("shell_read", {"tasks": [task]})
+        except PanelError as exc:
+            if exc.code != "NOT_FOUND":
+                raise
+            # shell_read answers an agent (its task's field, shell_state); a person is told what
+            # happened in the panel's words, and where an ended shell's output still is.
+            raise PanelError(code=exc.code, message=not_running_search(shell), status=exc.status) from exc
         rows = task_rows(result.structured)
         lines = [str(line) for line in (rows[0].get("lines") or [])] if rows else []
         return search_page(lines)
@@ -267,6 +275,14 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
         Route("/vault/{group}/lock", _json_endpoint(lock_group), methods=post),
         *approval_routes(calls, _body, _json_endpoint),
     ]
+
+
+def not_running_search(shell: str) -> str:
+    return (
+        f"shell {shell} is not running (closed, or never opened): only a running shell's history "
+        "can be searched. A closed shell's commands and their output are still in its Timeline, "
+        "and Recording exports all of its output"
+    )
 
 
 def search_page(lines: list[str]) -> dict[str, Any]:
