@@ -9,7 +9,7 @@ Vault answers carry names, groups and lock state only; a passphrase is read from
 to the ``vault`` tool, and never logged, stored or echoed.
 
 Routes are grouped by the view they serve (shells, timeline and history, workspaces, audit,
-vault, and the approvals queue: ``panel.approvals``).
+vault — its listing shaped by ``panel.vault`` — and the approvals queue: ``panel.approvals``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tether.errors import TetherError
 from tether.panel.approvals import approval_routes
 from tether.panel.calls import PanelCalls, PanelError, error_from, task_rows, task_summary
 from tether.panel.shells import ShellFeed
+from tether.panel.vault import read_vault
 from tether.shells import check_shell_id
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -227,13 +228,8 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
     # -- vault ---------------------------------------------------------------------------------
 
     async def list_vault(request: Request) -> Any:
-        # Filling the vault view: not an action.
-        result = await calls.tool("vault", {"action": "list"}, audited=False)
-        items = result.structured.get("items", [])
-        return {
-            "groups": result.structured.get("groups", []),
-            "items": [{k: i.get(k) for k in ("name", "group", "locked")} for i in items],
-        }
+        # Filling the vault view: not an action. (Open pages also get it pushed: panel.vault.)
+        return await read_vault(calls)
 
     async def unlock_group(request: Request) -> Any:
         group = str(request.path_params["group"])

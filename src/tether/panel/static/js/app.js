@@ -1,8 +1,8 @@
 /* tether panel — plain JS modules, no framework.
  *
  * Views: #/shells[/<id>[,<id>…]] (one terminal, or a grid of up to four), #/audit, #/vault. The shell
- * list arrives by push over /panel/ws/events; each terminal is a real tmux client behind
- * /panel/ws/term/<id>, drawn by xterm.js. Every action is a same-origin JSON POST to /panel/api/…
+ * list and the vault's listing (vault.js) arrive by push over /panel/ws/events; each terminal is a
+ * real tmux client behind /panel/ws/term/<id>, drawn by xterm.js. Every action is a same-origin JSON POST to /panel/api/…
  * (the server makes it a tool call, audited as source "panel"). A later view (the approvals queue
  * of confined shells) is one more entry in VIEWS with its section in index.html.
  */
@@ -12,6 +12,7 @@ import { addCell, grid, openCell, removeCell, showCells, shownIds, toggleLock } 
 import { bindTools, closeTools, copySelection, openTool, replay, searchStep, toolOpen } from "./tools.js";
 import { bindPlayer } from "./player.js";
 import { bindKeys, shortcut, showHelp } from "./keys.js";
+import { loadVault } from "./vault.js";
 
 const VIEWS = { shells: () => loadWorkspaces(), audit: () => loadAudit(), vault: () => loadVault() };
 
@@ -191,43 +192,6 @@ async function verifyAudit() {
     out$.textContent = out.summary;
     out$.className = out.ok ? "note verify-ok" : "note verify-bad";
   } catch (e) { out$.textContent = e.message; out$.className = "note verify-bad"; }
-}
-
-/* ---------- vault ---------- */
-
-async function loadVault() {
-  const body = $("#vault-groups tbody");
-  try {
-    const out = await api("GET", "vault");
-    $("#no-vault").hidden = out.groups.length > 0;
-    $("#vault-groups").hidden = out.groups.length === 0;
-    body.replaceChildren(...out.groups.map((g) => {
-      let action = "—";
-      if (g.protected && g.locked) {
-        action = el("form", { "aria-label": `Unlock group ${g.name}`, onsubmit: async (ev) => {
-          ev.preventDefault();
-          const f = new FormData(ev.target);
-          ev.target.reset();
-          const done = await act(`Unlock ${g.name}`, () => api("POST", `vault/${encodeURIComponent(g.name)}/unlock`,
-            { passphrase: f.get("passphrase"), minutes: Number(f.get("minutes")) || null }));
-          if (done) loadVault();
-        } },
-          el("label", {}, "Passphrase", el("input", { type: "password", name: "passphrase", required: true, autocomplete: "off" })),
-          el("label", {}, "Minutes", el("input", { type: "number", name: "minutes", min: 1, max: 480, value: 15, style: "width:5em" })),
-          el("button", { type: "submit" }, "Unlock"));
-      } else if (g.protected) {
-        action = el("button", { type: "button", onclick: async () => {
-          if (await act(`Lock ${g.name}`, () => api("POST", `vault/${encodeURIComponent(g.name)}/lock`, {}))) loadVault();
-        } }, "Lock now");
-      }
-      const st = !g.protected ? "no passphrase" : g.locked ? "locked"
-        : `unlocked until ${new Date(g.unlockedUntilMs).toLocaleTimeString()}`;
-      return el("tr", {}, el("td", { class: "mono" }, g.name), el("td", {}, g.items),
-        el("td", {}, el("span", { class: `badge ${g.locked ? "locked" : "idle"}` }, st)), el("td", {}, action));
-    }));
-    $("#vault-items").replaceChildren(...out.items.map((i) =>
-      el("li", { title: `group ${i.group}${i.locked ? " (locked)" : ""}` }, `${i.name}`, el("span", { class: "sr-only" }, ` in ${i.group}`))));
-  } catch (e) { body.replaceChildren(); toast(`Vault: ${e.message}`, true); }
 }
 
 /* ---------- start ---------- */
