@@ -12,6 +12,7 @@ from panel_harness import TOKEN, agent, browserless, open_shells, run_in, servin
 
 from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
+from tether.store.db import Store
 
 
 def _screen(home: Path, shell: str) -> str:
@@ -92,3 +93,56 @@ async def test_a_2x2_grid_streams_four_shells_with_their_own_focus_and_locks(tet
         await wait_terminal_contains(page, "still-live", shell=shells[0])
         unlocked = await http.post(f"/panel/api/shells/{shells[2]}/unlock", json={})
         assert unlocked.status_code == 200
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+async def test_a_cell_whose_shell_ended_offers_no_lock(tether_home: Path) -> None:
+    """A shell closed while its terminal is shown: its cell's Lock is disabled and says why, the
+    `l` key says the same instead of locking the ended shell's record, and nothing throws; the
+    other cell's Lock still works."""
+    errors: list[str] = []
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        gone, kept = await open_shells(client, 2)
+        await page.goto(f"{served.base}/panel/#/shells/{gone},{kept}")
+        for shell in (gone, kept):
+            await page.locator(f'#shells tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
+        lock = page.locator(f'.cell[data-shell="{gone}"] .cell-lock')
+        assert await lock.is_enabled()
+
+        closed = await client.call_tool(
+            "shell_manage", {"tasks": [{"target": {"sessions": gone}, "action": {"kind": "close"}}]}
+        )
+        assert not closed.is_error
+        await page.locator(f'.cell.closed[data-shell="{gone}"]').wait_for(timeout=HANG_MS)
+        # The list no longer has it (the cells are drawn from the same push): its Lock is off.
+        await page.locator(f'#shells tr[data-id="{gone}"]').wait_for(state="detached", timeout=HANG_MS)
+        assert await lock.is_disabled()
+        reason = await lock.get_attribute("title")
+        assert reason and f"shell {gone} is not running" in reason and "nothing to lock" in reason
+        await lock.click(force=True)  # a disabled button: the click goes nowhere
+
+        # The shortcut on that cell says why too, and locks nothing.
+        await page.click(f'.cell[data-shell="{gone}"] .cell-title')
+        await page.keyboard.press("Control+BracketRight")
+        await page.keyboard.press("l")
+        toast = page.locator("#toast.error")
+        await toast.wait_for()
+        assert f"shell {gone} is not running" in await toast.inner_text()
+        store = Store.open(tether_home)
+        try:
+            assert store.query("SELECT shell_id FROM manual_locks") == []
+        finally:
+            store.close()
+
+        other = page.locator(f'.cell[data-shell="{kept}"] .cell-lock')
+        assert await other.is_enabled() and await other.get_attribute("title") is None
+        await other.click()
+        await page.locator(f'.cell[data-shell="{kept}"] .cell-lock[aria-pressed="true"]').wait_for()
+        assert errors == []

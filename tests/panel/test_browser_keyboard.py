@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import pytest
 from browser import chromium, panel_page, screenshot, wait_terminal_contains
-from panel_harness import TOKEN, agent, open_shells, run_in, serving_tools
+from panel_harness import TOKEN, agent, browserless, open_shells, run_in, serving_tools
 from playwright.async_api import Page
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
 
 
@@ -159,3 +159,62 @@ async def test_an_address_with_a_malformed_shell_id_is_refused_in_its_cell(tethe
             await page.keyboard.press("Control+BracketRight")
             assert errors == []
             assert await page.evaluate("() => document.activeElement.className") == "cell-title"
+
+
+SETTLED = """(id) => [...document.querySelectorAll('.cell.closed')].some((c) => c.dataset.shell === id
+    && !/attaching…|reconnecting…/.test(c.querySelector('.cell-note').textContent))"""
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(150)
+async def test_deep_links_round_trip_any_id_and_refuse_what_is_no_shell(tether_home: Path) -> None:
+    """Shell ids are ``dsh-`` and six base-36 characters, so no real one needs encoding; the address
+    still round-trips any text — each id percent-encoded on its own, the list split at its commas
+    before decoding. An id with ``/``, ``?``, ``#`` or ``,`` (no shell has one) reaches the server
+    whole and is refused there, in its cell, with the stable code of a bad id; the page's own
+    address for the grid keeps it whole; nothing throws."""
+    errors: list[str] = []
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        browserless(served) as http,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        (shell,) = await open_shells(client)
+        encoded = shell.replace("-", "%2D")  # the same shell
+        await page.goto(f"{served.base}/panel/#/shells/{encoded}")
+        await page.locator(f'#shells tr[data-id="{shell}"] .badge.attached').wait_for(timeout=HANG_MS)
+
+        cases = [
+            ("a%2Fb", "a/b", "shell id 'a/b' is not valid"),
+            ("%2F", "/", "shell id '/' is not valid"),
+            ("a%3Fb%23c", "a?b#c", "shell id 'a?b#c' is not valid"),
+            ("a%2Cb", "a,b", "shell id 'a,b' is not valid"),
+            ("dsh-zzzzzz", "dsh-zzzzzz", "shell dsh-zzzzzz is not running"),
+        ]
+        for fragment, text, said in cases:
+            address = f"#/shells/{shell},{fragment}"
+            await page.evaluate("(hash) => { location.hash = hash; }", address)
+            # The cell settles: closed, and no longer attaching or about to try again.
+            await page.wait_for_function(SETTLED, arg=text, timeout=HANG_MS)
+            note = await page.locator(f'.cell[data-shell="{text}"] .cell-note').inner_text()
+            assert said in note and errors == []
+            assert await page.locator(".cell").count() == 2, text  # the shell, and this one id
+            # The page writes the address of its grid itself (g a, g s): the id comes back whole.
+            await page.click(f'.cell[data-shell="{shell}"] .cell-title')
+            await page.keyboard.press("Control+BracketRight")
+            for key in ("g", "a", "g", "s"):
+                await page.keyboard.press(key)
+            await page.wait_for_function("(hash) => location.hash === hash", arg=address)
+            assert await page.locator(f'.cell[data-shell="{text}"]').count() == 1
+            assert await page.locator(".cell").count() == 2
+
+        # The same answer from the API, whatever the id holds: the stable code of a bad id.
+        for path in ("a%2Fb/timeline", "a%3Fb%23c/timeline", "%2F/lock"):
+            url = f"/panel/api/shells/{path}"
+            answer = await (http.get(url) if path.endswith("timeline") else http.post(url, json={}))
+            assert answer.status_code == 400, (path, answer.text)
+            assert answer.json()["error"] == "INVALID_ARGUMENT" and "is not valid" in answer.json()["message"]
+        assert errors == []

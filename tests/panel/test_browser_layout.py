@@ -1,5 +1,6 @@
 """Layout in chromium at 1280×800 and at 420 px: no clipped column, the sign-in form in one column,
-``/`` leading to the panel (or its sign-in). Screenshots land in test-artifacts/panel/."""
+``/`` leading to the panel (or its sign-in); at 1000, 700 and 480 px every column of the list and of
+the timeline in view. Screenshots land in test-artifacts/panel/."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 from browser import ARGS, CHROMIUM, chromium, panel_page, screenshot, wait_terminal_contains
-from panel_harness import TOKEN, agent, browserless, serving, serving_tools
+from panel_harness import TOKEN, agent, browserless, run_in, serving, serving_tools
 from playwright.async_api import Page
 
 from tether.panel.app import login_url
@@ -99,6 +100,66 @@ async def test_no_column_is_clipped_at_1280_or_420(tether_home: Path) -> None:
             await page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
             await page.locator(".shells-view").evaluate("(v) => v.scrollTo(0, v.scrollHeight)")
             await screenshot(page, "layout-420-terminal")
+
+
+# Every cell of the timeline lies inside its drawer (none pushed out of view to the right), the
+# timeline does not scroll sideways, and no cell with content is squeezed to nothing: when, took,
+# exit, by, the command and its buttons can all be seen.
+TIMELINE_PROBLEMS = """() => {
+    const problems = [];
+    const drawer = document.querySelector('#drawer').getBoundingClientRect();
+    const scroller = document.querySelector('#panel-timeline .scroll');
+    if (scroller.scrollWidth > scroller.clientWidth + 1)
+        problems.push(`it scrolls sideways: ${scroller.scrollWidth}px in ${scroller.clientWidth}px`);
+    for (const cell of document.querySelectorAll('#timeline th, #timeline td')) {
+        const box = cell.getBoundingClientRect();
+        const what = `${cell.tagName} "${cell.textContent.trim().slice(0, 30)}"`;
+        if (box.left < drawer.left - 1 || box.right > drawer.right + 1)
+            problems.push(`${what} at ${box.left}..${box.right}, drawer ${drawer.left}..${drawer.right}`);
+        if (cell.tagName === 'TD' && cell.clientWidth < 40)
+            problems.push(`${what} is ${cell.clientWidth}px wide`);
+    }
+    return problems;
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+async def test_every_column_stays_reachable_in_a_narrow_window(tether_home: Path) -> None:
+    """At 700 and 480 px (and at 1000, where the terminals' column is narrow): the list keeps every
+    column — its command and cwd on a line of their own — and the timeline keeps every column in
+    view, each command on a line under its time, exit and author."""
+    async with serving_tools(tether_home) as served, agent(served) as client:
+        first = await _open(client, label="x" * 32)
+        second = await _open(client, label="tests")
+        await client.call_tool(
+            "shell_run",
+            {
+                "tasks": [
+                    {
+                        "target": {"sessions": second},
+                        "action": {"kind": "run", "command": "sleep 600 # " + "a long command " * 6},
+                        "wait": {"kind": "none"},
+                    }
+                ]
+            },
+        )
+        assert (await run_in(client, first, "echo reachable-$((6*7))"))["exitCode"] == 0
+        async with chromium() as browser, panel_page(browser, login_url(served.base, TOKEN)) as page:
+            await page.goto(f"{served.base}/panel/#/shells/{first}")
+            await wait_terminal_contains(page, "reachable-42", shell=first)
+            await page.click("#act-timeline")
+            await page.locator("#timeline tbody tr").first.wait_for()
+            command = page.locator(f'#shells tr[data-id="{second}"] td:nth-child(4)')
+            for width in (1000, 700, 480):
+                await page.set_viewport_size({"width": width, "height": 800})
+                await page.wait_for_function(f"() => innerWidth === {width}")
+                assert await _layout_problems(page) == [], width
+                assert await command.is_visible(), width
+                assert "sleep 600" in await command.inner_text()
+                assert await page.evaluate(TIMELINE_PROBLEMS) == [], width
+                await page.locator("#drawer").scroll_into_view_if_needed()
+                await screenshot(page, f"layout-{width}-timeline")
 
 
 async def _column_problems(page: Page) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 from browser import chromium, clipboard, panel_page, screenshot, terminal_text, wait_terminal_contains
-from panel_harness import TOKEN, agent, open_shells, run_in, serving_tools
+from panel_harness import TOKEN, agent, browserless, open_shells, run_in, serving_tools
 from playwright.async_api import Page
 
 from hang import HANG_MS, HANG_S
@@ -135,3 +135,42 @@ async def test_steps_taken_while_a_search_loads_wait_for_it(tether_home: Path) -
         notes = await _notes_after(page, next_twice, 2)
         assert [n.split(" in ")[0] for n in notes] == [f"match 201 of {total}", f"match 202 of {total}"]
         assert await page.locator("#search-hits li").count() == total
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(120)
+async def test_searching_a_closed_shell_says_what_happened_and_where_its_output_is(tether_home: Path) -> None:
+    """Search reads a running shell (``shell_read``); on a shell closed meanwhile the note says so
+    in the panel's words (not the agent's ``tasks[0].target.sessions … shell_state``) and names what
+    still holds its output: the Timeline and the Recording. The API keeps the stable code."""
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        browserless(served) as http,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        (shell,) = await open_shells(client)
+        assert (await run_in(client, shell, "echo find-me-$((6*7))"))["exitCode"] == 0
+        await page.goto(f"{served.base}/panel/#/shells/{shell}")
+        await wait_terminal_contains(page, "find-me-42")
+        closed = await client.call_tool(
+            "shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]}
+        )
+        assert not closed.is_error
+        await page.locator(f'.cell.closed[data-shell="{shell}"]').wait_for(timeout=HANG_MS)
+
+        await page.keyboard.press("Control+BracketRight")
+        await page.keyboard.press("f")
+        await page.keyboard.type("find-me")
+        await page.keyboard.press("Enter")
+        await page.wait_for_function(
+            "() => !['', 'searching…'].includes(document.querySelector('#search-note').textContent)"
+        )
+        note = await page.locator("#search-note").inner_text()
+        assert note.startswith(f"shell {shell} is not running (closed, or never opened)"), note
+        assert "Timeline" in note and "Recording" in note, note
+        assert not any(word in note for word in ("tasks[0]", "shell_state", "shell_open")), note
+
+        answer = await http.post(f"/panel/api/shells/{shell}/search", json={"pattern": "find-me"})
+        assert answer.status_code == 404 and answer.json() == {"error": "NOT_FOUND", "message": note}

@@ -9,7 +9,7 @@ Vault answers carry names, groups and lock state only; a passphrase is read from
 to the ``vault`` tool, and never logged, stored or echoed.
 
 Routes are grouped by the view they serve (shells, timeline and history, workspaces, audit,
-vault, and the approvals queue: ``panel.approvals``).
+vault — its listing shaped by ``panel.vault`` — and the approvals queue: ``panel.approvals``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tether.errors import TetherError
 from tether.panel.approvals import approval_routes
 from tether.panel.calls import PanelCalls, PanelError, error_from, task_rows, task_summary
 from tether.panel.shells import ShellFeed
+from tether.panel.vault import read_vault
 from tether.shells import check_shell_id
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -172,8 +173,16 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
             "context": _int(body, "context", 1),
             "matchOffset": _int(body, "offset", 0),
         }
-        task = {"target": {"sessions": _shell(request)}, "action": action, "output": {"lines": SEARCH_PAGE}}
-        result = await calls.tool("shell_read", {"tasks": [task]})
+        shell = _shell(request)
+        task = {"target": {"sessions": shell}, "action": action, "output": {"lines": SEARCH_PAGE}}
+        try:
+            result = await calls.tool("shell_read", {"tasks": [task]})
+        except PanelError as exc:
+            if exc.code != "NOT_FOUND":
+                raise
+            # shell_read answers an agent (its task's field, shell_state); a person is told what
+            # happened in the panel's words, and where an ended shell's output still is.
+            raise PanelError(code=exc.code, message=not_running_search(shell), status=exc.status) from exc
         rows = task_rows(result.structured)
         lines = [str(line) for line in (rows[0].get("lines") or [])] if rows else []
         return search_page(lines)
@@ -219,13 +228,8 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
     # -- vault ---------------------------------------------------------------------------------
 
     async def list_vault(request: Request) -> Any:
-        # Filling the vault view: not an action.
-        result = await calls.tool("vault", {"action": "list"}, audited=False)
-        items = result.structured.get("items", [])
-        return {
-            "groups": result.structured.get("groups", []),
-            "items": [{k: i.get(k) for k in ("name", "group", "locked")} for i in items],
-        }
+        # Filling the vault view: not an action. (Open pages also get it pushed: panel.vault.)
+        return await read_vault(calls)
 
     async def unlock_group(request: Request) -> Any:
         group = str(request.path_params["group"])
@@ -244,18 +248,20 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
         return {"message": result.text}
 
     post = ["POST"]
+    # {shell:path}: an id holding "/" (the page sends it encoded; no shell has one) still reaches
+    # check_shell_id and is refused as INVALID_ARGUMENT, never a bare routing 404.
     return [
         Route("/shells", _json_endpoint(list_shells), methods=["GET"]),
         Route("/shells", _json_endpoint(open_shell), methods=post),
-        Route("/shells/{shell}/rename", _json_endpoint(rename), methods=post),
-        Route("/shells/{shell}/close", _json_endpoint(close), methods=post),
-        Route("/shells/{shell}/snapshot", _json_endpoint(snapshot), methods=post),
-        Route("/shells/{shell}/lock", _json_endpoint(lock), methods=post),
-        Route("/shells/{shell}/unlock", _json_endpoint(unlock), methods=post),
-        Route("/shells/{shell}/timeline", _json_endpoint(timeline), methods=["GET"]),
-        Route("/shells/{shell}/output", _json_endpoint(output), methods=post),
-        Route("/shells/{shell}/search", _json_endpoint(search), methods=post),
-        Route("/shells/{shell}/recording", _json_endpoint(recording), methods=post),
+        Route("/shells/{shell:path}/rename", _json_endpoint(rename), methods=post),
+        Route("/shells/{shell:path}/close", _json_endpoint(close), methods=post),
+        Route("/shells/{shell:path}/snapshot", _json_endpoint(snapshot), methods=post),
+        Route("/shells/{shell:path}/lock", _json_endpoint(lock), methods=post),
+        Route("/shells/{shell:path}/unlock", _json_endpoint(unlock), methods=post),
+        Route("/shells/{shell:path}/timeline", _json_endpoint(timeline), methods=["GET"]),
+        Route("/shells/{shell:path}/output", _json_endpoint(output), methods=post),
+        Route("/shells/{shell:path}/search", _json_endpoint(search), methods=post),
+        Route("/shells/{shell:path}/recording", _json_endpoint(recording), methods=post),
         Route("/workspaces", _json_endpoint(list_workspaces), methods=["GET"]),
         Route("/workspaces/{name}/restore", _json_endpoint(restore_workspace), methods=post),
         Route("/audit", _json_endpoint(read_audit), methods=["GET"]),
@@ -265,6 +271,14 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
         Route("/vault/{group}/lock", _json_endpoint(lock_group), methods=post),
         *approval_routes(calls, _body, _json_endpoint),
     ]
+
+
+def not_running_search(shell: str) -> str:
+    return (
+        f"shell {shell} is not running (closed, or never opened): only a running shell's history "
+        "can be searched. A closed shell's commands and their output are still in its Timeline, "
+        "and Recording exports all of its output"
+    )
 
 
 def search_page(lines: list[str]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ shell host's terminal client, and ``PanelGuard`` (``auth``) stands in front of a
     POST /panel/login               the same with the token from the form
     POST /panel/logout              forget the cookie
     GET  /panel/                    the page (static/index.html); /panel/static/… its assets
-    WS   /panel/ws/events           the live shell list and the pending approvals (pushed)
+    WS   /panel/ws/events           the live shell list, the pending approvals, the vault (pushed)
     WS   /panel/ws/term/<shell>     a terminal (see tether.panel.terminal)
     /panel/api/…                    JSON actions (see api.py)
 """
@@ -41,6 +41,7 @@ from tether.panel.auth import PanelAuth, PanelGuard, served_names, token_matches
 from tether.panel.calls import PanelCalls
 from tether.panel.shells import ShellFeed
 from tether.panel.terminal import TerminalEndpoint
+from tether.panel.vault import vault_stream
 from tether.shells import Shells
 from tether.tools.registry import ToolRegistry
 
@@ -161,7 +162,7 @@ def build_panel_app(
     async def events(websocket: WebSocket) -> None:
         await websocket.accept()
 
-        sending = anyio.Lock()  # two streams (shells, approvals), one message at a time
+        sending = anyio.Lock()  # three streams (shells, approvals, vault), one message at a time
 
         async def push(stream: AsyncIterator[str], scope: anyio.CancelScope) -> None:
             try:
@@ -176,6 +177,7 @@ def build_panel_app(
         async with anyio.create_task_group() as tg:
             tg.start_soon(push, feed.stream(), tg.cancel_scope)
             tg.start_soon(push, approvals_stream(calls), tg.cancel_scope)
+            tg.start_soon(push, vault_stream(calls), tg.cancel_scope)
             while (await websocket.receive())["type"] != "websocket.disconnect":
                 pass
             tg.cancel_scope.cancel()
@@ -187,7 +189,8 @@ def build_panel_app(
             Route("/logout", logout, methods=["POST"]),
             Mount("/static", app=StaticFiles(directory=static_dir)),
             WebSocketRoute("/ws/events", events),
-            WebSocketRoute("/ws/term/{shell}", terminal.serve),
+            # Any text as the id (an encoded "/" too): the endpoint refuses it in the cell, by name.
+            WebSocketRoute("/ws/term/{shell:path}", terminal.serve),
             Mount("/api", routes=api_routes(calls=calls, feed=feed)),
         ],
         middleware=[Middleware(PanelGuard, auth=auth)],

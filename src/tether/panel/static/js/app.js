@@ -1,35 +1,39 @@
 /* tether panel — plain JS modules, no framework.
  *
  * Views: #/shells[/<id>[,<id>…]] (one terminal, or a grid of up to four), #/audit, #/vault. The shell
- * list arrives by push over /panel/ws/events; each terminal is a real tmux client behind
- * /panel/ws/term/<id>, drawn by xterm.js. Every action is a same-origin JSON POST to /panel/api/…
+ * list and the vault's listing (vault.js) arrive by push over /panel/ws/events; each terminal is a
+ * real tmux client behind /panel/ws/term/<id>, drawn by xterm.js. Every action is a same-origin JSON POST to /panel/api/…
  * (the server makes it a tool call, audited as source "panel"). A later view (the approvals queue
  * of confined shells) is one more entry in VIEWS with its section in index.html.
  */
-import { $, $$, act, api, basePath, el, promptFor, toast } from "./util.js";
+import { $, $$, act, api, basePath, el, promptFor, shellPath, shellsHash, toast } from "./util.js";
 import { bindList, connectEvents, list, moveInList, renderShells, shellById } from "./list.js";
 import { addCell, grid, openCell, removeCell, showCells, shownIds, toggleLock } from "./cells.js";
 import { bindTools, closeTools, copySelection, openTool, replay, searchStep, toolOpen } from "./tools.js";
 import { bindPlayer } from "./player.js";
 import { bindKeys, shortcut, showHelp } from "./keys.js";
+import { loadVault } from "./vault.js";
 
 const VIEWS = { shells: () => loadWorkspaces(), audit: () => loadAudit(), vault: () => loadVault() };
 
-/* The hash's ids as typed when they are not valid percent-encoding (`#/shells/%`): such an id is
+/* An id of the hash as typed when it is not valid percent-encoding (`#/shells/%`): such an id is
  * then refused like any invalid one, in its cell, instead of the page stopping on a URIError. */
 function decoded(text) {
   try { return decodeURIComponent(text); } catch { return text; }
 }
 
 function route() {
-  const [, view = "shells", arg] = location.hash.split("/");
+  // Everything after `#/shells/` is the grid's ids (shellsHash): split at the commas, then each
+  // decoded, so an encoded "/" or "," stays inside its id.
+  const [, view = "shells", ...rest] = location.hash.split("/");
+  const arg = rest.join("/");
   const name = view in VIEWS ? view : "shells";
   for (const v of Object.keys(VIEWS)) $(`#view-${v}`).hidden = v !== name;
   for (const a of $$(".top nav a")) {
     if (a.dataset.view === name) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
   if (name === "shells") {
-    const ids = arg ? decoded(arg).split(",").filter(Boolean) : [];
+    const ids = arg.split(",").filter(Boolean).map(decoded);
     const had = shownIds().join();
     showCells(ids);
     if (ids.join() !== had && grid.focused) grid.focused.term.focus();
@@ -64,13 +68,13 @@ function bindActions() {
     const id = focused(); if (!id) return;
     const s = shellById(id);
     const name = await promptFor(`Rename ${id}`, "New label (≤ 32 characters)", s ? s.label : "");
-    if (name !== null) act("Rename", () => api("POST", `shells/${id}/rename`, { name }));
+    if (name !== null) act("Rename", () => api("POST", shellPath(id, "rename"), { name }));
   };
-  $("#act-snapshot").onclick = () => { const id = focused(); if (id) act("Snapshot", () => api("POST", `shells/${id}/snapshot`, {})); };
+  $("#act-snapshot").onclick = () => { const id = focused(); if (id) act("Snapshot", () => api("POST", shellPath(id, "snapshot"), {})); };
   $("#act-close").onclick = async () => {
     const id = focused(); if (!id) return;
     if (!confirm(`Close ${id}? Its process is ended (a snapshot is kept).`)) return;
-    const out = await act("Close", () => api("POST", `shells/${id}/close`, {}));
+    const out = await act("Close", () => api("POST", shellPath(id, "close"), {}));
     if (out) removeCell(id);
   };
   $("#act-list").onclick = toggleList;
@@ -116,7 +120,7 @@ function focusCell(n) {
 function bindShortcuts() {
   const row = () => document.activeElement && document.activeElement.closest && document.activeElement.closest("#shells tbody tr");
   shortcut("?", "show this list", showHelp);
-  shortcut("g s", "go to the shells", () => { location.hash = shownIds().length ? `#/shells/${shownIds().join(",")}` : "#/shells"; });
+  shortcut("g s", "go to the shells", () => { location.hash = shellsHash(shownIds()); });
   shortcut("g a", "go to the audit log", () => { location.hash = "#/audit"; });
   shortcut("g v", "go to the vault", () => { location.hash = "#/vault"; });
   shortcut("/", "filter the shell list", () => { location.hash.startsWith("#/shells") || (location.hash = "#/shells"); $("#f-text").focus(); });
@@ -188,43 +192,6 @@ async function verifyAudit() {
     out$.textContent = out.summary;
     out$.className = out.ok ? "note verify-ok" : "note verify-bad";
   } catch (e) { out$.textContent = e.message; out$.className = "note verify-bad"; }
-}
-
-/* ---------- vault ---------- */
-
-async function loadVault() {
-  const body = $("#vault-groups tbody");
-  try {
-    const out = await api("GET", "vault");
-    $("#no-vault").hidden = out.groups.length > 0;
-    $("#vault-groups").hidden = out.groups.length === 0;
-    body.replaceChildren(...out.groups.map((g) => {
-      let action = "—";
-      if (g.protected && g.locked) {
-        action = el("form", { "aria-label": `Unlock group ${g.name}`, onsubmit: async (ev) => {
-          ev.preventDefault();
-          const f = new FormData(ev.target);
-          ev.target.reset();
-          const done = await act(`Unlock ${g.name}`, () => api("POST", `vault/${encodeURIComponent(g.name)}/unlock`,
-            { passphrase: f.get("passphrase"), minutes: Number(f.get("minutes")) || null }));
-          if (done) loadVault();
-        } },
-          el("label", {}, "Passphrase", el("input", { type: "password", name: "passphrase", required: true, autocomplete: "off" })),
-          el("label", {}, "Minutes", el("input", { type: "number", name: "minutes", min: 1, max: 480, value: 15, style: "width:5em" })),
-          el("button", { type: "submit" }, "Unlock"));
-      } else if (g.protected) {
-        action = el("button", { type: "button", onclick: async () => {
-          if (await act(`Lock ${g.name}`, () => api("POST", `vault/${encodeURIComponent(g.name)}/lock`, {}))) loadVault();
-        } }, "Lock now");
-      }
-      const st = !g.protected ? "no passphrase" : g.locked ? "locked"
-        : `unlocked until ${new Date(g.unlockedUntilMs).toLocaleTimeString()}`;
-      return el("tr", {}, el("td", { class: "mono" }, g.name), el("td", {}, g.items),
-        el("td", {}, el("span", { class: `badge ${g.locked ? "locked" : "idle"}` }, st)), el("td", {}, action));
-    }));
-    $("#vault-items").replaceChildren(...out.items.map((i) =>
-      el("li", { title: `group ${i.group}${i.locked ? " (locked)" : ""}` }, `${i.name}`, el("span", { class: "sr-only" }, ` in ${i.group}`))));
-  } catch (e) { body.replaceChildren(); toast(`Vault: ${e.message}`, true); }
 }
 
 /* ---------- start ---------- */

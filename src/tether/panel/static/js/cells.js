@@ -5,7 +5,7 @@
  * with a growing pause, for as long as the shell is listed; one the server ended on purpose (the
  * shell ended, its client was detached, an error) or the person detached stays closed. Keys typed
  * while no socket is open are not sent, and the cell says so. */
-import { $, act, api, el, wsBase } from "./util.js";
+import { $, act, api, el, shellPath, shellsHash, wsBase } from "./util.js";
 import { list, shellById } from "./list.js";
 
 export const MAX_CELLS = 4;
@@ -181,6 +181,11 @@ export class TermCell {
     if (row && row.lockedBy) badges.push(el("span", { class: "badge locked", title: row.lockReason || "" }, `lock: ${row.lockedBy}`));
     this.state.replaceChildren(...badges);
     const locked = !!(row && row.lockedBy);
+    // A shell the list no longer has has ended: there is nothing to lock (locking its record
+    // would hold a lock nobody sees).
+    const gone = notRunning(this.id);
+    this.lock.disabled = !!gone;
+    if (gone) this.lock.title = gone; else this.lock.removeAttribute("title");
     this.lock.textContent = locked ? "Unlock" : "Lock";
     this.lock.setAttribute("aria-pressed", locked ? "true" : "false");
     this.lock.setAttribute("aria-label", `${locked ? "Unlock" : "Lock"} ${this.id}`);
@@ -225,7 +230,7 @@ export function showCells(ids) {
   for (const c of grid.cells) requestAnimationFrame(() => c.fit.fit());
 }
 
-const setHash = (ids) => { location.hash = ids.length ? `#/shells/${ids.join(",")}` : "#/shells"; };
+const setHash = (ids) => { location.hash = shellsHash(ids); };
 
 /* Open ``id`` in the focused cell's place (or alone when only one is shown). */
 export function openCell(id) {
@@ -249,10 +254,18 @@ export function addCell(id) {
 
 export function removeCell(id) { setHash(shownIds().filter((x) => x !== id)); }
 
+/* Why ``id`` cannot be locked or unlocked now (the live list no longer has it), or null. Before
+ * the first push nothing is known: the server answers for itself. */
+function notRunning(id) {
+  return list.loaded && !shellById(id) ? `shell ${id} is not running (it ended or was closed): there is nothing to lock` : null;
+}
+
 export function toggleLock(id) {
+  const gone = notRunning(id);
+  if (gone) return act("Lock", async () => { throw new Error(gone); });
   const s = shellById(id);
   const unlocking = !!(s && s.lockedBy);
-  return act(unlocking ? "Unlock" : "Lock", () => api("POST", `shells/${id}/${unlocking ? "unlock" : "lock"}`, {}));
+  return act(unlocking ? "Unlock" : "Lock", () => api("POST", shellPath(id, unlocking ? "unlock" : "lock"), {}));
 }
 
 list.listeners.push(() => { for (const c of grid.cells) c.render(shellById(c.id)); });

@@ -1,7 +1,8 @@
 /* The live shell list: pushed over /panel/ws/events (what shell_state reports), filtered here;
- * the same socket pushes the pending approvals (approvals.js). */
+ * the same socket pushes the pending approvals (approvals.js) and the vault's listing (vault.js). */
 import { $, $$, basePath, el, fmtIdle, wsBase } from "./util.js";
 import { renderApprovals } from "./approvals.js";
+import { vaultPushed } from "./vault.js";
 
 export const list = {
   shells: [],        // rows pushed by the server
@@ -39,6 +40,8 @@ export function connectEvents(delay = 500) {
       for (const fn of list.listeners) fn(list.shells);
     } else if (msg.type === "approvals") {
       renderApprovals(msg.pending, msg.now - Date.now());
+    } else if (msg.type === "vault") {
+      vaultPushed(msg);
     } else if (msg.type === "error") {
       live.textContent = `list unavailable: ${msg.message}`; live.className = "live down";
     }

@@ -1,6 +1,6 @@
 /* The tools of the focused terminal: its command timeline (jump to a command's output, copy it),
  * search in its whole history (the exact log, not only the scrollback), copy, and recordings. */
-import { $, $$, act, api, copyText, el, escapeRegex, fmtClock, fmtDuration, highlighted, toast } from "./util.js";
+import { $, $$, act, api, copyText, el, escapeRegex, fmtClock, fmtDuration, highlighted, shellPath, toast } from "./util.js";
 import { grid } from "./cells.js";
 import { list, shellById } from "./list.js";
 import { playCast } from "./player.js";
@@ -53,7 +53,7 @@ export async function loadTimeline() {
   if (!cell) return;
   const id = cell.id;
   try {
-    const out = await api("GET", `shells/${id}/timeline`);
+    const out = await api("GET", shellPath(id, "timeline"));
     if (!grid.focused || grid.focused.id !== id) return;
     tools.timeline = out.commands;
     tools.timelineFor = id;
@@ -117,7 +117,7 @@ function revealLine(cell, needle, nth) {
 }
 
 async function fetchOutput(c) {
-  return api("POST", `shells/${tools.timelineFor}/output`, { start: c.outputStart, end: c.outputEnd });
+  return api("POST", shellPath(tools.timelineFor, "output"), { start: c.outputStart, end: c.outputEnd });
 }
 
 async function jumpTo(c) {
@@ -169,7 +169,7 @@ function searchRegex(q, isRegex) {
 }
 
 async function loadSearchPage(s, offset) {
-  const out = await api("POST", `shells/${s.shell}/search`, { pattern: s.q, regex: s.regex, offset, context: 1 });
+  const out = await api("POST", shellPath(s.shell, "search"), { pattern: s.q, regex: s.regex, offset, context: 1 });
   s.total = out.total;
   s.next = out.next;
   s.hits.push(...out.hits);
@@ -238,7 +238,7 @@ function renderSearch() {
 async function fetchCast() {
   const id = grid.focused.id;
   $("#record-note").textContent = "reading the recording…";
-  const out = await api("POST", `shells/${id}/recording`, {});
+  const out = await api("POST", shellPath(id, "recording"), {});
   $("#record-note").textContent = `${out.events} output events over ${Number(out.durationS).toFixed(1)} s; vault values masked`;
   return { id, cast: out.cast };
 }

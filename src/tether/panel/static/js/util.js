@@ -27,6 +27,12 @@ export function toast(message, isError = false) {
   toastTimer = setTimeout(() => { t.hidden = true; }, isError ? 9000 : 4000);
 }
 
+/* Addresses built from shell ids. Every real id is plain (dsh-ab12cd), but an id comes from the
+ * address bar too, so each is percent-encoded on its own: any text reaches the server whole, to be
+ * refused there like any other id that is no shell's. The grid's ids are joined by commas. */
+export const shellPath = (id, what) => `shells/${encodeURIComponent(id)}/${what}`;
+export const shellsHash = (ids) => (ids.length ? `#/shells/${ids.map(encodeURIComponent).join(",")}` : "#/shells");
+
 /* One JSON call of /panel/api/…; a failure throws an Error with the server's code and message. */
 export async function api(method, path, body) {
   const init = { method, headers: { "Accept": "application/json" }, credentials: "same-origin" };
