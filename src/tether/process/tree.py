@@ -253,9 +253,25 @@ def reap_adopted(pid: int) -> bool:
         return False
 
 
+def _exec_pending(pid: int) -> bool:
+    """Whether an empty ``/proc/PID/environ`` is the middle of an ``execve`` (the new image has no
+    environment block yet: ``env_end``, field 51 of ``/proc/PID/stat``, is 0) rather than a live
+    process started with an empty environment (``env -i``: ``env_start == env_end != 0``), and
+    not a zombie (whose environment is gone for good)."""
+    try:
+        raw = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return False
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    # rest[0] is field 3 (state): field 51 is rest[48]. Older kernels (< 3.5) lack it: retry then.
+    return rest[0] not in (b"Z", b"X") and (len(rest) < 49 or rest[48] == b"0")
+
+
 def _has_marker(pid: int, marker: bytes) -> bool:
     # A process in the middle of execve() shows an empty environ until the new image is set up;
-    # retry briefly rather than miss an escapee caught mid-exec (a zombie's stays empty).
+    # retry briefly rather than miss an escapee caught mid-exec. Only then: one that runs with an
+    # empty environment is answered at once (retrying each of a thousand `env -i` escapees held
+    # the event loop for minutes).
     for _ in range(50):
         try:
             data = _read(f"/proc/{pid}/environ")
@@ -263,8 +279,7 @@ def _has_marker(pid: int, marker: bytes) -> bool:
             return False
         if data:
             return marker in data
-        info = _stat_fields(pid)
-        if info is None or info[0] in ("Z", "X"):
+        if not _exec_pending(pid):
             return False
         os.sched_yield()
     return False
