@@ -50,13 +50,14 @@ _detached: list[ProcessTree] = []  # trees released with keep_running, reaped as
 _live: dict[int, ProcessTree] = {}
 
 
-def _kill_live_trees() -> None:
-    # Interpreter exit (server shutdown, a CLI ending): nothing a command started outlives us.
+def kill_live_trees() -> None:
+    """SIGKILL every tree not yet settled: the end of this process is near (an interpreter exit,
+    a server told to stop with no time left), and nothing a command started may outlive it."""
     for tree in list(_live.values()):
         tree.signal_all(signal.SIGKILL)
 
 
-atexit.register(_kill_live_trees)
+atexit.register(kill_live_trees)
 _counter = itertools.count(1)
 
 
