@@ -4,6 +4,8 @@ SIGHUP and SIGTERM, stopped ones — however far they went from the shell's sess
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,34 @@ async def test_respawning_a_shell_ends_what_the_old_one_started_and_keeps_the_ne
             assert again["exitCode"] == 0 and "still-here" in again["lines"]
     finally:
         kill_all(_survivors(tokens))
+
+
+def _doors(home: Path) -> list[int]:
+    """The command line's tools processes of ``home`` (``python -m tether.cli.door.server … HOME``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"tether.cli.door.server" in argv and str(home).encode() in argv:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.timeout(300)
+async def test_tethers_own_tools_process_started_from_a_shell_outlives_it(tether_home: Path) -> None:
+    # The home's tools process serves every command line of the home; the first `tether shell`
+    # command starts it, wherever that runs. Started from inside a shell, it is not that shell's.
+    tether = Path(sys.executable).parent / "tether"
+    async with shell_client(tether_home) as c:
+        shell = await open_shell(c)
+        out = await run(c, shell, f"{tether} shell list > /dev/null")
+        assert out["exitCode"] == 0
+        [door] = _doors(tether_home)
+        _, data = await call(
+            c, "shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]}
+        )
+        assert data["tasks"][0]["ok"], data
+        assert _doors(tether_home) == [door]

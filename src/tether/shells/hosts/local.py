@@ -40,8 +40,10 @@ _RESIZE_WAIT_S = 2.0
 _MAX_STATE_BYTES = 16 << 20
 
 
-# A process's own identity is not every shell's: the tmux server outlives the process that started it.
-_NOT_INHERITED = frozenset({"TETHER_CONVERSATION", "TETHER_SESSION_ID", "TMUX", "TMUX_PANE"})
+# A process's own identity is not every shell's: the tmux server outlives the process that started it
+# (and is no shell's, even started from inside one: a shell's processes end with it, found by
+# ``TETHER_SHELL``).
+_NOT_INHERITED = frozenset({"TETHER_CONVERSATION", "TETHER_SESSION_ID", "TETHER_SHELL", "TMUX", "TMUX_PANE"})
 
 
 def server_environment(config: Config) -> dict[str, str]:
