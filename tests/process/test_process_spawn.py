@@ -8,6 +8,7 @@ import resource
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,35 @@ async def test_escapee_that_clears_its_environment_is_caught_by_the_cgroup() -> 
     )
     assert process.tree.cgroup is not None
     assert alive_with(token) == []
+
+
+async def test_many_escapees_with_an_empty_environment_cost_one_read_each_per_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `env -i` escapees carry no marker: every scan of the tree looks at each once and moves on.
+    # Each used to be re-read 50 times (taken for a process caught mid-exec) in every scan, on
+    # the event loop: a command that left a thousand of them held the server for ~110 s.
+    token = unique_sleep_arg()
+    reads: Counter[str] = Counter()
+    scans = 0
+    real_read, real_members = tree._read, tree.ProcessTree.members
+
+    def counting_read(path: str) -> bytes:
+        if path.endswith("/environ"):
+            reads[path] += 1
+        return real_read(path)
+
+    def counting_members(self: tree.ProcessTree) -> set[int]:
+        nonlocal scans
+        scans += 1
+        return real_members(self)
+
+    monkeypatch.setattr(tree, "_read", counting_read)
+    monkeypatch.setattr(tree.ProcessTree, "members", counting_members)
+    await run(f"for i in $(seq 40); do (env -i setsid sleep {token} > /dev/null 2>&1 &); done; echo spawned")
+    assert wait_until(lambda: alive_with(token) == [])
+    assert scans > 0 and reads
+    assert max(reads.values()) <= scans, reads.most_common(3)
 
 
 async def test_kill_ends_the_whole_tree_including_term_ignoring_members() -> None:

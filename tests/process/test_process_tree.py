@@ -12,6 +12,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from proc_probe import wait_until
+from tether.process import tree
 from tether.process.tree import alive, end_child
 
 
@@ -76,3 +80,35 @@ def test_a_child_that_ignores_eof_is_killed_after_the_grace_and_reaped() -> None
     assert code == -signal.SIGKILL
     assert took >= 0.25  # not at once: it waited for the grace (asyncio may fire a timer a tick early)
     assert not alive(pid)
+
+
+def test_a_process_with_an_empty_environment_is_read_once_not_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An empty /proc/PID/environ means either "in the middle of execve" (worth a retry) or "started
+    # with an empty environment" (`env -i`): the kernel tells them apart by env_end in /proc/PID/stat.
+    # Retrying the second kind 50 times per escapee per scan let one command that left a thousand
+    # `env -i` processes hold the server's event loop for minutes.
+    child = subprocess.Popen(["sleep", "60"], env={})
+    try:
+        assert wait_until(lambda: tree._stat_fields(child.pid) is not None and _exec_done(child.pid))
+        reads: list[str] = []
+        real = tree._read
+
+        def counting(path: str) -> bytes:
+            if path.endswith("/environ"):
+                reads.append(path)
+            return real(path)
+
+        monkeypatch.setattr(tree, "_read", counting)
+        assert tree._has_marker(child.pid, b"TETHER_TREE_ID=x\0") is False
+        assert reads == [f"/proc/{child.pid}/environ"]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _exec_done(pid: int) -> bool:
+    # argv of the new image is set up: `sleep` has replaced the forked Python.
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        return handle.read().startswith(b"sleep\0")

@@ -36,6 +36,8 @@ import ctypes
 import itertools
 import os
 import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from tether.process.container import Container
@@ -45,33 +47,74 @@ _PR_SET_CHILD_SUBREAPER = 36
 TREE_MARKER = "TETHER_TREE_ID"
 
 _subreaper_done = False
+_adoption_lock = threading.Lock()
+_paused = 0  # pause_adoption() callers not yet resumed
+_pauses_begun = 0  # how many pauses ever began (a tree alive across one looks in /proc too)
 _detached: list[ProcessTree] = []  # trees released with keep_running, reaped as their members end
 # Unsettled trees by root pid: their roots are our own children, never another tree's escapee.
 _live: dict[int, ProcessTree] = {}
 
 
-def _kill_live_trees() -> None:
-    # Interpreter exit (server shutdown, a CLI ending): nothing a command started outlives us.
+def kill_live_trees() -> None:
+    """SIGKILL every tree not yet settled: the end of this process is near (an interpreter exit,
+    a server told to stop with no time left), and nothing a command started may outlive it."""
     for tree in list(_live.values()):
         tree.signal_all(signal.SIGKILL)
 
 
-atexit.register(_kill_live_trees)
+atexit.register(kill_live_trees)
 _counter = itertools.count(1)
 
 
+def _set_subreaper(on: bool) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
 def become_subreaper() -> bool:
-    """Make this process the reaper of orphaned descendants (Linux ≥ 3.4); idempotent."""
+    """Make this process the reaper of orphaned descendants (Linux ≥ 3.4); idempotent. During a
+    ``pause_adoption`` the flag is only set once the pause ends."""
     global _subreaper_done
     if _subreaper_done:
         return True
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        ok = bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        ok = False
-    _subreaper_done = ok
-    return ok
+    with _adoption_lock:
+        if not _subreaper_done:
+            _subreaper_done = _set_subreaper(_paused == 0)
+    return _subreaper_done
+
+
+def pause_adoption() -> Callable[[], None]:
+    """Stop taking orphans until the returned function is called (idempotent; pauses nest).
+
+    For a daemon started meanwhile that outlives us — the tmux server, which daemonizes away
+    from the client we spawn — so that it goes to PID 1, not to us: as our child, every process
+    its shells orphan would end as a zombie of ours that nothing reaps. Meanwhile our own
+    trees' orphans go to PID 1 too (those born in the command container go to its PID 1 anyway);
+    a tree alive during a pause therefore also looks for escapees in ``/proc``.
+    """
+    global _paused, _pauses_begun
+    with _adoption_lock:
+        _paused += 1
+        _pauses_begun += 1
+        if _paused == 1 and _subreaper_done:
+            _set_subreaper(False)
+    resumed = False
+
+    def resume() -> None:
+        global _paused
+        nonlocal resumed
+        with _adoption_lock:
+            if resumed:
+                return
+            resumed = True
+            _paused -= 1
+            if _paused == 0 and _subreaper_done:
+                _set_subreaper(True)
+
+    return resume
 
 
 def _own_cgroup2_dir() -> Path | None:
@@ -253,9 +296,25 @@ def reap_adopted(pid: int) -> bool:
         return False
 
 
+def _exec_pending(pid: int) -> bool:
+    """Whether an empty ``/proc/PID/environ`` is the middle of an ``execve`` (the new image has no
+    environment block yet: ``env_end``, field 51 of ``/proc/PID/stat``, is 0) rather than a live
+    process started with an empty environment (``env -i``: ``env_start == env_end != 0``), and
+    not a zombie (whose environment is gone for good)."""
+    try:
+        raw = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return False
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    # rest[0] is field 3 (state): field 51 is rest[48]. Older kernels (< 3.5) lack it: retry then.
+    return rest[0] not in (b"Z", b"X") and (len(rest) < 49 or rest[48] == b"0")
+
+
 def _has_marker(pid: int, marker: bytes) -> bool:
     # A process in the middle of execve() shows an empty environ until the new image is set up;
-    # retry briefly rather than miss an escapee caught mid-exec (a zombie's stays empty).
+    # retry briefly rather than miss an escapee caught mid-exec. Only then: one that runs with an
+    # empty environment is answered at once (retrying each of a thousand `env -i` escapees held
+    # the event loop for minutes).
     for _ in range(50):
         try:
             data = _read(f"/proc/{pid}/environ")
@@ -263,8 +322,7 @@ def _has_marker(pid: int, marker: bytes) -> bool:
             return False
         if data:
             return marker in data
-        info = _stat_fields(pid)
-        if info is None or info[0] in ("Z", "X"):
+        if not _exec_pending(pid):
             return False
         os.sched_yield()
     return False
@@ -281,6 +339,7 @@ class ProcessTree:
         self.container = container
         self._marker = f"{TREE_MARKER}={marker}\0".encode() if marker else None
         self._seen: set[int] = set()  # pids observed as members, for reaping without a cgroup
+        self._pauses_at_birth = _pauses_begun
 
     @classmethod
     def adopt(cls, root_pid: int, marker: str | None, container: Container | None = None) -> ProcessTree:
@@ -334,7 +393,9 @@ class ProcessTree:
                     for pid in _adopted_candidates()
                     if pid not in _live and _has_marker(pid, self._marker)
                 )
-            else:
+            paused = self.container is None and _pauses_begun != self._pauses_at_birth
+            if not _subreaper_done or paused:
+                # No subreaper, or one paused while this tree ran: orphans may be PID 1's.
                 seeds.update(self._scan_proc(me))
         found: set[int] = set()
         stack = list(seeds)

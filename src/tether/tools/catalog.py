@@ -11,6 +11,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import anyio
+
 from tether.config import Config
 from tether.jobs.registry import JobRegistry
 from tether.shells import SafetyPolicy
@@ -43,7 +45,7 @@ class ToolCatalog:
     hints: dict[str, str] = field(default_factory=dict)
     closers: list[Closer] = field(default_factory=list)
     shell_tools: ShellTools | None = None
-    _closed: bool = False
+    _closed: anyio.Event | None = None
 
     def instructions(self) -> str:
         intro = (
@@ -61,17 +63,22 @@ class ToolCatalog:
             await self.shell_tools.end_conversation(actor)
 
     async def aclose(self) -> None:
-        """Run the closers and kill every job; idempotent (a signal and a normal exit may both call it)."""
-        if self._closed:
+        """Run the closers and kill every job. Idempotent, and every caller returns once the one
+        close is done (a stop signal during a shutdown already under way waits for it)."""
+        if self._closed is not None:
+            await self._closed.wait()
             return
-        self._closed = True
-        for closer in reversed(self.closers):
-            try:
-                await closer()
-            except Exception:
-                logger.exception("closing the tool catalog failed")
-        if self.jobs is not None:
-            await self.jobs.close()
+        self._closed = anyio.Event()
+        try:
+            for closer in reversed(self.closers):
+                try:
+                    await closer()
+                except Exception:
+                    logger.exception("closing the tool catalog failed")
+            if self.jobs is not None:
+                await self.jobs.close()
+        finally:
+            self._closed.set()
 
 
 def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:

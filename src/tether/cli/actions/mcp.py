@@ -1,7 +1,9 @@
 """``tether mcp`` once the early front is answering: load the tools and hand the wire to the SDK.
 
 Invariant: this process is one conversation. When the client closes stdin, or the process gets
-SIGTERM or SIGHUP, every job of the conversation is killed before it exits (the catalog closes).
+SIGTERM, SIGHUP or SIGINT (also while the shutdown is under way), every job of the conversation
+is killed before it exits (the catalog closes; after a signal, what ignores SIGTERM gets SIGKILL
+within ``_SIGNALLED_GRACE_S``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tether.mcp.handshake import EarlyFront, HandshakeCache
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.stdio import serve_stdio
 from tether.mcp.wire import StdioWire
+from tether.process.tree import kill_live_trees
 from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import ToolCatalog, build_catalog
 
@@ -25,18 +28,25 @@ logger = logging.getLogger(__name__)
 # A test seam: when set to a FIFO, the SDK takes over the wire only once a writer has closed it,
 # so a test can act while the early front alone is answering (no timing involved).
 HANDOVER_GATE = "TETHER_MCP_HANDOVER_GATE"
+# After a stop signal, how long commands get between SIGTERM and SIGKILL: an MCP client kills its
+# server 2 s after SIGTERM (the SDK's FORCE_KILL_TIMEOUT), the server's own end included.
+_SIGNALLED_GRACE_S = 1.0
 
 
 async def _stop_on_signal(catalog: ToolCatalog) -> None:
-    # SIGTERM/SIGHUP (a client going away, a service manager) must still kill every job of this
-    # conversation. The stdin reader is a thread blocked in read(2) that no cancellation reaches,
-    # so close the catalog here, then leave at once.
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+    # SIGTERM/SIGHUP (a client going away, a service manager) and SIGINT must still end every
+    # command of this conversation, also during the shutdown that closing stdin began (this
+    # receiver lives until that is over: without it a signal then ended the process at once,
+    # and a tether without a command container left its jobs running). A client kills the server
+    # 2 s after SIGTERM, so the commands get a short grace, then SIGKILL. The stdin reader is a
+    # thread blocked in read(2) that no cancellation reaches, so leave at once.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
         async for signum in signals:
             name = signal.Signals(signum).name
             logger.info("received %s; stopping this conversation's jobs and exiting", name)
-            with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_SIGNALLED_GRACE_S, shield=True):
                 await catalog.aclose()
+            kill_live_trees()
             logging.shutdown()
             os._exit(128 + signum)
 
@@ -52,18 +62,19 @@ async def _serve(
     config: Config, conversation: str, wire: StdioWire, early: EarlyFront, cache: HandshakeCache
 ) -> None:
     catalog = build_catalog(config)
-    try:
-        front_door = McpFrontDoor(
-            catalog.registry, instructions=catalog.instructions(), conversation=conversation
-        )
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, catalog)
+    async with anyio.create_task_group() as tg:
+        # Started first and cancelled last: a stop signal is handled until the jobs are ended.
+        tg.start_soon(_stop_on_signal, catalog)
+        try:
+            front_door = McpFrontDoor(
+                catalog.registry, instructions=catalog.instructions(), conversation=conversation
+            )
             await anyio.to_thread.run_sync(_wait_for_gate)
             await serve_stdio(front_door, wire=wire, early=early, cache=cache)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await catalog.aclose()
             tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await catalog.aclose()
 
 
 def serve(

@@ -6,9 +6,10 @@ the panel's browser assets it still serves MCP and says why there is no panel. B
 non-loopback address needs ``--allow-remote`` and prints a warning: anyone who can reach the port
 and holds the token gets a shell.
 
-Ctrl+C (or SIGTERM) always ends it: the first signal starts a graceful shutdown, and a shutdown that
-has not finished ``_FORCE_EXIT_S`` later ends the process outright. Nothing is lost that way —
-every acknowledged audit record is already on disk, and the shells live on in tmux.
+Ctrl+C (or SIGTERM, or SIGHUP) always ends it: the first signal starts a graceful shutdown, and a
+shutdown that has not finished ``_FORCE_EXIT_S`` later ends the process outright, SIGKILLing what
+its commands still run. Nothing is lost that way — every acknowledged audit record is already on
+disk, and the shells live on in tmux.
 """
 
 from __future__ import annotations
@@ -38,12 +39,17 @@ from tether.mcp.token import load_or_create_token
 from tether.panel.app import build_panel_app, login_url, missing_assets, unavailable_panel_routes
 from tether.process.container import prepare as prepare_container
 from tether.process.seal import seal_environment
+from tether.process.tree import kill_live_trees
 from tether.shell.sandbox import with_sandbox
 from tether.tools.catalog import build_catalog
 
 logger = logging.getLogger(__name__)
 
 _FORCE_EXIT_S = 10.0
+# What stops the server gracefully. SIGHUP (the terminal it runs in closed) too: its default
+# action ended the process at once, and where no command container ends the commands with it,
+# they ran on.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _watchdog_lock = threading.Lock()
 _watchdog: threading.Timer | None = None
 
@@ -55,6 +61,8 @@ def _force_exit() -> None:
         file=sys.stderr,
         flush=True,
     )
+    # A command still within its grace would outlive us where no command container ends it.
+    kill_live_trees()
     os._exit(1)
 
 
@@ -138,7 +146,7 @@ class _Server(uvicorn.Server):
             _arm_watchdog()
             self.handle_exit(signum, None)
 
-        originals = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        originals = {sig: signal.signal(sig, handle) for sig in _STOP_SIGNALS}
         try:
             yield
         finally:
@@ -187,8 +195,8 @@ def run(args: argparse.Namespace) -> int:
     # First of all, before the banner that says "Press Ctrl+C": a signal that comes while the app
     # is still starting (before uvicorn takes the signals over) ends the start-up, watchdog armed.
     # Installed explicitly because a parent may have left SIGINT ignored (Python then keeps it so).
-    signal.signal(signal.SIGINT, _interrupted)
-    signal.signal(signal.SIGTERM, _interrupted)
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _interrupted)
     home = ensure_home(resolve_home())
     config = load_config(home)
     if args.sandbox:

@@ -179,7 +179,12 @@ def _start(home: Path) -> None:
                 pass_fds=(write_end,),
                 start_new_session=True,  # no terminal's signals (Ctrl-C on this command) reach it
                 cwd="/",
-                env={**os.environ, "TETHER_HOME": str(home)},
+                # The home's own process, wherever it was first asked for: not a shell's (a
+                # shell's processes end with it, found by this marker).
+                env={
+                    **{k: v for k, v in os.environ.items() if k != "TETHER_SHELL"},
+                    "TETHER_HOME": str(home),
+                },
             )
         os.close(write_end)
         write_end = -1

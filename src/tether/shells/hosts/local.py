@@ -21,8 +21,10 @@ from pathlib import Path
 
 from tether.config import Config, ensure_home
 from tether.home import replace_file
+from tether.process.container import read_proc
 from tether.process.env import scrub_environment
 from tether.process.planted import read_regular
+from tether.process.strays import Strays
 from tether.process.tree import alive
 from tether.shell import ShellSandboxInfo
 from tether.shells.host import Foreground, ShellHost, ShellStart
@@ -38,8 +40,10 @@ _RESIZE_WAIT_S = 2.0
 _MAX_STATE_BYTES = 16 << 20
 
 
-# A process's own identity is not every shell's: the tmux server outlives the process that started it.
-_NOT_INHERITED = frozenset({"TETHER_CONVERSATION", "TETHER_SESSION_ID", "TMUX", "TMUX_PANE"})
+# A process's own identity is not every shell's: the tmux server outlives the process that started it
+# (and is no shell's, even started from inside one: a shell's processes end with it, found by
+# ``TETHER_SHELL``).
+_NOT_INHERITED = frozenset({"TETHER_CONVERSATION", "TETHER_SESSION_ID", "TETHER_SHELL", "TMUX", "TMUX_PANE"})
 
 
 def server_environment(config: Config) -> dict[str, str]:
@@ -189,26 +193,66 @@ class LocalHost(ShellHost):
     async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
         command = self.pane_command(pane.shell_id, start, cwd or pane.cwd)
         log = str(self.log_of(pane.shell_id))
+        # What the old shell started ends with it, as at close; found before the new shell
+        # exists, since that one carries the same marker.
+        strays = Strays()
+        await asyncio.to_thread(strays.find, roots=(pane.pid,), markers=self._markers(pane.shell_id, pane))
         # The old pipe ends with the old process, but only later: close it first and open a fresh
         # one in the same batch, so tmux pipes the new shell's first byte into the log.
-        await self.control.run_many(
-            [
-                *await self._configure(),
-                commands.stop_pipe(pane.pane_id),
-                commands.respawn_pane(pane.pane_id, cwd=cwd, command=command),
-                commands.pipe_pane(pane.pane_id, log),
-            ]
-        )
+        try:
+            await self.control.run_many(
+                [
+                    *await self._configure(),
+                    commands.stop_pipe(pane.pane_id),
+                    commands.respawn_pane(pane.pane_id, cwd=cwd, command=command),
+                    commands.pipe_pane(pane.pane_id, log),
+                ]
+            )
+        except BaseException:
+            strays.release()
+            raise
         self.forget(pane.shell_id)
+        await strays.end(self.config.shell.grace_ms / 1000, rescan=lambda found: found.find())
         await self._started(pane.shell_id, start)
 
     async def kill(self, shell_id: str) -> None:
+        """End the shell's session and every process it started: tmux's SIGHUP reaches only the
+        session, so ``setsid``, ``nohup`` and disowned processes are found by their inherited
+        marker (``strays``), and end with it (SIGTERM; SIGKILL after ``[shell].grace_ms``)."""
         pane = self._panes.get(shell_id)
-        await super().kill(shell_id)
+        markers = self._markers(shell_id, pane)
+        strays = Strays()
+        # Before tmux ends the pane: its descendants are found by ancestry too, marker or not.
+        await asyncio.to_thread(strays.find, roots=(pane.pid,) if pane else (), markers=markers)
+        try:
+            await super().kill(shell_id)
+        except ClientEnded:
+            strays.release()  # tmux did not answer: the shell may still be there
+            raise
+        except SessionError:
+            await self._end(strays, markers)  # the session was gone already: its processes go too
+            raise
+        except BaseException:
+            strays.release()
+            raise
+        await self._end(strays, markers)
         self.rc_path(shell_id).unlink(missing_ok=True)
         for state in self._state_files(shell_id):
             state.unlink(missing_ok=True)
         await self.confined.ended(shell_id, pane.pid if pane is not None else None)
+
+    def _markers(self, shell_id: str, pane: PaneInfo | None) -> tuple[str, ...]:
+        """What every process of the shell inherits: its id and its home, as its pane got them."""
+        home = str(self.home)
+        if pane is not None:
+            with contextlib.suppress(OSError):
+                for entry in read_proc(f"/proc/{pane.pid}/environ").split(b"\0"):
+                    if entry.startswith(b"TETHER_HOME="):
+                        home = os.fsdecode(entry[len(b"TETHER_HOME=") :])
+        return (f"TETHER_SHELL={shell_id}", f"TETHER_HOME={home}")  # see lifecycle.start_of
+
+    async def _end(self, strays: Strays, markers: tuple[str, ...]) -> None:
+        await strays.end(self.config.shell.grace_ms / 1000, rescan=lambda found: found.find(markers=markers))
 
     # ---- confinement --------------------------------------------------------------------------------
 

@@ -35,10 +35,13 @@ Every process of one tmux server takes its ``Gate`` around connecting, around co
 tmux notify every control client, and around ending its client (``gate``: tmux before 3.7 crashes
 when one of those notifications meets a control client still identifying itself).
 
-The tmux server daemonizes away from the client that started it; when tether is the subreaper
-(``process.tree``) the orphan is handed to us, so its end leaves a zombie of ours. The client learns
-the server's pid with its first command and collects that zombie (``reap_adopted``) where the end
-is observed: when its reader ends, before it starts a new client, and on ``close``.
+The tmux server daemonizes away from the client that started it. tether being a subreaper
+(``process.tree``), the orphan would be handed to us, and with it, for the rest of our life, every
+process its shells orphan, each ending as a zombie of ours that nothing reaps: adoption is paused
+(``pause_adoption``) from the spawn until the first reply, so the server goes to PID 1. A server
+that still ends as a zombie of ours (adopted some other way) is collected (``reap_adopted``)
+where the end is observed: when the reader ends, before a new client starts, and on ``close``;
+the client learns the server's pid with its first command.
 """
 
 from __future__ import annotations
@@ -50,12 +53,13 @@ import logging
 import os
 import shutil
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from tether.config import EnvSection
 from tether.errors import TetherError
 from tether.process.env import scrub_environment
-from tether.process.tree import end_child, reap_adopted
+from tether.process.tree import end_child, pause_adoption, reap_adopted
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import notifies
 from tether.shells.tmux.gate import Gate, Held
@@ -178,15 +182,20 @@ class ControlClient:
             # Exclusive until tmux answers the first command: no process of this server makes
             # tmux notify its control clients while this one identifies itself (see ``gate``).
             held = await self.gate.acquire(exclusive=True)
+            # The server this client may start daemonizes at once; it has answered (so it has
+            # daemonized, to PID 1 and not to us) by the time the first reply comes.
+            resume = self._pause_adoption()
             try:
                 proc = await self._spawn()
             except FileNotFoundError as exc:
                 held.release()
+                resume()
                 raise SessionError(
                     "tmux is not installed (persistent shells need tmux ≥ 3.2 on PATH)"
                 ) from exc
             except BaseException:
                 held.release()
+                resume()
                 raise
             self._proc = proc
             self._wedged = False
@@ -195,7 +204,12 @@ class ControlClient:
             (fut,) = self._queue(proc, command_line(commands.server_pid()).encode() + b"\n", 1)
             fut.add_done_callback(self._got_server_pid)
             fut.add_done_callback(functools.partial(_release, held))
+            fut.add_done_callback(lambda _fut: resume())
             return proc
+
+    def _pause_adoption(self) -> Callable[[], None]:
+        """Keep a tmux server this client starts from becoming our child (``pause_adoption``)."""
+        return pause_adoption()
 
     async def _before_spawn(self) -> None:
         """What must be ready before a client is spawned (nothing here; a remote host's connection)."""

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tether.config import Config, HostSection, ensure_home
@@ -57,6 +58,10 @@ logger = logging.getLogger(__name__)
 BACKOFF_S = 10.0
 _SYNC_S = 10.0  # at most this long for a mirror to catch up after a (re)connect
 _SOCKET_WORD = "/@tether-socket@"  # placeholder for the socket in a command built for the host's shell
+
+
+def _no_pause() -> None:
+    return None
 
 
 def _words(argv: list[str]) -> str:
@@ -92,6 +97,10 @@ class SshControlClient(ControlClient):
 
     def _reap_server(self) -> None:
         """The server runs on the other machine: nothing of ours to collect."""
+
+    def _pause_adoption(self) -> Callable[[], None]:
+        """The server starts on the other machine: nothing here to keep from becoming ours."""
+        return _no_pause
 
     async def _dropped(self, pid: int) -> None:
         """The client's pid there is not known here: the gate is held while it ends, no longer."""

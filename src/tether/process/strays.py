@@ -1,0 +1,139 @@
+"""Ending processes that are not ours to wait for: everything a persistent shell started.
+
+A persistent shell's processes are children of the tmux server, not of tether, and a closed
+shell's ``setsid``, ``nohup`` or disowned ones outlive its session: tmux's SIGHUP reaches the
+session only. They are found here by what they inherited — the shell's marker variables
+(``TETHER_SHELL`` with ``TETHER_HOME``, kept through ``setsid``, double forks and ``nohup``) —
+and by being descendants of the shell (which also catches a child that cleared its environment,
+while it is one).
+
+Invariants this module owns:
+
+- A found process is pinned by a pidfd at once, and only ever signalled through it: a pid the
+  kernel hands to an unrelated process after ours ended is never signalled.
+- ``end`` returns once every pinned process has exited (SIGTERM, and SIGCONT for stopped ones;
+  SIGKILL after the grace), or past a bound for one stuck in uninterruptible sleep. Processes the
+  found ones fork meanwhile are found by ``rescan`` and ended with them.
+- Zombies among them that are our own children (re-parented to us, the subreaper) are collected.
+
+What is *not* found: a process that dropped the marker (``env -i``) and was no longer a descendant
+of the shell when it was looked for (``env -i setsid x &`` orphans itself at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import select
+import signal
+from collections.abc import Callable, Iterable
+
+from tether.process.container import read_proc
+from tether.process.tree import reap_adopted
+
+_STUCK_AFTER_KILL_S = 5.0  # past SIGKILL: a process in uninterruptible sleep is left
+
+
+def _descendants(roots: Iterable[int]) -> set[int]:
+    found: set[int] = set()
+    stack = list(roots)
+    while stack:
+        pid = stack.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError):
+                    stack.extend(int(c) for c in read_proc(f"/proc/{pid}/task/{task}/children").split())
+    return found
+
+
+def _marked(markers: tuple[bytes, ...]) -> set[int]:
+    """Processes whose environment holds every ``NAME=value`` of ``markers``."""
+    me = os.getpid()
+    found: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            environ = b"\0" + read_proc(f"/proc/{name}/environ")
+        except OSError:
+            continue
+        if all(b"\0" + marker + b"\0" in environ + b"\0" for marker in markers):
+            found.add(int(name))
+    return found
+
+
+class Strays:
+    """Processes pinned for ending (pid → pidfd). Close them with ``end`` (or ``release``)."""
+
+    def __init__(self) -> None:
+        self._pinned: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._pinned)
+
+    def find(self, *, roots: Iterable[int] = (), markers: Iterable[str] = ()) -> None:
+        """Pin ``roots`` and their descendants, every process carrying all ``markers``
+        (``NAME=value``) and theirs, and the descendants of what is already pinned."""
+        wanted = tuple(marker.encode() for marker in markers)
+        seeds = set(roots) | set(self._pinned)
+        if wanted:
+            seeds |= _marked(wanted)
+        # Never this process (a tether started inside the shell closes it; its children go).
+        for pid in _descendants(seeds) - set(self._pinned) - {os.getpid()}:
+            with contextlib.suppress(OSError):  # gone already: nothing to end
+                self._pinned[pid] = os.pidfd_open(pid)
+
+    def _drop_exited(self) -> None:
+        for pid, fd in list(self._pinned.items()):
+            if _exited(fd):
+                reap_adopted(pid)
+                os.close(fd)
+                del self._pinned[pid]
+
+    async def end(self, grace_s: float, *, rescan: Callable[[Strays], None] | None = None) -> None:
+        """SIGTERM (and SIGCONT) every pinned process, SIGKILL what is left after ``grace_s``;
+        returns once all have exited. ``rescan`` pins what they forked meanwhile (off the loop)."""
+        loop = asyncio.get_running_loop()
+        kill_at = loop.time() + grace_s
+        give_up = kill_at + _STUCK_AFTER_KILL_S
+        termed: set[int] = set()
+        pause = 0.001
+        try:
+            while True:
+                self._drop_exited()
+                if not self._pinned or loop.time() >= give_up:
+                    return
+                killing = loop.time() >= kill_at
+                for pid, fd in self._pinned.items():
+                    if killing:
+                        _send(fd, signal.SIGKILL)
+                    elif pid not in termed:
+                        termed.add(pid)
+                        _send(fd, signal.SIGTERM)
+                        _send(fd, signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
+                await asyncio.sleep(pause)  # the death of processes that are not ours: polled
+                pause = min(pause * 2, 0.05)
+                if rescan is not None:
+                    await asyncio.to_thread(rescan, self)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        for fd in self._pinned.values():
+            os.close(fd)
+        self._pinned.clear()
+
+
+def _send(pidfd: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(OSError):  # exited meanwhile
+        signal.pidfd_send_signal(pidfd, sig)
+
+
+def _exited(pidfd: int) -> bool:
+    """A pidfd turns readable once its process has exited (a zombie counts)."""
+    readable, _, _ = select.select([pidfd], [], [], 0)
+    return bool(readable)

@@ -1,0 +1,105 @@
+"""``tether serve`` stopped ends every command it runs, also where no command container ends them
+for it (a tether that may not create namespaces: here root without ``CAP_SYS_ADMIN``): SIGHUP (the
+terminal it was started from closed) stops it as SIGTERM and Ctrl+C do, and a shutdown that the
+watchdog cuts short still kills what its commands left."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp_harness import http_client
+
+from hang import HANG_S
+from proc_probe import alive_with, kill_all, unique_sleep_arg
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("setpriv") is None,
+        reason="running tether without CAP_SYS_ADMIN needs root and setpriv",
+    ),
+]
+
+TETHER = str(Path(sys.executable).parent / "tether")
+
+
+@contextmanager
+def _uncontained_serve(
+    home: Path, *, grace_ms: int = 3_000
+) -> Iterator[tuple[str, str, subprocess.Popen[str]]]:
+    (home / "config.toml").write_text(f"[shell]\ngrace_ms = {grace_ms}\n")
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    process = subprocess.Popen(
+        ["setpriv", "--bounding-set=-sys_admin", TETHER, "serve", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = []
+        for line in process.stdout:
+            banner.append(line)
+            if line.startswith("Ready."):
+                break
+        url = next(line.split()[-1] for line in banner if line.strip().startswith("URL:"))
+        token = next(line.split()[-1] for line in banner if line.strip().startswith("token:"))
+        yield url, token, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def _log(home: Path) -> str:
+    return (home / "logs" / "serve.log").read_text(errors="replace")
+
+
+async def _job_then_stop(home: Path, sig: signal.Signals, *, grace_ms: int = 3_000) -> list[int]:
+    """Start a job that ignores SIGTERM and SIGHUP, stop the server with ``sig`` while its client is
+    still connected, wait for it to exit; what is left of the job."""
+    sleep_arg = unique_sleep_arg()
+    left: list[int] = []
+    try:
+        with _uncontained_serve(home, grace_ms=grace_ms) as (url, token, process):
+            with contextlib.suppress(Exception):  # leaving a client whose server is gone may raise
+                async with http_client(url, token=token) as client:
+                    arguments = {
+                        "command": f"(trap '' TERM HUP; exec sleep {sleep_arg}) & wait",
+                        "description": "a job that ignores SIGTERM and SIGHUP",
+                        "run_in_background": True,
+                    }
+                    assert not (await client.call_tool("bash", arguments)).is_error
+                    with anyio.fail_after(HANG_S):
+                        while not alive_with(sleep_arg):
+                            await anyio.sleep(0.01)
+                    assert "commands run without a container" in _log(home)
+                    process.send_signal(sig)
+                    await anyio.to_thread.run_sync(lambda: process.wait(HANG_S))
+                    left = alive_with(sleep_arg)
+            assert process.poll() is not None
+        return left
+    finally:
+        kill_all(alive_with(sleep_arg))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT], ids=lambda sig: sig.name)
+async def test_a_stopped_serve_ends_its_jobs(tether_home: Path, sig: signal.Signals) -> None:
+    assert await _job_then_stop(tether_home, sig) == []
+
+
+async def test_a_shutdown_the_watchdog_cuts_short_still_ends_its_jobs(tether_home: Path) -> None:
+    # The job's grace outlasts the watchdog's 10 s: the shutdown is still waiting for it then.
+    assert await _job_then_stop(tether_home, signal.SIGTERM, grace_ms=600_000) == []
