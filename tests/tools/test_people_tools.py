@@ -122,3 +122,21 @@ async def test_the_client_name_reaches_state_timeline_and_audit(
     assert commands[0]["durationMs"] >= 0 and commands[0]["authorKind"] == "conversation"
     runs = [r for r in audit_records(tether_home) if r["tool"] == "shell_run"]
     assert runs and all(r["extra"]["client"] == "test-agent 9.9" for r in runs)
+
+
+async def test_a_closed_shell_cannot_be_locked_and_a_left_lock_can_be_lifted(
+    tether_home: Path, catalog: ToolCatalog
+) -> None:
+    async with shell_client(tether_home, "conv-agent") as client:
+        shell = await open_shell(client)
+        await call(
+            client, "shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]}
+        )
+    registry = catalog.registry
+    with pytest.raises(NotFoundError, match=f"shell {shell} is closed: it takes no commands"):
+        await registry.call("shell_lock", {"shell": shell, "action": "lock"}, PANEL)
+    assert manual_locks(tether_home).get(shell) is None
+    # A lock taken while it was open stays liftable.
+    manual_locks(tether_home).lock(shell, who="alice", why="left over", source="cli")
+    lifted = await registry.call("shell_lock", {"shell": shell, "action": "unlock"}, PANEL)
+    assert lifted.structured["changed"] is True and manual_locks(tether_home).get(shell) is None

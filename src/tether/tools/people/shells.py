@@ -103,6 +103,13 @@ class PeopleShellTools:
         shell_id = check_shell_id(args.shell)
         if args.action == "lock":
             self._known(shells, shell_id)
+            if shells.records.shell(shell_id) is None:
+                # A lock nothing could see or lift from the panel, guarding nothing: a closed shell
+                # takes no command (a revived one is another shell, with its own id).
+                raise NotFoundError(
+                    f"shell {shell_id} is closed: it takes no commands, so there is nothing to lock; "
+                    "`tether shell list` and the panel show the open shells"
+                )
             who = args.who if args.who is not None else ctx.actor
             held, created = locks.manual.lock(shell_id, who=who, why=args.reason, source=ctx.source)
             since = utc_text(held.since_ms)
