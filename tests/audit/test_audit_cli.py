@@ -68,8 +68,8 @@ def test_show_prints_escaped_records_oldest_first(
     tether_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _fill(tether_home)
-    status, out, _ = _run(capsys, "audit", "show")
-    assert status == 0
+    status, out, err = _run(capsys, "audit", "show")
+    assert status == 0, err
     lines = out.splitlines()
     assert len(lines) == 3  # the embedded newline is escaped, never a new output line
     assert "tool:conv-1  shell_run run  dsh-aaaaaa  ok  $ ls" in lines[0]
