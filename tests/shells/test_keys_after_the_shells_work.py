@@ -15,9 +15,10 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
 import pytest
 
-from hang import HANG_MS
+from hang import HANG_MS, HANG_S
 from tether.config import load_config
 from tether.shells import Shells, Write, open_shell, run, send
 from tether.shells.requests import Output, Safety, SendAction, Wait
@@ -66,8 +67,13 @@ async def test_c_c_reaches_the_job_the_line_starts_after_the_shells_work(
         monkeypatch.undo()
         assert typed and gate.exists(), "the key was typed while the shell still worked in front"
 
-        # The loop ran to its end and `sleep` took the C-c: the shell is back at its prompt with
-        # the line's status 130. Typed at once, the C-c would have stopped the loop (no `looped`).
+        # The loop ran to its end and `sleep` took the C-c: the shell comes back to its prompt
+        # with the line's status 130 (once sleep has died and bash has drawn the prompt: on a busy
+        # machine, not yet when the send returns). Typed at once, the C-c would have stopped the
+        # loop (no `looped`).
+        with anyio.fail_after(HANG_S):
+            while (activity := engine.activity(shell.id)) is None or activity.phase != "prompt":
+                await anyio.sleep(0.01)
         after = await run(engine, _write(shell.id, Wait(kind="exit", timeout_ms=HANG_MS)), "echo status=$?")
         assert after.exit_code == 0 and "status=130" in after.lines, after
         assert looped.exists() and seen_working >= 2
