@@ -5,7 +5,8 @@ every event already queued, so one wake-up of the event loop sees the whole batc
 dropped events (its queue overflowed, or the read failed) it says so, and the caller must treat
 every file as changed. The callers: the shells' log wake-ups (``shells.wakeups``), the lock
 holders' close watch (``store.close_watch``) and a confined shell's keeper (``shell.sandbox.keeper``,
-which loads this file by its path: it imports only the standard library).
+handed this file by the pane's launcher, which loads it by its path: it imports only the standard
+library).
 """
 
 from __future__ import annotations

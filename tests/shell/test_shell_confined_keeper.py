@@ -32,6 +32,7 @@ import pytest
 from mcp import Client
 from sandbox_mcp_harness import server
 
+from tether import inotify
 from tether.shell.sandbox import keeper
 
 pytestmark = pytest.mark.timeout(240)
@@ -173,7 +174,7 @@ def test_the_keeper_mounts_again_only_what_the_host_replaced(
         path.write_text("x")
     kept = [(pinned, "bind"), (kept_file, "ro"), (untouched, "ro"), (hidden, "null")]
     watcher = keeper.Keeper([[str(path), kind] for path, kind in kept])
-    watcher.watch()
+    watcher.watch(inotify)
     try:
         assert watcher.due(*watcher.events()) == []
         _replace(hidden, "y")
@@ -209,7 +210,7 @@ def test_a_keeper_that_cannot_mount_again_ends_the_sandbox(
     kept_file = tmp_path / "kept"
     kept_file.write_text("x")
     watcher = keeper.Keeper([[str(kept_file), "ro"]])
-    watcher.watch()
+    watcher.watch(inotify)
     tried: list[int] = []
 
     def refuse(pid: int, made: object) -> bool:
@@ -231,6 +232,7 @@ def test_a_keeper_that_cannot_mount_again_ends_the_sandbox(
 
 _UNPRIVILEGED = """
 import os, subprocess, sys, time
+from tether import inotify
 from tether.shell.sandbox import keeper
 d, f = sys.argv[1], os.path.join(sys.argv[1], "f")
 with open(f, "w") as out:

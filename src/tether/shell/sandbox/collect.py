@@ -26,7 +26,6 @@ import contextlib
 import os
 import re
 import select
-import signal
 from collections import deque
 from typing import Final
 
@@ -140,22 +139,3 @@ def _drain(fd: int, collector: Collector) -> bool:
         if not chunk:
             return False
         collector.feed(chunk)
-
-
-def start(fifo: str, runs_dir: str, nonce: str) -> None:
-    """Fork the collector for the process calling this (which then execs bubblewrap): it lives in
-    its own session, holds no descriptor of the pane, and ends when that process does."""
-    watched = os.getpid()
-    if os.fork() != 0:
-        return
-    try:
-        os.setsid()
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        null = os.open(os.devnull, os.O_RDWR)
-        for target in (0, 1, 2):
-            os.dup2(null, target)
-        os.closerange(3, 1 << 16)
-        collect(fifo, runs_dir, nonce, watched)
-    finally:
-        os._exit(0)

@@ -30,8 +30,8 @@ process of the shell that writes the path in a loop can get through; a path the 
 does not put back is not covered until it appears again (by either side); mounts of one-shot
 commands are not kept (they end with their command).
 
-This module imports only the standard library and ``tether/inotify.py`` by its path: it runs in the
-launcher, before bubblewrap.
+This module imports only the standard library (the launcher hands it ``tether/inotify.py``): it runs
+in the launcher, before bubblewrap.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import importlib.util
 import os
 import select
 import signal
@@ -69,17 +68,6 @@ _CLONE_NEWUSER: Final = 0x10000000
 _NS_GET_USERNS: Final = 0xB701  # ioctl: a descriptor of the user namespace that owns a namespace
 
 Ident = tuple[int, int]
-
-
-def _inotify() -> ModuleType:
-    """``tether/inotify.py``, loaded from its file (the tether package is not imported here)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "inotify.py")
-    spec = importlib.util.spec_from_file_location("_tether_sandbox_inotify", os.path.normpath(path))
-    if spec is None or spec.loader is None:
-        raise ValueError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _ident(path: str) -> Ident | None:
@@ -114,10 +102,11 @@ class Keeper:
         self._inotify: ModuleType | None = None
         self.fd = -1
 
-    def watch(self) -> None:
-        """Open the inotify instance and watch every directory holding a kept path (``OSError``:
-        inotify has no instance or watch left, or a directory cannot be watched)."""
-        self._inotify = _inotify()
+    def watch(self, inotify: ModuleType) -> None:
+        """Open the inotify instance and watch every directory holding a kept path, with
+        ``inotify`` (``tether.inotify``, which the launcher loads from its file); ``OSError``:
+        inotify has no instance or watch left, or a directory cannot be watched."""
+        self._inotify = inotify
         mask = self._inotify.IN_CREATE | self._inotify.IN_MOVED_TO
         parents = sorted({parent for parent, _ in self._names})
         self.fd = self._inotify.open_watch(parents[0], mask)
@@ -269,29 +258,3 @@ def keep(
         os.kill(bwrap_pid, signal.SIGKILL)
     finally:
         os.close(pidfd)
-
-
-def start(entries: Iterable[Sequence[str]]) -> None:
-    """Watch (in the calling process, which then execs bubblewrap: an ``OSError`` stops the start)
-    and fork the keeper; it lives in its own session, holds no descriptor of the pane, and ends
-    when the calling process does."""
-    keeper = Keeper(entries)
-    if not keeper.entries:
-        return
-    keeper.watch()
-    watched = os.getpid()
-    if os.fork() != 0:
-        os.close(keeper.fd)
-        return
-    try:
-        os.setsid()
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        null = os.open(os.devnull, os.O_RDWR)
-        for target in (0, 1, 2):
-            os.dup2(null, target)
-        os.closerange(3, keeper.fd)
-        os.closerange(keeper.fd + 1, 1 << 16)
-        keep(keeper, watched)
-    finally:
-        os._exit(0)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -123,9 +124,10 @@ def decode(values: Sequence[object]) -> list[PlanItem]:
     return plan
 
 
-def _sibling(name: str) -> ModuleType:
-    """``NAME.py`` beside this file, loaded from there (never through ``sys.path``)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+def _load(name: str, *parts: str) -> ModuleType:
+    """The file at ``parts`` (relative to this one's directory) as a module, never through
+    ``sys.path``."""
+    path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), *parts))
     spec = importlib.util.spec_from_file_location(f"_tether_sandbox_{name}", path)
     if spec is None or spec.loader is None:
         raise ValueError(f"cannot load {path}")
@@ -140,16 +142,50 @@ def start_collector(collect: object) -> None:
         isinstance(collect.get(k), str) for k in ("fifo", "runs", "nonce")
     ):
         raise ValueError(f"not a trace collector: {collect!r}")
-    _sibling("collect").start(collect["fifo"], collect["runs"], collect["nonce"])
+    module = _load("collect", "collect.py")
+    _detached(lambda watched: module.collect(collect["fifo"], collect["runs"], collect["nonce"], watched))
 
 
 def start_keeper(keep: object) -> None:
-    """Fork the keeper of the mounts a spec's ``keep`` entry lists (``[[path, kind], ...]``)."""
+    """Fork the keeper of the mounts a spec's ``keep`` entry lists (``[[path, kind], ...]``); its
+    watches are opened here first, so that a machine out of inotify instances stops the start."""
     if not isinstance(keep, list) or not all(
         isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in keep
     ):
         raise ValueError(f"not a list of kept mounts: {keep!r}")
-    _sibling("keeper").start(keep)
+    module = _load("keeper", "keeper.py")
+    keeper = module.Keeper(keep)
+    if not keeper.entries:
+        return
+    keeper.watch(_load("inotify", os.pardir, os.pardir, "inotify.py"))
+    try:
+        _detached(lambda watched: module.keep(keeper, watched), keep_fd=keeper.fd)
+    finally:
+        os.close(keeper.fd)
+
+
+def _detached(body: Callable[[int], None], *, keep_fd: int = -1) -> None:
+    """Run ``body(pid of this process)`` in a forked child of its own session that holds no
+    descriptor of the pane but ``keep_fd``, ignores the terminal's signals, and exits after it
+    (this process goes on to exec bubblewrap: ``body`` watches it)."""
+    watched = os.getpid()
+    if os.fork() != 0:
+        return
+    try:
+        os.setsid()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)
+        if keep_fd >= 0:
+            os.closerange(3, keep_fd)
+            os.closerange(keep_fd + 1, 1 << 16)
+        else:
+            os.closerange(3, 1 << 16)
+        body(watched)
+    finally:
+        os._exit(0)
 
 
 def main(argv: Sequence[str]) -> int:
