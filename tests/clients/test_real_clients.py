@@ -34,6 +34,7 @@ from mcp import Client, StdioServerParameters
 from mcp_harness import http_client, text_of
 from readme_blocks import readme_blocks
 
+from serve_banner import banner_field, read_banner
 from tether.cli.client_configs import placeholder_endpoint
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -112,13 +113,8 @@ def world(tether_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]
     )
     try:
         assert process.stdout is not None
-        banner = []
-        for line in process.stdout:
-            banner.append(line)
-            if line.startswith("Ready."):
-                break
-        url = next(line.split()[-1] for line in banner if line.strip().startswith("URL:"))
-        token = next(line.split()[-1] for line in banner if line.strip().startswith("token:"))
+        banner = read_banner(process.stdout)
+        url, token = banner_field(banner, "URL"), banner_field(banner, "token")
         assert (tether_home / "token").read_text().strip() == token  # served from this test's home
         yield World(home=home, work=work, prefix=prefix, url=url, token=token, env=env)
     finally:

@@ -24,6 +24,7 @@ from mcp_harness import http_client, text_of
 
 from hang import HANG_S
 from proc_probe import alive_with, unique_sleep_arg
+from serve_banner import banner_field, read_banner
 
 TETHER = str(Path(sys.executable).parent / "tether")
 
@@ -168,14 +169,9 @@ def served(tether_home: Path) -> Iterator[tuple[str, str, subprocess.Popen[str]]
     )
     try:
         assert process.stdout is not None
-        banner = []
-        for line in process.stdout:
-            banner.append(line)
-            if line.startswith("Ready."):
-                break
+        banner = read_banner(process.stdout)
         text = "".join(banner)
-        url = next(line.split()[-1] for line in banner if line.strip().startswith("URL:"))
-        token = next(line.split()[-1] for line in banner if line.strip().startswith("token:"))
+        url, token = banner_field(banner, "URL"), banner_field(banner, "token")
         assert '"command"' in text and '"Authorization": "Bearer ' in text and "claude mcp add" in text
         yield url, token, process
     finally:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from readme_blocks import readme_blocks
 
 from hang import HANG_S
+from serve_banner import banner_field, read_banner
 from tether.cli.client_configs import Endpoint, client_blocks, placeholder_endpoint
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -153,13 +154,8 @@ def served(tether_home: Path) -> Iterator[tuple[str, str, str]]:
     )
     try:
         assert process.stdout is not None
-        banner = []
-        for line in process.stdout:
-            banner.append(line)
-            if line.startswith("Ready."):
-                break
-        url = next(line.split()[-1] for line in banner if line.strip().startswith("URL:"))
-        token = next(line.split()[-1] for line in banner if line.strip().startswith("token:"))
+        banner = read_banner(process.stdout)
+        url, token = banner_field(banner, "URL"), banner_field(banner, "token")
         yield "".join(banner), url, token
     finally:
         process.send_signal(signal.SIGINT)

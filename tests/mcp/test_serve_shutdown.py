@@ -21,6 +21,7 @@ from mcp_harness import http_client
 
 from hang import HANG_S
 from proc_probe import alive_with, kill_all, unique_sleep_arg
+from serve_banner import banner_field, read_banner
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -49,13 +50,8 @@ def _uncontained_serve(
     )
     try:
         assert process.stdout is not None
-        banner = []
-        for line in process.stdout:
-            banner.append(line)
-            if line.startswith("Ready."):
-                break
-        url = next(line.split()[-1] for line in banner if line.strip().startswith("URL:"))
-        token = next(line.split()[-1] for line in banner if line.strip().startswith("token:"))
+        banner = read_banner(process.stdout)
+        url, token = banner_field(banner, "URL"), banner_field(banner, "token")
         yield url, token, process
     finally:
         if process.poll() is None:

@@ -22,6 +22,7 @@ from mcp_harness import http_client, text_of
 
 import tether
 from hang import HANG_S
+from serve_banner import banner_field, read_banner
 from tether.panel.app import VENDOR_FILES
 
 VENDOR = VENDOR_FILES
@@ -49,11 +50,7 @@ def served(tether_home: Path, copy_without_assets: Path) -> Iterator[tuple[list[
     )
     try:
         assert process.stdout is not None
-        lines: list[str] = []
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            if line.startswith("Ready."):
-                break
+        lines = [line.rstrip("\n") for line in read_banner(process.stdout)]
         yield lines, process
     finally:
         if process.poll() is None:
@@ -74,8 +71,8 @@ async def test_serve_without_assets_serves_mcp_and_says_why_there_is_no_panel(
     vendor = copy_without_assets / "tether" / "panel" / "static" / "vendor"
     assert f"its browser assets are missing ({', '.join(VENDOR)} in {vendor})" in reason
     assert "python -m build" in reason and "make panel-assets" in reason
-    url = next(line.split()[-1] for line in lines if line.strip().startswith("URL:"))
-    token = next(line.split()[-1] for line in lines if line.strip().startswith("token:"))
+    url = banner_field(lines, "URL")
+    token = banner_field(lines, "token")
     # "Ready." was printed, so it answers now: no retry, no wait.
     async with http_client(url, token=token) as client:
         result = await client.call_tool("bash", {"command": "echo still served", "description": "check"})
