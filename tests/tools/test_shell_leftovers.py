@@ -47,28 +47,9 @@ def _survivors(tokens: list[str]) -> list[int]:
 
 
 @pytest.mark.timeout(300)
-async def test_closing_a_shell_ends_every_process_it_started(tether_home: Path) -> None:
-    command, tokens = _commands()
-    try:
-        async with shell_client(tether_home) as c:
-            shell = await open_shell(c)
-            out = await run(c, shell, command, safety=_BYPASS)
-            assert out["exitCode"] == 0
-            assert wait_until(lambda: all(alive_with(token) for token in tokens))
-            _, data = await call(
-                c, "shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]}
-            )
-            assert data["tasks"][0]["ok"], data
-            # Ended by the time close answers: no wait here.
-            left = _survivors(tokens)
-            assert left == [], [_cmdline(pid) for pid in left]
-    finally:
-        kill_all(_survivors(tokens))
-
-
-@pytest.mark.timeout(300)
-async def test_respawning_a_shell_ends_what_the_old_one_started_and_keeps_the_new_one(
-    tether_home: Path,
+@pytest.mark.parametrize("kind", ["close", "respawn"])
+async def test_closing_or_respawning_a_shell_ends_every_process_it_started(
+    tether_home: Path, kind: str
 ) -> None:
     command, tokens = _commands()
     try:
@@ -78,14 +59,16 @@ async def test_respawning_a_shell_ends_what_the_old_one_started_and_keeps_the_ne
             assert out["exitCode"] == 0
             assert wait_until(lambda: all(alive_with(token) for token in tokens))
             _, data = await call(
-                c, "shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "respawn"}}]}
+                c, "shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": kind}}]}
             )
             assert data["tasks"][0]["ok"], data
+            # Ended by the time the call answers: no wait here.
             left = _survivors(tokens)
             assert left == [], [_cmdline(pid) for pid in left]
-            # The new shell (same id, same marker) is not taken for a leftover of the old one.
-            again = await run(c, shell, "echo still-here")
-            assert again["exitCode"] == 0 and "still-here" in again["lines"]
+            if kind == "respawn":
+                # The new shell (same id, same marker) is not taken for a leftover of the old one.
+                again = await run(c, shell, "echo still-here")
+                assert again["exitCode"] == 0 and "still-here" in again["lines"]
     finally:
         kill_all(_survivors(tokens))
 

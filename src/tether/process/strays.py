@@ -30,24 +30,9 @@ import signal
 from collections.abc import Callable, Iterable
 
 from tether.process.container import read_proc
-from tether.process.tree import reap_adopted
+from tether.process.tree import descendants, reap_adopted
 
 _STUCK_AFTER_KILL_S = 5.0  # past SIGKILL: a process in uninterruptible sleep is left
-
-
-def _descendants(roots: Iterable[int]) -> set[int]:
-    found: set[int] = set()
-    stack = list(roots)
-    while stack:
-        pid = stack.pop()
-        if pid in found:
-            continue
-        found.add(pid)
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with contextlib.suppress(OSError):
-                    stack.extend(int(c) for c in read_proc(f"/proc/{pid}/task/{task}/children").split())
-    return found
 
 
 def _marked(markers: tuple[bytes, ...]) -> set[int]:
@@ -83,7 +68,7 @@ class Strays:
         if wanted:
             seeds |= _marked(wanted)
         # Never this process (a tether started inside the shell closes it; its children go).
-        for pid in _descendants(seeds) - set(self._pinned) - {os.getpid()}:
+        for pid in descendants(seeds) - set(self._pinned) - {os.getpid()}:
             with contextlib.suppress(OSError):  # gone already: nothing to end
                 self._pinned[pid] = os.pidfd_open(pid)
 

@@ -248,6 +248,19 @@ async def end_child(proc: asyncio.subprocess.Process, grace_s: float = 2.0) -> N
         await proc.wait()
 
 
+def descendants(seeds: set[int]) -> set[int]:
+    """``seeds`` and every process below them (ended ones that are still zombies included)."""
+    found: set[int] = set()
+    stack = list(seeds)
+    while stack:
+        pid = stack.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        stack.extend(_children_of(pid))
+    return found
+
+
 def _children_of(pid: int) -> list[int]:
     """Children of every thread of ``pid`` (a child belongs to the thread that forked it)."""
     found: list[int] = []
@@ -397,14 +410,7 @@ class ProcessTree:
             if not _subreaper_done or paused:
                 # No subreaper, or one paused while this tree ran: orphans may be PID 1's.
                 seeds.update(self._scan_proc(me))
-        found: set[int] = set()
-        stack = list(seeds)
-        while stack:
-            pid = stack.pop()
-            if pid in found:
-                continue
-            found.add(pid)
-            stack.extend(_children_of(pid))
+        found = descendants(seeds)
         alive = {pid for pid in found if (info := _stat_fields(pid)) is not None and info[0] != "Z"}
         self._seen |= found
         return alive
