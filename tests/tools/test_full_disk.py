@@ -1,0 +1,58 @@
+"""A state directory whose file system fills up while shells run, through the MCP client: what the
+agent is told, that nothing a shell printed is dropped without a mark, and that the same shell
+works again once there is room. The home is a small tmpfs of the test's own (root only)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from shell_harness import open_shell, run, shell_client, tmux
+
+from hang import HANG_S
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs of its own (needs root)")
+
+GAP = b"[tether: output is missing here: the shell's log could not be written (a full disk?)]"
+
+
+@pytest.fixture
+def small_home(tether_home: Path) -> Iterator[Path]:
+    """``tether_home`` on a 4 MiB tmpfs; its tmux server is ended before the tmpfs goes."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(tether_home)], check=True)
+    try:
+        yield tether_home
+    finally:
+        subprocess.run(["tmux", "-S", str(tether_home / "tmux.sock"), "kill-server"], capture_output=True)
+        subprocess.run(["umount", "-l", str(tether_home)], check=False)
+
+
+async def _screen_shows(home: Path, shell: str, text: str) -> None:
+    with anyio.fail_after(HANG_S):
+        while text not in tmux(home, "capture-pane", "-p", "-t", f"={shell}:"):
+            await anyio.sleep(0.05)
+
+
+async def test_a_shell_whose_log_hit_a_full_disk_keeps_its_log_and_works_after(small_home: Path) -> None:
+    """A command filled the disk and printed on: the pane's log writer (``cat``) ended at its first
+    failed write, so the log stopped for good while the shell ran on, and after space was freed
+    every ``shell_run`` on that shell waited in vain. The writer now waits for room, marks the gap
+    in the log, and goes on with what the pane printed meanwhile."""
+    filler = small_home / "filler"
+    async with shell_client(small_home) as client:
+        shell = await open_shell(client)
+        assert (await run(client, shell, "echo before"))["exitCode"] == 0
+        fill = f"head -c 64M /dev/zero > {filler} 2>/dev/null; seq 1 3000; echo printed-$((6*7))"
+        await run(client, shell, fill, wait={"kind": "none"})
+        await _screen_shows(small_home, shell, "printed-42")
+        filler.unlink()
+        out = await run(client, shell, "echo back-$((1+1))")
+        assert (out["exitCode"], out["lines"][:1]) == (0, ["back-2"]), out
+    log = (small_home / "logs" / f"{shell}.log").read_bytes()
+    assert GAP in log, log[-2000:]
+    after = log[log.index(GAP) :]
+    assert b"printed-42" in after and b"back-2" in after  # what the pane printed meanwhile follows
