@@ -56,3 +56,31 @@ async def test_a_shell_whose_log_hit_a_full_disk_keeps_its_log_and_works_after(s
     assert GAP in log, log[-2000:]
     after = log[log.index(GAP) :]
     assert b"printed-42" in after and b"back-2" in after  # what the pane printed meanwhile follows
+
+
+async def test_a_command_that_fills_the_disk_still_gets_its_result(small_home: Path) -> None:
+    """The command ran, then saving its run record failed (the command had filled the disk): the
+    task was an error saying "free space … and call again", so the agent saw no exit status and a
+    retry would have run the command twice. The result now keeps the exit status and says what
+    could not be recorded. The logs have room of their own here, so the run's end is seen."""
+    logs = small_home / "logs"
+    logs.mkdir(mode=0o700)
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(logs)])
+    filler = small_home / "filler"
+    try:
+        async with shell_client(small_home) as client:
+            shell = await open_shell(client)
+            fill = f"head -c 64M /dev/zero > {filler} 2>/dev/null; echo ran-$((6*7)); false"
+            out = await run(client, shell, fill)
+            assert out["ok"] and out["exitCode"] == 1, out
+            (note,) = out["lines"]
+            assert note.startswith(
+                "[the command ran, but tether could not record it or show its output: the file system "
+                f"refused tether's write to {small_home}/tether.db (database or disk is full); "
+            ) and note.endswith("do not run the command again to see it]"), note
+            filler.unlink()
+            again = await run(client, shell, "echo back-$((1+1))")
+            assert (again["exitCode"], again["lines"][:1]) == (0, ["back-2"]), again
+    finally:
+        await anyio.run_process(["tmux", "-S", str(small_home / "tmux.sock"), "kill-server"], check=False)
+        await anyio.run_process(["umount", "-l", str(logs)], check=False)
