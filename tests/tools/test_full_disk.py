@@ -11,7 +11,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from shell_harness import open_shell, run, shell_client, tmux
+from shell_harness import TETHER, open_shell, run, shell_client, text_of, tmux
 
 from hang import HANG_S
 from tether.cli.door import stop_door
@@ -88,3 +88,36 @@ async def test_a_command_that_fills_the_disk_still_gets_its_result(small_home: P
     finally:
         await anyio.run_process(["tmux", "-S", str(small_home / "tmux.sock"), "kill-server"], check=False)
         await anyio.run_process(["umount", "-l", str(logs)], check=False)
+
+
+async def test_a_call_that_ran_but_could_not_be_audited_says_it_ran(small_home: Path) -> None:
+    """The audit log's file system went read-only during a ``bash`` call (the command did it): the
+    call is refused as AUDIT_UNAVAILABLE, and the message said only "check free disk space" — the
+    agent could not tell that the command had run, and would run it again. It now says so."""
+    audit = small_home / "audit"
+    audit.mkdir(mode=0o700)
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(audit)])
+    try:
+        async with shell_client(small_home) as client:
+            assert (
+                text_of(await client.call_tool("bash", {"command": "echo first", "description": "d"}))
+                == "first"
+            )
+            command = f"mount -o remount,ro {audit}; echo ran-$((6*7))"
+            refused = await client.call_tool("bash", {"command": command, "description": "d"})
+            assert refused.is_error, text_of(refused)
+            message = text_of(refused)
+            assert message.startswith(f"AUDIT_UNAVAILABLE: cannot append to the audit log in {audit}: "), (
+                message
+            )
+            assert message.endswith(
+                "the bash call itself ran and ended (outcome ok) but is not in the audit log, so its "
+                "result is withheld; do not repeat it blindly: check what it did first"
+            ), message
+            await anyio.run_process(["mount", "-o", "remount,rw", str(audit)])
+            done = await client.call_tool("bash", {"command": "echo again", "description": "d"})
+            assert text_of(done) == "again"
+        verify = await anyio.run_process([TETHER, "audit", "verify"], check=False)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    finally:
+        await anyio.run_process(["umount", "-l", str(audit)], check=False)
