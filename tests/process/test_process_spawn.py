@@ -313,3 +313,57 @@ def test_no_descriptor_left_is_a_spawn_error_that_leaks_none() -> None:
     ) and out["message"].endswith(
         "ulimit -n); end shells or background jobs no longer needed, or raise the limit, and call again"
     ), out
+
+
+_NO_PROCESS_LEFT = """
+import asyncio, json, os, sys
+from pathlib import Path
+from tether.process.spawn import SpawnError, SpawnRequest, spawn
+
+# This process alone in a pids cgroup that holds nothing more: no thread, no child can start.
+Path(sys.argv[1], "cgroup.procs").write_text(str(os.getpid()))
+Path(sys.argv[1], "pids.max").write_text("1")
+out = {}
+
+async def go():
+    try:
+        spawn(SpawnRequest(argv=("true",), cwd="/", env={"PATH": os.environ["PATH"]}))
+    except SpawnError as exc:
+        out["message"] = exc.message
+
+asyncio.run(go())
+Path(sys.argv[1], "pids.max").write_text("max")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.access("/sys/fs/cgroup/pids", os.W_OK),
+    reason="needs a cgroup v1 pids controller of its own (root)",
+)
+def test_no_process_left_is_a_spawn_error_that_names_the_limit(tmp_path: Path) -> None:
+    """The user's or the cgroup's process limit reached in a process whose command container had
+    not started: its thread could not start (``RuntimeError``: an internal error with a
+    traceback); had the container's PID 1 failed instead, every later command of the process would
+    have run without a container. Now this command is refused, naming the limit, and the next
+    one tries the container again."""
+    import json
+
+    cgroup = Path("/sys/fs/cgroup/pids") / f"tether-test-{os.getpid()}-{tmp_path.name}"
+    cgroup.mkdir()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _NO_PROCESS_LEFT, str(cgroup)],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout, done.stderr[-3000:]
+        assert json.loads(done.stdout)["message"] == (
+            "cannot start 'true': Resource temporarily unavailable: no process can be started now "
+            "(the user's process limit, ulimit -u, or the cgroup's pids.max is reached); end background "
+            "jobs or shells no longer needed (job_list, job_kill), or raise the limit, and call again"
+        ), done.stdout
+    finally:
+        cgroup.rmdir()

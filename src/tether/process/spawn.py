@@ -371,17 +371,17 @@ def spawn(request: SpawnRequest) -> ManagedProcess:
     in_r: int | None = None
     in_w: int | None = None
     try:
+        # A command asked to outlive us (``tether exec`` with background children) stays outside.
+        box = None if request.keep_background else container()
         out_r, out_w = _pipe(opened)
         err_r, err_w = _pipe(opened)
         if request.stdin is not None:
             in_r, in_w = os.pipe2(os.O_CLOEXEC)
             os.set_blocking(in_w, False)
-    except OSError as exc:  # no descriptor left (EMFILE): close the pipes already made
+    except OSError as exc:  # no descriptor or process left: close the pipes already made
         for made in opened:
             os.close(made)
         raise SpawnError(_describe(exc, request), errno_value=exc.errno) from exc
-    # A command asked to outlive us (``tether exec`` with background children) stays outside.
-    box = None if request.keep_background else container()
     try:
         popen, box = _popen(request, env, box, stdin=in_r, stdout=out_w, stderr=err_w)
     except OSError as exc:
@@ -462,6 +462,12 @@ def _describe(exc: OSError, request: SpawnRequest) -> str:
             f"cannot start {what!r}: {exc.strerror}: this process has used every file descriptor its "
             f"limit allows ({soft}, ulimit -n); end shells or background jobs no longer needed, or "
             "raise the limit, and call again"
+        )
+    if exc.errno == errno.EAGAIN:
+        return (
+            f"cannot start {what!r}: {exc.strerror}: no process can be started now (the user's "
+            "process limit, ulimit -u, or the cgroup's pids.max is reached); end background jobs or "
+            "shells no longer needed (job_list, job_kill), or raise the limit, and call again"
         )
     if exc.errno == errno.ENFILE:
         return (
