@@ -221,3 +221,55 @@ async def test_a_failed_alone_append_acknowledges_nothing_and_leaves_nothing(
     again = await _append(committer, log, "echo 2")
     assert again.seq == 2
     assert verify(tmp_path).ok
+
+
+_NO_THREAD_LEFT = """
+import asyncio, json, os, sys
+from pathlib import Path
+from tether.audit import AuditLog, GroupCommit
+
+# This process alone in a pids cgroup that holds nothing more: no thread can start.
+Path(sys.argv[2], "cgroup.procs").write_text(str(os.getpid()))
+Path(sys.argv[2], "pids.max").write_text("1")
+
+async def go():
+    committer, log = GroupCommit(), AuditLog(Path(sys.argv[1]))
+    with committer.opened(), committer.opened():  # another call open: the record goes to the thread
+        record = await committer.append(log, actor="a", source="tool", tool="bash", action="run")
+    return record.seq
+
+seq = asyncio.run(go())
+Path(sys.argv[2], "pids.max").write_text("max")
+print(json.dumps({"seq": seq}))
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.access("/sys/fs/cgroup/pids", os.W_OK),
+    reason="needs a cgroup v1 pids controller of its own (root)",
+)
+def test_no_thread_left_still_audits_on_the_callers_thread(tmp_path: Path) -> None:
+    """The user's or the cgroup's process limit reached before the audit writer thread ever
+    started: ``RuntimeError: can't start new thread``, so every call that was not alone failed as
+    an internal error with a traceback. The record is appended on the caller's thread instead."""
+    import json
+    import subprocess
+    import sys
+
+    from hang import HANG_S
+
+    cgroup = Path("/sys/fs/cgroup/pids") / f"tether-test-{os.getpid()}-{tmp_path.name}"
+    cgroup.mkdir()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _NO_THREAD_LEFT, str(tmp_path), str(cgroup)],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout, done.stderr[-3000:]
+        assert json.loads(done.stdout) == {"seq": 1}
+        assert len(query(tmp_path, limit=10)) == 1 and verify(tmp_path).ok
+    finally:
+        cgroup.rmdir()

@@ -255,3 +255,115 @@ async def test_spawn_failure_raises_and_leaks_no_fds(tmp_path: Path) -> None:
     with pytest.raises(SpawnError, match="working directory '/nonexistent/dir' does not exist"):
         spawn(SpawnRequest(argv=("true",), cwd="/nonexistent/dir", env={}))
     assert open_fd_set() - fds == set()
+
+
+def test_a_command_over_what_one_argument_holds_is_refused_with_the_fix() -> None:
+    """``bash -c`` with a 200 KB command: the kernel refuses an argument past 128 KiB (E2BIG), and
+    the error only said "Argument list too long"; it now gives the size, the limit and the fix."""
+    from tether.process.spawn import SpawnError
+
+    async def go() -> None:
+        with pytest.raises(SpawnError) as refused:
+            spawn(_request("true " + "x" * 200_000))
+        assert refused.value.message == (
+            "cannot start 'bash': an argument of it (the command) is 200005 bytes, over the 131071 "
+            "one argument may hold (Argument list too long); write the text to a file and run the file"
+        )
+
+    asyncio.run(go())
+
+
+_NO_FD_LEFT = """
+import asyncio, json, os, resource
+from tether.config import EnvSection
+from tether.process.env import build_child_env
+from tether.process.spawn import SpawnError, SpawnRequest, spawn
+
+async def go():
+    request = SpawnRequest(argv=("bash", "-c", "true"), cwd="/", env=build_child_env(None, EnvSection()))
+    spawn(request)  # the first spawn opens what every later one shares (cgroup, subreaper)
+    before = len(os.listdir("/proc/self/fd")) - 1  # less listdir's own
+    # Room for one pipe (two descriptors) and one more: the second pipe cannot be made.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (before + 3, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    try:
+        spawn(request)
+    except SpawnError as exc:
+        leaked = len(os.listdir("/proc/self/fd")) - 1 - before
+        print(json.dumps({"code": exc.code, "message": exc.message, "leaked": leaked}))
+
+asyncio.run(go())
+"""
+
+
+def test_no_descriptor_left_is_a_spawn_error_that_leaks_none() -> None:
+    """The process out of file descriptors (``ulimit -n``): making the output pipes raised a bare
+    ``OSError`` (a traceback from ``tether exec``, an internal error from the ``bash`` tool) and
+    leaked the pipe made before. It is a ``SpawnError`` that says what to do, and closes it."""
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_FD_LEFT], capture_output=True, text=True, timeout=HANG_S, check=False
+    )
+    assert done.returncode == 0 and done.stdout, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["leaked"] == 0, out
+    assert out["message"].startswith(
+        "cannot start 'bash': Too many open files: this process has used every file descriptor its "
+        "limit allows ("
+    ) and out["message"].endswith(
+        "ulimit -n); end shells or background jobs no longer needed, or raise the limit, and call again"
+    ), out
+
+
+_NO_PROCESS_LEFT = """
+import asyncio, json, os, sys
+from pathlib import Path
+from tether.process.spawn import SpawnError, SpawnRequest, spawn
+
+# This process alone in a pids cgroup that holds nothing more: no thread, no child can start.
+Path(sys.argv[1], "cgroup.procs").write_text(str(os.getpid()))
+Path(sys.argv[1], "pids.max").write_text("1")
+out = {}
+
+async def go():
+    try:
+        spawn(SpawnRequest(argv=("true",), cwd="/", env={"PATH": os.environ["PATH"]}))
+    except SpawnError as exc:
+        out["message"] = exc.message
+
+asyncio.run(go())
+Path(sys.argv[1], "pids.max").write_text("max")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.access("/sys/fs/cgroup/pids", os.W_OK),
+    reason="needs a cgroup v1 pids controller of its own (root)",
+)
+def test_no_process_left_is_a_spawn_error_that_names_the_limit(tmp_path: Path) -> None:
+    """The user's or the cgroup's process limit reached in a process whose command container had
+    not started: its thread could not start (``RuntimeError``: an internal error with a
+    traceback); had the container's PID 1 failed instead, every later command of the process would
+    have run without a container. Now this command is refused, naming the limit, and the next
+    one tries the container again."""
+    import json
+
+    cgroup = Path("/sys/fs/cgroup/pids") / f"tether-test-{os.getpid()}-{tmp_path.name}"
+    cgroup.mkdir()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _NO_PROCESS_LEFT, str(cgroup)],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            check=False,
+        )
+        assert done.returncode == 0 and done.stdout, done.stderr[-3000:]
+        assert json.loads(done.stdout)["message"] == (
+            "cannot start 'true': Resource temporarily unavailable: no process can be started now "
+            "(the user's process limit, ulimit -u, or the cgroup's pids.max is reached); end background "
+            "jobs or shells no longer needed (job_list, job_kill), or raise the limit, and call again"
+        ), done.stdout
+    finally:
+        cgroup.rmdir()

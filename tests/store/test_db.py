@@ -3,6 +3,7 @@ checkpoints that never run inside a commit."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sqlite3
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from hang import HANG_S
+from tether.errors import StorageError
 from tether.store import db
 from tether.store.db import Store, register_schema
 
@@ -177,3 +179,39 @@ def test_the_checkpoint_never_makes_a_removed_database_again(tmp_path: Path) -> 
         (tmp_path / name).unlink(missing_ok=True)
     store._checkpoint()
     assert not (tmp_path / "tether.db").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs of its own (needs root)")
+def test_a_full_disk_is_a_storage_error_and_the_store_writes_again_after(tmp_path: Path) -> None:
+    """The database on a full file system: every tool that writes the store (``shell_open``,
+    ``shell_run``, ``shell_send``, locks, the vault) was an internal error with a traceback
+    (``sqlite3.OperationalError: database or disk is full``). It is a ``StorageError`` naming the
+    database, the failed transaction is rolled back, and the next write after space is freed works."""
+    home = tmp_path / "home"
+    home.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(home)], check=True)
+    try:
+        store = Store.open(home)
+        store.execute("INSERT INTO test_pages (b) VALUES (?)", (b"a",))
+        filler = home / "filler"
+        with contextlib.suppress(OSError), filler.open("wb") as f:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        with pytest.raises(StorageError) as full:
+            for _ in range(64):  # new pages, past whatever the WAL's last page still holds
+                store.execute("INSERT INTO test_pages (b) VALUES (?)", (os.urandom(16384),))
+        assert full.value.code == "STORAGE_UNAVAILABLE"
+        assert full.value.message.startswith(f"the file system refused tether's write to {home}/tether.db ")
+        assert full.value.message.endswith("free space there, or make it writable, and call again")
+        filler.unlink()
+        store.execute("DELETE FROM test_pages WHERE length(b) > 1")
+        store.execute("INSERT INTO test_pages (b) VALUES (?)", (b"after",))
+        rows = [bytes(r[0]) for r in store.query("SELECT b FROM test_pages")]
+        assert rows == [b"a", b"after"], rows
+        store.close()
+        other = Store.open(home)  # another connection sees it: the write was committed
+        assert len(other.query("SELECT b FROM test_pages")) == 2
+        other.close()
+    finally:
+        subprocess.run(["umount", "-l", str(home)], check=False)

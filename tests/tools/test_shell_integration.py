@@ -430,3 +430,29 @@ def _server_descriptors(home: Path) -> int:
             if serving and proc.environ().get("TETHER_HOME") == str(home):
                 return int(proc.num_fds())
     raise AssertionError(f"no tether mcp serves {home}")
+
+
+async def test_a_directory_where_the_tmux_socket_belongs_is_one_clear_error(tether_home: Path) -> None:
+    """``$TETHER_HOME/tmux.sock`` a directory (a stray ``mkdir``, a bad copy of a home): tmux
+    said why on stderr, which nobody reads, and ``shell_open`` answered, after about 40 s of
+    retries, "the tmux control client ended (is the tmux server gone?)"."""
+    (tether_home / "tmux.sock").mkdir()
+    catalog = build_catalog(load_config(tether_home), with_jobs=False)
+    try:
+        result = await catalog.registry.call(
+            "shell_open", {"tasks": [{"action": {"kind": "open"}}]}, CallContext(actor="conv-dir")
+        )
+        (task,) = result.structured["tasks"]
+        assert not task["ok"] and task["errorCode"] == "SESSION_ERROR", task
+        assert task["error"] == (
+            f"the tmux socket {tether_home}/tmux.sock is a directory, so tmux can neither start nor "
+            "reach its server there: remove or rename that directory (persistent shells keep their "
+            "tmux server's socket at that path)"
+        )
+        (tether_home / "tmux.sock").rmdir()
+        done = await catalog.registry.call(
+            "shell_open", {"tasks": [{"action": {"kind": "open"}}]}, CallContext(actor="conv-dir")
+        )
+        assert done.structured["tasks"][0]["ok"], done.structured
+    finally:
+        await catalog.aclose()

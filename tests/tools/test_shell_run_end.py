@@ -26,11 +26,13 @@ STOPPED_FOR_S = 2.0  # how long the test watches for a premature answer (none ma
 
 
 def _log_writer(log: Path) -> int:
-    """The ``cat >> LOG`` process tmux's pipe-pane feeds (its stdout is the log)."""
+    """The ``cat >> LOG`` process tmux's pipe-pane feeds (its stdout is the log; the ``sh`` that
+    runs it may hold the log as its stdout too)."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry}/fd/1") == str(log):
+                writes = os.readlink(f"/proc/{entry}/fd/1") == str(log)
+                if writes and Path(f"/proc/{entry}/comm").read_text().strip() == "cat":
                     return int(entry)
     raise AssertionError(f"no process writes {log}")
 

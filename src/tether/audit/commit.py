@@ -17,7 +17,8 @@ thread, and the log's lock free — appends on its own thread instead: its recor
 ``fsync`` (a few tenths of a millisecond; tens when it meets the kernel's writeback), during which
 it serves nothing else — the price of the shortcut, paid only while no other call is in progress.
 With another call open, or the lock held by another appender, the record goes to the thread and
-the loop keeps serving.
+the loop keeps serving. When the thread cannot be started (no process or thread left to the user
+or the cgroup), every record is appended on the caller's thread, as a lone call's is.
 """
 
 from __future__ import annotations
@@ -124,7 +125,13 @@ class GroupCommit:
             written = log.append_unless_locked([body])
             if written is not None:
                 return written[0]
-        return await asyncio.wrap_future(self.submit(log, body))
+        try:
+            future = self.submit(log, body)
+        except RuntimeError:
+            # No thread can start (the user's or the cgroup's process limit is reached): the record
+            # is appended here, the loop waiting through its ``fsync``, rather than lost.
+            return log.append_bodies([body])[0]
+        return await asyncio.wrap_future(future)
 
     def _ensure_thread(self) -> None:
         if self._thread is not None:

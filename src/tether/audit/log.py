@@ -28,6 +28,7 @@ before anything is serialised.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
@@ -228,10 +229,15 @@ class AuditLog:
             return self._append_locked(bodies, wait=wait)
         except OSError as exc:
             durable = exc.durable if isinstance(exc, PartialAppend) else []
+            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+            fix = (
+                "this process has no file descriptor left: end shells or jobs no longer needed, or "
+                "raise its limit (ulimit -n)"
+                if cause.errno in (errno.EMFILE, errno.ENFILE)
+                else "check free disk space and the directory's permissions"
+            )
             raise AuditAppendError(
-                f"cannot append to the audit log in {self.dir}: {exc}; "
-                "check free disk space and the directory's permissions",
-                durable=durable,
+                f"cannot append to the audit log in {self.dir}: {exc}; {fix}", durable=durable
             ) from exc
 
     # -- building the record -------------------------------------------------------------------

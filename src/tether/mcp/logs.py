@@ -1,7 +1,8 @@
 """Logging for the long-running front doors.
 
 Invariant: log records go to stderr and to ``$TETHER_HOME/logs/<name>.log`` — never to stdout,
-which on ``tether mcp`` carries nothing but MCP messages.
+which on ``tether mcp`` carries nothing but MCP messages. A log file that cannot be written (a
+full disk) costs one line on stderr, where every record still goes, not a traceback per record.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def configure_logging(home: Path, name: str, *, level: int = logging.INFO) -> Pa
     for handler in list(root.handlers):
         root.removeHandler(handler)
     formatter = logging.Formatter(_FORMAT)
-    for handler in (logging.StreamHandler(sys.stderr), logging.FileHandler(path, encoding="utf-8")):
+    for handler in (logging.StreamHandler(sys.stderr), _LogFile(path)):
         handler.setFormatter(formatter)
         root.addHandler(handler)
     root.setLevel(level)
@@ -33,3 +34,31 @@ def configure_logging(home: Path, name: str, *, level: int = logging.INFO) -> Pa
     for noisy in ("mcp", "httpx", "httpx2", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return path
+
+
+class _LogFile(logging.FileHandler):
+    """``logs/<name>.log``; a failed write says so once on stderr until a write succeeds again."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self._failing = False  # said so on stderr, and no write has succeeded since
+        self._failed = False  # this record's write failed (``emit`` calls ``handleError``)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False
+        super().emit(record)
+        if not self._failed:
+            self._failing = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        self._failed = True
+        if not isinstance(exc, OSError):
+            super().handleError(record)
+            return
+        if not self._failing:
+            self._failing = True
+            sys.stderr.write(
+                f"tether: the log file {self.baseFilename} could not be written ({exc.strerror}); "
+                "log records go to stderr only until it can be\n"
+            )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import logging
 import os
 import select
@@ -206,6 +207,8 @@ def _start() -> Container:
     return Container(init=init, death_w=death_w, host_pid_ns=host_pid_ns, host_mnt_ns=host_mnt_ns)
 
 
+# What a start meets when a limit is reached for now, not when this machine cannot contain commands.
+_FOR_NOW = frozenset({errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 _lock = threading.Lock()
 _current: Container | None = None
 _unavailable: str | None = None
@@ -244,7 +247,8 @@ def prepare() -> None:
 
 
 def container() -> Container | None:
-    """This process's container, started on first use (and again if its PID 1 was killed)."""
+    """This process's container, started on first use (and again if its PID 1 was killed).
+    Raises ``ContainerError`` (an ``OSError``) when a limit reached for now keeps it from starting."""
     global _current, _unavailable, _starting
     current = _current
     if current is not None and current.owner == os.getpid() and current.alive():
@@ -260,7 +264,10 @@ def container() -> Container | None:
         _current = None
         # A start that ``prepare`` began in this process is waited for; one inherited through a
         # fork has no thread here.
-        start = _starting if _starting is not None and _starting.owner == os.getpid() else _begin()
+        try:
+            start = _starting if _starting is not None and _starting.owner == os.getpid() else _begin()
+        except RuntimeError as exc:  # "can't start new thread": the process limit, for now
+            raise ContainerError(errno.EAGAIN, os.strerror(errno.EAGAIN)) from exc
         _starting = None
         start.done.wait(_START_TIMEOUT_S)
         late = ContainerError(0, "container PID 1 did not start in time")
@@ -268,6 +275,11 @@ def container() -> Container | None:
         if isinstance(outcome, Container):
             _current = outcome
             return outcome
+        if isinstance(outcome, OSError) and outcome.errno in _FOR_NOW:
+            # A limit reached for now (no process or descriptor left): this command cannot start
+            # either, and the next one tries again, rather than every later command running
+            # without a container for the rest of this process's life.
+            raise outcome
         _unavailable = str(outcome)
         logger.warning("commands run without a container (they do not die with a killed server): %s", outcome)
         return None

@@ -22,6 +22,7 @@ import fcntl
 import itertools
 import logging
 import os
+import resource
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
@@ -40,6 +41,8 @@ _READ_SIZE = 1 << 20
 _MARKER_PREFIX = os.urandom(4).hex()
 _spawn_counter = itertools.count(1)
 _F_SETPIPE_SZ = 1031
+# Linux's MAX_ARG_STRLEN: one argument (or environment entry) holds 32 pages, its NUL included.
+_MAX_ARG_BYTES = 131072
 _DEFAULT_PIPE_SIZE = 65536
 _STUCK_AFTER_KILL_S = 5.0
 # A command still running after this long is moved into its own cgroup (see tree.enter_cgroup).
@@ -342,8 +345,9 @@ def _bytes_env(env: Mapping[str, str] | Mapping[bytes, bytes]) -> dict[bytes, by
     return {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
 
 
-def _pipe() -> tuple[int, int]:
+def _pipe(opened: list[int]) -> tuple[int, int]:
     r, w = os.pipe2(os.O_CLOEXEC)
+    opened += (r, w)
     os.set_blocking(r, False)
     return r, w
 
@@ -363,15 +367,21 @@ def spawn(request: SpawnRequest) -> ManagedProcess:
         streams.append(
             CapturedStream(max_bytes=limit, max_spill_bytes=request.max_spill_bytes, spill_path=path)
         )
-    out_r, out_w = _pipe()
-    err_r, err_w = _pipe()
+    opened: list[int] = []
     in_r: int | None = None
     in_w: int | None = None
-    if request.stdin is not None:
-        in_r, in_w = os.pipe2(os.O_CLOEXEC)
-        os.set_blocking(in_w, False)
-    # A command asked to outlive us (``tether exec`` with background children) stays outside.
-    box = None if request.keep_background else container()
+    try:
+        # A command asked to outlive us (``tether exec`` with background children) stays outside.
+        box = None if request.keep_background else container()
+        out_r, out_w = _pipe(opened)
+        err_r, err_w = _pipe(opened)
+        if request.stdin is not None:
+            in_r, in_w = os.pipe2(os.O_CLOEXEC)
+            os.set_blocking(in_w, False)
+    except OSError as exc:  # no descriptor or process left: close the pipes already made
+        for made in opened:
+            os.close(made)
+        raise SpawnError(_describe(exc, request), errno_value=exc.errno) from exc
     try:
         popen, box = _popen(request, env, box, stdin=in_r, stdout=out_w, stderr=err_w)
     except OSError as exc:
@@ -432,6 +442,38 @@ def _describe(exc: OSError, request: SpawnRequest) -> str:
     what = request.argv[0] if request.argv else "(empty argv)"
     if exc.errno == errno.ENOENT and exc.filename == request.cwd:
         return f"working directory {request.cwd!r} does not exist"
+    if exc.errno == errno.E2BIG:
+        longest = max((len(os.fsencode(a)) for a in request.argv), default=0)
+        if longest >= _MAX_ARG_BYTES:
+            # ``bash -c COMMAND``: the command is the last argument.
+            which = " (the command)" if len(os.fsencode(request.argv[-1])) == longest else ""
+            return (
+                f"cannot start {what!r}: an argument of it{which} is {longest} bytes, over the "
+                f"{_MAX_ARG_BYTES - 1} one argument may hold ({exc.strerror}); write the text to a "
+                "file and run the file"
+            )
+        return (
+            f"cannot start {what!r}: its arguments and environment are over the system's limit "
+            f"(getconf ARG_MAX) ({exc.strerror}); write the text to a file and run the file"
+        )
+    if exc.errno == errno.EMFILE:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return (
+            f"cannot start {what!r}: {exc.strerror}: this process has used every file descriptor its "
+            f"limit allows ({soft}, ulimit -n); end shells or background jobs no longer needed, or "
+            "raise the limit, and call again"
+        )
+    if exc.errno == errno.EAGAIN:
+        return (
+            f"cannot start {what!r}: {exc.strerror}: no process can be started now (the user's "
+            "process limit, ulimit -u, or the cgroup's pids.max is reached); end background jobs or "
+            "shells no longer needed (job_list, job_kill), or raise the limit, and call again"
+        )
+    if exc.errno == errno.ENFILE:
+        return (
+            f"cannot start {what!r}: {exc.strerror}: the system has no file descriptor left "
+            "(fs.file-max); end processes no longer needed, or raise the limit, and call again"
+        )
     return f"cannot start {what!r}: {exc.strerror or exc}"
 
 

@@ -13,12 +13,13 @@ deny marker and hint a one-shot result carries) and what the repository check ne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from tether.errors import NotFoundError, RefusedError
+from tether.errors import NotFoundError, RefusedError, StorageError
 from tether.shell import ShellSandboxInfo, sandbox_lines
 from tether.shells import accept, views
 from tether.shells.domain import PendingRun, Shells
@@ -158,9 +159,13 @@ async def _typed_run(
                 )
             )
             out = await both(typing(), waiting)
-    finally:
-        _save(shells, pending, out, reader=w.actor)
-    outcome = await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where, token=token)
+    except BaseException:
+        _save_failing(shells, pending, out, reader=w.actor)
+        raise
+    shape = functools.partial(
+        _shape_run, shells, host, pane, w, pending.run_id, out, offset, where, token=token
+    )
+    outcome = await _typed(shells, pending, out, shape)
     return with_notes(outcome, plan.notes)
 
 
@@ -241,6 +246,39 @@ async def _sandbox(
     )
 
 
+async def _typed(
+    shells: Shells, p: PendingRun, out: WaitOutcome, shape: Callable[[], Awaitable[Outcome]]
+) -> Outcome:
+    """A run whose keys were typed, saved and shaped. Once the command ran, a write of tether's the
+    file system refuses (a full disk: the command may have filled it) costs the bookkeeping, never
+    the result: an error that says "call again" would run the command twice."""
+    try:
+        _save(shells, p, out, reader=p.actor)
+        return await shape()
+    except StorageError as exc:
+        ran = "ran" if out.exit_code is not None else "was typed"
+        note = (
+            f"[the command {ran}, but tether could not record it or show its output: {exc.message}; "
+            "once there is room, shell_read shows the output: do not run the command again to see it]"
+        )
+        return Outcome(
+            shell=p.shell_id,
+            run_id=p.run_id,
+            exit_code=out.exit_code,
+            waited=out.kind,
+            met=out.met,
+            unmet=unmet_of(out),
+            elapsed_ms=out.elapsed_ms,
+            lines=(note,),
+        )
+
+
+def _save_failing(shells: Shells, p: PendingRun, out: WaitOutcome | None, *, reader: str) -> None:
+    """Save a run whose typing or wait failed: that failure is the one the caller gets."""
+    with contextlib.suppress(StorageError):
+        _save(shells, p, out, reader=reader)
+
+
 def _save(shells: Shells, p: PendingRun, out: WaitOutcome | None, *, reader: str) -> None:
     """One transaction: the run, its outcome so far, and this reader's position after it."""
     record = RunRecord(
@@ -307,9 +345,11 @@ async def _as_input(
             out = WaitOutcome(kind="none", met=True, detail="returned at once", end_offset=offset)
         else:
             out = await shells.waits(host).wait(pane, spec, offset, nonce=shells.nonce_of(w.shell_id))
-    finally:
-        _save(shells, pending, out, reader=w.actor)
-    outcome = await _shape_run(shells, host, pane, w, pending.run_id, out, offset, where)
+    except BaseException:
+        _save_failing(shells, pending, out, reader=w.actor)
+        raise
+    shape = functools.partial(_shape_run, shells, host, pane, w, pending.run_id, out, offset, where)
+    outcome = await _typed(shells, pending, out, shape)
     note = (
         f"[typed as input to {program}: the shell was not at its prompt, so this is not a command of "
         "the shell and has no exit status" + (f"; {where.detail}" if where.detail else "") + "]"

@@ -5,6 +5,9 @@ workspaces) is written inside one ``IMMEDIATE`` transaction, so several tether p
 home never interleave half-written records. Feature modules declare their own tables with
 ``register_schema``; ``Store.open`` applies every registered schema idempotently.
 
+A write the file system refuses (full, read-only) is a ``StorageError`` naming the database, and
+its transaction is rolled back, never left open for the next one to join.
+
 Connections are per thread (``sqlite3`` objects must not cross threads); async callers run the
 short statements inline — each is sub-millisecond on a local WAL database.
 
@@ -29,11 +32,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tether.errors import StorageError
+
 # Commits between two checkpoints: a shell run commits ~5 pages, so about SQLite's own 1,000.
 CHECKPOINT_EVERY = 200
 _BACKSTOP_PAGES = 4000  # 16 MiB of WAL (SQLite's default is 1,000 pages)
 _PASSES = 5
 _WAL_KEPT_BYTES = 4 << 20
+# What SQLite answers when the file system refuses a write (full, read-only, an I/O error): the
+# machine's condition, a ``StorageError`` like any other write of tether's the file system refuses.
+_STORAGE_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR})
 _SCHEMAS: dict[str, str] = {}
 _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {}
 
@@ -107,13 +115,24 @@ class Store:
         if conn.in_transaction:  # nested use joins the outer transaction
             yield conn
             return
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                # A failed COMMIT (a full disk) may leave the transaction open or have rolled it
+                # back already; left open, the next ``transaction`` would join it and never commit.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            if exc.sqlite_errorcode & 0xFF not in _STORAGE_CODES:
+                raise
+            raise StorageError(
+                f"the file system refused tether's write to {self.path} ({exc}); "
+                "free space there, or make it writable, and call again"
+            ) from exc
         self._committed()
 
     def _committed(self) -> None:

@@ -217,8 +217,17 @@ class AuditMiddleware:
                 flags=sorted(flags),
                 extra=extra or None,
             )
-        except TetherError:
+        except TetherError as exc:
             logger.exception("could not audit a %s call by %s", tool.name, ctx.actor)
+            if result is not None:
+                # The agent gets this error instead of the result: without this it could not tell
+                # that the command ran, and would run it again.
+                exc.message = (
+                    f"{exc.message}; the {tool.name} call itself ran and ended (outcome {outcome}) but "
+                    "is not in the audit log, so its result is withheld; do not repeat it blindly: "
+                    "check what it did first"
+                )
+                exc.args = (exc.message,)
             raise
 
 

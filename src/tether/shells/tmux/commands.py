@@ -205,9 +205,24 @@ def new_session(
     return tuple(args)
 
 
+# The pane's log writer. ``cat`` alone ends at its first failed write (a full disk): the pipe
+# closed, the log stopped for good while the shell ran on, and every later wait of the shell was
+# blind. This one waits for room, marks the gap in the log (the bytes ``cat`` held when its write
+# failed are gone) and goes on; tmux keeps what the pane prints meanwhile. End of input (the pane
+# ended, or ``stop_pipe``) ends it. POSIX sh: a remote host runs it too.
+_LOG_GAP = "[tether: output is missing here: the shell's log could not be written (a full disk?)]"
+# No ``%`` (tmux expands the command as a time format) and no newline (a control-mode command is a
+# line): the note's line ends are written by ``printf``.
+_LOG_WRITER = (
+    'until cat >>"$0"; do until { printf "\\r\\n" && echo "$1" && printf "\\r"; } >>"$0"; '
+    "do sleep 1; done 2>/dev/null; done"
+)
+
+
 def pipe_pane(target: str, log: str) -> Cmd:
     """Pipe everything the pane prints into ``log`` (``target``: ``session(id)`` or a pane id)."""
-    return ("pipe-pane", "-t", target, "-o", f"exec cat >> {sh_quote(log)}")
+    writer = f"exec sh -c {sh_quote(_LOG_WRITER)} {sh_quote(log)} {sh_quote(_LOG_GAP)}"
+    return ("pipe-pane", "-t", target, "-o", writer)
 
 
 def stop_pipe(target: str) -> Cmd:

@@ -52,6 +52,7 @@ import functools
 import logging
 import os
 import shutil
+import stat
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -178,6 +179,7 @@ class ControlClient:
                     f"a unix socket's path holds at most {SOCKET_PATH_MAX}: set TETHER_HOME to a shorter "
                     "path (persistent shells keep their tmux server's socket in it)"
                 )
+            self._check_socket_path()
             await self._before_spawn()
             # Exclusive until tmux answers the first command: no process of this server makes
             # tmux notify its control clients while this one identifies itself (see ``gate``).
@@ -206,6 +208,17 @@ class ControlClient:
             fut.add_done_callback(functools.partial(_release, held))
             fut.add_done_callback(lambda _fut: resume())
             return proc
+
+    def _check_socket_path(self) -> None:
+        """A directory where the socket belongs: tmux can neither connect nor listen there, and its
+        client ended with its reason on stderr, which nobody reads, after every retry (~40 s)."""
+        with contextlib.suppress(OSError):
+            if stat.S_ISDIR(os.stat(self.socket).st_mode):
+                raise SessionError(
+                    f"the tmux socket {self.socket} is a directory, so tmux can neither start nor reach "
+                    "its server there: remove or rename that directory (persistent shells keep their "
+                    "tmux server's socket at that path)"
+                )
 
     def _pause_adoption(self) -> Callable[[], None]:
         """Keep a tmux server this client starts from becoming our child (``pause_adoption``)."""

@@ -1,0 +1,123 @@
+"""A state directory whose file system fills up while shells run, through the MCP client: what the
+agent is told, that nothing a shell printed is dropped without a mark, and that the same shell
+works again once there is room. The home is a small tmpfs of the test's own (root only)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from shell_harness import TETHER, open_shell, run, shell_client, text_of, tmux
+
+from hang import HANG_S
+from tether.cli.door import stop_door
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs of its own (needs root)")
+
+GAP = b"[tether: output is missing here: the shell's log could not be written (a full disk?)]"
+
+
+@pytest.fixture
+def small_home(tether_home: Path) -> Iterator[Path]:
+    """``tether_home`` on a 4 MiB tmpfs; its tools process and tmux server end before the tmpfs goes."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(tether_home)], check=True)
+    try:
+        yield tether_home
+    finally:
+        stop_door(tether_home)  # returns once it has ended
+        subprocess.run(["tmux", "-S", str(tether_home / "tmux.sock"), "kill-server"], capture_output=True)
+        subprocess.run(["umount", "-l", str(tether_home)], check=False)
+
+
+async def _screen_shows(home: Path, shell: str, text: str) -> None:
+    with anyio.fail_after(HANG_S):
+        while text not in tmux(home, "capture-pane", "-p", "-t", f"={shell}:"):
+            await anyio.sleep(0.05)
+
+
+async def test_a_shell_whose_log_hit_a_full_disk_keeps_its_log_and_works_after(small_home: Path) -> None:
+    """A command filled the disk and printed on: the pane's log writer (``cat``) ended at its first
+    failed write, so the log stopped for good while the shell ran on, and after space was freed
+    every ``shell_run`` on that shell waited in vain. The writer now waits for room, marks the gap
+    in the log, and goes on with what the pane printed meanwhile."""
+    filler = small_home / "filler"
+    async with shell_client(small_home) as client:
+        shell = await open_shell(client)
+        assert (await run(client, shell, "echo before"))["exitCode"] == 0
+        fill = f"head -c 64M /dev/zero > {filler} 2>/dev/null; seq 1 3000; echo printed-$((6*7))"
+        await run(client, shell, fill, wait={"kind": "none"})
+        await _screen_shows(small_home, shell, "printed-42")
+        filler.unlink()
+        out = await run(client, shell, "echo back-$((1+1))")
+        assert (out["exitCode"], out["lines"][:1]) == (0, ["back-2"]), out
+    log = (small_home / "logs" / f"{shell}.log").read_bytes()
+    assert GAP in log, log[-2000:]
+    after = log[log.index(GAP) :]
+    # What the writer held when its write failed is lost (``printed-42`` may be in it); what the
+    # pane printed once there was room follows the mark.
+    assert b"back-2" in after
+
+
+async def test_a_command_that_fills_the_disk_still_gets_its_result(small_home: Path) -> None:
+    """The command ran, then saving its run record failed (the command had filled the disk): the
+    task was an error saying "free space … and call again", so the agent saw no exit status and a
+    retry would have run the command twice. The result now keeps the exit status and says what
+    could not be recorded. The logs have room of their own here, so the run's end is seen."""
+    logs = small_home / "logs"
+    logs.mkdir(mode=0o700)
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", str(logs)])
+    filler = small_home / "filler"
+    try:
+        async with shell_client(small_home) as client:
+            shell = await open_shell(client)
+            fill = f"head -c 64M /dev/zero > {filler} 2>/dev/null; echo ran-$((6*7)); false"
+            out = await run(client, shell, fill)
+            assert out["ok"] and out["exitCode"] == 1, out
+            (note,) = out["lines"]
+            assert note.startswith(
+                "[the command ran, but tether could not record it or show its output: the file system "
+                f"refused tether's write to {small_home}/tether.db (database or disk is full); "
+            ) and note.endswith("do not run the command again to see it]"), note
+            filler.unlink()
+            again = await run(client, shell, "echo back-$((1+1))")
+            assert (again["exitCode"], again["lines"][:1]) == (0, ["back-2"]), again
+    finally:
+        await anyio.run_process(["tmux", "-S", str(small_home / "tmux.sock"), "kill-server"], check=False)
+        await anyio.run_process(["umount", "-l", str(logs)], check=False)
+
+
+async def test_a_call_that_ran_but_could_not_be_audited_says_it_ran(small_home: Path) -> None:
+    """The audit log's file system went read-only during a ``bash`` call (the command did it): the
+    call is refused as AUDIT_UNAVAILABLE, and the message said only "check free disk space" — the
+    agent could not tell that the command had run, and would run it again. It now says so."""
+    audit = small_home / "audit"
+    audit.mkdir(mode=0o700)
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(audit)])
+    try:
+        async with shell_client(small_home) as client:
+            assert (
+                text_of(await client.call_tool("bash", {"command": "echo first", "description": "d"}))
+                == "first"
+            )
+            command = f"mount -o remount,ro {audit}; echo ran-$((6*7))"
+            refused = await client.call_tool("bash", {"command": command, "description": "d"})
+            assert refused.is_error, text_of(refused)
+            message = text_of(refused)
+            assert message.startswith(f"AUDIT_UNAVAILABLE: cannot append to the audit log in {audit}: "), (
+                message
+            )
+            assert message.endswith(
+                "the bash call itself ran and ended (outcome ok) but is not in the audit log, so its "
+                "result is withheld; do not repeat it blindly: check what it did first"
+            ), message
+            await anyio.run_process(["mount", "-o", "remount,rw", str(audit)])
+            done = await client.call_tool("bash", {"command": "echo again", "description": "d"})
+            assert text_of(done) == "again"
+        verify = await anyio.run_process([TETHER, "audit", "verify"], check=False)
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    finally:
+        await anyio.run_process(["umount", "-l", str(audit)], check=False)
