@@ -72,7 +72,23 @@ def alive_with(token: str) -> list[int]:
     return found
 
 
-def zombie_children() -> set[int]:
+def ticks_now() -> int:
+    """Clock ticks since boot, the unit of a process's start time in ``/proc/PID/stat``."""
+    return int(float(_read("/proc/uptime").split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _started(pid: int) -> int | None:
+    try:
+        raw = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    return int(raw[raw.rfind(b")") + 2 :].split()[19])
+
+
+def zombie_children(*, born_since: int | None = None) -> set[int]:
+    """Zombies among this process's children; with ``born_since`` (``ticks_now()`` taken before the
+    code under test ran), only those started since: a process an earlier test left to this one (a
+    subreaper's orphan) that happens to end meanwhile is not the code's."""
     me = os.getpid()
     kids: set[int] = set()
     for task in os.listdir(f"/proc/{me}/task"):
@@ -80,7 +96,10 @@ def zombie_children() -> set[int]:
             kids.update(int(c) for c in _read(f"/proc/{me}/task/{task}/children").split())
         except OSError:
             continue
-    return {pid for pid in kids if _state(str(pid)) == "Z"}
+    zombies = {pid for pid in kids if _state(str(pid)) == "Z"}
+    if born_since is None:
+        return zombies
+    return {pid for pid in zombies if (started := _started(pid)) is None or started >= born_since}
 
 
 def open_fd_set() -> set[tuple[int, str]]:
