@@ -13,6 +13,7 @@ never happens.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -144,16 +145,22 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces here
 
 @pytest.fixture
 def namespaced() -> Iterator[subprocess.Popen[bytes]]:
-    """A ``sh`` (bubblewrap's stand-in) whose child sleeps in a mount namespace of its own."""
-    parent = subprocess.Popen(["sh", "-c", "unshare -m --propagation private sleep 600 & wait"])
+    """A ``sh`` (bubblewrap's stand-in) whose child runs in a mount namespace of its own and has
+    started its command (a ``sleep``), as bubblewrap's child has once its mounts are made."""
+    inner = "sleep 600 & wait"
+    parent = subprocess.Popen(["sh", "-c", f"unshare -m --propagation private sh -c '{inner}' & wait"])
+    members: list[int] = []
     try:
         deadline = time.monotonic() + COVERED_WITHIN_S
-        while keeper.sandbox_pid(parent.pid) is None:
+        while (child := keeper.sandbox_pid(parent.pid)) is None:
             assert time.monotonic() < deadline, "unshare never started"
             time.sleep(0.01)
+        members = [child, *keeper._children(child)]
         yield parent
     finally:
-        subprocess.run(["pkill", "-KILL", "-P", str(parent.pid)], check=False)
+        for pid in reversed(members):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         parent.kill()
         parent.wait()
 

@@ -65,6 +65,7 @@ _KEEP_FLAGS: Final = (
 )
 _CLONE_NEWNS: Final = 0x00020000
 _CLONE_NEWUSER: Final = 0x10000000
+_SETUP_POLL_MS: Final = 10  # while a change waits for the sandbox to finish setting up
 _NS_GET_USERNS: Final = 0xB701  # ioctl: a descriptor of the user namespace that owns a namespace
 
 Ident = tuple[int, int]
@@ -149,20 +150,25 @@ class Keeper:
 
 
 def sandbox_pid(bwrap_pid: int) -> int | None:
-    """The sandbox's first process (bubblewrap's child in the new namespaces), if it runs yet."""
+    """The sandbox's first process (bubblewrap's child in the new namespaces) once its mounts are
+    all made: bubblewrap forks the command only after it has set them up and pivoted into the new
+    root (a mount made before that would land in the old root, which it then drops)."""
     own = os.stat("/proc/self/ns/mnt").st_ino
-    try:
-        with open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children", encoding="ascii") as handle:
-            children = [int(word) for word in handle.read().split()]
-    except OSError:
-        return None
-    for child in children:
+    for child in _children(bwrap_pid):
         try:
             if os.stat(f"/proc/{child}/ns/mnt").st_ino != own:
-                return child
+                return child if _children(child) else None
         except OSError:
             continue
     return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as handle:
+            return [int(word) for word in handle.read().split()]
+    except OSError:
+        return []
 
 
 def mount_again(pid: int, made: Sequence[tuple[str, str]]) -> bool:
@@ -239,17 +245,20 @@ def keep(
     poller = select.poll()
     poller.register(keeper.fd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
+    pending: list[tuple[str, str]] = []  # replaced before the sandbox was set up: made once it is
     try:
         while True:
-            ready = dict(poller.poll())
+            ready = dict(poller.poll(_SETUP_POLL_MS if pending else None))
             if pidfd in ready:
                 return
-            made = keeper.due(*keeper.events())
-            if not made:
+            if keeper.fd in ready:
+                pending += [entry for entry in keeper.due(*keeper.events()) if entry not in pending]
+            if not pending:
                 continue
             pid = sandbox_pid(bwrap_pid)
             if pid is None:
-                continue  # not started yet (its mounts will see the new paths) or gone (pidfd next)
+                continue  # still setting up (its own mounts may predate the change): look again
+            made, pending = sorted(pending), []
             if not remount(pid, made):
                 os.kill(bwrap_pid, signal.SIGKILL)  # the sandbox's child dies with it (die-with-parent)
                 return
