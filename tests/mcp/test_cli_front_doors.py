@@ -351,5 +351,7 @@ def test_ctrl_c_while_serve_starts_ends_it_even_if_the_parent_ignored_it(tether_
     finally:
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=HANG_S)
-        process.communicate()
-    assert code in (0, 130)
+        _, err = process.communicate()
+    # Ended by the signal, or — a start-up that takes its time to unwind on a loaded machine (once
+    # in a stressed full run) — by the watchdog the signal armed, which says so.
+    assert code in (0, 130) or (code == 1 and "shutdown did not finish within" in err), (code, err)
