@@ -15,16 +15,7 @@ from tether.config import load_config
 from tether.shells import Shells
 from tether.shells import open_shell as open_in_process
 from tether.shells.tmux.control import ControlClient, SessionError
-
-
-def _sessions(home: Path) -> set[str]:
-    out = subprocess.run(
-        ["tmux", "-S", str(home / "tmux.sock"), "list-sessions", "-F", "#{session_name}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    return {name for name in out.split() if name.startswith("dsh-")}
+from tmux_probe import shell_sessions
 
 
 async def test_a_create_whose_answer_is_lost_leaves_no_session_and_no_record(
@@ -56,7 +47,7 @@ async def test_a_create_whose_answer_is_lost_leaves_no_session_and_no_record(
                 shells, owner="t", label="", cwd=None, cols=80, rows=24, idle_minutes=None, host_name="local"
             )
         assert made, "the create never reached the client"
-        assert _sessions(tether_home) == set(), "a session nobody recorded is left running"
+        assert shell_sessions(tether_home) == set(), "a session nobody recorded is left running"
         assert shells.records.any_shell(made[0]) is None
     finally:
         await shells.close()

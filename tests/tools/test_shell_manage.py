@@ -13,6 +13,7 @@ from shell_harness import call, open_shell, run, shell_client
 
 from tether.store.db import Store
 from tether.store.manual_locks import ManualLocks
+from tmux_probe import shell_sessions
 
 
 async def manage(client: Client, *tasks: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -22,16 +23,6 @@ async def manage(client: Client, *tasks: dict[str, Any]) -> tuple[str, dict[str,
 def one(data: dict[str, Any]) -> dict[str, Any]:
     task: dict[str, Any] = data["tasks"][0]
     return task
-
-
-def live_ids(home: Path) -> set[str]:
-    out = subprocess.run(
-        ["tmux", "-S", str(home / "tmux.sock"), "list-sessions", "-F", "#{session_name}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    return {line for line in out.split() if line.startswith("dsh-")}
 
 
 def tmux(home: Path, *args: str) -> str:
@@ -109,7 +100,7 @@ async def test_close_dryrun_close_and_revive_from_snapshot(tether_home: Path, tm
             c, {"target": {"sessions": shell}, "action": {"kind": "close"}, "safety": {"dryrun": True}}
         )
         assert one(data)["data"]["wouldClose"] == [shell] and "nothing was done" in text
-        assert shell in live_ids(tether_home)
+        assert shell in shell_sessions(tether_home)
         assert db(tether_home).execute("SELECT COUNT(*) FROM snapshots").fetchone()[0] == 0
         logged = audit_records(tether_home)[-1]
         assert (
@@ -121,7 +112,7 @@ async def test_close_dryrun_close_and_revive_from_snapshot(tether_home: Path, tm
         _, data = await manage(c, {"target": {"sessions": shell}, "action": {"kind": "close"}})
         closed = one(data)["data"]
         assert closed["closed"] == [shell] and closed["snapshot"]["reason"] == "close"
-        assert shell not in live_ids(tether_home)
+        assert shell not in shell_sessions(tether_home)
         closed_ms = (
             db(tether_home).execute("SELECT closed_ms FROM shells WHERE id = ?", (shell,)).fetchone()[0]
         )
@@ -190,7 +181,7 @@ async def test_reap_takes_only_lost_shells_idle_ten_minutes(tether_home: Path) -
         assert [s["shell"] for s in one(data)["data"]["reaped"]] == [old_lost]
         closed = {r[0] for r in conn.execute("SELECT id FROM shells WHERE closed_ms IS NOT NULL")}
         assert closed == {old_lost}
-        assert alive in live_ids(tether_home)
+        assert alive in shell_sessions(tether_home)
         reason = conn.execute("SELECT reason FROM snapshots WHERE shell_id = ?", (old_lost,)).fetchone()[0]
         assert reason == "close"
 
