@@ -108,6 +108,33 @@ def test_a_process_with_an_empty_environment_is_read_once_not_retried(
         child.wait()
 
 
+def test_an_empty_read_of_a_nonempty_environment_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Linux 6.18 under load: a process finishing its execve read back an empty environ although
+    # its stat already gave it a 1,573-byte block; a moment later the block read in full. Taken
+    # for an `env -i` process, a backgrounded `sleep` went unseen and outlived its command (CI).
+    marker = b"TETHER_TREE_ID=t\0"
+    child = subprocess.Popen(["sleep", "60"], env={"TETHER_TREE_ID": "t"})
+    try:
+        assert wait_until(lambda: tree._stat_fields(child.pid) is not None and _exec_done(child.pid))
+        environ = f"/proc/{child.pid}/environ"
+        reads: list[str] = []
+        real = tree._read
+
+        def empty_once(path: str) -> bytes:
+            if path == environ:
+                reads.append(path)
+                if len(reads) == 1:
+                    return b""
+            return real(path)
+
+        monkeypatch.setattr(tree, "_read", empty_once)
+        assert tree._has_marker(child.pid, marker) is True
+        assert len(reads) == 2
+    finally:
+        child.kill()
+        child.wait()
+
+
 def _exec_done(pid: int) -> bool:
     # argv of the new image is set up: `sleep` has replaced the forked Python.
     with open(f"/proc/{pid}/cmdline", "rb") as handle:

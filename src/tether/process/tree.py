@@ -37,6 +37,7 @@ import itertools
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,6 +48,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 TREE_MARKER = "TETHER_TREE_ID"
 
 _subreaper_done = False
+_EXEC_WAIT_S = 0.1  # the longest an exec in flight is waited for, per process and scan
 _adoption_lock = threading.Lock()
 _paused = 0  # pause_adoption() callers not yet resumed
 _pauses_begun = 0  # how many pauses ever began (a tree alive across one looks in /proc too)
@@ -309,36 +311,55 @@ def reap_adopted(pid: int) -> bool:
         return False
 
 
-def _exec_pending(pid: int) -> bool:
-    """Whether an empty ``/proc/PID/environ`` is the middle of an ``execve`` (the new image has no
-    environment block yet: ``env_end``, field 51 of ``/proc/PID/stat``, is 0) rather than a live
-    process started with an empty environment (``env -i``: ``env_start == env_end != 0``), and
-    not a zombie (whose environment is gone for good)."""
+def _environ_pending(pid: int) -> bool:
+    """Whether an empty read of ``/proc/PID/environ`` is passing rather than final.
+
+    Final: a live process started with an empty environment (``env -i``), whose environment block
+    is empty (``env_start == env_end != 0``, fields 50 and 51 of ``/proc/PID/stat``), or a zombie
+    (whose environment is gone for good). Passing: an ``execve`` in flight — before the new image
+    has an environment block ``env_end`` is 0, and for a while after it has one the block can be
+    unreadable though not empty (seen on Linux 6.18 under load: an empty read of a 1,573-byte
+    block, which read in full a moment later).
+    """
     try:
         raw = _read(f"/proc/{pid}/stat")
     except OSError:
         return False
     rest = raw[raw.rfind(b")") + 2 :].split()
-    # rest[0] is field 3 (state): field 51 is rest[48]. Older kernels (< 3.5) lack it: retry then.
-    return rest[0] not in (b"Z", b"X") and (len(rest) < 49 or rest[48] == b"0")
+    # rest[0] is field 3 (state): fields 50 and 51 are rest[47] and rest[48]. Older kernels
+    # (< 3.5) lack them: retry then.
+    if rest[0] in (b"Z", b"X"):
+        return False
+    return len(rest) < 49 or rest[48] == b"0" or int(rest[48]) > int(rest[47])
 
 
 def _has_marker(pid: int, marker: bytes) -> bool:
-    # A process in the middle of execve() shows an empty environ until the new image is set up;
-    # retry briefly rather than miss an escapee caught mid-exec. Only then: one that runs with an
-    # empty environment is answered at once (retrying each of a thousand `env -i` escapees held
-    # the event loop for minutes).
-    for _ in range(50):
+    # A process in the middle of execve() shows an empty environ for a moment; wait for it
+    # rather than miss an escapee caught mid-exec (a backgrounded `sleep` missed so outlived its
+    # command on a loaded machine). The wait is bounded in time, not in tries: an exec there can
+    # take milliseconds. Only then: one that runs with an empty environment is answered at once
+    # (retrying each of a thousand `env -i` escapees held the event loop for minutes).
+    deadline: float | None = None
+    pause = 0.0
+    while True:
         try:
             data = _read(f"/proc/{pid}/environ")
         except OSError:
             return False
         if data:
             return marker in data
-        if not _exec_pending(pid):
+        if not _environ_pending(pid):
             return False
-        os.sched_yield()
-    return False
+        now = time.monotonic()
+        if deadline is None:
+            deadline = now + _EXEC_WAIT_S
+        elif now >= deadline:
+            return False
+        if pause:
+            time.sleep(pause)
+        else:
+            os.sched_yield()
+        pause = min(max(pause * 2, 0.0001), 0.002)
 
 
 class ProcessTree:
