@@ -29,8 +29,7 @@ import select
 import signal
 from collections.abc import Callable, Iterable
 
-from tether.process.container import read_proc
-from tether.process.tree import descendants, reap_adopted
+from tether.process.tree import descendants, environ_of, reap_adopted
 
 _STUCK_AFTER_KILL_S = 5.0  # past SIGKILL: a process in uninterruptible sleep is left
 
@@ -42,10 +41,7 @@ def _marked(markers: tuple[bytes, ...]) -> set[int]:
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
-        try:
-            environ = b"\0" + read_proc(f"/proc/{name}/environ")
-        except OSError:
-            continue
+        environ = b"\0" + environ_of(int(name))  # waits out an exec in flight
         if all(b"\0" + marker + b"\0" in environ + b"\0" for marker in markers):
             found.add(int(name))
     return found

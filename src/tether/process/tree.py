@@ -48,6 +48,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 TREE_MARKER = "TETHER_TREE_ID"
 
 _subreaper_done = False
+_PF_KTHREAD = 0x00200000  # in the flags of /proc/PID/stat: a kernel thread
 _EXEC_WAIT_S = 0.1  # the longest an exec in flight is waited for, per process and scan
 _adoption_lock = threading.Lock()
 _paused = 0  # pause_adoption() callers not yet resumed
@@ -315,10 +316,11 @@ def _environ_pending(pid: int) -> bool:
     """Whether an empty read of ``/proc/PID/environ`` is passing rather than final.
 
     Final: a live process started with an empty environment (``env -i``), whose environment block
-    is empty (``env_start == env_end != 0``, fields 50 and 51 of ``/proc/PID/stat``), or a zombie
-    (whose environment is gone for good). Passing: an ``execve`` in flight — before the new image
-    has an environment block ``env_end`` is 0, and for a while after it has one the block can be
-    unreadable though not empty (seen on Linux 6.18 under load: an empty read of a 1,573-byte
+    is empty (``env_start == env_end != 0``, fields 50 and 51 of ``/proc/PID/stat``), a zombie
+    (whose environment is gone for good) or a kernel thread (which never has one). Passing: an
+    ``execve`` in flight — before the new image has an environment block ``env_end`` is 0, and
+    for a while after it has one the block can be unreadable though not empty (seen on Linux 6.18
+    under load: an empty read of a 1,573-byte
     block, which read in full a moment later).
     """
     try:
@@ -328,38 +330,43 @@ def _environ_pending(pid: int) -> bool:
     rest = raw[raw.rfind(b")") + 2 :].split()
     # rest[0] is field 3 (state): fields 50 and 51 are rest[47] and rest[48]. Older kernels
     # (< 3.5) lack them: retry then.
-    if rest[0] in (b"Z", b"X"):
+    if rest[0] in (b"Z", b"X") or int(rest[6]) & _PF_KTHREAD:
         return False
     return len(rest) < 49 or rest[48] == b"0" or int(rest[48]) > int(rest[47])
 
 
-def _has_marker(pid: int, marker: bytes) -> bool:
-    # A process in the middle of execve() shows an empty environ for a moment; wait for it
-    # rather than miss an escapee caught mid-exec (a backgrounded `sleep` missed so outlived its
-    # command on a loaded machine). The wait is bounded in time, not in tries: an exec there can
-    # take milliseconds. Only then: one that runs with an empty environment is answered at once
-    # (retrying each of a thousand `env -i` escapees held the event loop for minutes).
+def environ_of(pid: int) -> bytes:
+    """The environment block of ``pid`` (``NAME=value\\0`` …); empty if it has none or is gone.
+
+    A process in the middle of execve() shows an empty environ for a moment; wait for it rather
+    than miss an escapee caught mid-exec (a backgrounded `sleep` missed so outlived its command
+    on a loaded machine). The wait is bounded in time, not in tries: an exec there can take
+    milliseconds. Only then: one that runs with an empty environment is answered at once
+    (retrying each of a thousand `env -i` escapees held the event loop for minutes).
+    """
     deadline: float | None = None
     pause = 0.0
     while True:
         try:
             data = _read(f"/proc/{pid}/environ")
         except OSError:
-            return False
-        if data:
-            return marker in data
-        if not _environ_pending(pid):
-            return False
+            return b""
+        if data or not _environ_pending(pid):
+            return data
         now = time.monotonic()
         if deadline is None:
             deadline = now + _EXEC_WAIT_S
         elif now >= deadline:
-            return False
+            return b""
         if pause:
             time.sleep(pause)
         else:
             os.sched_yield()
         pause = min(max(pause * 2, 0.0001), 0.002)
+
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    return marker in environ_of(pid)
 
 
 class ProcessTree:
