@@ -37,13 +37,20 @@ _libc.inotify_init1.argtypes = [ctypes.c_int]
 _libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
 
 
-def open_watch(directory: Path | str, mask: int) -> int:
-    """A descriptor reporting ``mask`` events of the files in ``directory``; ``OSError`` (with the
-    kernel's errno) when inotify has no instance or watch left, or the directory cannot be watched."""
+def open_instance() -> int:
+    """A new inotify descriptor watching nothing yet (``add_watch``); ``OSError`` when the user has
+    no instance left."""
     fd = int(_libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"inotify_init1: {os.strerror(err)}")
+    return fd
+
+
+def open_watch(directory: Path | str, mask: int) -> int:
+    """A descriptor reporting ``mask`` events of the files in ``directory``; ``OSError`` (with the
+    kernel's errno) when inotify has no instance or watch left, or the directory cannot be watched."""
+    fd = open_instance()
     try:
         add_watch(fd, directory, mask)
     except OSError:

@@ -138,6 +138,32 @@ async def test_a_directory_the_host_replaces_keeps_the_protection_below_it(
     assert not (hooks / "pre-commit").exists()
 
 
+async def test_a_hidden_path_absent_at_open_is_hidden_when_the_host_creates_it(
+    tether_home: Path, home: Path
+) -> None:
+    # bubblewrap can only mount over what exists: a hidden file (and the directories above it) or
+    # a hidden directory that the host creates after the shell opened used to be readable in it.
+    secret, keys = home / ".aws" / "credentials", home / ".gnupg"
+    hidden = json.dumps([str(secret), str(keys)])
+    (tether_home / "config.toml").write_text(f"[sandbox]\nhidden_paths = {hidden}\n")
+    async with server(tether_home, home, "--sandbox") as client:
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        shell = (opened.structured_content or {})["tasks"][0]["shell"]
+        before = await _run(client, shell, "ls -a; echo listed")
+        assert ".aws" not in before["lines"] and "listed" in before["lines"], before
+
+        # The person, at the host: `aws configure` writes its credentials, `gpg` makes its home.
+        secret.parent.mkdir()
+        secret.write_text("aws_secret_access_key = after\n")
+        keys.mkdir()
+        (keys / "private.key").write_text("-----BEGIN after\n")
+
+        await _until(client, shell, '[ ! -s .aws/credentials ] && [ -z "$(ls -A .gnupg)" ]')
+        attack = await _run(client, shell, "cat .aws/credentials .gnupg/private.key; ls -A .gnupg; echo done")
+        assert "done" in attack["lines"] and not any("after" in line for line in attack["lines"]), attack
+    assert secret.read_text() == "aws_secret_access_key = after\n"
+
+
 # The keeper's own parts, against a real process in its own mount namespace (``unshare -m``, the
 # parent standing in for bubblewrap): root only, as the sandbox's tests are.
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces here need root")
@@ -208,6 +234,44 @@ def test_the_keeper_mounts_again_only_what_the_host_replaced(
         assert _mounted(sandbox, hidden) and not _mounted(os.getpid(), kept_file)
     finally:
         os.close(watcher.fd)
+
+
+def test_the_keeper_sees_an_absent_hidden_path_appear_below_new_directories(tmp_path: Path) -> None:
+    deep, near = tmp_path / "later" / "deeper" / "secret", tmp_path / "plain"
+    watcher = keeper.Keeper([[str(deep), "hide"], [str(near), "hide"]])
+    watcher.watch(inotify)
+    try:
+        assert watcher.due(*watcher.events()) == []
+        near.write_text("s")
+        assert watcher.due(*watcher.events()) == [(str(near), "hide")]
+        (tmp_path / "later").mkdir()
+        assert watcher.due(*watcher.events()) == []
+        # Filled before any watch could be placed on it: found by looking when "deeper" appears.
+        (tmp_path / "later" / "deeper").mkdir()
+        deep.write_text("x")
+        assert watcher.due(*watcher.events()) == [(str(deep), "hide")]
+        _replace(deep, "y")  # and from then on kept like any hidden path
+        assert watcher.due(*watcher.events()) == [(str(deep), "hide")]
+        assert watcher.due(set(), True) == []
+    finally:
+        os.close(watcher.fd)
+
+
+@needs_root
+def test_the_keeper_hides_what_appeared_as_its_kind(
+    tmp_path: Path, namespaced: subprocess.Popen[bytes]
+) -> None:
+    file, directory = tmp_path / "file", tmp_path / "dir"
+    file.write_text("secret")
+    directory.mkdir()
+    (directory / "inside").write_text("secret")
+    sandbox = keeper.sandbox_pid(namespaced.pid)
+    assert sandbox is not None
+    assert keeper.mount_again(sandbox, [(str(directory), "hide"), (str(file), "hide")])
+    assert "tmpfs" in _mounted(sandbox, directory)[-1].split(" - ")[1].split()[0]
+    assert _mounted(sandbox, file) and not _mounted(os.getpid(), file)
+    assert Path(f"/proc/{sandbox}/root{file}").read_text() == ""
+    assert list(Path(f"/proc/{sandbox}/root{directory}").iterdir()) == []
 
 
 @needs_root

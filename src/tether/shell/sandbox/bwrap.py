@@ -288,6 +288,9 @@ class SandboxRun:
             elif os.path.lexists(path):
                 args += ["--ro-bind", "/dev/null", path]
                 self.kept.append((path, "null"))
+            else:
+                # Nothing to mount over yet: a persistent shell's keeper hides it when it appears.
+                self.kept.append((path, "hide"))
         # The caller's explicit grants come last: one may name a directory inside TETHER_HOME.
         for bind in self.extra_binds:
             args += ["--bind-fd", OpenDir(bind.source)] if bind.writable else ["--ro-bind", bind.source]

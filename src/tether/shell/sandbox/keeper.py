@@ -14,9 +14,14 @@ left the shell's ``.git/config`` writable (``core.fsmonitor`` then runs a progra
 person's next ``git status``), and an editor's save left ``~/.bashrc`` writable or a hidden file
 readable, for the rest of the shell's life.
 
+The same goes for a hidden path that did not exist when the sandbox started (kind ``hide``:
+bubblewrap had nothing to mount over): once the host creates it, it is hidden as its kind asks — an
+empty read-only ``tmpfs`` for a directory, ``/dev/null`` for anything else.
+
 How: the pane's launcher (``sandbox.launch``) opens one inotify instance watching the directories
-that hold those paths (so a machine out of inotify instances refuses to start the shell rather than
-run it unkept) and forks this keeper outside the sandbox before it execs bubblewrap. On a
+that hold those paths — for an absent one, the nearest existing directory on its way, moving down
+as the directories appear — (so a machine out of inotify instances refuses to start the shell
+rather than run it unkept) and forks this keeper outside the sandbox before it execs bubblewrap. On a
 create or a rename onto one of the names, or on lost events, the keeper compares each path's
 ``(device, inode)`` with the one it last covered; for each that changed it enters the sandbox's
 namespaces (a forked child: ``setns`` needs a single thread) and mounts again what bubblewrap
@@ -47,7 +52,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import Final
 
-KINDS: Final = frozenset({"bind", "ro", "tmpfs", "null"})
+KINDS: Final = frozenset({"bind", "ro", "tmpfs", "null", "hide"})
 _MS_RDONLY: Final = 1
 _MS_REMOUNT: Final = 32
 _MS_BIND: Final = 4096
@@ -95,29 +100,73 @@ class Keeper:
             kept[os.path.normpath(path)] = kind
         # Sorted: a directory before what lies below it (mounted again in this order).
         self.entries: list[tuple[str, str]] = sorted(kept.items())
-        self._covered: dict[str, Ident | None] = {path: _ident(path) for path, _ in self.entries}
+        # A hidden path absent when the sandbox started ("hide") has nothing mounted on it yet.
+        self._covered: dict[str, Ident | None] = {
+            path: None if kind == "hide" else _ident(path) for path, kind in self.entries
+        }
         self._names: dict[tuple[str, bytes], str] = {
             (os.path.dirname(path), os.fsencode(os.path.basename(path))): path for path, _ in self.entries
         }
         self._dirs: dict[int, str] = {}
+        # (directory, name) → the directories of kept paths waiting for that name to appear: a
+        # hidden path absent when the shell opened may lack its parent directories too.
+        self._toward: dict[tuple[str, bytes], set[str]] = {}
         self._inotify: ModuleType | None = None
         self.fd = -1
 
     def watch(self, inotify: ModuleType) -> None:
-        """Open the inotify instance and watch every directory holding a kept path, with
-        ``inotify`` (``tether.inotify``, which the launcher loads from its file); ``OSError``:
-        inotify has no instance or watch left, or a directory cannot be watched."""
+        """Open the inotify instance and watch every directory holding a kept path (or, while it
+        does not exist, the nearest one above it), with ``inotify`` (``tether.inotify``, which the
+        launcher loads from its file); ``OSError``: inotify has no instance or watch left, or a
+        directory cannot be watched."""
         self._inotify = inotify
-        mask = self._inotify.IN_CREATE | self._inotify.IN_MOVED_TO
         parents = sorted({parent for parent, _ in self._names})
-        self.fd = self._inotify.open_watch(parents[0], mask)
-        for parent in parents:
-            self._dirs[self._inotify.add_watch(self.fd, parent, mask)] = parent
+        self.fd = self._inotify.open_instance()
+        try:
+            for parent in parents:
+                try:
+                    self._watch_toward(parent)
+                except PermissionError:
+                    # A directory this user may not read cannot be watched: a hidden path absent
+                    # below it is not hidden if it appears later (docs/sandbox.md, Limits).
+                    kinds = dict(self.entries)
+                    if any(kinds[path] != "hide" for (d, _), path in self._names.items() if d == parent):
+                        raise
+        except OSError:
+            os.close(self.fd)
+            self.fd = -1
+            raise
+
+    def _mask(self) -> int:
+        assert self._inotify is not None
+        return int(self._inotify.IN_CREATE | self._inotify.IN_MOVED_TO)
+
+    def _watch_toward(self, parent: str) -> None:
+        """Watch ``parent``, or the nearest existing directory above it and, there, the name that
+        leads on to it (its appearance moves the watch down)."""
+        assert self._inotify is not None
+        path = parent
+        while not os.path.isdir(path):
+            up = os.path.dirname(path)
+            self._toward.setdefault((up, os.fsencode(os.path.basename(path))), set()).add(parent)
+            path = up
+        self._dirs[self._inotify.add_watch(self.fd, path, self._mask())] = path
 
     def due(self, found: set[tuple[int, bytes]], lost: bool) -> list[tuple[str, str]]:
         """The kept mounts to make again after these events (all of them checked when events were
         lost): each path the host replaced, and everything kept below a replaced directory."""
-        named = {self._names.get((self._dirs.get(wd, ""), name)) for wd, name in found}
+        seen = {(self._dirs.get(wd, ""), name) for wd, name in found}
+        named = {self._names.get(key) for key in seen}
+        # A directory on the way to an absent path appeared: watch further down, and look at what
+        # is already below it (it may have been filled before the new watch was in place).
+        arrived = set().union(*(self._toward.pop(key, set()) for key in seen))
+        if lost:
+            arrived |= set().union(*self._toward.values())
+            self._toward.clear()
+        for parent in sorted(arrived):
+            with contextlib.suppress(OSError):  # gone again: its own appearance will be an event
+                self._watch_toward(parent)
+        named |= {path for path, _ in self.entries if os.path.dirname(path) in arrived}
         again: list[tuple[str, str]] = []
         for path, kind in self.entries:
             below = any(_under(path, done) for done, k in again if k == "bind")
@@ -134,18 +183,16 @@ class Keeper:
         """Watch the directories that replaced watched ones (a watch follows the old inode)."""
         if self._inotify is None:
             return
-        mask = self._inotify.IN_CREATE | self._inotify.IN_MOVED_TO
         for path, _ in made:
             for parent in {p for p, _ in self._names}:
                 if _under(parent, path):
                     # Gone again: what lies there is checked when it appears (an event of its own).
                     with contextlib.suppress(OSError):
-                        self._dirs[self._inotify.add_watch(self.fd, parent, mask)] = parent
+                        self._watch_toward(parent)
 
     def events(self) -> tuple[set[tuple[int, bytes]], bool]:
         assert self._inotify is not None
-        mask = self._inotify.IN_CREATE | self._inotify.IN_MOVED_TO
-        found, lost = self._inotify.events(self.fd, mask)
+        found, lost = self._inotify.events(self.fd, self._mask())
         return set(found), bool(lost)
 
 
@@ -219,6 +266,8 @@ def _enter(pid: int) -> None:
 
 def _mount(path: str, kind: str) -> None:
     target = os.fsencode(path)
+    if kind == "hide":  # hidden, and absent when the sandbox started: hide what has appeared
+        kind = "tmpfs" if os.path.isdir(path) else "null"
     try:
         if kind == "tmpfs":
             _check(_libc.mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=0755"), path)
@@ -245,7 +294,9 @@ def keep(
     poller = select.poll()
     poller.register(keeper.fd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
-    pending: list[tuple[str, str]] = []  # replaced before the sandbox was set up: made once it is
+    # Replaced before the sandbox was set up, made once it is; a hidden path that appeared after
+    # the sandbox's plan found it absent, before the watches were in place, among them.
+    pending: list[tuple[str, str]] = keeper.due(set(), True)
     try:
         while True:
             ready = dict(poller.poll(_SETUP_POLL_MS if pending else None))
