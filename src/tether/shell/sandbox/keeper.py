@@ -32,8 +32,9 @@ protection does not go on. The keeper ends with bubblewrap.
 
 Limits (docs/sandbox.md): between the host's rename and the new mount (about a millisecond) a
 process of the shell that writes the path in a loop can get through; a path the host deletes and
-does not put back is not covered until it appears again (by either side); mounts of one-shot
-commands are not kept (they end with their command).
+does not put back is not covered until it appears again (by either side). A one-shot command's
+keeper (``sandbox.keeping``) runs in a process of its own (``launch.py --keep``), started once the
+command has run a moment, and first covers what changed since the command's mounts were planned.
 
 This module imports only the standard library (the launcher hands it ``tether/inotify.py``): it runs
 in the launcher, before bubblewrap.
@@ -48,7 +49,7 @@ import fcntl
 import os
 import select
 import signal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import Final
 
@@ -92,7 +93,11 @@ class Keeper:
     """Which kept mounts the host's changes in the watched directories undid (no system effects
     beyond ``lstat`` and the watches: ``due`` says what to mount again)."""
 
-    def __init__(self, entries: Iterable[Sequence[str]]) -> None:
+    def __init__(
+        self, entries: Iterable[Sequence[str]], covered: Mapping[str, Ident | None] | None = None
+    ) -> None:
+        """``covered``: what each path was when bubblewrap's mounts were planned, for a keeper
+        started later (a one-shot command's); by default, what it is now."""
         kept: dict[str, str] = {}
         for path, kind in entries:
             if kind not in KINDS or not os.path.isabs(path):
@@ -102,7 +107,8 @@ class Keeper:
         self.entries: list[tuple[str, str]] = sorted(kept.items())
         # A hidden path absent when the sandbox started ("hide") has nothing mounted on it yet.
         self._covered: dict[str, Ident | None] = {
-            path: None if kind == "hide" else _ident(path) for path, kind in self.entries
+            path: None if kind == "hide" else covered[path] if covered is not None else _ident(path)
+            for path, kind in self.entries
         }
         self._names: dict[tuple[str, bytes], str] = {
             (os.path.dirname(path), os.fsencode(os.path.basename(path))): path for path, _ in self.entries
@@ -287,9 +293,9 @@ def _mount(path: str, kind: str) -> None:
 
 def keep(
     keeper: Keeper, bwrap_pid: int, remount: Callable[[int, Sequence[tuple[str, str]]], bool] = mount_again
-) -> None:
+) -> bool:
     """Until ``bwrap_pid`` exits: make the mounts the host undid again (see the module docstring);
-    end the sandbox when one cannot be made."""
+    end the sandbox when one cannot be made. ``False`` when it ended the sandbox."""
     pidfd = os.pidfd_open(bwrap_pid)
     poller = select.poll()
     poller.register(keeper.fd, select.POLLIN)
@@ -301,7 +307,7 @@ def keep(
         while True:
             ready = dict(poller.poll(_SETUP_POLL_MS if pending else None))
             if pidfd in ready:
-                return
+                return True
             if keeper.fd in ready:
                 pending += [entry for entry in keeper.due(*keeper.events()) if entry not in pending]
             if not pending:
@@ -312,9 +318,10 @@ def keep(
             made, pending = sorted(pending), []
             if not remount(pid, made):
                 os.kill(bwrap_pid, signal.SIGKILL)  # the sandbox's child dies with it (die-with-parent)
-                return
+                return False
             keeper.rewatch(made)
     except Exception:  # fail closed: a shell whose keeper broke does not go on
         os.kill(bwrap_pid, signal.SIGKILL)
+        return False
     finally:
         os.close(pidfd)

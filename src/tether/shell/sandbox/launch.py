@@ -20,6 +20,7 @@ cannot watch them stops the start).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -48,6 +49,7 @@ PlanItem = str | OpenDir | FilterProgram
 # tmux names its server's socket in every pane's environment. Not for the sandbox: bubblewrap's own
 # process is the sandbox's pid 1, whose /proc/1/environ everything inside can read.
 DROPPED_ENV = frozenset({"TMUX", "TMUX_PANE"})
+KEEPER_ENDED_IT = 3  # ``--keep``'s exit status when the keeper ended the sandbox
 
 
 def open_directory(path: str) -> int:
@@ -146,13 +148,17 @@ def start_collector(collect: object) -> None:
     _detached(lambda watched: module.collect(collect["fifo"], collect["runs"], collect["nonce"], watched))
 
 
-def start_keeper(keep: object) -> None:
-    """Fork the keeper of the mounts a spec's ``keep`` entry lists (``[[path, kind], ...]``); its
-    watches are opened here first, so that a machine out of inotify instances stops the start."""
+def _check_keep(keep: object) -> None:
     if not isinstance(keep, list) or not all(
         isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in keep
     ):
         raise ValueError(f"not a list of kept mounts: {keep!r}")
+
+
+def start_keeper(keep: object) -> None:
+    """Fork the keeper of the mounts a spec's ``keep`` entry lists (``[[path, kind], ...]``); its
+    watches are opened here first, so that a machine out of inotify instances stops the start."""
+    _check_keep(keep)
     module = _load("keeper", "keeper.py")
     keeper = module.Keeper(keep)
     if not keeper.entries:
@@ -160,6 +166,37 @@ def start_keeper(keep: object) -> None:
     keeper.watch(_load("inotify", os.pardir, os.pardir, "inotify.py"))
     try:
         _detached(lambda watched: module.keep(keeper, watched), keep_fd=keeper.fd)
+    finally:
+        os.close(keeper.fd)
+
+
+def keep_command(spec: object) -> int:
+    """Keep the mounts of a one-shot command's running sandbox (``launch.py --keep SPEC``: ``keep``
+    as above, ``covered`` each path's ``[device, inode]`` when bubblewrap's mounts were planned —
+    what changed since is mounted again at once — and ``pid``, bubblewrap's). In this process,
+    until bubblewrap exits: 0 then, ``KEEPER_ENDED_IT`` when the keeper had to end the sandbox (or
+    could not watch)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("pid"), int):
+        raise ValueError(f"not a keeper spec: {spec!r}")
+    keep, covered = spec.get("keep"), spec.get("covered")
+    _check_keep(keep)
+    if not isinstance(covered, dict):
+        raise ValueError(f"not the covered identities: {covered!r}")
+    module = _load("keeper", "keeper.py")
+    idents = {path: tuple(ident) if isinstance(ident, list) else None for path, ident in covered.items()}
+    keeper = module.Keeper(keep, idents)
+    if not keeper.entries:
+        return 0
+    try:
+        keeper.watch(_load("inotify", os.pardir, os.pardir, "inotify.py"))
+    except OSError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(spec["pid"], signal.SIGKILL)  # fail closed: unkept, the command does not go on
+        return KEEPER_ENDED_IT
+    try:
+        return 0 if module.keep(keeper, spec["pid"]) else KEEPER_ENDED_IT
+    except ProcessLookupError:
+        return 0  # the command ended before its keeper started
     finally:
         os.close(keeper.fd)
 
@@ -189,8 +226,14 @@ def _detached(body: Callable[[int], None], *, keep_fd: int = -1) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
+    if len(argv) == 3 and argv[1] == "--keep":
+        try:
+            return keep_command(json.loads(argv[2]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"tether: cannot keep the command's sandbox: {exc}", file=sys.stderr)
+            return 2
     if len(argv) != 2:
-        print("usage: launch.py SPEC", file=sys.stderr)
+        print("usage: launch.py SPEC | launch.py --keep SPEC-JSON", file=sys.stderr)
         return 2
     try:
         with open(argv[1], encoding="utf-8") as handle:
