@@ -165,6 +165,34 @@ async def test_a_hidden_path_absent_at_open_is_hidden_when_the_host_creates_it(
     assert secret.read_text() == "aws_secret_access_key = after\n"
 
 
+async def test_a_hidden_file_stays_hidden_when_the_host_replaces_its_directory(
+    tether_home: Path, home: Path
+) -> None:
+    # Outside the writable roots (the shell's is its home), where no directory is pinned, and
+    # outside /tmp (the sandbox's own there).
+    store = Path(tempfile.mkdtemp(prefix="tether-keeper-", dir="/var/tmp"))
+    secret = store / ".aws" / "credentials"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("aws_secret_access_key = before\n")
+    (tether_home / "config.toml").write_text(f'[sandbox]\nhidden_paths = ["{secret}"]\n')
+    async with contextlib.AsyncExitStack() as cleanup, server(tether_home, home, "--sandbox") as client:
+        cleanup.callback(shutil.rmtree, store, ignore_errors=True)
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        shell = (opened.structured_content or {})["tasks"][0]["shell"]
+        first = await _run(client, shell, f"cat {secret}; echo read")
+        assert "read" in first["lines"] and not any("before" in line for line in first["lines"]), first
+        # At the host, the whole directory is swapped (a restore from backup, a dotfile manager).
+        (store / ".aws").rename(store / ".aws.old")
+        fresh = store / ".aws.new"
+        fresh.mkdir()
+        (fresh / "credentials").write_text("aws_secret_access_key = after\n")
+        fresh.rename(store / ".aws")
+
+        await _until(client, shell, f"[ ! -s {secret} ]")
+        attack = await _run(client, shell, f"cat {secret}; echo read")
+        assert "read" in attack["lines"] and not any("after" in line for line in attack["lines"]), attack
+
+
 async def test_a_one_shot_command_keeps_its_protection_when_the_host_replaces_a_path(
     tether_home: Path, home: Path
 ) -> None:
@@ -323,6 +351,26 @@ def test_the_keeper_sees_an_absent_hidden_path_appear_below_new_directories(tmp_
         _replace(deep, "y")  # and from then on kept like any hidden path
         assert watcher.due(*watcher.events()) == [(str(deep), "hide")]
         assert watcher.due(set(), True) == []
+    finally:
+        os.close(watcher.fd)
+
+
+def test_the_keeper_sees_a_directory_above_a_kept_path_replaced(tmp_path: Path) -> None:
+    secret = tmp_path / "a" / "b" / "secret"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("x")
+    watcher = keeper.Keeper([[str(secret), "null"]])
+    watcher.watch(inotify)
+    try:
+        assert watcher.due(*watcher.events()) == []
+        # A dotfile manager swaps the directory two levels up: the mount went with the old one.
+        (tmp_path / "a").rename(tmp_path / "old")
+        (tmp_path / "new" / "b").mkdir(parents=True)
+        (tmp_path / "new" / "b" / "secret").write_text("y")
+        (tmp_path / "new").rename(tmp_path / "a")
+        assert watcher.due(*watcher.events()) == [(str(secret), "null")]
+        _replace(secret, "z")  # the new directories are watched from then on
+        assert watcher.due(*watcher.events()) == [(str(secret), "null")]
     finally:
         os.close(watcher.fd)
 

@@ -20,11 +20,12 @@ empty read-only ``tmpfs`` for a directory, ``/dev/null`` for anything else.
 
 How: the pane's launcher (``sandbox.launch``) opens one inotify instance watching the directories
 that hold those paths — for an absent one, the nearest existing directory on its way, moving down
-as the directories appear — (so a machine out of inotify instances refuses to start the shell
-rather than run it unkept) and forks this keeper outside the sandbox before it execs bubblewrap. On a
-create or a rename onto one of the names, or on lost events, the keeper compares each path's
-``(device, inode)`` with the one it last covered; for each that changed it enters the sandbox's
-namespaces (a forked child: ``setns`` needs a single thread) and mounts again what bubblewrap
+as the directories appear — and every directory above them up to ``/`` (a directory the host swaps
+for another takes the mounts below it away with the old one); so a machine out of inotify instances
+refuses to start the shell rather than run it unkept. Then it forks this keeper outside the sandbox
+before it execs bubblewrap. On a create or a rename onto one of the names, or on lost events,
+the keeper compares each path's ``(device, inode)`` with the one it last covered; for each that
+changed it enters the sandbox's namespaces (a forked child: ``setns`` needs a single thread) and mounts again what bubblewrap
 mounted there — the directory bound to itself, the path bound read-only to itself, an empty
 read-only ``tmpfs``, or ``/dev/null`` — and, for a replaced directory, everything kept below it. A
 mount that fails (other than for a path that is gone again) ends the sandbox: a shell without its
@@ -113,6 +114,15 @@ class Keeper:
         self._names: dict[tuple[str, bytes], str] = {
             (os.path.dirname(path), os.fsencode(os.path.basename(path))): path for path, _ in self.entries
         }
+        # (directory, name) of each directory above a kept path → the kept paths below it: one the
+        # host replaces (renames a new one in) takes the mounts below it away with the old one.
+        self._above: dict[tuple[str, bytes], set[str]] = {}
+        for path, _ in self.entries:
+            up = os.path.dirname(path)
+            while up != os.path.dirname(up):
+                key = (os.path.dirname(up), os.fsencode(os.path.basename(up)))
+                self._above.setdefault(key, set()).add(path)
+                up = os.path.dirname(up)
         self._dirs: dict[int, str] = {}
         # (directory, name) → the directories of kept paths waiting for that name to appear: a
         # hidden path absent when the shell opened may lack its parent directories too.
@@ -149,7 +159,8 @@ class Keeper:
 
     def _watch_toward(self, parent: str) -> None:
         """Watch ``parent``, or the nearest existing directory above it and, there, the name that
-        leads on to it (its appearance moves the watch down)."""
+        leads on to it (its appearance moves the watch down); and every directory above that, up
+        to ``/``, where a replaced directory on the way would show (as far as this user may)."""
         assert self._inotify is not None
         path = parent
         while not os.path.isdir(path):
@@ -157,6 +168,10 @@ class Keeper:
             self._toward.setdefault((up, os.fsencode(os.path.basename(path))), set()).add(parent)
             path = up
         self._dirs[self._inotify.add_watch(self.fd, path, self._mask())] = path
+        while path != os.path.dirname(path):
+            path = os.path.dirname(path)
+            with contextlib.suppress(OSError):  # a directory we may not read: not watched there
+                self._dirs[self._inotify.add_watch(self.fd, path, self._mask())] = path
 
     def due(self, found: set[tuple[int, bytes]], lost: bool) -> list[tuple[str, str]]:
         """The kept mounts to make again after these events (all of them checked when events were
@@ -169,6 +184,14 @@ class Keeper:
         if lost:
             arrived |= set().union(*self._toward.values())
             self._toward.clear()
+        # A directory above kept paths replaced: the new one and those below it are watched
+        # afresh (a watch follows the old inode), and every kept path below it is looked at.
+        moved = (
+            {path for path, _ in self.entries}
+            if lost
+            else set().union(*(self._above.get(k, ()) for k in seen))
+        )
+        arrived |= {os.path.dirname(path) for path in moved}
         for parent in sorted(arrived):
             with contextlib.suppress(OSError):  # gone again: its own appearance will be an event
                 self._watch_toward(parent)
