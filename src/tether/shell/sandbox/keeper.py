@@ -23,13 +23,13 @@ that hold those paths — for an absent one, the nearest existing directory on i
 as the directories appear — and every directory above them up to ``/`` (a directory the host swaps
 for another takes the mounts below it away with the old one); so a machine out of inotify instances
 refuses to start the shell rather than run it unkept. Then it forks this keeper outside the sandbox
-before it execs bubblewrap. On a create or a rename onto one of the names, or on lost events,
-the keeper compares each path's ``(device, inode)`` with the one it last covered; for each that
-changed it enters the sandbox's namespaces (a forked child: ``setns`` needs a single thread) and mounts again what bubblewrap
-mounted there — the directory bound to itself, the path bound read-only to itself, an empty
-read-only ``tmpfs``, or ``/dev/null`` — and, for a replaced directory, everything kept below it. A
-mount that fails (other than for a path that is gone again) ends the sandbox: a shell without its
-protection does not go on. The keeper ends with bubblewrap.
+before it execs bubblewrap. On a create or a rename onto one of the names, or on lost events, the
+keeper compares each path's ``(device, inode)`` with the one it last covered; for each that changed
+it enters the sandbox's namespaces (a forked child: ``setns`` needs a single thread) and mounts
+again what bubblewrap mounted there — the directory bound to itself, the path bound read-only to
+itself, an empty read-only ``tmpfs``, or ``/dev/null`` — and, for a replaced directory, everything
+kept below it. A mount that fails (other than for a path that is gone again) ends the sandbox: a
+shell without its protection does not go on. The keeper ends with bubblewrap.
 
 Limits (docs/sandbox.md): between the host's rename and the new mount (about a millisecond) a
 process of the shell that writes the path in a loop can get through; a path the host deletes and
