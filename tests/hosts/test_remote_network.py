@@ -489,3 +489,21 @@ async def test_a_connection_gone_silent_right_after_an_answer_is_ended_within_on
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
         await shells.close()
+
+
+@pytest.mark.parametrize("bashrc", ["exit 0", "exec true"])
+async def test_a_login_that_ends_before_the_command_says_so_not_the_state_directory(
+    tether_home: Path, remote: RemoteHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bashrc: str
+) -> None:
+    # The account's ~/.bashrc ends the session (or replaces it) before ssh's command runs: the
+    # probe printed nothing, which is no fact about the state directory there.
+    (tmp_path / ".bashrc").write_text(bashrc + "\n")
+    monkeypatch.setenv("HOME", str(tmp_path))  # the host's sessions get it (see sshd_harness)
+    box = remote.add("box-a", timeout=3)
+    async with shell_client(tether_home) as client:
+        _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "host": "box-a"}}]})
+    task = data["tasks"][0]
+    assert task["errorCode"] == "HOST_UNSUITABLE", task
+    assert "logged in, but the command tether sent never ran" in task["error"], task
+    assert "~/.bashrc" in task["error"] and "state directory" not in task["error"], task
+    assert task["shell"] is None and not (box.home / "tmux.sock").exists()
