@@ -42,7 +42,7 @@ from tether.shells.hosts.ssh.conn import (
     remote_command,
 )
 from tether.shells.hosts.ssh.mirror import LogMirror, stream_script
-from tether.shells.hosts.ssh.procs import PaneProcs
+from tether.shells.hosts.ssh.procs import PaneProcs, marked_script, parse_pids, sweep_script
 from tether.shells.hosts.ssh.questions import RemoteQuestions
 from tether.shells.hosts.ssh.sh import RemoteShell
 from tether.shells.logs import read_range
@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 BACKOFF_S = 10.0
 _SYNC_S = 10.0  # at most this long for a mirror to catch up after a (re)connect
+_SWEEP_SLACK_S = 20.0  # a closed shell's sweep on the host: its grace, then SIGKILL and the last look
 _SOCKET_WORD = "/@tether-socket@"  # placeholder for the socket in a command built for the host's shell
 
 
@@ -440,6 +441,9 @@ class SshHost(RemoteQuestions, ShellHost):
     async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
         facts = await self.connection()
         rc, log = facts.rc(pane.shell_id), facts.log(pane.shell_id)
+        # What the old shell started ends with it, as at close; found before the new shell
+        # exists, since that one carries the same marker.
+        old = await self._marked(pane.shell_id, facts)
         await self._run_many(
             [
                 *self._configure(),
@@ -450,17 +454,56 @@ class SshHost(RemoteQuestions, ShellHost):
             ]
         )
         self.forget(pane.shell_id)
+        if old:
+            await self._sweep(pane.shell_id, facts, old)
 
     async def kill(self, shell_id: str) -> None:
+        ended = False
         try:
             await super().kill(shell_id)
+            ended = True
+        except SessionError:
+            ended = True  # the session was gone already: what it started goes too
+            raise
         finally:
             self._followed.discard(shell_id)
             await self.mirror.stop(shell_id)
             facts = self.conn.facts
             if facts is not None:
+                if ended:
+                    await self._sweep(shell_id, facts)
                 # Nothing of a closed shell stays on the host (its mirror keeps the output here).
                 await self._quiet(f"rm -f {sh_quote(facts.log(shell_id))} {sh_quote(facts.rc(shell_id))}")
+
+    async def _marked(self, shell_id: str, facts: HostFacts) -> tuple[int, ...]:
+        """The processes on the host that carry the shell's marker (none known without ``/proc``)."""
+        if not facts.proc:
+            return ()
+        try:
+            reply = await self.sh.run(marked_script(shell_id))
+        except HostError:
+            return ()
+        return parse_pids(reply.out) if reply.status == 0 else ()
+
+    async def _sweep(self, shell_id: str, facts: HostFacts, pids: tuple[int, ...] | None = None) -> None:
+        """End what the shell started that tmux's hang-up did not reach (``nohup``, ``setsid``,
+        disowned jobs), found by the marker they inherit (``procs.sweep_script``; ``pids``: only
+        those); the call answers once they have exited. Hosts without ``/proc`` keep the hang-up
+        alone."""
+        if not facts.proc:
+            return
+        grace = self.config.shell.grace_ms / 1000
+        try:
+            reply = await self.sh.run(sweep_script(shell_id, grace, pids), timeout=grace + _SWEEP_SLACK_S)
+        except HostError as exc:
+            logger.warning(
+                "host %s: ending what %s left running failed: %s", self.name, shell_id, exc.message
+            )
+            return
+        if reply.status != 0 or not reply.out.endswith("left=0"):
+            logger.warning(
+                "host %s: ending what %s left running: %s", self.name, shell_id, reply.out or reply.status
+            )
 
     async def write_rc(self, shell_id: str, text: str) -> str:
         facts = await self.connection()

@@ -179,3 +179,50 @@ def _from_ps(line: str) -> Proc | None:
         )
     except ValueError:
         return None
+
+
+_GREP_Z = "printf 'x\\0' | grep -qzx x 2>/dev/null || exit 2; "
+
+
+def _scan(marker: str, pids: tuple[int, ...] | None) -> str:
+    """``scan``, a function printing the pids (one a line) whose environment holds ``marker``:
+    among every process this account may read, or among ``pids`` only."""
+    files = " ".join(f"/proc/{p}/environ" for p in pids) if pids is not None else "/proc/[0-9]*/environ"
+    return (
+        f"m={sh_quote(marker)}; "
+        f'scan() {{ grep -lzxF -e "$m" {files or "/dev/null"} 2>/dev/null '
+        "| sed -n 's|^/proc/\\([0-9][0-9]*\\)/environ$|\\1|p'; }; "
+    )
+
+
+def marked_script(shell_id: str) -> str:
+    """Print the pids of the processes that carry the shell's ``TETHER_SHELL`` (exit 2 where
+    ``grep -z`` does not work)."""
+    return _GREP_Z + _scan("TETHER_SHELL=" + shell_id, None) + "scan"
+
+
+def parse_pids(out: str) -> tuple[int, ...]:
+    return tuple(int(word) for word in out.split() if word.isdigit())
+
+
+def sweep_script(shell_id: str, grace_s: float, pids: tuple[int, ...] | None = None) -> str:
+    """End what a closed shell left running on a Linux host, as the local host does: every process
+    whose environment holds the shell's ``TETHER_SHELL`` (its background jobs, ``nohup``,
+    ``setsid`` and disowned processes inherit it; tether's own channels there never carry it) gets
+    ``SIGTERM`` and ``SIGCONT`` once, found again every tenth of a second (a process forked
+    meanwhile is ended too), and ``SIGKILL`` after ``grace_s``. ``pids``: only those (a respawned
+    shell's new processes carry the same marker). One ``grep -z`` reads every environment it may
+    (other accounts' processes are unreadable, so never touched). Prints how many were ended and
+    how many survived ``SIGKILL``; exits 2 where ``grep -z`` does not work (the host then keeps
+    tmux's hang-up alone)."""
+    ticks = max(1, round(grace_s * 10))
+    return (
+        _GREP_Z + _scan("TETHER_SHELL=" + shell_id, pids) + "seen=' '; n=0; "
+        f'while p=$(scan); [ -n "$p" ] && [ $n -lt {ticks} ]; do new=; '
+        'for x in $p; do case "$seen" in *" $x "*) ;; *) new="$new $x"; seen="$seen$x ";; esac; done; '
+        '[ -n "$new" ] && { kill -TERM $new; kill -CONT $new; } 2>/dev/null; '
+        "sleep 0.1 2>/dev/null || sleep 1; n=$((n+1)); done; "
+        'k=0; while p=$(scan); [ -n "$p" ] && [ $k -lt 50 ]; do kill -KILL $p 2>/dev/null; '
+        "sleep 0.1 2>/dev/null || sleep 1; k=$((k+1)); done; "
+        'set -- $seen; e=$#; set -- $(scan); printf "ended=%s left=%s\\n" "$e" "$#"'
+    )
