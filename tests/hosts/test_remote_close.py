@@ -116,3 +116,34 @@ async def test_respawning_a_remote_shell_ends_what_the_old_shell_started(
                     await anyio.sleep(0.02)
             assert (await _close(client, shell))["ok"] is True
             assert not _running(new)
+
+
+async def test_shells_closed_together_each_end_what_they_started(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    # Eight shells, each with a process that ignores SIGTERM (so each sweep takes its whole grace),
+    # closed in one call: none of them outlives its shell.
+    remote.add("box-a")
+    markers = [f"sleep\x004345.{i}" for i in range(8)]
+    with _ended_anyway(markers):
+        async with shell_client(tether_home) as client:
+            _, data = await call(
+                client, "shell_open", {"tasks": [{"action": {"kind": "open", "host": "box-a"}}] * 8}
+            )
+            shells = [t["shell"] for t in data["tasks"]]
+            assert all(shells), data
+            for i, shell in enumerate(shells):
+                await run(client, shell, f"(trap '' TERM HUP; exec sleep 4345.{i}) >/dev/null 2>&1 & disown")
+            with anyio.fail_after(HANG_S):
+                while not all(map(_running, markers)):
+                    await anyio.sleep(0.02)
+            _, data = await call(
+                client,
+                "shell_manage",
+                {
+                    "tasks": [{"target": {"sessions": s}, "action": {"kind": "close"}} for s in shells],
+                    "concurrency": 8,
+                },
+            )
+            assert [t["ok"] for t in data["tasks"]] == [True] * 8, data
+            assert [m for m in markers if _running(m)] == [], data

@@ -42,7 +42,7 @@ from tether.shells.hosts.ssh.conn import (
     remote_command,
 )
 from tether.shells.hosts.ssh.mirror import LogMirror, stream_script
-from tether.shells.hosts.ssh.procs import PaneProcs, marked_script, parse_pids, sweep_script
+from tether.shells.hosts.ssh.procs import Marked, PaneProcs, marked_script, parse_pids, sweep_script
 from tether.shells.hosts.ssh.questions import RemoteQuestions
 from tether.shells.hosts.ssh.sh import RemoteShell
 from tether.shells.logs import read_range
@@ -155,6 +155,9 @@ class SshHost(RemoteQuestions, ShellHost):
         self._procs: dict[tuple[str, bool], tuple[float, asyncio.Task[PaneProcs]]] = {}
         self._configured = -1  # the connection mark the server options were set in
         self._trimmed: dict[str, int] = {}
+        # Closed shells whose leftovers wait to be ended, and the task ending them (``_sweep``).
+        self._sweeps: list[tuple[Marked, asyncio.Future[None]]] = []
+        self._sweeper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.watcher.start()
@@ -489,21 +492,38 @@ class SshHost(RemoteQuestions, ShellHost):
         """End what the shell started that tmux's hang-up did not reach (``nohup``, ``setsid``,
         disowned jobs), found by the marker they inherit (``procs.sweep_script``; ``pids``: only
         those); the call answers once they have exited. Hosts without ``/proc`` keep the hang-up
-        alone."""
+        alone. Shells closed together are swept together: one script for all that wait when the
+        last one ends, since the command shell answers one question at a time and a sweep may
+        take its whole grace (a queue of them would outlast each one's deadline)."""
         if not facts.proc:
             return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sweeps.append(((shell_id, pids), done))
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = sweeper = asyncio.get_running_loop().create_task(self._sweep_all())
+            self._tasks.add(sweeper)  # cancelled with the host (every waiter is then released)
+            sweeper.add_done_callback(self._tasks.discard)
+        await asyncio.shield(done)
+
+    async def _sweep_all(self) -> None:
         grace = self.config.shell.grace_ms / 1000
         try:
-            reply = await self.sh.run(sweep_script(shell_id, grace, pids), timeout=grace + _SWEEP_SLACK_S)
-        except HostError as exc:
-            logger.warning(
-                "host %s: ending what %s left running failed: %s", self.name, shell_id, exc.message
-            )
-            return
-        if reply.status != 0 or not reply.out.endswith("left=0"):
-            logger.warning(
-                "host %s: ending what %s left running: %s", self.name, shell_id, reply.out or reply.status
-            )
+            while self._sweeps:
+                batch = [marked for marked, _ in self._sweeps]
+                names = ", ".join(shell_id for shell_id, _ in batch)
+                try:
+                    reply = await self.sh.run(sweep_script(batch, grace), timeout=grace + _SWEEP_SLACK_S)
+                except HostError as exc:
+                    logger.warning("host %s: ending what %s left failed: %s", self.name, names, exc.message)
+                else:
+                    if reply.status != 0 or not reply.out.endswith("left=0"):
+                        said = reply.out or reply.status
+                        logger.warning("host %s: ending what %s left: %s", self.name, names, said)
+                _release(self._sweeps[: len(batch)])
+                del self._sweeps[: len(batch)]
+        finally:  # cancelled (the host closes): nobody waits for ever
+            _release(self._sweeps)
+            self._sweeps.clear()
 
     async def write_rc(self, shell_id: str, text: str) -> str:
         facts = await self.connection()
@@ -519,6 +539,12 @@ class SshHost(RemoteQuestions, ShellHost):
             commands.client_argv(Path(_SOCKET_WORD), commands.attach(shell_id))
         )
         return self.conn.argv(remote_command(script), tty=True)
+
+
+def _release(waiting: list[tuple[Marked, asyncio.Future[None]]]) -> None:
+    for _, done in waiting:
+        if not done.done():
+            done.set_result(None)
 
 
 def remote_hosts(config: Config) -> dict[str, ShellHost]:

@@ -182,42 +182,55 @@ def _from_ps(line: str) -> Proc | None:
 
 
 _GREP_Z = "printf 'x\\0' | grep -qzx x 2>/dev/null || exit 2; "
+_ALL = "/proc/[0-9]*/environ"
+
+# A shell to sweep: its id, and the only pids to look at (``None``: every process).
+Marked = tuple[str, tuple[int, ...] | None]
 
 
-def _scan(marker: str, pids: tuple[int, ...] | None) -> str:
-    """``scan``, a function printing the pids (one a line) whose environment holds ``marker``:
-    among every process this account may read, or among ``pids`` only."""
-    files = " ".join(f"/proc/{p}/environ" for p in pids) if pids is not None else "/proc/[0-9]*/environ"
+def _scan(shells: list[Marked]) -> str:
+    """``scan``, a function printing (one a line, each once) the pids whose environment holds the
+    ``TETHER_SHELL`` of one of ``shells``: among every process this account may read, or among
+    that shell's ``pids`` only."""
+    greps = []
+    everywhere = [shell_id for shell_id, pids in shells if pids is None]
+    if everywhere:
+        patterns = " ".join("-e " + sh_quote("TETHER_SHELL=" + shell_id) for shell_id in everywhere)
+        greps.append(f"grep -lzxF {patterns} {_ALL}")
+    for shell_id, pids in shells:
+        if pids:
+            files = " ".join(f"/proc/{p}/environ" for p in pids)
+            greps.append(f"grep -lzxF -e {sh_quote('TETHER_SHELL=' + shell_id)} {files}")
+    found = "; ".join(greps) or ":"
     return (
-        f"m={sh_quote(marker)}; "
-        f'scan() {{ grep -lzxF -e "$m" {files or "/dev/null"} 2>/dev/null '
-        "| sed -n 's|^/proc/\\([0-9][0-9]*\\)/environ$|\\1|p'; }; "
+        f"scan() {{ {{ {found}; }} 2>/dev/null "
+        "| sed -n 's|^/proc/\\([0-9][0-9]*\\)/environ$|\\1|p' | sort -u; }; "
     )
 
 
 def marked_script(shell_id: str) -> str:
     """Print the pids of the processes that carry the shell's ``TETHER_SHELL`` (exit 2 where
     ``grep -z`` does not work)."""
-    return _GREP_Z + _scan("TETHER_SHELL=" + shell_id, None) + "scan"
+    return _GREP_Z + _scan([(shell_id, None)]) + "scan"
 
 
 def parse_pids(out: str) -> tuple[int, ...]:
     return tuple(int(word) for word in out.split() if word.isdigit())
 
 
-def sweep_script(shell_id: str, grace_s: float, pids: tuple[int, ...] | None = None) -> str:
-    """End what a closed shell left running on a Linux host, as the local host does: every process
-    whose environment holds the shell's ``TETHER_SHELL`` (its background jobs, ``nohup``,
+def sweep_script(shells: list[Marked], grace_s: float) -> str:
+    """End what closed shells left running on a Linux host, as the local host does: every process
+    whose environment holds one shell's ``TETHER_SHELL`` (its background jobs, ``nohup``,
     ``setsid`` and disowned processes inherit it; tether's own channels there never carry it) gets
     ``SIGTERM`` and ``SIGCONT`` once, found again every tenth of a second (a process forked
-    meanwhile is ended too), and ``SIGKILL`` after ``grace_s``. ``pids``: only those (a respawned
-    shell's new processes carry the same marker). One ``grep -z`` reads every environment it may
-    (other accounts' processes are unreadable, so never touched). Prints how many were ended and
-    how many survived ``SIGKILL``; exits 2 where ``grep -z`` does not work (the host then keeps
-    tmux's hang-up alone)."""
+    meanwhile is ended too), and ``SIGKILL`` after ``grace_s``. A shell's pids, when given: only
+    those (a respawned shell's new processes carry the same marker). One ``grep -z`` reads every
+    environment it may (other accounts' processes are unreadable, so never touched). Prints how
+    many were ended and how many survived ``SIGKILL``; exits 2 where ``grep -z`` does not work
+    (the host then keeps tmux's hang-up alone)."""
     ticks = max(1, round(grace_s * 10))
     return (
-        _GREP_Z + _scan("TETHER_SHELL=" + shell_id, pids) + "seen=' '; n=0; "
+        _GREP_Z + _scan(shells) + "seen=' '; n=0; "
         f'while p=$(scan); [ -n "$p" ] && [ $n -lt {ticks} ]; do new=; '
         'for x in $p; do case "$seen" in *" $x "*) ;; *) new="$new $x"; seen="$seen$x ";; esac; done; '
         '[ -n "$new" ] && { kill -TERM $new; kill -CONT $new; } 2>/dev/null; '
