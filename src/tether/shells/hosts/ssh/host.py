@@ -42,9 +42,10 @@ from tether.shells.hosts.ssh.conn import (
     remote_command,
 )
 from tether.shells.hosts.ssh.mirror import LogMirror, stream_script
-from tether.shells.hosts.ssh.procs import Marked, PaneProcs, marked_script, parse_pids, sweep_script
+from tether.shells.hosts.ssh.procs import PaneProcs
 from tether.shells.hosts.ssh.questions import RemoteQuestions
 from tether.shells.hosts.ssh.sh import RemoteShell
+from tether.shells.hosts.ssh.sweep import Sweeper
 from tether.shells.logs import read_range
 from tether.shells.safety import call_notes
 from tether.shells.safety.call_notes import CallNotes
@@ -57,7 +58,6 @@ logger = logging.getLogger(__name__)
 
 BACKOFF_S = 10.0
 _SYNC_S = 10.0  # at most this long for a mirror to catch up after a (re)connect
-_SWEEP_SLACK_S = 20.0  # a closed shell's sweep on the host: its grace, then SIGKILL and the last look
 _SOCKET_WORD = "/@tether-socket@"  # placeholder for the socket in a command built for the host's shell
 
 
@@ -155,9 +155,10 @@ class SshHost(RemoteQuestions, ShellHost):
         self._procs: dict[tuple[str, bool], tuple[float, asyncio.Task[PaneProcs]]] = {}
         self._configured = -1  # the connection mark the server options were set in
         self._trimmed: dict[str, int] = {}
-        # Closed shells whose leftovers wait to be ended, and the task ending them (``_sweep``).
-        self._sweeps: list[tuple[Marked, asyncio.Future[None]]] = []
-        self._sweeper: asyncio.Task[None] | None = None
+        # What a closed or respawned shell left running there ends with it (``sweep``).
+        self.sweeper = Sweeper(
+            name=self.name, sh=self.sh, grace_s=config.shell.grace_ms / 1000, spawn=self._adopt
+        )
 
     def start(self) -> None:
         self.watcher.start()
@@ -269,6 +270,11 @@ class SshHost(RemoteQuestions, ShellHost):
             return
         for shell_id in sorted(self._followed):
             self._follow(shell_id)
+
+    def _adopt(self, task: asyncio.Task[None]) -> None:
+        """Keep ``task`` until it ends; the host's close cancels it."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _spawn_task(self, coro: object) -> None:
         if self._closed:
@@ -446,7 +452,7 @@ class SshHost(RemoteQuestions, ShellHost):
         rc, log = facts.rc(pane.shell_id), facts.log(pane.shell_id)
         # What the old shell started ends with it, as at close; found before the new shell
         # exists, since that one carries the same marker.
-        old = await self._marked(pane.shell_id, facts)
+        old = await self.sweeper.marked(pane.shell_id) if facts.proc else ()
         await self._run_many(
             [
                 *self._configure(),
@@ -458,7 +464,7 @@ class SshHost(RemoteQuestions, ShellHost):
         )
         self.forget(pane.shell_id)
         if old:
-            await self._sweep(pane.shell_id, facts, old)
+            await self.sweeper.sweep(pane.shell_id, old)
 
     async def kill(self, shell_id: str) -> None:
         ended = False
@@ -473,57 +479,10 @@ class SshHost(RemoteQuestions, ShellHost):
             await self.mirror.stop(shell_id)
             facts = self.conn.facts
             if facts is not None:
-                if ended:
-                    await self._sweep(shell_id, facts)
+                if ended and facts.proc:
+                    await self.sweeper.sweep(shell_id)
                 # Nothing of a closed shell stays on the host (its mirror keeps the output here).
                 await self._quiet(f"rm -f {sh_quote(facts.log(shell_id))} {sh_quote(facts.rc(shell_id))}")
-
-    async def _marked(self, shell_id: str, facts: HostFacts) -> tuple[int, ...]:
-        """The processes on the host that carry the shell's marker (none known without ``/proc``)."""
-        if not facts.proc:
-            return ()
-        try:
-            reply = await self.sh.run(marked_script(shell_id))
-        except HostError:
-            return ()
-        return parse_pids(reply.out) if reply.status == 0 else ()
-
-    async def _sweep(self, shell_id: str, facts: HostFacts, pids: tuple[int, ...] | None = None) -> None:
-        """End what the shell started that tmux's hang-up did not reach (``nohup``, ``setsid``,
-        disowned jobs), found by the marker they inherit (``procs.sweep_script``; ``pids``: only
-        those); the call answers once they have exited. Hosts without ``/proc`` keep the hang-up
-        alone. Shells closed together are swept together: one script for all that wait when the
-        last one ends, since the command shell answers one question at a time and a sweep may
-        take its whole grace (a queue of them would outlast each one's deadline)."""
-        if not facts.proc:
-            return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._sweeps.append(((shell_id, pids), done))
-        if self._sweeper is None or self._sweeper.done():
-            self._sweeper = sweeper = asyncio.get_running_loop().create_task(self._sweep_all())
-            self._tasks.add(sweeper)  # cancelled with the host (every waiter is then released)
-            sweeper.add_done_callback(self._tasks.discard)
-        await asyncio.shield(done)
-
-    async def _sweep_all(self) -> None:
-        grace = self.config.shell.grace_ms / 1000
-        try:
-            while self._sweeps:
-                batch = [marked for marked, _ in self._sweeps]
-                names = ", ".join(shell_id for shell_id, _ in batch)
-                try:
-                    reply = await self.sh.run(sweep_script(batch, grace), timeout=grace + _SWEEP_SLACK_S)
-                except HostError as exc:
-                    logger.warning("host %s: ending what %s left failed: %s", self.name, names, exc.message)
-                else:
-                    if reply.status != 0 or not reply.out.endswith("left=0"):
-                        said = reply.out or reply.status
-                        logger.warning("host %s: ending what %s left: %s", self.name, names, said)
-                _release(self._sweeps[: len(batch)])
-                del self._sweeps[: len(batch)]
-        finally:  # cancelled (the host closes): nobody waits for ever
-            _release(self._sweeps)
-            self._sweeps.clear()
 
     async def write_rc(self, shell_id: str, text: str) -> str:
         facts = await self.connection()
@@ -539,12 +498,6 @@ class SshHost(RemoteQuestions, ShellHost):
             commands.client_argv(Path(_SOCKET_WORD), commands.attach(shell_id))
         )
         return self.conn.argv(remote_command(script), tty=True)
-
-
-def _release(waiting: list[tuple[Marked, asyncio.Future[None]]]) -> None:
-    for _, done in waiting:
-        if not done.done():
-            done.set_result(None)
 
 
 def remote_hosts(config: Config) -> dict[str, ShellHost]:
