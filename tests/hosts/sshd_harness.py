@@ -2,9 +2,10 @@
 
 Each server is Debian's ``/usr/sbin/sshd`` run in the foreground (``-D -e``) with its own config
 file, a host key and an authorized user key generated in a temporary directory, on a free port of
-9700-9799: key logins only, for the user running the tests, nothing of the machine's own ssh
-setup touched. ``stop`` ends the listener and every connection it serves (the "host" vanishes
-from the network, its tmux server and shells stay); ``start`` brings it back on the same port.
+9700-9799 (``TETHER_TEST_SSHD_PORTS=FIRST-LAST`` moves them): key logins only, for the user running
+the tests, nothing of the machine's own ssh setup touched. ``stop`` ends the listener and every
+connection it serves (the "host" vanishes from the network, its tmux server and shells stay);
+``start`` brings it back on the same port.
 
 ``RemoteHosts`` writes the ``[hosts.NAME]`` entries into a tether home's ``config.toml``, each
 host with its own remote ``tether_home`` (a separate directory: nothing is shared with the local
@@ -29,12 +30,13 @@ from hang import HANG_S
 from tether.process.tree import reap_adopted
 
 SSHD = "/usr/sbin/sshd"
-PORTS = range(9700, 9800)
+_RANGE = os.environ.get("TETHER_TEST_SSHD_PORTS", "9700-9799").split("-")
+PORTS = range(int(_RANGE[0]), int(_RANGE[-1]) + 1)
 _SLICE = 20  # ports per pytest-xdist worker: two workers never probe the same port at once
 
 
 def _ports() -> range:
-    """This process's share of 9700-9799: a pytest-xdist worker ``gwN`` gets its own slice (a port
+    """This process's share of the ports: a pytest-xdist worker ``gwN`` gets its own slice (a port
     found free by one worker could otherwise be taken by another before its sshd binds it)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     n = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else -1

@@ -4,6 +4,8 @@ machine in one call."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import os
 import signal
@@ -14,15 +16,16 @@ from typing import Any
 import anyio
 import pytest
 from shell_harness import call, open_shell, read, run, shell_client
-from sshd_harness import RemoteHosts, end_processes, keygen
+from sshd_harness import RemoteHosts, _descendants, end_processes, keygen
 
 from hang import HANG_MS, HANG_S
 from tether.config import load_config
 from tether.errors import TetherError
 from tether.process.tree import reap_adopted
-from tether.shells import HostError, Shells, SshHost
+from tether.shells import ConnectionLost, HostError, Shells, SshHost
 from tether.shells import open_shell as open_in_process
 from tether.shells.lifecycle import close
+from tether.shells.tmux import control as control_module
 from tether.shells.tmux.control import ClientEnded, SessionError
 from tether.tools.registry import CallContext
 from tether.tools.shells import ShellTools
@@ -445,3 +448,62 @@ async def test_a_changed_host_key_is_refused_with_the_exact_command_that_forgets
     async with shell_client(tether_home) as client:
         shell = await open_shell(client, host="box-a")
         assert (await run(client, shell, "echo trusted"))["lines"] == ["trusted"]
+
+
+async def test_a_connection_gone_silent_right_after_an_answer_is_ended_within_one_answer_bound(
+    tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The watchdog's bound counts from the command that waits, not from a timer armed for a
+    # command answered a moment earlier: ending at twice the bound held the call that long.
+    bound = 6.0
+    monkeypatch.setattr(control_module, "ANSWER_S", bound)
+    box = remote.add("box-a", timeout=3)
+    shells = Shells.get(load_config(tether_home))
+    stopped: list[int] = []
+    try:
+        host = shells.hosts["box-a"]
+        assert isinstance(host, SshHost)
+        await host.connect()
+        await host.panes()  # answered: the watchdog was armed for it, and is still set
+        assert box.sshd.proc is not None
+        stopped = _descendants(box.sshd.proc.pid)  # the connection's side on the host: silent now
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        asking = asyncio.ensure_future(host.panes())
+        with anyio.fail_after(HANG_S):
+            while not host.control._pending:
+                await asyncio.sleep(0.01)
+        # Timers of one loop run in the order of their deadlines, however busy the machine: the
+        # watchdog, due one bound after the question was written, runs before this sleep ends. The
+        # host answers at once after that; a client not yet ended would take that answer.
+        await asyncio.sleep(bound * 1.5)
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        with anyio.fail_after(HANG_S), pytest.raises(ConnectionLost, match="did not answer within"):
+            await asyncio.shield(asking)
+        # The next call starts a new channel, and works.
+        with anyio.fail_after(HANG_S):
+            assert await host.panes() == {}
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        await shells.close()
+
+
+@pytest.mark.parametrize("bashrc", ["exit 0", "exec true"])
+async def test_a_login_that_ends_before_the_command_says_so_not_the_state_directory(
+    tether_home: Path, remote: RemoteHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bashrc: str
+) -> None:
+    # The account's ~/.bashrc ends the session (or replaces it) before ssh's command runs: the
+    # probe printed nothing, which is no fact about the state directory there.
+    (tmp_path / ".bashrc").write_text(bashrc + "\n")
+    monkeypatch.setenv("HOME", str(tmp_path))  # the host's sessions get it (see sshd_harness)
+    box = remote.add("box-a", timeout=3)
+    async with shell_client(tether_home) as client:
+        _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "host": "box-a"}}]})
+    task = data["tasks"][0]
+    assert task["errorCode"] == "HOST_UNSUITABLE", task
+    assert "logged in, but the command tether sent never ran" in task["error"], task
+    assert "~/.bashrc" in task["error"] and "state directory" not in task["error"], task
+    assert task["shell"] is None and not (box.home / "tmux.sock").exists()

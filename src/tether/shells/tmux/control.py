@@ -142,8 +142,10 @@ class ControlClient:
         self._out_proc: asyncio.subprocess.Process | None = None
         self._shared: dict[str, asyncio.Future[list[str]]] = {}
         self._server_pid = 0  # the tmux server this client talks to (0 = not known yet)
-        # The watchdog: replies read so far, and whether this client was ended for not answering.
-        self._answered = 0
+        # The watchdog: since when (loop time) the client owes an answer and has given none — the
+        # later of its last reply and the moment a command was queued with none waiting —, its
+        # timer, and whether this client was ended for not answering.
+        self._owed_since = 0.0
         self._watch: asyncio.TimerHandle | None = None
         self._wedged = False
 
@@ -268,7 +270,7 @@ class ControlClient:
                 if line.startswith(("%end ", "%error ")):
                     failed = line.startswith("%error ")
                     if mine and self._pending:
-                        self._answered += 1
+                        self._owed_since = asyncio.get_running_loop().time()
                         fut = self._pending.popleft()
                         if not fut.done():
                             if failed:
@@ -298,15 +300,20 @@ class ControlClient:
         )
 
     def _arm(self, proc: asyncio.subprocess.Process) -> None:
-        """Watch the commands now waiting: no reply at all within ``ANSWER_S`` ends the client."""
+        """Watch the commands now waiting: no reply at all within ``ANSWER_S`` ends the client.
+        The timer is set from ``_owed_since``, never from when it was first armed: a timer armed
+        for commands answered since (a call a moment earlier) would otherwise, on finding replies,
+        wait a whole ``ANSWER_S`` more, and a client gone silent right after answering was ended
+        only after twice the bound."""
         if self._watch is None and self._pending:
-            self._watch = asyncio.get_running_loop().call_later(ANSWER_S, self._check, proc, self._answered)
+            self._watch = asyncio.get_running_loop().call_at(self._owed_since + ANSWER_S, self._check, proc)
 
-    def _check(self, proc: asyncio.subprocess.Process, answered: int) -> None:
+    def _check(self, proc: asyncio.subprocess.Process) -> None:
         self._watch = None
         if proc is not self._proc or proc.returncode is not None or not self._pending:
             return
-        if self._answered == answered:
+        # A timer may run a clock tick early (asyncio's resolution): that is the deadline too.
+        if asyncio.get_running_loop().time() + 0.001 >= self._owed_since + ANSWER_S:
             logger.warning("tmux did not answer within %g s; ending its control client", ANSWER_S)
             self._wedged = True
             with contextlib.suppress(ProcessLookupError):
@@ -330,6 +337,8 @@ class ControlClient:
             self._out_proc = proc
             loop.call_soon(self._flush)
         futs: list[asyncio.Future[list[str]]] = [loop.create_future() for _ in range(count)]
+        if not self._pending:
+            self._owed_since = loop.time()
         self._pending.extend(futs)
         self._out.append(data)
         self._arm(proc)

@@ -188,7 +188,7 @@ class SshConnection:
             out, err, status = await self._run(remote_command(_probe_script(self.section.tether_home)))
             if status == 255:
                 raise HostError(self._unreachable(err))
-            facts = self._parse(out, status)
+            facts = self._parse(out, status, err)
             self.master_pid = await self._master_pid()
             self._facts = facts
             return facts
@@ -271,8 +271,17 @@ class SshConnection:
             await self._run("", extra=("-O", "exit"))
         self.forget()
 
-    def _parse(self, out: str, status: int) -> HostFacts:
+    def _parse(self, out: str, status: int, err: str) -> HostFacts:
         values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        if "home" not in values and "state" not in values:
+            # The probe never reached its first test: the login ran something else or ended first.
+            said = " ".join(line.strip() for line in err.splitlines() if line.strip())[:300]
+            raise HostUnsuitable(
+                f"{self.where}: logged in, but the command tether sent never ran (exit {status}"
+                f"{'; it said: ' + said if said else ''}); the account's shell start-up files there "
+                "(~/.bashrc, ~/.profile) end the session or run something else first (an exit, an exec, "
+                "a menu): make them do that only in an interactive shell, and check that sh is installed"
+            )
         if status != 0 or "home" not in values:
             where = values.get("state", self.section.tether_home)
             raise HostUnsuitable(

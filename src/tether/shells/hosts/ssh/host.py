@@ -45,6 +45,7 @@ from tether.shells.hosts.ssh.mirror import LogMirror, stream_script
 from tether.shells.hosts.ssh.procs import PaneProcs
 from tether.shells.hosts.ssh.questions import RemoteQuestions
 from tether.shells.hosts.ssh.sh import RemoteShell
+from tether.shells.hosts.ssh.sweep import Sweeper
 from tether.shells.logs import read_range
 from tether.shells.safety import call_notes
 from tether.shells.safety.call_notes import CallNotes
@@ -154,6 +155,10 @@ class SshHost(RemoteQuestions, ShellHost):
         self._procs: dict[tuple[str, bool], tuple[float, asyncio.Task[PaneProcs]]] = {}
         self._configured = -1  # the connection mark the server options were set in
         self._trimmed: dict[str, int] = {}
+        # What a closed or respawned shell left running there ends with it (``sweep``).
+        self.sweeper = Sweeper(
+            name=self.name, sh=self.sh, grace_s=config.shell.grace_ms / 1000, spawn=self._adopt
+        )
 
     def start(self) -> None:
         self.watcher.start()
@@ -265,6 +270,11 @@ class SshHost(RemoteQuestions, ShellHost):
             return
         for shell_id in sorted(self._followed):
             self._follow(shell_id)
+
+    def _adopt(self, task: asyncio.Task[None]) -> None:
+        """Keep ``task`` until it ends; the host's close cancels it."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _spawn_task(self, coro: object) -> None:
         if self._closed:
@@ -440,6 +450,9 @@ class SshHost(RemoteQuestions, ShellHost):
     async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
         facts = await self.connection()
         rc, log = facts.rc(pane.shell_id), facts.log(pane.shell_id)
+        # What the old shell started ends with it, as at close; found before the new shell
+        # exists, since that one carries the same marker.
+        old = await self.sweeper.marked(pane.shell_id) if facts.proc else ()
         await self._run_many(
             [
                 *self._configure(),
@@ -450,15 +463,24 @@ class SshHost(RemoteQuestions, ShellHost):
             ]
         )
         self.forget(pane.shell_id)
+        if old:
+            await self.sweeper.sweep(pane.shell_id, old)
 
     async def kill(self, shell_id: str) -> None:
+        ended = False
         try:
             await super().kill(shell_id)
+            ended = True
+        except SessionError:
+            ended = True  # the session was gone already: what it started goes too
+            raise
         finally:
             self._followed.discard(shell_id)
             await self.mirror.stop(shell_id)
             facts = self.conn.facts
             if facts is not None:
+                if ended and facts.proc:
+                    await self.sweeper.sweep(shell_id)
                 # Nothing of a closed shell stays on the host (its mirror keeps the output here).
                 await self._quiet(f"rm -f {sh_quote(facts.log(shell_id))} {sh_quote(facts.rc(shell_id))}")
 
