@@ -61,21 +61,26 @@ class CommandKeeper:
 
     def _start(self, pid: int) -> None:
         self._timer = None
-        spec = json.dumps({**self._spec, "pid": pid})
-        argv = [sys.executable, "-I", os.path.abspath(launch.__file__), "--keep", spec]
+        # On its standard input, not its command line: the hidden paths' names are nobody else's.
+        spec = json.dumps({**self._spec, "pid": pid}).encode()
+        argv = [sys.executable, "-I", os.path.abspath(launch.__file__), "--keep"]
         try:
             self._process = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # no terminal's signals
             )
+            assert self._process.stdin is not None
+            with self._process.stdin:  # a few kilobytes: within the pipe's buffer
+                self._process.stdin.write(spec)
         except OSError as exc:
             # Out of processes or memory: the command cannot be kept, so it does not go on.
             logger.error("sandbox: the command's keeper could not start (%s); ending the command", exc)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+            self.kill()
             self._unstarted = True
 
     async def stop(self) -> bool:

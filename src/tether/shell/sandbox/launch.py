@@ -171,11 +171,11 @@ def start_keeper(keep: object) -> None:
 
 
 def keep_command(spec: object) -> int:
-    """Keep the mounts of a one-shot command's running sandbox (``launch.py --keep SPEC``: ``keep``
-    as above, ``covered`` each path's ``[device, inode]`` when bubblewrap's mounts were planned —
-    what changed since is mounted again at once — and ``pid``, bubblewrap's). In this process,
-    until bubblewrap exits: 0 then, ``KEEPER_ENDED_IT`` when the keeper had to end the sandbox (or
-    could not watch)."""
+    """Keep the mounts of a one-shot command's running sandbox (``launch.py --keep``, the spec on
+    its standard input: ``keep`` as above, ``covered`` each path's ``[device, inode]`` when
+    bubblewrap's mounts were planned — what changed since is mounted again at once — and ``pid``,
+    bubblewrap's). In this process, until bubblewrap exits: 0 then, ``KEEPER_ENDED_IT`` when the
+    keeper had to end the sandbox (or could not watch)."""
     if not isinstance(spec, dict) or not isinstance(spec.get("pid"), int):
         raise ValueError(f"not a keeper spec: {spec!r}")
     keep, covered = spec.get("keep"), spec.get("covered")
@@ -226,14 +226,14 @@ def _detached(body: Callable[[int], None], *, keep_fd: int = -1) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    if len(argv) == 3 and argv[1] == "--keep":
+    if len(argv) == 2 and argv[1] == "--keep":
         try:
-            return keep_command(json.loads(argv[2]))
+            return keep_command(json.load(sys.stdin))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"tether: cannot keep the command's sandbox: {exc}", file=sys.stderr)
             return 2
     if len(argv) != 2:
-        print("usage: launch.py SPEC | launch.py --keep SPEC-JSON", file=sys.stderr)
+        print("usage: launch.py SPEC | launch.py --keep < SPEC-JSON", file=sys.stderr)
         return 2
     try:
         with open(argv[1], encoding="utf-8") as handle:
