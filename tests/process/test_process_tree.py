@@ -135,6 +135,33 @@ def test_an_empty_read_of_a_nonempty_environment_is_read_again(monkeypatch: pyte
         child.wait()
 
 
+def test_an_exec_that_never_finishes_is_waited_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An exec stuck in the kernel (its binary on a hung file system) would otherwise cost every
+    # scan of its tree the whole wait, on the server's event loop.
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        reads: list[str] = []
+        real = tree._read
+
+        def empty_environ(path: str) -> bytes:
+            if path.endswith("/environ"):
+                reads.append(path)
+                return b""
+            return real(path)
+
+        monkeypatch.setattr(tree, "_read", empty_environ)
+        monkeypatch.setattr(tree, "_environ_pending", lambda pid: b"42")  # always "mid-exec"
+        monkeypatch.setattr(tree, "_exec_stuck", set())
+        assert tree.environ_of(child.pid) == b""
+        waited = len(reads)
+        assert waited > 1  # read again while it was worth waiting
+        assert tree.environ_of(child.pid) == b""
+        assert len(reads) == waited + 1  # then once per scan
+    finally:
+        child.kill()
+        child.wait()
+
+
 def _exec_done(pid: int) -> bool:
     # argv of the new image is set up: `sleep` has replaced the forked Python.
     with open(f"/proc/{pid}/cmdline", "rb") as handle:

@@ -49,7 +49,8 @@ TREE_MARKER = "TETHER_TREE_ID"
 
 _subreaper_done = False
 _PF_KTHREAD = 0x00200000  # in the flags of /proc/PID/stat: a kernel thread
-_EXEC_WAIT_S = 0.1  # the longest an exec in flight is waited for, per process and scan
+_EXEC_WAIT_S = 0.1  # the longest an exec in flight is waited for, once per process
+_exec_stuck: set[tuple[int, bytes]] = set()  # (pid, start time) of execs waited out in vain
 _adoption_lock = threading.Lock()
 _paused = 0  # pause_adoption() callers not yet resumed
 _pauses_begun = 0  # how many pauses ever began (a tree alive across one looks in /proc too)
@@ -312,27 +313,30 @@ def reap_adopted(pid: int) -> bool:
         return False
 
 
-def _environ_pending(pid: int) -> bool:
-    """Whether an empty read of ``/proc/PID/environ`` is passing rather than final.
+def _environ_pending(pid: int) -> bytes | None:
+    """Whether an empty read of ``/proc/PID/environ`` is passing rather than final: the process's
+    start time (field 22 of ``/proc/PID/stat``, which tells it from a later one with its pid) if
+    passing, else ``None``.
 
     Final: a live process started with an empty environment (``env -i``), whose environment block
-    is empty (``env_start == env_end != 0``, fields 50 and 51 of ``/proc/PID/stat``), a zombie
-    (whose environment is gone for good) or a kernel thread (which never has one). Passing: an
-    ``execve`` in flight — before the new image has an environment block ``env_end`` is 0, and
-    for a while after it has one the block can be unreadable though not empty (seen on Linux 6.18
-    under load: an empty read of a 1,573-byte
-    block, which read in full a moment later).
+    is empty (``env_start == env_end != 0``, fields 50 and 51), a zombie (whose environment is gone
+    for good) or a kernel thread (which never has one). Passing: an ``execve`` in flight — before
+    the new image has an environment block ``env_end`` is 0, and for a while after it has one the
+    block can be unreadable though not empty (seen on Linux 6.18 under load: an empty read of a
+    1,573-byte block, which read in full a moment later).
     """
     try:
         raw = _read(f"/proc/{pid}/stat")
     except OSError:
-        return False
+        return None
     rest = raw[raw.rfind(b")") + 2 :].split()
-    # rest[0] is field 3 (state): fields 50 and 51 are rest[47] and rest[48]. Older kernels
-    # (< 3.5) lack them: retry then.
+    # rest[0] is field 3 (state), rest[19] field 22; fields 50 and 51 are rest[47] and rest[48].
+    # Older kernels (< 3.5) lack them: retry then.
     if rest[0] in (b"Z", b"X") or int(rest[6]) & _PF_KTHREAD:
-        return False
-    return len(rest) < 49 or rest[48] == b"0" or int(rest[48]) > int(rest[47])
+        return None
+    if len(rest) < 49 or rest[48] == b"0" or int(rest[48]) > int(rest[47]):
+        return rest[19]
+    return None
 
 
 def environ_of(pid: int) -> bytes:
@@ -342,7 +346,9 @@ def environ_of(pid: int) -> bytes:
     than miss an escapee caught mid-exec (a backgrounded `sleep` missed so outlived its command
     on a loaded machine). The wait is bounded in time, not in tries: an exec there can take
     milliseconds. Only then: one that runs with an empty environment is answered at once
-    (retrying each of a thousand `env -i` escapees held the event loop for minutes).
+    (retrying each of a thousand `env -i` escapees held the event loop for minutes). And only
+    once per process: one whose exec is stuck (its binary on a hung file system) is not waited
+    for again at every scan of its tree, on the event loop.
     """
     deadline: float | None = None
     pause = 0.0
@@ -351,12 +357,18 @@ def environ_of(pid: int) -> bytes:
             data = _read(f"/proc/{pid}/environ")
         except OSError:
             return b""
-        if data or not _environ_pending(pid):
+        if data:
             return data
+        started = _environ_pending(pid)
+        if started is None or (pid, started) in _exec_stuck:
+            return b""
         now = time.monotonic()
         if deadline is None:
             deadline = now + _EXEC_WAIT_S
         elif now >= deadline:
+            if len(_exec_stuck) >= 4096:
+                _exec_stuck.clear()  # bounded: a forgotten one costs one more wait
+            _exec_stuck.add((pid, started))
             return b""
         if pause:
             time.sleep(pause)
