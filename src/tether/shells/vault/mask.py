@@ -217,13 +217,18 @@ class _Flat:
 
 
 class SecretMasker:
-    """Replace every masked form of every secret (``{name: value}``) by ``[vault:NAME]``."""
+    """Replace every masked form of every secret by ``[vault:NAME]``.
+
+    ``secrets`` is ``{name: value}`` or (name, value) pairs: one name may have several values (an
+    item rotated after its old value was delivered to a shell), each masked.
+    """
 
     __slots__ = ("_label", "_pattern", "longest")
 
-    def __init__(self, secrets: Mapping[str, str]) -> None:
+    def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
         self._label: dict[str, str] = {}
-        for name, value in secrets.items():
+        pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
+        for name, value in pairs:
             for form in secret_forms(value):
                 self._label.setdefault(form, f"[vault:{name}]")
         self._pattern = re.compile(_trie_pattern(self._label)) if self._label else None
