@@ -106,11 +106,15 @@ def _gzip_trailers(raw: bytes) -> Iterable[bytes]:
         yield zlib.crc32(data).to_bytes(4, "little") + (len(data) % 2**32).to_bytes(4, "little")
 
 
+def _edge_size(flat: str) -> int:
+    """The shortest prefix or suffix of the value that is masked (at least half of it)."""
+    return max(2 * MIN_FRAGMENT, -(-len(flat) // 2))
+
+
 def _edges(flat: str) -> Iterable[str]:
     """Prefixes and suffixes of at least half the value: what a screen shows of a value whose
     start or end scrolled off (one character per line) or was cut by a narrow pane."""
-    shortest = max(2 * MIN_FRAGMENT, -(-len(flat) // 2))
-    for size in range(shortest, len(flat)):
+    for size in range(_edge_size(flat), len(flat)):
         yield flat[:size]
         yield flat[-size:]
 
@@ -121,13 +125,18 @@ def _url_forms(value: str) -> Iterable[str]:
         yield re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), form)
 
 
-def secret_forms(value: str) -> list[str]:
+def secret_forms(value: str, *, edges: bool = True) -> list[str]:
     """Every masked form of one value as it is matched (line breaks taken out), deduplicated,
-    without forms shorter than ``MIN_FRAGMENT`` unless the form is the whole raw value."""
+    without forms shorter than ``MIN_FRAGMENT`` unless the form is the whole raw value.
+
+    ``edges=False`` leaves out the prefixes and suffixes (``_edges``): the masker finds those by
+    extending its shortest one (``_EdgeFinder``), since as forms they are quadratic in the value's
+    length and nest the pattern one group per prefix."""
     raw = value.encode("utf-8")
     flat = _BREAK.sub("", value)
     forms: list[str] = [flat, flat.upper(), flat.lower(), flat[::-1], codecs.encode(flat, "rot13")]
-    forms.extend(_edges(flat))
+    if edges:
+        forms.extend(_edges(flat))
     lines = value.splitlines()
     if len(lines) > 1:
         forms.extend(lines)
@@ -189,6 +198,68 @@ def _trie_pattern(forms: Iterable[str]) -> str:
     return emit(trie)
 
 
+class _EdgeFinder:
+    """The prefixes and suffixes of at least ``_edge_size`` characters of the values, found in a
+    text without a pattern per length: each occurrence of the shortest prefix is extended forward
+    as far as the text goes on like the value, each occurrence of the shortest suffix backward.
+
+    Why not forms in the pattern: a value of n characters has n/2 such prefixes, which a trie
+    nests one group inside the next (``re`` refuses past ~1,000 characters: ``RecursionError``
+    for a PEM key), and n/2 suffixes of ~n characters each (gigabytes for a 64 KiB value).
+    """
+
+    __slots__ = ("_heads", "_tails")
+
+    def __init__(self) -> None:
+        self._heads: list[tuple[str, str, str]] = []  # (shortest prefix, value, label)
+        self._tails: list[tuple[str, str, str]] = []  # (shortest suffix, value, label)
+
+    def add(self, flat: str, label: str) -> None:
+        size = _edge_size(flat)
+        if size < len(flat):
+            self._heads.append((flat[:size], flat, label))
+            self._tails.append((flat[-size:], flat, label))
+
+    def __bool__(self) -> bool:
+        return bool(self._heads)
+
+    def spans(self, text: str) -> Iterable[tuple[int, int, str]]:
+        """(start, end, label) of every maximal prefix or suffix occurrence, in no set order."""
+        for head, flat, label in self._heads:
+            at = text.find(head)
+            while at >= 0:
+                end, i = at + len(head), len(head)
+                while i < len(flat) and end < len(text) and text[end] == flat[i]:
+                    end, i = end + 1, i + 1
+                yield at, end, label
+                at = text.find(head, at + 1)
+        for tail, flat, label in self._tails:
+            at = text.find(tail)
+            while at >= 0:
+                start, i = at, len(flat) - len(tail) - 1
+                while i >= 0 and start > 0 and text[start - 1] == flat[i]:
+                    start, i = start - 1, i - 1
+                yield start, at + len(tail), label
+                at = text.find(tail, at + 1)
+
+
+def _merged(
+    found: Iterable[tuple[int, int, str]], edges: Iterable[tuple[int, int, str]]
+) -> list[tuple[int, int, str]]:
+    """Overlapping spans joined into one, labelled as the longest of those starting first (a form
+    before an edge of the same extent): masking covers every character any form covers."""
+    ranked = [(s, -e, 0, label) for s, e, label in found] + [(s, -e, 1, label) for s, e, label in edges]
+    out: list[tuple[int, int, str]] = []
+    for start, neg_end, _rank, label in sorted(ranked):
+        end = -neg_end
+        if out and start < out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end, out[-1][2])
+        else:
+            out.append((start, end, label))
+    return out
+
+
 class _Flat:
     """``text`` without its line breaks, and the way back from a position in it to the original."""
 
@@ -223,14 +294,16 @@ class SecretMasker:
     item rotated after its old value was delivered to a shell), each masked.
     """
 
-    __slots__ = ("_label", "_pattern", "longest")
+    __slots__ = ("_edges", "_label", "_pattern", "longest")
 
     def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
         self._label: dict[str, str] = {}
+        self._edges = _EdgeFinder()
         pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
         for name, value in pairs:
-            for form in secret_forms(value):
+            for form in secret_forms(value, edges=False):
                 self._label.setdefault(form, f"[vault:{name}]")
+            self._edges.add(_BREAK.sub("", value), f"[vault:{name}]")
         self._pattern = re.compile(_trie_pattern(self._label)) if self._label else None
         self.longest = max(map(len, self._label), default=0)
 
@@ -243,18 +316,24 @@ class SecretMasker:
     def _spans(self, text: str, cut: int) -> Iterable[tuple[int, int, str]]:
         """(start, end, label) in ``text`` of every match starting before ``cut``, in order."""
         assert self._pattern is not None
-        if "\n" not in text:
+        if "\n" not in text and not self._edges:
             for match in self._pattern.finditer(text):
                 if match.start() >= cut:
                     return
                 yield match.start(), match.end(), self._label[match.group(0)]
             return
         flat = _Flat(text)
-        for match in self._pattern.finditer(flat.text):
-            start = flat.origin(match.start())
-            if start >= cut:
+        # An edge may start before ``cut`` and be found only past it (a suffix is found by its
+        # end), so with edges the whole text is matched; it holds at most ``longest`` - 1
+        # characters past ``cut`` (``StreamMasker``), so every edge starting before it is whole.
+        found = [(m.start(), m.end(), self._label[m.group(0)]) for m in self._pattern.finditer(flat.text)]
+        if self._edges:
+            found = _merged(found, self._edges.spans(flat.text))
+        for start, end, label in found:
+            origin = flat.origin(start)
+            if origin >= cut:
                 return
-            yield start, flat.origin(match.end() - 1) + 1, self._label[match.group(0)]
+            yield origin, flat.origin(end - 1) + 1, label
 
     def mask_until(self, text: str, cut: int) -> tuple[str, int]:
         """Mask the matches that start before ``cut``; return the masked text up to where the
