@@ -27,6 +27,7 @@ from tether.shells.vault.refs import (
 )
 from tether.store.db import Store
 from tether.store.vault import Vault, VaultLockedError
+from tether.store.vault.rules import MAX_VALUE_BYTES
 
 CANARY = 'Cn4ry/+sécret&x=1"q\\z'  # URL-, JSON- and base64-alphabet characters, and non-ASCII
 
@@ -384,3 +385,23 @@ def test_edges_of_a_short_value_keep_their_extent_and_label() -> None:
     text = "pad " * 10 + "456789abcdefghij" + " tail"
     out = "".join(stream.feed(c) for c in text) + stream.flush()
     assert out == "pad " * 10 + "[vault:A] tail"
+
+
+def test_a_value_of_the_largest_size_is_masked_in_its_encodings() -> None:
+    """64 KiB (``MAX_VALUE_BYTES``): the pattern holds each form's first ``ANCHOR`` characters only;
+    whole forms made building this masker take minutes (every process, every vault change)."""
+    value = _pem(MAX_VALUE_BYTES - 100, 3)[:MAX_VALUE_BYTES]
+    masker = SecretMasker({"BIG": value})
+    pattern = masker._pattern  # anchors only: whole forms were ~400 pattern characters per value character
+    assert pattern is not None and len(pattern.pattern) < len(value)
+    flat = value.replace("\n", "")
+    raw = value.encode()
+    shown = {
+        "value": value,
+        "prefix": flat[: len(flat) // 2 + 10],
+        "base64": base64.encodebytes(raw).decode().strip(),  # wrapped at 76 columns
+        "hex": raw.hex(),
+        "json": json.dumps(value)[1:-1],
+    }
+    for label, text in shown.items():
+        assert masker.mask(f"<{text}>") == "<[vault:BIG]>", label

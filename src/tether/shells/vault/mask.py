@@ -34,9 +34,11 @@ transforms, encodings not listed (base85, uuencode, a hex dump with offsets and 
 ``od -c``), mixed-case edits, compression of a value among other data, and a value printed one
 piece at a time across separate commands or reads.
 
-One regex of all forms, built as a trie (``_trie_pattern``) so that each position of the text
-costs one branch, not one try per form; where several forms start at the same offset the longest
-wins.
+One regex of the forms' first ``ANCHOR`` characters, built as a trie (``_trie_pattern``) so that
+each position of the text costs one branch, not one try per form; where it finds an anchor, the
+forms that begin with it are compared whole, and where several forms start at the same offset the
+longest wins. (A pattern of whole forms made ``re`` parse and compile ~400 pattern characters per
+character of a value: seconds per kilobyte, minutes for the 64 KiB a value may hold.)
 """
 
 from __future__ import annotations
@@ -47,10 +49,11 @@ import codecs
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from urllib.parse import quote, quote_plus
 
 MIN_FRAGMENT = 4
+ANCHOR = 32  # characters of each form in the pattern; the rest is compared as a string
 # A line break, with the grep-style line number a search result puts after it (``12: ``, ``12- ``).
 _BREAK = re.compile(r"\r?\n(?:[0-9]+[:-] )?")
 
@@ -294,7 +297,7 @@ class SecretMasker:
     item rotated after its old value was delivered to a shell), each masked.
     """
 
-    __slots__ = ("_edges", "_label", "_pattern", "longest")
+    __slots__ = ("_by_anchor", "_edges", "_label", "_lengths", "_pattern", "longest")
 
     def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
         self._label: dict[str, str] = {}
@@ -304,7 +307,12 @@ class SecretMasker:
             for form in secret_forms(value, edges=False):
                 self._label.setdefault(form, f"[vault:{name}]")
             self._edges.add(_BREAK.sub("", value), f"[vault:{name}]")
-        self._pattern = re.compile(_trie_pattern(self._label)) if self._label else None
+        # Forms by their anchor, longest first; the anchor lengths, to find every anchor at an offset.
+        self._by_anchor: dict[str, list[str]] = {}
+        for form in sorted(self._label, key=len, reverse=True):
+            self._by_anchor.setdefault(form[:ANCHOR], []).append(form)
+        self._lengths = sorted({len(anchor) for anchor in self._by_anchor}, reverse=True)
+        self._pattern = re.compile(_trie_pattern(self._by_anchor)) if self._label else None
         self.longest = max(map(len, self._label), default=0)
 
     def __bool__(self) -> bool:
@@ -315,18 +323,17 @@ class SecretMasker:
 
     def _spans(self, text: str, cut: int) -> Iterable[tuple[int, int, str]]:
         """(start, end, label) in ``text`` of every match starting before ``cut``, in order."""
-        assert self._pattern is not None
         if "\n" not in text and not self._edges:
-            for match in self._pattern.finditer(text):
-                if match.start() >= cut:
+            for start, end, label in self._matches(text):
+                if start >= cut:
                     return
-                yield match.start(), match.end(), self._label[match.group(0)]
+                yield start, end, label
             return
         flat = _Flat(text)
         # An edge may start before ``cut`` and be found only past it (a suffix is found by its
         # end), so with edges the whole text is matched; it holds at most ``longest`` - 1
         # characters past ``cut`` (``StreamMasker``), so every edge starting before it is whole.
-        found = [(m.start(), m.end(), self._label[m.group(0)]) for m in self._pattern.finditer(flat.text)]
+        found: Iterable[tuple[int, int, str]] = list(self._matches(flat.text))
         if self._edges:
             found = _merged(found, self._edges.spans(flat.text))
         for start, end, label in found:
@@ -334,6 +341,24 @@ class SecretMasker:
             if origin >= cut:
                 return
             yield origin, flat.origin(end - 1) + 1, label
+
+    def _matches(self, text: str) -> Iterator[tuple[int, int, str]]:
+        """(start, end, label) of the leftmost-longest whole forms in ``text``, left to right."""
+        assert self._pattern is not None
+        pos = 0
+        while (anchor := self._pattern.search(text, pos)) is not None:
+            at = anchor.start()
+            best = ""
+            for size in self._lengths:  # every anchor starting here, not only the longest
+                for form in self._by_anchor.get(text[at : at + size], ()):
+                    if len(form) > len(best) and text.startswith(form, at):
+                        best = form
+                        break  # the rest of this anchor's forms are shorter
+            if not best:  # an anchor whose forms all go on differently here
+                pos = at + 1
+                continue
+            yield at, at + len(best), self._label[best]
+            pos = at + len(best)
 
     def mask_until(self, text: str, cut: int) -> tuple[str, int]:
         """Mask the matches that start before ``cut``; return the masked text up to where the
