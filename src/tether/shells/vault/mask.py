@@ -235,7 +235,9 @@ class _EdgeFinder:
                 while i < len(flat) and end < len(text) and text[end] == flat[i]:
                     end, i = end + 1, i + 1
                 yield at, end, label
-                at = text.find(head, at + 1)
+                # On from where this one ended, as the pattern's matches do: in a run of a
+                # repeated character every offset starts the head, and extending each is quadratic.
+                at = text.find(head, max(end, at + 1))
         for tail, flat, label in self._tails:
             at = text.find(tail)
             while at >= 0:
@@ -243,7 +245,7 @@ class _EdgeFinder:
                 while i >= 0 and start > 0 and text[start - 1] == flat[i]:
                     start, i = start - 1, i - 1
                 yield start, at + len(tail), label
-                at = text.find(tail, at + 1)
+                at = text.find(tail, at + len(tail))
 
 
 def _merged(
