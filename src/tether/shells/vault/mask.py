@@ -13,7 +13,8 @@ character per line (``fold -w1``), base64 or hex wrapped at any width (``base64`
 Masked forms of a value ``v`` (its UTF-8 bytes ``b``):
 
 - ``v`` itself, in upper and in lower case, reversed, rot13, and its prefixes and suffixes of at
-  least half its length (a screen shows the rest of a value whose start scrolled off); each line
+  least half its length (a screen shows the rest of a value whose start scrolled off; found by
+  ``edges``, not as forms of the pattern); each line
   of a multi-line ``v``
   (lines shorter than ``MIN_FRAGMENT`` are left alone: masking every ``}`` of a JSON key file
   would mask the whole screen);
@@ -51,6 +52,8 @@ import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from urllib.parse import quote, quote_plus
+
+from tether.shells.vault.edges import EdgeFinder, edge_size, merged
 
 MIN_FRAGMENT = 4
 ANCHOR = 32  # characters of each form in the pattern; the rest is compared as a string
@@ -109,15 +112,10 @@ def _gzip_trailers(raw: bytes) -> Iterable[bytes]:
         yield zlib.crc32(data).to_bytes(4, "little") + (len(data) % 2**32).to_bytes(4, "little")
 
 
-def _edge_size(flat: str) -> int:
-    """The shortest prefix or suffix of the value that is masked (at least half of it)."""
-    return max(2 * MIN_FRAGMENT, -(-len(flat) // 2))
-
-
 def _edges(flat: str) -> Iterable[str]:
     """Prefixes and suffixes of at least half the value: what a screen shows of a value whose
     start or end scrolled off (one character per line) or was cut by a narrow pane."""
-    for size in range(_edge_size(flat), len(flat)):
+    for size in range(edge_size(flat), len(flat)):
         yield flat[:size]
         yield flat[-size:]
 
@@ -133,7 +131,7 @@ def secret_forms(value: str, *, edges: bool = True) -> list[str]:
     without forms shorter than ``MIN_FRAGMENT`` unless the form is the whole raw value.
 
     ``edges=False`` leaves out the prefixes and suffixes (``_edges``): the masker finds those by
-    extending its shortest one (``_EdgeFinder``), since as forms they are quadratic in the value's
+    extending its shortest one (``edges.EdgeFinder``), since as forms they are quadratic in the value's
     length and nest the pattern one group per prefix."""
     raw = value.encode("utf-8")
     flat = _BREAK.sub("", value)
@@ -201,70 +199,6 @@ def _trie_pattern(forms: Iterable[str]) -> str:
     return emit(trie)
 
 
-class _EdgeFinder:
-    """The prefixes and suffixes of at least ``_edge_size`` characters of the values, found in a
-    text without a pattern per length: each occurrence of the shortest prefix is extended forward
-    as far as the text goes on like the value, each occurrence of the shortest suffix backward.
-
-    Why not forms in the pattern: a value of n characters has n/2 such prefixes, which a trie
-    nests one group inside the next (``re`` refuses past ~1,000 characters: ``RecursionError``
-    for a PEM key), and n/2 suffixes of ~n characters each (gigabytes for a 64 KiB value).
-    """
-
-    __slots__ = ("_heads", "_tails")
-
-    def __init__(self) -> None:
-        self._heads: list[tuple[str, str, str]] = []  # (shortest prefix, value, label)
-        self._tails: list[tuple[str, str, str]] = []  # (shortest suffix, value, label)
-
-    def add(self, flat: str, label: str) -> None:
-        size = _edge_size(flat)
-        if size < len(flat):
-            self._heads.append((flat[:size], flat, label))
-            self._tails.append((flat[-size:], flat, label))
-
-    def __bool__(self) -> bool:
-        return bool(self._heads)
-
-    def spans(self, text: str) -> Iterable[tuple[int, int, str]]:
-        """(start, end, label) of every maximal prefix or suffix occurrence, in no set order."""
-        for head, flat, label in self._heads:
-            at = text.find(head)
-            while at >= 0:
-                end, i = at + len(head), len(head)
-                while i < len(flat) and end < len(text) and text[end] == flat[i]:
-                    end, i = end + 1, i + 1
-                yield at, end, label
-                # On from where this one ended, as the pattern's matches do: in a run of a
-                # repeated character every offset starts the head, and extending each is quadratic.
-                at = text.find(head, max(end, at + 1))
-        for tail, flat, label in self._tails:
-            at = text.find(tail)
-            while at >= 0:
-                start, i = at, len(flat) - len(tail) - 1
-                while i >= 0 and start > 0 and text[start - 1] == flat[i]:
-                    start, i = start - 1, i - 1
-                yield start, at + len(tail), label
-                at = text.find(tail, at + len(tail))
-
-
-def _merged(
-    found: Iterable[tuple[int, int, str]], edges: Iterable[tuple[int, int, str]]
-) -> list[tuple[int, int, str]]:
-    """Overlapping spans joined into one, labelled as the longest of those starting first (a form
-    before an edge of the same extent): masking covers every character any form covers."""
-    ranked = [(s, -e, 0, label) for s, e, label in found] + [(s, -e, 1, label) for s, e, label in edges]
-    out: list[tuple[int, int, str]] = []
-    for start, neg_end, _rank, label in sorted(ranked):
-        end = -neg_end
-        if out and start < out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end, out[-1][2])
-        else:
-            out.append((start, end, label))
-    return out
-
-
 class _Flat:
     """``text`` without its line breaks, and the way back from a position in it to the original."""
 
@@ -303,7 +237,7 @@ class SecretMasker:
 
     def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
         self._label: dict[str, str] = {}
-        self._edges = _EdgeFinder()
+        self._edges = EdgeFinder()
         pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
         for name, value in pairs:
             for form in secret_forms(value, edges=False):
@@ -337,7 +271,7 @@ class SecretMasker:
         # characters past ``cut`` (``StreamMasker``), so every edge starting before it is whole.
         found: Iterable[tuple[int, int, str]] = list(self._matches(flat.text))
         if self._edges:
-            found = _merged(found, self._edges.spans(flat.text))
+            found = merged(found, self._edges.spans(flat.text))
         for start, end, label in found:
             origin = flat.origin(start)
             if origin >= cut:
