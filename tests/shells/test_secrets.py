@@ -7,6 +7,7 @@ import json
 import random
 import re
 import shlex
+import string
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from tether.shells.vault.refs import (
 )
 from tether.store.db import Store
 from tether.store.vault import Vault, VaultLockedError
+from tether.store.vault.rules import MAX_VALUE_BYTES
 
 CANARY = 'Cn4ry/+sécret&x=1"q\\z'  # URL-, JSON- and base64-alphabet characters, and non-ASCII
 
@@ -351,3 +353,55 @@ def test_timed_stream_masks_across_pieces_and_keeps_each_part_at_its_own_time() 
     assert _timed(masker, ["hello ", "world"]) == [(0.0, "hello "), (1.0, "world")]
     split = _timed(masker, ["a " + CANARY[:5], CANARY[5:] + " b"])
     assert split == [(0.0, "a [vault:TOKEN]"), (1.0, " b")]
+
+
+def _pem(size: int, seed: int) -> str:
+    rng = random.Random(seed)
+    body = "".join(rng.choice(string.ascii_letters + string.digits + "+/") for _ in range(size))
+    lines = "\n".join(body[i : i + 64] for i in range(0, size, 64))
+    return f"-----BEGIN PRIVATE KEY-----\n{lines}\n-----END PRIVATE KEY-----"
+
+
+def test_a_long_value_is_masked_whole_by_its_edges_and_in_a_stream() -> None:
+    """A PEM key of ~1.7 KB: each prefix of a value used to be a form, nesting the pattern one
+    group deeper per character (``RecursionError`` past ~1,000, so no tool call could be masked)."""
+    value = _pem(1600, 11)
+    masker = SecretMasker({"KEY": value})
+    flat = value.replace("\n", "")
+    half = len(flat) // 2 + 1
+    text = f"a {value} b {flat[: half + 7]} c {flat[-(half + 3) :]} d\n" + "\n".join(flat) + "\n$ "
+    masked = masker.mask(text)
+    assert masked == "a [vault:KEY] b [vault:KEY] c [vault:KEY] d\n[vault:KEY]\n$ "
+    assert _stream(masker, [text[i : i + 100] for i in range(0, len(text), 100)]) == masked
+
+
+def test_edges_of_a_short_value_keep_their_extent_and_label() -> None:
+    masker = SecretMasker({"A": "0123456789abcdefghij", "B": "0123456789ab"})
+    assert masker.mask("x 0123456789abcdefg y") == "x [vault:A] y"  # a prefix of A, longer than B
+    assert masker.mask("x 0123456789ab y") == "x [vault:B] y"  # B itself wins over A's prefix
+    assert masker.mask("x 456789abcdefghij y 789abcdefghij z") == "x [vault:A] y [vault:A] z"
+    assert masker.mask("x 0123456 y bcdefghij z") == "x 0123456 y bcdefghij z"  # under 8: no edge
+    stream = StreamMasker(masker)
+    text = "pad " * 10 + "456789abcdefghij" + " tail"
+    out = "".join(stream.feed(c) for c in text) + stream.flush()
+    assert out == "pad " * 10 + "[vault:A] tail"
+
+
+def test_a_value_of_the_largest_size_is_masked_in_its_encodings() -> None:
+    """64 KiB (``MAX_VALUE_BYTES``): the pattern holds each form's first ``ANCHOR`` characters only;
+    whole forms made building this masker take minutes (every process, every vault change)."""
+    value = _pem(MAX_VALUE_BYTES - 100, 3)[:MAX_VALUE_BYTES]
+    masker = SecretMasker({"BIG": value})
+    pattern = masker._pattern  # anchors only: whole forms were ~400 pattern characters per value character
+    assert pattern is not None and len(pattern.pattern) < len(value)
+    flat = value.replace("\n", "")
+    raw = value.encode()
+    shown = {
+        "value": value,
+        "prefix": flat[: len(flat) // 2 + 10],
+        "base64": base64.encodebytes(raw).decode().strip(),  # wrapped at 76 columns
+        "hex": raw.hex(),
+        "json": json.dumps(value)[1:-1],
+    }
+    for label, text in shown.items():
+        assert masker.mask(f"<{text}>") == "<[vault:BIG]>", label

@@ -380,3 +380,25 @@ def test_readable_values_are_kept_across_other_writes_and_counted_by_the_databas
     assert vault.readable_values() == {}
     assert listed == [1]
     store.close()
+
+
+def test_delivered_values_are_shared_sealed_deduplicated_and_dropped_with_their_shell(
+    tether_home: Path,
+) -> None:
+    vault = _vault(tether_home)
+    vault.set("API_TOKEN", CANARY)
+    vault.delivered.remember("dsh-aaaaaa", {"API_TOKEN": CANARY})
+    vault.set("API_TOKEN", "rotated-value")
+    vault.delivered.remember("dsh-aaaaaa", {"API_TOKEN": "rotated-value"})
+    vault.delivered.remember("dsh-aaaaaa", {"API_TOKEN": CANARY})  # again: the row already there
+    vault.delivered.remember("dsh-bbbbbb", {"API_TOKEN": CANARY})
+    vault.remove("API_TOKEN")
+    other = _vault(tether_home)  # another process's view: it delivered nothing itself
+    assert set(other.delivered.values()) == {("API_TOKEN", CANARY), ("API_TOKEN", "rotated-value")}
+    assert other.readable_values() == {}
+    assert all(CANARY.encode() not in data for data in _disk_bytes(tether_home).values())
+    assert Store.open(tether_home).query("SELECT COUNT(*) AS n FROM vault_delivered")[0]["n"] == 3
+    vault.delivered.forget("dsh-aaaaaa")
+    assert other.delivered.values() == (("API_TOKEN", CANARY),)
+    vault.delivered.forget("dsh-bbbbbb")
+    assert other.delivered.values() == ()

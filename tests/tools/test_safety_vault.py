@@ -6,6 +6,8 @@ shows only the variable the value travelled in."""
 from __future__ import annotations
 
 import json
+import random
+import string
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -185,3 +187,24 @@ async def test_vault_variables_live_only_until_the_next_prompt(tether_home: Path
 
         assert await counted("printf '%s' {{vault.C}} >/dev/null; " + count) == ["1"]
         assert await counted(count) == ["0"]  # cleared at the prompt
+
+
+async def test_a_private_key_in_the_vault_is_masked_and_breaks_no_call(tether_home: Path) -> None:
+    """A ~1.7 KB PEM key: the masker of such a value used to fail to build (``RecursionError``),
+    which failed every tool call of every conversation sharing the home."""
+    rng = random.Random(5)
+    body = "".join(rng.choice(string.ascii_letters + string.digits + "+/") for _ in range(1600))
+    key = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(body[i : i + 64] for i in range(0, 1600, 64))
+    key += "\n-----END PRIVATE KEY-----"
+    vault(tether_home).set("KEY", key)
+    flat = key.replace("\n", "")
+    async with shell_client(tether_home, "conv-k") as client:
+        shell = await open_shell(client)
+        command = 'k={{vault.KEY}}; printf \'%s\\n\' "$k"; printf \'cut:%s\\n\' "${k:0:1000}" "${k: -1000}"'
+        action = {"kind": "run", "command": command}
+        text, out = await task(client, "shell_run", shell, action, wait={"kind": "exit"})
+        assert out["exitCode"] == 0, out
+        shown = text + json.dumps(out, ensure_ascii=False)
+        for piece in (body[:64], flat[:1000], flat[-1000:], body[-64:]):
+            assert piece not in shown
+        assert "[vault:KEY]" in shown

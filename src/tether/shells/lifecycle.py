@@ -31,6 +31,7 @@ from tether.shells.safety.call_notes import note_host
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import SessionError
 from tether.shells.vault.mask import SecretMasker
+from tether.shells.vault.redaction import masked_values
 from tether.shells.waits import WaitSpec
 from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore
 from tether.store.vault import Vault, VaultKeyError
@@ -52,10 +53,11 @@ class LostShell:
 
 
 def redactor(shells: Shells) -> Callable[[str], str] | None:
-    """The vault's masker over every value readable now (``None`` when the vault is empty)."""
+    """The vault's masker over every value readable now and every value delivered to a shell not
+    closed since, whichever process delivered it (``None`` when there is none)."""
     vault = Vault(shells.store, shells.home)
     try:
-        values = vault.readable_values()
+        values = masked_values(vault)
     except VaultKeyError:  # no readable key means no value could have reached a shell either
         return None
     masker = SecretMasker(values)
@@ -295,7 +297,13 @@ async def close(
         with contextlib.suppress(SessionError):  # already gone: closing is idempotent
             await host.kill(shell_id)
     shells.records.mark_closed(shell_id, at_ms if at_ms is not None else now_ms())
+    forget_delivered(shells, shell_id)
     return snap
+
+
+def forget_delivered(shells: Shells, shell_id: str) -> None:
+    """Drop the values delivered to a closed shell (after its snapshot was masked with them)."""
+    Vault(shells.store, shells.home).delivered.forget(shell_id)
 
 
 async def check_confined(shells: Shells, host: ShellHost, shell_id: str) -> None:
@@ -332,6 +340,7 @@ def reap(shells: Shells, lost: list[LostShell], *, actor: str, now: int) -> list
             take_snapshot(shells, shell.record.id, reason="close", actor=actor, pane=None, rec=shell.record)
         )
         shells.records.mark_closed(shell.record.id, now)
+        forget_delivered(shells, shell.record.id)
     return taken
 
 

@@ -305,7 +305,11 @@ class _WritePath:
             return WriteDecision(
                 text=typed, expanded=expanded, shown=shown, notes=tuple(notes), submit=submit
             )
-        self.policy.redactor.remember(intent.shell_id, {n: self.vault.resolve(n) for n in x.expanded})
+        # The values this command carries, as resolved for it (not read again: an item rotated or
+        # a group locked meanwhile must not change what is masked). Kept in memory and in the
+        # vault, so every process masks them for as long as the shell lives (``vault.delivered``).
+        self.policy.redactor.remember(intent.shell_id, x.values)
+        self.vault.delivered.remember(intent.shell_id, x.values)
         if not x.variables:  # typed delivery: a program's own prompt reads the value
             return WriteDecision(
                 text=x.command,

@@ -13,7 +13,8 @@ character per line (``fold -w1``), base64 or hex wrapped at any width (``base64`
 Masked forms of a value ``v`` (its UTF-8 bytes ``b``):
 
 - ``v`` itself, in upper and in lower case, reversed, rot13, and its prefixes and suffixes of at
-  least half its length (a screen shows the rest of a value whose start scrolled off); each line
+  least half its length (a screen shows the rest of a value whose start scrolled off; found by
+  ``edges``, not as forms of the pattern); each line
   of a multi-line ``v``
   (lines shorter than ``MIN_FRAGMENT`` are left alone: masking every ``}`` of a JSON key file
   would mask the whole screen);
@@ -34,9 +35,11 @@ transforms, encodings not listed (base85, uuencode, a hex dump with offsets and 
 ``od -c``), mixed-case edits, compression of a value among other data, and a value printed one
 piece at a time across separate commands or reads.
 
-One regex of all forms, built as a trie (``_trie_pattern``) so that each position of the text
-costs one branch, not one try per form; where several forms start at the same offset the longest
-wins.
+One regex of the forms' first ``ANCHOR`` characters, built as a trie (``_trie_pattern``) so that
+each position of the text costs one branch, not one try per form; where it finds an anchor, the
+forms that begin with it are compared whole, and where several forms start at the same offset the
+longest wins. (A pattern of whole forms made ``re`` parse and compile ~400 pattern characters per
+character of a value: seconds per kilobyte, minutes for the 64 KiB a value may hold.)
 """
 
 from __future__ import annotations
@@ -47,10 +50,13 @@ import codecs
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from urllib.parse import quote, quote_plus
 
+from tether.shells.vault.edges import EdgeFinder, edge_size, merged
+
 MIN_FRAGMENT = 4
+ANCHOR = 32  # characters of each form in the pattern; the rest is compared as a string
 # A line break, with the grep-style line number a search result puts after it (``12: ``, ``12- ``).
 _BREAK = re.compile(r"\r?\n(?:[0-9]+[:-] )?")
 
@@ -109,8 +115,7 @@ def _gzip_trailers(raw: bytes) -> Iterable[bytes]:
 def _edges(flat: str) -> Iterable[str]:
     """Prefixes and suffixes of at least half the value: what a screen shows of a value whose
     start or end scrolled off (one character per line) or was cut by a narrow pane."""
-    shortest = max(2 * MIN_FRAGMENT, -(-len(flat) // 2))
-    for size in range(shortest, len(flat)):
+    for size in range(edge_size(flat), len(flat)):
         yield flat[:size]
         yield flat[-size:]
 
@@ -121,13 +126,18 @@ def _url_forms(value: str) -> Iterable[str]:
         yield re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), form)
 
 
-def secret_forms(value: str) -> list[str]:
+def secret_forms(value: str, *, edges: bool = True) -> list[str]:
     """Every masked form of one value as it is matched (line breaks taken out), deduplicated,
-    without forms shorter than ``MIN_FRAGMENT`` unless the form is the whole raw value."""
+    without forms shorter than ``MIN_FRAGMENT`` unless the form is the whole raw value.
+
+    ``edges=False`` leaves out the prefixes and suffixes (``_edges``): the masker finds those by
+    extending its shortest one (``edges.EdgeFinder``), since as forms they are quadratic in the value's
+    length and nest the pattern one group per prefix."""
     raw = value.encode("utf-8")
     flat = _BREAK.sub("", value)
     forms: list[str] = [flat, flat.upper(), flat.lower(), flat[::-1], codecs.encode(flat, "rot13")]
-    forms.extend(_edges(flat))
+    if edges:
+        forms.extend(_edges(flat))
     lines = value.splitlines()
     if len(lines) > 1:
         forms.extend(lines)
@@ -217,16 +227,28 @@ class _Flat:
 
 
 class SecretMasker:
-    """Replace every masked form of every secret (``{name: value}``) by ``[vault:NAME]``."""
+    """Replace every masked form of every secret by ``[vault:NAME]``.
 
-    __slots__ = ("_label", "_pattern", "longest")
+    ``secrets`` is ``{name: value}`` or (name, value) pairs: one name may have several values (an
+    item rotated after its old value was delivered to a shell), each masked.
+    """
 
-    def __init__(self, secrets: Mapping[str, str]) -> None:
+    __slots__ = ("_by_anchor", "_edges", "_label", "_lengths", "_pattern", "longest")
+
+    def __init__(self, secrets: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
         self._label: dict[str, str] = {}
-        for name, value in secrets.items():
-            for form in secret_forms(value):
+        self._edges = EdgeFinder()
+        pairs = secrets.items() if isinstance(secrets, Mapping) else secrets
+        for name, value in pairs:
+            for form in secret_forms(value, edges=False):
                 self._label.setdefault(form, f"[vault:{name}]")
-        self._pattern = re.compile(_trie_pattern(self._label)) if self._label else None
+            self._edges.add(_BREAK.sub("", value), f"[vault:{name}]")
+        # Forms by their anchor, longest first; the anchor lengths, to find every anchor at an offset.
+        self._by_anchor: dict[str, list[str]] = {}
+        for form in sorted(self._label, key=len, reverse=True):
+            self._by_anchor.setdefault(form[:ANCHOR], []).append(form)
+        self._lengths = sorted({len(anchor) for anchor in self._by_anchor}, reverse=True)
+        self._pattern = re.compile(_trie_pattern(self._by_anchor)) if self._label else None
         self.longest = max(map(len, self._label), default=0)
 
     def __bool__(self) -> bool:
@@ -237,19 +259,42 @@ class SecretMasker:
 
     def _spans(self, text: str, cut: int) -> Iterable[tuple[int, int, str]]:
         """(start, end, label) in ``text`` of every match starting before ``cut``, in order."""
-        assert self._pattern is not None
-        if "\n" not in text:
-            for match in self._pattern.finditer(text):
-                if match.start() >= cut:
+        if "\n" not in text and not self._edges:
+            for start, end, label in self._matches(text):
+                if start >= cut:
                     return
-                yield match.start(), match.end(), self._label[match.group(0)]
+                yield start, end, label
             return
         flat = _Flat(text)
-        for match in self._pattern.finditer(flat.text):
-            start = flat.origin(match.start())
-            if start >= cut:
+        # An edge may start before ``cut`` and be found only past it (a suffix is found by its
+        # end), so with edges the whole text is matched; it holds at most ``longest`` - 1
+        # characters past ``cut`` (``StreamMasker``), so every edge starting before it is whole.
+        found: Iterable[tuple[int, int, str]] = list(self._matches(flat.text))
+        if self._edges:
+            found = merged(found, self._edges.spans(flat.text))
+        for start, end, label in found:
+            origin = flat.origin(start)
+            if origin >= cut:
                 return
-            yield start, flat.origin(match.end() - 1) + 1, self._label[match.group(0)]
+            yield origin, flat.origin(end - 1) + 1, label
+
+    def _matches(self, text: str) -> Iterator[tuple[int, int, str]]:
+        """(start, end, label) of the leftmost-longest whole forms in ``text``, left to right."""
+        assert self._pattern is not None
+        pos = 0
+        while (anchor := self._pattern.search(text, pos)) is not None:
+            at = anchor.start()
+            best = ""
+            for size in self._lengths:  # every anchor starting here, not only the longest
+                for form in self._by_anchor.get(text[at : at + size], ()):
+                    if len(form) > len(best) and text.startswith(form, at):
+                        best = form
+                        break  # the rest of this anchor's forms are shorter
+            if not best:  # an anchor whose forms all go on differently here
+                pos = at + 1
+                continue
+            yield at, at + len(best), self._label[best]
+            pos = at + len(best)
 
     def mask_until(self, text: str, cut: int) -> tuple[str, int]:
         """Mask the matches that start before ``cut``; return the masked text up to where the

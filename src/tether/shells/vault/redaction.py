@@ -1,11 +1,14 @@
 """The masker every text bound for a model, a notification or the audit log passes through.
 
-Invariant: ``SecretRedactor.masker()`` masks every value the vault can read now *and* every value
-this process delivered earlier to any shell (kept in memory per shell: a value stays in whatever a
-command kept — a file, a variable, scrollback — after its group is locked again or the item is
-removed). Values never leave memory: nothing here writes them anywhere.
+Invariant: ``SecretRedactor.masker()`` masks every value the vault can read now, every value any
+tether process delivered to a shell not closed since (``Vault.delivered``, in the database), *and*
+every value this process delivered earlier to any shell (kept in memory: a value stays in whatever
+a command kept — a file, a variable, scrollback — after its group is locked again, the item is
+rotated or removed, or the shell is closed). A name delivered with two values (rotated between
+two runs) has both masked: neither overwrites the other. Values in memory never leave it: nothing
+here writes them anywhere (the vault seals what it keeps).
 
-The compiled masker is cached by the set of values, so an unchanged vault costs one small query
+The compiled masker is cached by the set of values, so an unchanged vault costs two small queries
 per call and no regex compilation.
 """
 
@@ -23,7 +26,7 @@ class SecretRedactor:
 
     def __init__(self, vault: Callable[[], Vault | None]) -> None:
         self._vault = vault
-        self._delivered: dict[str, dict[str, str]] = {}
+        self._delivered: dict[str, dict[tuple[str, str], None]] = {}  # shell → {(name, value)}
         self._lock = threading.Lock()
         self._cache: tuple[frozenset[tuple[str, str]], SecretMasker] | None = None
 
@@ -31,25 +34,24 @@ class SecretRedactor:
         """``values`` (name → value) were delivered to ``shell_id``: mask them from now on."""
         if values:
             with self._lock:
-                self._delivered.setdefault(shell_id, {}).update(values)
+                kept = self._delivered.setdefault(shell_id, {})
+                kept.update(dict.fromkeys(values.items()))
 
-    def delivered(self, shell_id: str) -> dict[str, str]:
+    def delivered(self, shell_id: str) -> list[tuple[str, str]]:
         with self._lock:
-            return dict(self._delivered.get(shell_id, {}))
+            return list(self._delivered.get(shell_id, {}))
 
-    def _values(self) -> dict[str, str]:
-        values: dict[str, str] = {}
+    def _values(self) -> list[tuple[str, str]]:
         with self._lock:
-            for per_shell in self._delivered.values():
-                values.update(per_shell)
+            pairs = [pair for per_shell in self._delivered.values() for pair in per_shell]
         vault = self._vault()
         if vault is not None:
-            values.update(vault.readable_values())
-        return values
+            pairs.extend(masked_values(vault))
+        return pairs
 
     def masker(self) -> SecretMasker:
         values = self._values()
-        key = frozenset(values.items())
+        key = frozenset(values)
         with self._lock:
             cached = self._cache
             if cached is not None and cached[0] == key:
@@ -61,3 +63,12 @@ class SecretRedactor:
 
     def mask(self, text: str) -> str:
         return self.masker().mask(text)
+
+
+def masked_values(vault: Vault) -> list[tuple[str, str]]:
+    """(name, value) of what ``vault`` can read now plus what was delivered to live shells.
+
+    A ``VaultKeyError`` (``vault.key`` missing, damaged or too widely readable) propagates: the
+    caller fails closed rather than show what it could no longer mask.
+    """
+    return [*vault.readable_values().items(), *vault.delivered.values()]

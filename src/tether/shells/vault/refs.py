@@ -80,6 +80,8 @@ class ExpandedCommand:
     expanded: tuple[str, ...] = ()  # names whose values were delivered
     blocked: tuple[BlockedReference, ...] = ()
     masker: SecretMasker = field(default_factory=lambda: SecretMasker({}))
+    # name -> value as resolved for this command: what the caller remembers as delivered.
+    values: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def notice(self) -> str | None:
@@ -228,6 +230,7 @@ def expand_references(
         expanded=tuple(values),
         blocked=tuple(blocked),
         masker=masker,
+        values=dict(values),
     )
 
 

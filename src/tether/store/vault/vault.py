@@ -25,6 +25,7 @@ from tether.config import Config, ensure_home
 from tether.errors import NotFoundError, RefusedError, UsageError
 from tether.store.db import Store, register_schema
 from tether.store.vault import crypto as vc
+from tether.store.vault.delivered import DeliveredValues
 from tether.store.vault.rules import (
     DEFAULT_GROUP,
     MAX_VALUE_BYTES,
@@ -60,6 +61,13 @@ register_schema(
         wrapped_key BLOB NOT NULL,         -- data key sealed by the master key, AAD binds the expiry
         expires_ms INTEGER NOT NULL
     );
+    CREATE TABLE IF NOT EXISTS vault_delivered (
+        shell TEXT NOT NULL,               -- a shell not closed since (rows go when it closes)
+        digest BLOB NOT NULL,              -- HMAC(master key, name and value): one row per value
+        name TEXT NOT NULL,
+        sealed BLOB NOT NULL,              -- the value sealed by the master key, AAD: shell and name
+        PRIMARY KEY (shell, digest)
+    );
     CREATE TABLE IF NOT EXISTS vault_changes (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         n INTEGER NOT NULL                 -- counts every write to the vault's tables (triggers)
@@ -71,7 +79,7 @@ register_schema(
     + "".join(
         f"CREATE TRIGGER IF NOT EXISTS {table}_{verb.lower()}_counted AFTER {verb} ON {table} "
         "BEGIN UPDATE vault_changes SET n = n + 1 WHERE id = 1; END;\n"
-        for table in ("vault_groups", "vault_items", "vault_unlocks")
+        for table in ("vault_groups", "vault_items", "vault_unlocks", "vault_delivered")
         for verb in ("INSERT", "UPDATE", "DELETE")
     ),
 )
@@ -110,6 +118,9 @@ class Vault:
         self._master: bytes | None = None
         # readable_values() of the last call: (database change stamp, valid until ms, values).
         self._readable: tuple[int, int, dict[str, str]] | None = None
+        # Values delivered to live shells (``delivered``): masked by every process until the shell
+        # closes, whatever happened to the item since.
+        self.delivered = DeliveredValues(store, self._master_key, self._changes)
 
     @classmethod
     def open(cls, config: Config) -> Vault:
