@@ -107,3 +107,14 @@ def test_a_read_only_home_is_one_clear_line_and_exec_still_runs(tmp_path: Path) 
         assert (ran.returncode, ran.stdout) == (0, "ran\n"), ran.stderr
     finally:
         subprocess.run(["umount", str(home)], check=False)
+
+
+@pytest.mark.parametrize("door", [["mcp"], ["serve", "--port", "0"], ["shell", "list"]])
+def test_a_job_table_with_no_room_stops_every_door_clearly(tmp_path: Path, door: list[str]) -> None:
+    # [jobs] max_live = 0 passed the check for a non-negative integer, then the job table refused it
+    # with a bare ValueError: a traceback on stderr and exit 1, and a stdio client saw only EOF.
+    (tmp_path / "config.toml").write_text("[jobs]\nmax_live = 0\n", encoding="utf-8")
+    done = _door(tmp_path, *door)
+    assert done.returncode == 2, done
+    assert "config.toml: [jobs].max_live = 0 is too small" in done.stderr and "at least 1" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr

@@ -155,6 +155,11 @@ _TYPED: dict[str, type[Any]] = {
     "approvals": ApprovalsSection,
     "cli": CliSection,
 }
+# Integer settings with a floor above zero: the value each names is a count that cannot be empty
+# (a job table with no room would refuse every job, so its owner refuses to be built with it).
+_AT_LEAST: dict[tuple[str, str], tuple[int, str]] = {
+    ("jobs", "max_live"): (1, "the number of background jobs that may run at once"),
+}
 # Sections validated by the module that owns them.
 _OWNED_ELSEWHERE = ("guard", "sandbox", "vault")
 
@@ -336,6 +341,12 @@ def _build_section(name: str, cls: type[Any], table: object) -> Any:
         elif isinstance(default, int):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UsageError(f"config.toml: [{name}].{key} must be a non-negative integer")
+            floor = _AT_LEAST.get((name, key))
+            if floor is not None and value < floor[0]:
+                raise UsageError(
+                    f"config.toml: [{name}].{key} = {value} is too small; it is {floor[1]}, "
+                    f"at least {floor[0]} (default {default})"
+                )
         elif isinstance(default, float):
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise UsageError(f"config.toml: [{name}].{key} must be a non-negative number")
