@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -355,3 +356,50 @@ def test_ctrl_c_while_serve_starts_ends_it_even_if_the_parent_ignored_it(tether_
     # Ended by the signal, or — a start-up that takes its time to unwind on a loaded machine (once
     # in a stressed full run) — by the watchdog the signal armed, which says so.
     assert code in (0, 130) or (code == 1 and "shutdown did not finish within" in err), (code, err)
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server writes on ``sock`` until it closes the connection (a hang fails)."""
+    sock.settimeout(HANG_S)
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(4096):
+            received += chunk
+    return received
+
+
+async def test_a_connection_that_never_finishes_its_request_head_is_closed(
+    served: tuple[str, str, subprocess.Popen[str]],
+) -> None:
+    # Before any token or Host check: half a request head, or one that drips a byte at a time,
+    # held its connection forever (uvicorn has no timer before the first request, and any byte
+    # resets its keep-alive timer), so anyone reaching the port could use up the descriptors.
+    url, token, process = served
+    address = url.removeprefix("http://").removesuffix("/mcp").rsplit(":", 1)
+    peer = (address[0], int(address[1]))
+    half = socket.create_connection(peer)
+    drip = socket.create_connection(peer)
+    stop = threading.Event()
+
+    def dripping() -> None:
+        drip.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ")
+        with contextlib.suppress(OSError):
+            while not stop.wait(0.5):
+                drip.sendall(b"a")
+
+    dripper = threading.Thread(target=dripping, daemon=True)
+    try:
+        half.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl")
+        dripper.start()
+        async with http_client(url, token=token) as client:  # everyone else is served meanwhile
+            result = await client.call_tool("bash", {"command": "echo served", "description": "d"})
+            assert text_of(result) == "served"
+        answered = _read_until_closed(half)
+        assert answered.startswith(b"HTTP/1.1 408 ") and b"request head" in answered, answered
+        assert _read_until_closed(drip).startswith(b"HTTP/1.1 408 ")
+    finally:
+        stop.set()
+        dripper.join(timeout=HANG_S)
+        half.close()
+        drip.close()
+    assert process.poll() is None
