@@ -403,3 +403,29 @@ async def test_a_connection_that_never_finishes_its_request_head_is_closed(
         half.close()
         drip.close()
     assert process.poll() is None
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "not-utf8"])
+def test_serve_names_a_token_file_it_cannot_use(tether_home: Path, kind: str) -> None:
+    # A FIFO hung the start for ever (its read waited for a writer); a directory or bytes that are
+    # not UTF-8 were a traceback with exit 1.
+    token = tether_home / "token"
+    if kind == "directory":
+        token.mkdir(mode=0o700)
+    elif kind == "fifo":
+        os.mkfifo(token, 0o600)
+    else:
+        token.write_bytes(b"\xff\xfe" * 20)
+        token.chmod(0o600)
+    done = subprocess.run(
+        [TETHER, "serve", "--port", "0"],
+        env={**os.environ, "TETHER_HOME": str(tether_home)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    assert done.returncode == 2, done
+    assert f"tether: INVALID_ARGUMENT: {token} " in done.stderr, done.stderr
+    assert f"delete it (rm -r {token}) and tether serve creates a new token" in done.stderr
+    assert "Traceback" not in done.stderr
