@@ -32,6 +32,8 @@ TETHER = str(Path(sys.executable).parent / "tether")
 
 def stdio_params(home: Path, conversation: str | None = None) -> StdioServerParameters:
     env = {"TETHER_HOME": str(home), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+    if "PYTHONPATH" in os.environ:  # a checkout's sources run first (a worktree beside an install)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if conversation is not None:
         env["TETHER_CONVERSATION"] = conversation
     return StdioServerParameters(command=TETHER, args=["mcp"], env=env)
@@ -429,3 +431,15 @@ def test_serve_names_a_token_file_it_cannot_use(tether_home: Path, kind: str) ->
     assert f"tether: INVALID_ARGUMENT: {token} " in done.stderr, done.stderr
     assert f"delete it (rm -r {token}) and tether serve creates a new token" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_a_broken_database_is_a_named_storage_error_for_the_client(tether_home: Path) -> None:
+    # A tether.db overwritten with other bytes: every call was "INTERNAL: tool … failed unexpectedly".
+    (tether_home / "tether.db").write_bytes(b"not a database\n" * 300)
+    async with Client(stdio_params(tether_home)) as client:
+        result = await client.call_tool("bash", {"command": "echo hi", "description": "greet"})
+        assert result.is_error, text_of(result)
+        text = text_of(result)
+        assert text.startswith(f"STORAGE_UNAVAILABLE: {tether_home / 'tether.db'} is not a database"), text
+        assert "tether starts a new one" in text
+        assert (await client.send_ping()) is not None  # the conversation goes on
