@@ -23,6 +23,7 @@ not dataclasses: ``tether mcp`` loads this module before it answers ``initialize
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +31,7 @@ from typing import Any, NamedTuple
 
 from tether.errors import UsageError
 from tether.home import ensure_home as ensure_home  # one rule for every door
+from tether.home import open_regular
 from tether.home import resolve_home as resolve_home
 
 MIB = 1024 * 1024
@@ -357,6 +359,12 @@ def _build_section(name: str, cls: type[Any], table: object) -> Any:
     return cls(**values)
 
 
+def _read_text(path: Path) -> str:
+    """The file's text; a FIFO in its place is refused, never waited on."""
+    with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as handle:
+        return handle.read().decode("utf-8")
+
+
 def load_config(home: Path | None = None) -> Config:
     """Read ``$TETHER_HOME/config.toml`` (absent = all defaults)."""
     home = resolve_home() if home is None else home
@@ -366,7 +374,7 @@ def load_config(home: Path | None = None) -> Config:
         import tomllib  # here, not at the top: `tether mcp` reaches this module before it needs TOML
 
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            raw = tomllib.loads(_read_text(path))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise UsageError(f"config.toml at {path} cannot be read: {exc} (TOML is UTF-8 text)") from exc
     known = (*_TYPED, *_OWNED_ELSEWHERE, "hosts")
