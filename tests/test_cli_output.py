@@ -4,6 +4,7 @@ traceback, and a running command is stopped rather than left writing into nothin
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,3 +64,49 @@ def test_exec_stops_its_command_when_the_output_cannot_be_written(tether_home: P
     assert alive_with(token) == []  # the command and what it left in the background
     done = _into_a_closed_pipe("exec", "--", "echo y")
     assert (done.returncode, done.stderr) == (141, "")
+
+
+def _with_closed(fds: tuple[int, ...], *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``tether ARGS`` started with ``fds`` closed, as a parent that closed them leaves it."""
+
+    def close() -> None:
+        for fd in fds:
+            os.close(fd)
+
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args],
+        input=stdin if 0 not in fds else None,
+        stdout=None if 1 in fds else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=close,
+        timeout=HANG_S,
+        check=False,
+    )
+
+
+def test_a_closed_stdout_or_stdin_is_no_traceback(tether_home: Path) -> None:
+    # Python leaves sys.stdout None on a closed descriptor 1: every command ended in an
+    # AttributeError traceback (exit 1).
+    for args in (["--version"], ["shell", "list"], ["exec", "--", "echo", "hi"]):
+        done = _with_closed((1,), *args)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, done
+    done = _with_closed((0,), "exec", "--", "echo hi")
+    assert done.returncode == 0 and done.stdout == b"hi\n", done
+
+
+def test_mcp_with_a_closed_stdout_never_writes_into_its_log(tether_home: Path) -> None:
+    # The first file tether opened took descriptor 1: the MCP answers went into logs/mcp.log.
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    done = _with_closed((1,), "mcp", stdin=json.dumps(init).encode() + b"\n")
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done
+    log = (tether_home / "logs" / "mcp.log").read_text()
+    assert "stdio client closed the connection" in log and '"jsonrpc"' not in log

@@ -107,3 +107,47 @@ def test_a_read_only_home_is_one_clear_line_and_exec_still_runs(tmp_path: Path) 
         assert (ran.returncode, ran.stdout) == (0, "ran\n"), ran.stderr
     finally:
         subprocess.run(["umount", str(home)], check=False)
+
+
+@pytest.mark.parametrize("door", [["mcp"], ["serve", "--port", "0"], ["shell", "list"]])
+def test_a_job_table_with_no_room_stops_every_door_clearly(tmp_path: Path, door: list[str]) -> None:
+    # [jobs] max_live = 0 passed the check for a non-negative integer, then the job table refused it
+    # with a bare ValueError: a traceback on stderr and exit 1, and a stdio client saw only EOF.
+    (tmp_path / "config.toml").write_text("[jobs]\nmax_live = 0\n", encoding="utf-8")
+    done = _door(tmp_path, *door)
+    assert done.returncode == 2, done
+    assert "config.toml: [jobs].max_live = 0 is too small" in done.stderr and "at least 1" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+
+
+_EVERY_DOOR = [["mcp"], ["serve", "--port", "0"], ["exec", "--", "echo", "ran"], ["shell", "list"]]
+
+
+@pytest.mark.parametrize("door", _EVERY_DOOR)
+def test_a_fifo_for_config_toml_is_refused_not_waited_on(tmp_path: Path, door: list[str]) -> None:
+    # Reading it (and hashing it for the build key) waited for a writer for ever: every door hung.
+    os.mkfifo(tmp_path / "config.toml", 0o600)
+    done = _door(tmp_path, *door)
+    assert done.returncode == 2 and "ran" not in done.stdout, done
+    assert f"config.toml at {tmp_path / 'config.toml'} cannot be read" in done.stderr, done.stderr
+    assert "not a regular file" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("door", "log"), [(["mcp"], "mcp"), (["serve", "--port", "0"], "serve"), (["shell", "list"], "door")]
+)
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_log_file_that_is_no_file_is_refused_not_waited_on(
+    tmp_path: Path, door: list[str], log: str, kind: str
+) -> None:
+    # Opening a FIFO to append waited for a reader for ever; a directory was a traceback.
+    path = tmp_path / "logs" / f"{log}.log"
+    path.parent.mkdir(mode=0o700)
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    else:
+        path.mkdir()
+    done = _door(tmp_path, *door)
+    assert done.returncode == 2, done
+    assert f"tether: INVALID_ARGUMENT: {path} is not a regular file" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -23,6 +23,7 @@ not dataclasses: ``tether mcp`` loads this module before it answers ``initialize
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -30,6 +31,7 @@ from typing import Any, NamedTuple
 
 from tether.errors import UsageError
 from tether.home import ensure_home as ensure_home  # one rule for every door
+from tether.home import open_regular
 from tether.home import resolve_home as resolve_home
 
 MIB = 1024 * 1024
@@ -154,6 +156,11 @@ _TYPED: dict[str, type[Any]] = {
     "server": ServerSection,
     "approvals": ApprovalsSection,
     "cli": CliSection,
+}
+# Integer settings with a floor above zero: the value each names is a count that cannot be empty
+# (a job table with no room would refuse every job, so its owner refuses to be built with it).
+_AT_LEAST: dict[tuple[str, str], tuple[int, str]] = {
+    ("jobs", "max_live"): (1, "the number of background jobs that may run at once"),
 }
 # Sections validated by the module that owns them.
 _OWNED_ELSEWHERE = ("guard", "sandbox", "vault")
@@ -336,6 +343,12 @@ def _build_section(name: str, cls: type[Any], table: object) -> Any:
         elif isinstance(default, int):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise UsageError(f"config.toml: [{name}].{key} must be a non-negative integer")
+            floor = _AT_LEAST.get((name, key))
+            if floor is not None and value < floor[0]:
+                raise UsageError(
+                    f"config.toml: [{name}].{key} = {value} is too small; it is {floor[1]}, "
+                    f"at least {floor[0]} (default {default})"
+                )
         elif isinstance(default, float):
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise UsageError(f"config.toml: [{name}].{key} must be a non-negative number")
@@ -344,6 +357,12 @@ def _build_section(name: str, cls: type[Any], table: object) -> Any:
             raise UsageError(f"config.toml: [{name}].{key} must be a string")
         values[key] = value
     return cls(**values)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text; a FIFO in its place is refused, never waited on."""
+    with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as handle:
+        return handle.read().decode("utf-8")
 
 
 def load_config(home: Path | None = None) -> Config:
@@ -355,7 +374,7 @@ def load_config(home: Path | None = None) -> Config:
         import tomllib  # here, not at the top: `tether mcp` reaches this module before it needs TOML
 
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            raw = tomllib.loads(_read_text(path))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise UsageError(f"config.toml at {path} cannot be read: {exc} (TOML is UTF-8 text)") from exc
     known = (*_TYPED, *_OWNED_ELSEWHERE, "hosts")

@@ -13,7 +13,9 @@ heavier is imported.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -82,3 +84,18 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False) -> None:
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+def open_regular(path: Path, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` of a file of the home that must be a regular file, without ever blocking: a
+    FIFO in its place would wait for a peer for ever (a reader for a write, a writer for a read).
+    Anything but a regular file raises ``OSError`` (EINVAL) saying so; the descriptor is blocking."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, mode)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a directory)", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

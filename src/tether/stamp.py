@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from tether import __version__
+from tether.home import open_regular
 
 PACKAGE_DIR: Final = Path(__file__).resolve().parent
 
@@ -58,9 +59,12 @@ def build_key(home: Path, flags: tuple[str, ...], *, package_dir: Path = PACKAGE
     for name in ("mcp", "mcp_types"):
         add("dist", name, *_distribution_stamp(name))
     try:
-        digest.update((home / "config.toml").read_bytes())
+        with os.fdopen(open_regular(home / "config.toml", os.O_RDONLY), "rb") as config:
+            digest.update(config.read())
     except FileNotFoundError:
         add("no config.toml")
+    except OSError as exc:  # a directory or a FIFO in its place: reading the config says so
+        add("unreadable config.toml", exc.errno)
     return digest.hexdigest()
 
 

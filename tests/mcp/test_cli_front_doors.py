@@ -12,6 +12,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,8 @@ TETHER = str(Path(sys.executable).parent / "tether")
 
 def stdio_params(home: Path, conversation: str | None = None) -> StdioServerParameters:
     env = {"TETHER_HOME": str(home), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+    if "PYTHONPATH" in os.environ:  # a checkout's sources run first (a worktree beside an install)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if conversation is not None:
         env["TETHER_CONVERSATION"] = conversation
     return StdioServerParameters(command=TETHER, args=["mcp"], env=env)
@@ -355,3 +358,88 @@ def test_ctrl_c_while_serve_starts_ends_it_even_if_the_parent_ignored_it(tether_
     # Ended by the signal, or — a start-up that takes its time to unwind on a loaded machine (once
     # in a stressed full run) — by the watchdog the signal armed, which says so.
     assert code in (0, 130) or (code == 1 and "shutdown did not finish within" in err), (code, err)
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server writes on ``sock`` until it closes the connection (a hang fails)."""
+    sock.settimeout(HANG_S)
+    received = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(4096):
+            received += chunk
+    return received
+
+
+async def test_a_connection_that_never_finishes_its_request_head_is_closed(
+    served: tuple[str, str, subprocess.Popen[str]],
+) -> None:
+    # Before any token or Host check: half a request head, or one that drips a byte at a time,
+    # held its connection forever (uvicorn has no timer before the first request, and any byte
+    # resets its keep-alive timer), so anyone reaching the port could use up the descriptors.
+    url, token, process = served
+    address = url.removeprefix("http://").removesuffix("/mcp").rsplit(":", 1)
+    peer = (address[0], int(address[1]))
+    half = socket.create_connection(peer)
+    drip = socket.create_connection(peer)
+    stop = threading.Event()
+
+    def dripping() -> None:
+        drip.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ")
+        with contextlib.suppress(OSError):
+            while not stop.wait(0.5):
+                drip.sendall(b"a")
+
+    dripper = threading.Thread(target=dripping, daemon=True)
+    try:
+        half.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl")
+        dripper.start()
+        async with http_client(url, token=token) as client:  # everyone else is served meanwhile
+            result = await client.call_tool("bash", {"command": "echo served", "description": "d"})
+            assert text_of(result) == "served"
+        answered = _read_until_closed(half)
+        assert answered.startswith(b"HTTP/1.1 408 ") and b"request head" in answered, answered
+        assert _read_until_closed(drip).startswith(b"HTTP/1.1 408 ")
+    finally:
+        stop.set()
+        dripper.join(timeout=HANG_S)
+        half.close()
+        drip.close()
+    assert process.poll() is None
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "not-utf8"])
+def test_serve_names_a_token_file_it_cannot_use(tether_home: Path, kind: str) -> None:
+    # A FIFO hung the start for ever (its read waited for a writer); a directory or bytes that are
+    # not UTF-8 were a traceback with exit 1.
+    token = tether_home / "token"
+    if kind == "directory":
+        token.mkdir(mode=0o700)
+    elif kind == "fifo":
+        os.mkfifo(token, 0o600)
+    else:
+        token.write_bytes(b"\xff\xfe" * 20)
+        token.chmod(0o600)
+    done = subprocess.run(
+        [TETHER, "serve", "--port", "0"],
+        env={**os.environ, "TETHER_HOME": str(tether_home)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    assert done.returncode == 2, done
+    assert f"tether: INVALID_ARGUMENT: {token} " in done.stderr, done.stderr
+    assert f"delete it (rm -r {token}) and tether serve creates a new token" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_a_broken_database_is_a_named_storage_error_for_the_client(tether_home: Path) -> None:
+    # A tether.db overwritten with other bytes: every call was "INTERNAL: tool … failed unexpectedly".
+    (tether_home / "tether.db").write_bytes(b"not a database\n" * 300)
+    async with Client(stdio_params(tether_home)) as client:
+        result = await client.call_tool("bash", {"command": "echo hi", "description": "greet"})
+        assert result.is_error, text_of(result)
+        text = text_of(result)
+        assert text.startswith(f"STORAGE_UNAVAILABLE: {tether_home / 'tether.db'} is not a database"), text
+        assert "tether starts a new one" in text
+        assert (await client.send_ping()) is not None  # the conversation goes on

@@ -88,3 +88,13 @@ def test_one_interpreter_by_either_name_gives_one_key(tmp_path: Path) -> None:
         for name in ("python", "python3")
     }  # fmt: skip
     assert len(keys) == 1 and len(keys.pop().strip()) == 64
+
+
+def test_a_fifo_in_place_of_the_handshake_cache_is_ignored_not_waited_on(tmp_path: Path) -> None:
+    # Reading it waited for a writer for ever: `tether mcp` never answered initialize.
+    from tether.mcp.handshake import HandshakeCache
+
+    cache = HandshakeCache(tmp_path, "k" * 64)
+    cache.dir.mkdir()
+    os.mkfifo(cache.path, 0o600)
+    assert cache.load() is None

@@ -10,6 +10,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp.client.session import IncomingMessage
+from mcp.shared.exceptions import MCPError
 from mcp_harness import TOKEN, Probe, http_client, serving, text_of
 
 from hang import HANG_S
@@ -220,3 +221,17 @@ async def test_resources_list_read_subscribe_and_updates(probe: Probe) -> None:
             assert "unknown resource" in str(exc)
         else:
             raise AssertionError("reading an unknown resource must fail")
+
+
+async def test_a_body_over_the_limit_is_a_named_error_for_the_client(probe: Probe) -> None:
+    # The SDK answers a body over 4 MiB with a plain-text 413, which its client turned into
+    # "Server returned an error response": nothing said what was wrong or what to do.
+    front = McpFrontDoor(probe.registry())
+    async with serving(front) as url, http_client(url) as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("echo", {"word": "x" * (5 * 1024 * 1024)})
+        message = str(info.value)
+        assert "the request body is over the limit of 4 MiB" in message, message
+        assert "send large input in pieces" in message
+        ok = await client.call_tool("echo", {"word": "a"})  # the session goes on
+        assert text_of(ok) == "echo: a"

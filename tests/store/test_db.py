@@ -215,3 +215,18 @@ def test_a_full_disk_is_a_storage_error_and_the_store_writes_again_after(tmp_pat
         other.close()
     finally:
         subprocess.run(["umount", "-l", str(home)], check=False)
+
+
+@pytest.mark.parametrize("kind", ["garbage", "directory"])
+def test_a_database_that_is_not_one_is_a_storage_error_naming_the_fix(tmp_path: Path, kind: str) -> None:
+    # It was a bare sqlite3 error, which every door reported as "INTERNAL: … failed unexpectedly".
+    path = tmp_path / "tether.db"
+    if kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"this is no SQLite database\n" * 200)
+    with pytest.raises(StorageError) as info:
+        Store.open(tmp_path)
+    assert info.value.code == "STORAGE_UNAVAILABLE"
+    assert f"{path} is not a database tether can open" in info.value.message
+    assert f"mv {path} {path}.broken" in info.value.message

@@ -60,7 +60,31 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    _open_standard_streams()
     return _guarded(lambda: _dispatch(words))
+
+
+def _open_standard_streams() -> None:
+    """Open /dev/null on a standard descriptor (0, 1, 2) the parent left closed.
+
+    Otherwise the first file tether opens takes that number — ``tether mcp`` then wrote its MCP
+    answers into its own log file — and Python's ``sys.stdout`` (or stdin, stderr) is None, so
+    every command ended in an ``AttributeError`` traceback. Output has nowhere to go; like a
+    reader that left (``| head``), that is no error."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if getattr(sys, name) is None:
+            # Lives as long as the process: no context manager.
+            stream = open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+            setattr(sys, name, stream)
 
 
 def _dispatch(words: list[str]) -> int:

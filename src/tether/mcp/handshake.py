@@ -28,12 +28,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, Final
 
-from tether.home import replace_file
+from tether.home import open_regular, replace_file
 from tether.mcp.wire import Eof, Item, Message, StdioWire, error_response
 
 logger = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ class HandshakeCache:
 
     def load(self) -> Handshake | None:
         try:
-            data = json.loads(self.path.read_bytes())
+            with os.fdopen(open_regular(self.path, os.O_RDONLY), "rb") as cached:  # never a FIFO's wait
+                data = json.loads(cached.read())
             if data.get("format") != CACHE_FORMAT or data.get("key") != self.key:
                 return None
             versions = tuple(str(v) for v in data["versions"])

@@ -11,6 +11,9 @@ Invariants this module owns:
   session it did not open.
 - Requests in the 2026-07-28 per-request protocol era are refused with -32022 naming the
   handshake versions, so SDK clients fall back to ``initialize`` (see ``tether.mcp.server``).
+- A request body over the MCP SDK's limit (4 MiB) is answered 413 with a JSON-RPC error naming
+  the limit and the fix, which the SDK's client hands to the caller; the SDK's own answer is
+  plain text, which its client turned into "Server returned an error response".
 - ``build_http_app`` accepts extra routes, middleware and lifespans, so the web panel mounts at
   ``/panel`` on this same app behind the same Host/Origin guard.
 """
@@ -30,7 +33,7 @@ from typing import Final
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -39,10 +42,11 @@ from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.token import bearer_matches
+from tether.mcp.wire import INVALID_REQUEST
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +163,37 @@ class BearerGate:
         await self.app(scope, receive, send)
 
 
+class BodyTooLargeAnswer:
+    """Wraps the MCP endpoint: the SDK's plain-text 413 for an oversized body becomes a JSON-RPC
+    error (id null: the body holding the id was never read) that names the limit and the fix."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        replacing = False
+
+        async def answer(message: Message) -> None:
+            nonlocal replacing
+            if message["type"] == "http.response.start" and message["status"] == 413:
+                replacing = True
+                return
+            if not replacing:
+                await send(message)
+                return
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                mib = DEFAULT_MAX_REQUEST_BODY_SIZE // (1024 * 1024)
+                logger.warning("refused a request body over %d MiB", mib)
+                text = (
+                    f"the request body is over the limit of {mib} MiB; send large input in pieces "
+                    "(e.g. several shell_send calls)"
+                )
+                body = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": text}}
+                await JSONResponse(body, status_code=413)(scope, receive, send)
+
+        await self.app(scope, receive, answer)
+
+
 class HandshakeEraGate:
     """Refuses 2026-07-28 per-request-era traffic, which has no session to own a conversation."""
 
@@ -224,7 +259,9 @@ def build_http_app(
         ],
     )
     manager = RandomSessionIdManager(app=front_door.server, security_settings=security)
-    endpoint = BearerGate(HandshakeEraGate(StreamableHTTPASGIApp(manager)), token=settings.token)
+    endpoint = BearerGate(
+        BodyTooLargeAnswer(HandshakeEraGate(StreamableHTTPASGIApp(manager))), token=settings.token
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -2,7 +2,9 @@
 
 Invariant: ``$TETHER_HOME/token`` is created once, atomically, with mode 0600 and 256 random bits;
 later starts reuse it, so configured clients keep working. A token file readable by others is
-refused rather than trusted.
+refused rather than trusted, and so is one that is not a regular file of text (a directory, a
+FIFO — whose read would block the start for ever —, bytes that are not UTF-8): each is one
+``UsageError`` naming the file and the fix, never a traceback or a hang.
 """
 
 from __future__ import annotations
@@ -27,13 +29,34 @@ def load_or_create_token(home: Path) -> str:
         else:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(value + "\n")
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise UsageError(f"{path} is readable by other users (mode {mode:o}); run: chmod 600 {path}")
-    value = path.read_text(encoding="utf-8").strip()
+    value = _read_token(path)
     if len(value) < 16:
         raise UsageError(f"{path} holds a token shorter than 16 characters; delete it to create a new one")
     return value
+
+
+def _read_token(path: Path) -> str:
+    recreate = f"delete it (rm -r {path}) and tether serve creates a new token"
+    try:
+        # Non-blocking: opening a FIFO to read would wait for a writer that never comes.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"{path} cannot be read ({exc.strerror}); {recreate}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{path} is not a regular file; {recreate}")
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & 0o077:
+            raise UsageError(f"{path} is readable by other users (mode {mode:o}); run: chmod 600 {path}")
+        try:
+            return os.read(fd, 4096).decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise UsageError(f"{path} does not hold a token (it is not UTF-8 text); {recreate}") from None
+        except OSError as exc:
+            raise UsageError(f"{path} cannot be read ({exc.strerror}); {recreate}") from exc
+    finally:
+        os.close(fd)
 
 
 def bearer_matches(authorization: str | None, token: str) -> bool:

@@ -42,6 +42,10 @@ _WAL_KEPT_BYTES = 4 << 20
 # What SQLite answers when the file system refuses a write (full, read-only, an I/O error): the
 # machine's condition, a ``StorageError`` like any other write of tether's the file system refuses.
 _STORAGE_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR})
+# What SQLite answers when ``tether.db`` is not a database (overwritten, truncated): the file's
+# condition, which only a person can settle. (SQLITE_CANTOPEN is that only when something else
+# stands in its place: it is also what too few descriptors or an unwritable directory give.)
+_UNUSABLE_CODES = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
 _SCHEMAS: dict[str, str] = {}
 _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {}
 
@@ -94,7 +98,30 @@ class Store:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             _private_file(self.path)
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            try:
+                conn = self._connect()
+            except sqlite3.Error as exc:
+                code = exc.sqlite_errorcode & 0xFF
+                if code == sqlite3.SQLITE_CANTOPEN and not _stands_in_place(self.path):
+                    raise StorageError(
+                        f"{self.path} cannot be opened ({exc}); make its directory writable, or "
+                        "let this process open more files, and call again"
+                    ) from exc
+                if code not in _UNUSABLE_CODES and code != sqlite3.SQLITE_CANTOPEN:
+                    raise
+                raise StorageError(
+                    f"{self.path} is not a database tether can open ({exc}); move it aside "
+                    f"(mv {self.path} {self.path}.broken) and tether starts a new one: the shells "
+                    "live on in tmux, the records, locks, macros and vault items it held do not"
+                ) from exc
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout=30000")
             _enter_wal(conn)
@@ -103,9 +130,9 @@ class Store:
             # Checkpoints are the store's thread's; SQLite's own only when they cannot keep up.
             conn.execute(f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}")
             conn.execute(f"PRAGMA journal_size_limit={_WAL_KEPT_BYTES}")
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     @contextmanager
@@ -205,6 +232,14 @@ def _enter_wal(conn: sqlite3.Connection) -> None:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+
+def _stands_in_place(path: Path) -> bool:
+    """Whether something that is not a regular file has the database's name (a directory)."""
+    try:
+        return not path.is_file() and path.exists()
+    except OSError:
+        return False
 
 
 def _statements(ddl: str) -> Iterator[str]:

@@ -33,6 +33,7 @@ from tether.cli.client_configs import Endpoint, banner_text, explicit_env, tethe
 from tether.config import Config, ensure_home, load_config, resolve_home
 from tether.errors import UsageError
 from tether.mcp.http import MCP_PATH, HttpSettings, build_http_app, host_name, is_loopback
+from tether.mcp.http_conn import HeadDeadlineProtocol
 from tether.mcp.logs import configure_logging
 from tether.mcp.server import McpFrontDoor, settle_heap
 from tether.mcp.token import load_or_create_token
@@ -183,7 +184,10 @@ async def _serve(
             routes = unavailable_panel_routes()
         app = build_http_app(front_door, settings, routes=routes, lifespans=lifespans)
         server = _Server(
-            uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False), on_ready=on_ready
+            uvicorn.Config(
+                app, http=HeadDeadlineProtocol, log_level="warning", lifespan="on", access_log=False
+            ),
+            on_ready=on_ready,
         )
         await server.serve(sockets=[sock])
     finally:

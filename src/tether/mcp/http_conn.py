@@ -1,0 +1,83 @@
+"""The HTTP connections of ``tether serve``: what a client may hold before it has been let in.
+
+Invariants this module owns:
+
+- A connection must deliver a whole request head (request line and headers) within
+  ``HEAD_TIMEOUT_S`` of opening, and of finishing its previous response; otherwise it is answered
+  408 and closed. uvicorn's own keep-alive timer is cancelled by any byte received and there is no
+  timer at all before the first request, so a client that sent half a head — or one byte every few
+  seconds — held its socket forever, before the token or the Host guard could say anything. Many
+  such connections, from anyone who could reach the port, used up the server's descriptors, and
+  with them every other client's connections and every command's pipes.
+- Once a head is complete the timer is gone: a request's body, a long call and a WebSocket (the
+  panel) are the app's business, behind its guards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Final
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+logger = logging.getLogger(__name__)
+
+HEAD_TIMEOUT_S: Final = 10.0
+_MESSAGE: Final = (
+    f"the request head (request line and headers) did not arrive within {HEAD_TIMEOUT_S:g} s; "
+    "send it whole, then the body\n"
+).encode()
+_REPLY: Final = (
+    b"HTTP/1.1 408 Request Timeout\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\n"
+    b"content-length: " + str(len(_MESSAGE)).encode() + b"\r\n\r\n" + _MESSAGE
+)
+
+
+class HeadDeadlineProtocol(H11Protocol):
+    """uvicorn's h11 connection with a deadline on each request head (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_of: object = None  # the scope the timer was armed after (None: the first head)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        # A new scope is made for each complete head (an upgrade to a WebSocket included).
+        if self._head_timer is not None and self.scope is not self._head_of:
+            self._cancel_head_timer()
+
+    def on_response_complete(self) -> None:
+        # Armed before the base class reads a pipelined request, which then disarms it at once.
+        if not self.transport.is_closing():
+            self._arm_head_timer()
+        super().on_response_complete()
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_of = self.scope
+        self._head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        logger.info("closed a connection from %s that sent no whole request head in time", self.client)
+        self.transport.write(_REPLY)
+        self.transport.close()
