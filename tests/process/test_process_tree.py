@@ -162,6 +162,37 @@ def test_an_exec_that_never_finishes_is_waited_for_once(monkeypatch: pytest.Monk
         child.wait()
 
 
+@pytest.mark.parametrize("syscall", [b"running\n", b"59 0x1 0x2 0x3 0x4 0x5 0x6 0x7ffe 0x7f00\n"])
+def test_an_empty_block_inside_execve_is_read_again(monkeypatch: pytest.MonkeyPatch, syscall: bytes) -> None:
+    # While execve lays the new environment out, the kernel has set env_start and env_end to one
+    # address: the block looks as empty as an `env -i` process's. Seen in a stressed run: the
+    # escapee was "running" at that instant, and was taken for an `env -i` one (1 miss in 320).
+    child = subprocess.Popen(["sleep", "60"], env={"TETHER_TREE_ID": "t"})
+    try:
+        assert wait_until(lambda: tree._stat_fields(child.pid) is not None and _exec_done(child.pid))
+        real = tree._read
+        environ, stat = f"/proc/{child.pid}/environ", f"/proc/{child.pid}/stat"
+        reads: list[str] = []
+
+        def mid_exec(path: str) -> bytes:
+            if path == environ:
+                reads.append(path)
+                return b"" if len(reads) == 1 else real(path)
+            if path == stat:  # env_start == env_end, as the layout loop starts
+                fields = real(path).split(b" ")
+                fields[-2] = fields[-3]  # env_end = env_start (fields 51 and 50)
+                return b" ".join(fields)
+            if path == f"/proc/{child.pid}/syscall":
+                return syscall
+            return real(path)
+
+        monkeypatch.setattr(tree, "_read", mid_exec)
+        assert tree._has_marker(child.pid, b"TETHER_TREE_ID=t\0") is True
+    finally:
+        child.kill()
+        child.wait()
+
+
 def _exec_done(pid: int) -> bool:
     # argv of the new image is set up: `sleep` has replaced the forked Python.
     with open(f"/proc/{pid}/cmdline", "rb") as handle:

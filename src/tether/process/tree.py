@@ -49,6 +49,8 @@ TREE_MARKER = "TETHER_TREE_ID"
 
 _subreaper_done = False
 _PF_KTHREAD = 0x00200000  # in the flags of /proc/PID/stat: a kernel thread
+# execve and execveat, as /proc/PID/syscall numbers them here (other machines: no such check).
+_EXECVE = {"x86_64": (b"59", b"322"), "aarch64": (b"221", b"281")}.get(os.uname().machine, ())
 _EXEC_WAIT_S = 0.1  # the longest an exec in flight is waited for, once per process
 _exec_stuck: set[tuple[int, bytes]] = set()  # (pid, start time) of execs waited out in vain
 _adoption_lock = threading.Lock()
@@ -318,12 +320,12 @@ def _environ_pending(pid: int) -> bytes | None:
     start time (field 22 of ``/proc/PID/stat``, which tells it from a later one with its pid) if
     passing, else ``None``.
 
-    Final: a live process started with an empty environment (``env -i``), whose environment block
-    is empty (``env_start == env_end != 0``, fields 50 and 51), a zombie (whose environment is gone
-    for good) or a kernel thread (which never has one). Passing: an ``execve`` in flight — before
-    the new image has an environment block ``env_end`` is 0, and for a while after it has one the
-    block can be unreadable though not empty (seen on Linux 6.18 under load: an empty read of a
-    1,573-byte block, which read in full a moment later).
+    Final: a live process started with an empty environment (``env -i``), whose environment block is
+    empty (``env_start == env_end != 0``, fields 50 and 51) and which is not inside ``execve``, a
+    zombie (whose environment is gone for good) or a kernel thread (which never has one). Passing:
+    an ``execve`` in flight — before the new image has an environment block ``env_end`` is 0, and
+    for a while after it has one the block can be unreadable though not empty (seen on Linux 6.18
+    under load: an empty read of a 1,573-byte block, which read in full a moment later).
     """
     try:
         raw = _read(f"/proc/{pid}/stat")
@@ -336,6 +338,24 @@ def _environ_pending(pid: int) -> bytes | None:
         return None
     if len(rest) < 49 or rest[48] == b"0" or int(rest[48]) > int(rest[47]):
         return rest[19]
+    # An empty block. Also what an exec shows while it lays the new environment out (the kernel
+    # sets env_start and env_end to one address, then moves env_end past each string), so: not
+    # final while the process is inside execve — blocked there (a page fault while it copies), or
+    # running, which it is for the few microseconds of that loop (a few yields, then final).
+    try:
+        call = (_read(f"/proc/{pid}/syscall").split() or [b""])[0]
+    except OSError:
+        return None
+    if call in _EXECVE:
+        return rest[19]
+    if call == b"running":
+        for _ in range(3):
+            os.sched_yield()
+        try:
+            if _read(f"/proc/{pid}/environ"):
+                return rest[19]
+        except OSError:
+            return None
     return None
 
 
