@@ -152,14 +152,16 @@ async def test_keep_background_leaves_children_running() -> None:
 
 
 async def test_escaped_zombies_are_reaped() -> None:
-    before = zombie_children()
+    # Only zombies born during the test: an orphan an earlier test of this worker left to it (the
+    # subreaper) may end meanwhile (a clean-clone run met one).
+    before, born = zombie_children(), ticks_now()
     # Middle processes exit at once; their children are re-parented to us (the subreaper), and
     # die when the tree is ended: every one of those zombies is ours to reap.
     for _ in range(5):
         await run(
             "( (sleep 30 &) & ); ( setsid sleep 30 & ); (trap '' TERM; sleep 30) & sleep 0.05", grace_ms=100
         )
-    assert zombie_children() - before == set()
+    assert zombie_children(born_since=born) - before == set()
 
 
 async def test_binary_and_hostile_output_never_raises() -> None:
