@@ -99,3 +99,19 @@ def open_regular(path: Path, flags: int, mode: int = 0o600) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def open_log(path: Path) -> int:
+    """A log file of the home opened to append (0600); anything but a regular file in its place is
+    a ``UsageError`` saying to remove it (a FIFO is refused, never waited on)."""
+    try:
+        return open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENXIO, errno.EISDIR):
+            raise
+        from tether.errors import UsageError  # here: this module imports the standard library only
+
+        raise UsageError(
+            f"{path} is not a regular file (a FIFO, a device or a directory); remove it, and tether "
+            "writes its log there"
+        ) from exc

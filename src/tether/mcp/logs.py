@@ -7,14 +7,12 @@ full disk) costs one line on stderr, where every record still goes, not a traceb
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import sys
 from pathlib import Path
 
-from tether.errors import UsageError
-from tether.home import open_regular
+from tether.home import open_log
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -25,16 +23,8 @@ def configure_logging(home: Path, name: str, *, level: int = logging.INFO) -> Pa
     logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = logs / f"{name}.log"
     # Logs name commands and conversations: private to the user, like the rest of TETHER_HOME.
-    # A FIFO in its place is refused, not waited on (``open_regular``).
-    try:
-        os.close(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENXIO, errno.EISDIR):
-            raise
-        raise UsageError(
-            f"{path} is not a regular file (a FIFO, a device or a directory); remove it, and tether "
-            "writes its log there"
-        ) from exc
+    # A FIFO in its place is refused, not waited on (``open_log``).
+    os.close(open_log(path))
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)

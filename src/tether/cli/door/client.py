@@ -12,7 +12,6 @@ beyond its parser.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import socket
 import sys
@@ -21,8 +20,8 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from tether.cli.door.wire import DOOR_FORMAT, SERVER_MODULE, DoorPaths, decode, encode, locked
-from tether.errors import TetherError, UsageError
-from tether.home import ensure_home, open_regular, resolve_home
+from tether.errors import TetherError
+from tether.home import ensure_home, open_log, resolve_home
 from tether.stamp import build_key
 
 # How long a new server may take to load the tools and answer (a cold start takes ~1 s; a busy
@@ -162,19 +161,6 @@ def _connect(path: Path) -> socket.socket | None:
     return sock
 
 
-def _log_fd(log: Path) -> int:
-    """The tools process's log, opened to append; a FIFO in its place is refused, not waited on."""
-    try:
-        return open_regular(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENXIO, errno.EISDIR):
-            raise
-        raise UsageError(
-            f"{log} is not a regular file (a FIFO, a device or a directory); remove it, and tether "
-            "writes its log there"
-        ) from exc
-
-
 def _start(home: Path) -> None:
     """Start a server for ``home`` and wait until it listens (or says why it cannot)."""
     import select
@@ -184,7 +170,7 @@ def _start(home: Path) -> None:
     log = home / "logs" / "door.log"
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
-        with open(_log_fd(log), "ab") as out:
+        with open(open_log(log), "ab") as out:
             launcher = _popen(
                 [sys.executable, "-m", SERVER_MODULE, "--ready-fd", str(write_end), str(home)],
                 stdin=subprocess.DEVNULL,
