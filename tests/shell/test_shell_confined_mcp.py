@@ -239,12 +239,15 @@ async def test_a_relative_cwd_is_stored_absolute_for_every_later_process(
 
 async def test_tmux_socket_path_is_not_in_the_sandboxs_environment(tether_home: Path, home: Path) -> None:
     # bubblewrap (the sandbox's pid 1) inherited the pane's TMUX and TMUX_PANE: tmux's socket path.
+    # Nor the mark of tether's own processes, which the tmux server carries (a process of the shell
+    # holding it would be spared when the shell ends).
     async with server(tether_home, home, "--sandbox") as client:
         shell = await _open(client)
         out = await _run(
             client,
             shell,
-            "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done | grep -c '^TMUX'; "
+            "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done "
+            "| grep -cE '^(TMUX|TMUX_PANE|TETHER_DAEMON)='; "
             "echo pid1=$(wc -c < /proc/1/environ)",
         )
     assert out["lines"][:1] == ["0"] and out["lines"][1] != "pid1=0", out  # read, and nothing of tmux's

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from shell_harness import call, open_shell, run, shell_client
+from shell_harness import call, open_shell, run, shell_client, tmux
 
 from proc_probe import alive_with, kill_all, unique_sleep_arg, wait_until
 
@@ -22,9 +22,12 @@ _ESCAPES = (
     "( (sleep {} &) & )",
     # Stopped: the token is its own argument ($0), so the stopped sh is found by it too.
     '(setsid sh -c \'trap "" HUP TERM; kill -STOP $$; exec sleep "$0"\' {} &)',
-    # No marker, ignores SIGHUP, but still the shell's child when it closes (an `env -i setsid`
-    # one orphans itself at once and is not found: docs/shells.md says so).
+    # No marker, ignores SIGHUP, but still the shell's child when it closes.
     "env -i PATH=$PATH nohup sleep {} > /dev/null 2>&1 &",
+    # No marker and orphaned at once, out of the shell's session: the shell adopts it.
+    "env -i /usr/bin/setsid sleep {} > /dev/null 2>&1 &",
+    # The same, twice removed (its parent sh ends at once) and ignoring SIGTERM.
+    '(env -i /bin/sh -c \'trap "" HUP TERM; /usr/bin/setsid /bin/sleep "$0" > /dev/null 2>&1 &\' {} &)',
 )
 
 
@@ -102,3 +105,22 @@ async def test_tethers_own_tools_process_started_from_a_shell_outlives_it(tether
         )
         assert data["tasks"][0]["ok"], data
         assert _doors(tether_home) == [door]
+
+
+@pytest.mark.timeout(300)
+async def test_a_shell_that_adopts_its_orphans_is_the_shell_it_would_be_otherwise(tether_home: Path) -> None:
+    # The pane's bash is made a subreaper by a Python launcher: nothing of the launcher may show.
+    async with shell_client(tether_home) as c:
+        shell = await open_shell(c)
+        out = await run(
+            c,
+            shell,
+            'echo "own=${TETHER_DAEMON-unset}"; yes | head -1 > /dev/null; echo "yes=${PIPESTATUS[0]}"; '
+            "echo comm=$(cat /proc/$$/comm)",
+        )
+        assert out["exitCode"] == 0
+        assert out["lines"][-3:] == ["own=unset", "yes=141", "comm=bash"], out
+        # The tmux server carries the mark of tether's own processes; its panes do not.
+        server = int(tmux(tether_home, "display", "-p", "#{pid}").strip())
+        with open(f"/proc/{server}/environ", "rb") as environ:  # noqa: ASYNC230 - a test, a few bytes
+            assert b"\0TETHER_DAEMON=tmux-server\0" in b"\0" + environ.read()

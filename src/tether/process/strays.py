@@ -4,8 +4,8 @@ A persistent shell's processes are children of the tmux server, not of tether, a
 shell's ``setsid``, ``nohup`` or disowned ones outlive its session: tmux's SIGHUP reaches the
 session only. They are found here by what they inherited — the shell's marker variables
 (``TETHER_SHELL`` with ``TETHER_HOME``, kept through ``setsid``, double forks and ``nohup``) —
-and by being descendants of the shell (which also catches a child that cleared its environment,
-while it is one).
+and by being descendants of the shell: a local shell adopts what its processes orphan
+(``process.adopt``), so that catches one that cleared its environment and left its session too.
 
 Invariants this module owns:
 
@@ -16,8 +16,10 @@ Invariants this module owns:
   found ones fork meanwhile are found by ``rescan`` and ended with them.
 - Zombies among them that are our own children (re-parented to us, the subreaper) are collected.
 
-What is *not* found: a process that dropped the marker (``env -i``) and was no longer a descendant
-of the shell when it was looked for (``env -i setsid x &`` orphans itself at once).
+Spared: a descendant that carries ``OWN_PROCESS`` (tether's own, started from the shell), and
+what is below it. What is *not* found: a process that dropped the marker (``env -i``) and was no
+longer a descendant of the shell when it was looked for (``env -i setsid x &`` orphans itself at
+once), where the shell does not adopt orphans (a remote host's).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import select
 import signal
 from collections.abc import Callable, Iterable
 
+from tether.process.adopt import OWN_PROCESS
 from tether.process.tree import descendants, environ_of, reap_adopted
 
+_OWN = b"\0" + OWN_PROCESS.encode() + b"="
 _STUCK_AFTER_KILL_S = 5.0  # past SIGKILL: a process in uninterruptible sleep is left
 
 
@@ -45,6 +49,10 @@ def _marked(markers: tuple[bytes, ...]) -> set[int]:
         if all(b"\0" + marker + b"\0" in environ + b"\0" for marker in markers):
             found.add(int(name))
     return found
+
+
+def _tethers_own(pid: int) -> bool:
+    return _OWN in b"\0" + environ_of(pid)
 
 
 class Strays:
@@ -63,8 +71,10 @@ class Strays:
         seeds = set(roots) | set(self._pinned)
         if wanted:
             seeds |= _marked(wanted)
-        # Never this process (a tether started inside the shell closes it; its children go).
-        for pid in descendants(seeds) - set(self._pinned) - {os.getpid()}:
+        # Never this process (a tether started inside the shell closes it; its children go), nor
+        # one of tether's own that a command of the shell started (the home's tmux server, its
+        # tools process): the shell adopted it, but it serves others.
+        for pid in descendants(seeds, spare=_tethers_own) - set(self._pinned) - {os.getpid()}:
             with contextlib.suppress(OSError):  # gone already: nothing to end
                 self._pinned[pid] = os.pidfd_open(pid)
 

@@ -254,13 +254,14 @@ async def end_child(proc: asyncio.subprocess.Process, grace_s: float = 2.0) -> N
         await proc.wait()
 
 
-def descendants(seeds: set[int]) -> set[int]:
-    """``seeds`` and every process below them (ended ones that are still zombies included)."""
+def descendants(seeds: set[int], *, spare: Callable[[int], bool] | None = None) -> set[int]:
+    """``seeds`` and every process below them (ended ones that are still zombies included), but
+    for a process below them that ``spare`` says yes to, and everything below that."""
     found: set[int] = set()
     stack = list(seeds)
     while stack:
         pid = stack.pop()
-        if pid in found:
+        if pid in found or (spare is not None and pid not in seeds and spare(pid)):
             continue
         found.add(pid)
         stack.extend(_children_of(pid))

@@ -167,6 +167,8 @@ def _start(home: Path) -> None:
     import subprocess
     import time
 
+    from tether.process.adopt import OWN_PROCESS
+
     log = home / "logs" / "door.log"
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
@@ -180,10 +182,12 @@ def _start(home: Path) -> None:
                 start_new_session=True,  # no terminal's signals (Ctrl-C on this command) reach it
                 cwd="/",
                 # The home's own process, wherever it was first asked for: not a shell's (a
-                # shell's processes end with it, found by this marker).
+                # shell's processes end with it, found by this marker and by descent; tether's
+                # own are spared, ``OWN_PROCESS``).
                 env={
                     **{k: v for k, v in os.environ.items() if k != "TETHER_SHELL"},
                     "TETHER_HOME": str(home),
+                    OWN_PROCESS: "door",
                 },
             )
         os.close(write_end)

@@ -37,6 +37,7 @@ from tether.cli.door.wire import DOOR_FORMAT, MAX_REQUEST_BYTES, DoorPaths, deco
 from tether.config import load_config
 from tether.errors import TetherError
 from tether.mcp.logs import configure_logging
+from tether.process.adopt import OWN_PROCESS
 from tether.process.seal import seal_environment
 from tether.stamp import build_key
 from tether.tools.catalog import ToolCatalog, build_catalog
@@ -222,6 +223,8 @@ def serve(home: Path, ready_fd: int) -> int:
     try:
         config = load_config(home)
         seal_environment(config.env)  # before any thread, child or tmux server exists
+        # Its mark stays where ``/proc`` shows it; what it starts is not tether's own for that.
+        os.environ.pop(OWN_PROCESS, None)
         configure_logging(home, "door")
         catalog = build_catalog(config, with_jobs=False)
         key = build_key(home, (DOOR_FORMAT,))

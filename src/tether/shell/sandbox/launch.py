@@ -10,7 +10,8 @@ tmux server, which cannot inherit descriptors from tether, so the pane runs this
 (``python -I launch.py SPEC``) to open them where bubblewrap starts. ``SPEC`` is a JSON file
 written by ``sandbox.interactive``; importing the tether package there would cost the shell's
 start-up 100 ms for nothing. bubblewrap is exec'd without tmux's ``TMUX`` and ``TMUX_PANE``
-(``DROPPED_ENV``: they name tmux's socket, and bubblewrap is the sandbox's readable pid 1).
+(``DROPPED_ENV``: they name tmux's socket, and bubblewrap is the sandbox's readable pid 1), nor
+the mark of tether's own processes, which the tmux server carries.
 When the spec names a trace (``collect``), the launcher first forks the collector of
 ``sandbox.collect`` (loaded from its file beside this one, never through ``sys.path``: this
 directory holds a ``trace.py``, a standard-library name), which outlives the exec and ends with it;
@@ -47,8 +48,9 @@ class FilterProgram:
 
 PlanItem = str | OpenDir | FilterProgram
 # tmux names its server's socket in every pane's environment. Not for the sandbox: bubblewrap's own
-# process is the sandbox's pid 1, whose /proc/1/environ everything inside can read.
-DROPPED_ENV = frozenset({"TMUX", "TMUX_PANE"})
+# process is the sandbox's pid 1, whose /proc/1/environ everything inside can read. Nor the mark of
+# tether's own processes, which tmux's server has (``tether.process.adopt.OWN_PROCESS``).
+DROPPED_ENV = frozenset({"TMUX", "TMUX_PANE", "TETHER_DAEMON"})
 KEEPER_ENDED_IT = 3  # ``--keep``'s exit status when the keeper ended the sandbox
 
 

@@ -2,11 +2,12 @@
 
 Invariant: the tmux server is started by this process's control client with the credential-scrubbed
 environment, so no shell inherits a secret of the server; each shell's start-up file lives in
-``$TETHER_HOME/rc`` (0700 directory, 0600 file) and the pane runs ``bash --rcfile`` on it — or, for a
-confined shell, the pane runs bubblewrap around that bash (``confined``: its start-up file and
-state under ``$TETHER_HOME/sandbox/shells``). Process facts come from ``/proc`` and the pane's
-terminal (``procinfo``), starting from the shell itself (inside the sandbox for a confined one):
-microsecond reads, no tmux call.
+``$TETHER_HOME/rc`` (0700 directory, 0600 file) and the pane runs ``bash --rcfile`` on it, as a
+child subreaper (``process.adopt``: what it starts stays below it, so ending the shell ends all of
+it) — or, for a confined shell, the pane runs bubblewrap around that bash, whose PID namespace does
+that (``confined``: its start-up file and state under ``$TETHER_HOME/sandbox/shells``). Process
+facts come from ``/proc`` and the pane's terminal (``procinfo``), starting from the shell itself
+(inside the sandbox for a confined one): microsecond reads, no tmux call.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from tether.config import Config, ensure_home
 from tether.home import replace_file
+from tether.process.adopt import OWN_PROCESS, adopting_command
 from tether.process.container import read_proc
 from tether.process.env import scrub_environment
 from tether.process.planted import read_regular
@@ -31,7 +33,7 @@ from tether.shells.host import Foreground, ShellHost, ShellStart
 from tether.shells.hosts import procinfo
 from tether.shells.hosts.confined import ConfinedPanes, Confinement
 from tether.shells.tmux import commands
-from tether.shells.tmux.commands import PaneInfo, sh_quote
+from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import ClientEnded, ControlClient, SessionError
 from tether.shells.wakeups import LogWatcher
 
@@ -94,7 +96,8 @@ class LocalHost(ShellHost):
                 confinement=confinement,
             )
         rc = self._write_rc(shell_id, start.rc_text)
-        return f"exec {sh_quote(self.shell)} --rcfile {sh_quote(rc)} -i"
+        # bash adopts what its processes orphan: ending the shell ends everything it started.
+        return adopting_command([self.shell, "--rcfile", str(rc), "-i"], unset=(OWN_PROCESS,))
 
     async def write_rc(self, shell_id: str, text: str) -> str:
         return self._write_rc(shell_id, text)

@@ -59,6 +59,7 @@ from pathlib import Path
 
 from tether.config import EnvSection
 from tether.errors import TetherError
+from tether.process.adopt import OWN_PROCESS
 from tether.process.env import scrub_environment
 from tether.process.tree import end_child, pause_adoption, reap_adopted
 from tether.shells.tmux import commands
@@ -248,7 +249,9 @@ class ControlClient:
             stderr=asyncio.subprocess.DEVNULL,
             limit=16 * 1024 * 1024,
             start_new_session=True,
-            env=self.env,
+            # A tmux server this client starts is tether's own (``OWN_PROCESS``): started from a
+            # command inside a shell, it outlives that shell. Its panes do not keep the mark.
+            env={**self.env, OWN_PROCESS: "tmux-server"},
         )
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:

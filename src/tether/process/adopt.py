@@ -1,0 +1,67 @@
+"""Keeping what a persistent shell starts below it, and telling tether's own processes apart.
+
+Invariant: a program run through ``adopting_command`` keeps every process it starts as its
+descendant for as long as that process lives. The program is made a child subreaper
+(``PR_SET_CHILD_SUBREAPER``, which ``execve`` keeps), so a process whose parent ends is handed to
+it instead of to PID 1, however that process left its session, group or environment (``env -i
+setsid x &``, ``sudo``, a daemon's double fork). The tree below it is then the whole of what it
+started, which is what ending a shell's processes needs. It is otherwise the program ``exec argv``
+would run: the same pid, environment (less the names asked to go), signal dispositions and
+descriptors (where this interpreter cannot name its executable, the program runs without the
+flag). bash reaps the orphans handed to it (an unknown child is not one of its jobs: ``wait``,
+``jobs`` and ``$!`` are unchanged).
+
+Invariant: a process of tether's own that outlives whatever started it (the tmux server, the
+command line's tools process) carries ``OWN_PROCESS`` in its environment from its start, and the
+shells never inherit it. Started from inside a shell, such a process becomes the shell's
+descendant; ending the shell spares it (``strays``).
+
+Standard library only and cheap to import: the command line's client starts the tools process.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Sequence
+
+OWN_PROCESS = "TETHER_DAEMON"
+
+# Run by ``python -I -S`` (no site, no environment variables, no working directory on the path: a
+# ``ctypes.py`` beside the shell is not imported), before the exec:
+# - Python's start-up ignores SIGPIPE and SIGXFSZ, which an exec keeps and bash could not undo for
+#   anything it runs ("signals ignored upon entry"); tmux started the pane with every one default;
+# - Python's locale coercion (PEP 538) sets ``LC_CTYPE`` under a C locale; the shell gets the value
+#   (or its absence) the pane had, passed in by ``sh`` as ``$1`` and ``$2``.
+# One line with no newline, ``%`` or ``#``: tmux takes a pane command as one line of a control
+# command. 36 is ``PR_SET_CHILD_SUBREAPER``.
+_ADOPT = (
+    "import ctypes,os,signal,sys;a=sys.argv;"
+    "ctypes.CDLL(None).prctl(36,1,0,0,0);"
+    "[signal.signal(s,signal.SIG_DFL) for s in (signal.SIGPIPE,signal.SIGXFSZ)];"
+    "os.environ.update(LC_CTYPE=a[1]) if a[2] else os.environ.pop('LC_CTYPE',None);"
+    "[os.environ.pop(n,None) for n in a[3].split()];"
+    "exec('try:os.execvp(a[4],a[4:])\\n"
+    "except OSError as e:sys.stderr.write(a[4]+chr(58)+chr(32)+e.strerror+chr(10));os._exit(127)')"
+)
+
+
+def adopting_command(argv: Sequence[str], *, unset: Sequence[str] = ()) -> str:
+    """A POSIX ``sh`` command line that execs ``argv`` as a child subreaper, without the
+    environment variables ``unset``."""
+    if not argv or any(not name or " " in name for name in unset):
+        raise ValueError("adopting_command needs a program and names without spaces")
+    if not sys.executable:  # an embedding interpreter that cannot name itself: no launcher to run
+        unsets = [f"-u {shlex.quote(name)}" for name in unset]
+        return " ".join(["exec", "env", *unsets, *(shlex.quote(word) for word in argv)])
+    words = [sys.executable, "-I", "-S", "-c", _ADOPT]
+    return " ".join(
+        [
+            "exec",
+            *(shlex.quote(word) for word in words),
+            '"${LC_CTYPE-}"',
+            '"${LC_CTYPE+1}"',
+            shlex.quote(" ".join(unset)),
+            *(shlex.quote(word) for word in argv),
+        ]
+    )
