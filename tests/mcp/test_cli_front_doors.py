@@ -24,7 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp_harness import http_client, text_of
 
 from hang import HANG_S
-from proc_probe import alive_with, unique_sleep_arg
+from proc_probe import alive_with, unique_sleep_arg, wait_until
 from serve_banner import banner_field, read_banner
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -404,6 +404,57 @@ async def test_a_connection_that_never_finishes_its_request_head_is_closed(
         dripper.join(timeout=HANG_S)
         half.close()
         drip.close()
+    assert process.poll() is None
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _closed_by_peer(sock: socket.socket, received: dict[socket.socket, bytes]) -> bool:
+    """Whether the server has closed ``sock`` (what it answered first goes to ``received``): never
+    blocks."""
+    sock.setblocking(False)
+    try:
+        while chunk := sock.recv(4096):
+            received[sock] = received.get(sock, b"") + chunk
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+async def test_a_flood_of_connections_waiting_to_send_a_head_cannot_use_up_the_descriptors(
+    served: tuple[str, str, subprocess.Popen[str]],
+) -> None:
+    # Each connection had 10 s to send its head, so a flood faster than one every 10 s / the
+    # descriptors (0.5 ms here) still used them all up. Now the oldest waiting one is closed for
+    # each new one beyond the bound, and a client that sends its head at once is served.
+    url, token, process = served
+    host, port = url.removeprefix("http://").removesuffix("/mcp").rsplit(":", 1)
+    soft = psutil.Process(process.pid).rlimit(psutil.RLIMIT_NOFILE)[0]
+    bound = max(16, min(256, soft // 4))
+    before = _fds(process.pid)
+    flood: list[socket.socket] = []
+    received: dict[socket.socket, bytes] = {}
+    try:
+        for _ in range(2 * bound + 50):
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ")
+            flood.append(sock)
+        # The server accepts them in its own time; each beyond the bound closes the oldest.
+        closed = lambda: sum(_closed_by_peer(sock, received) for sock in flood)  # noqa: E731
+        assert wait_until(lambda: closed() >= len(flood) - bound)
+        assert _fds(process.pid) <= before + bound + 10, (_fds(process.pid), before, bound)
+        evicted = received.get(flood[0], b"")
+        assert evicted.startswith(b"HTTP/1.1 503 ") and b"too many connections" in evicted, evicted
+        async with http_client(url, token=token) as client:  # served while the flood waits
+            result = await client.call_tool("bash", {"command": "echo served", "description": "d"})
+            assert text_of(result) == "served"
+    finally:
+        for sock in flood:
+            sock.close()
     assert process.poll() is None
 
 

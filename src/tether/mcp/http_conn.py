@@ -9,6 +9,11 @@ Invariants this module owns:
   seconds — held its socket forever, before the token or the Host guard could say anything. Many
   such connections, from anyone who could reach the port, used up the server's descriptors, and
   with them every other client's connections and every command's pipes.
+- At most ``max_waiting()`` connections of one server wait for a head at once; a new one beyond
+  that closes the one that has waited longest (answered 503 if it had sent part of a head). The
+  deadline alone let a flood of connections faster than one every ``HEAD_TIMEOUT_S`` / descriptors
+  (0.5 ms here) use up the descriptors all the same; evicting the oldest rather than refusing the
+  newest keeps the port open to a client that sends its head at once (a flood only evicts itself).
 - Once a head is complete the timer is gone: a request's body, a long call and a WebSocket (the
   panel) are the app's business, behind its guards.
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
+import weakref
 from typing import Any, Final
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -34,6 +41,25 @@ _REPLY: Final = (
     b"connection: close\r\n"
     b"content-length: " + str(len(_MESSAGE)).encode() + b"\r\n\r\n" + _MESSAGE
 )
+
+
+_BUSY_MESSAGE: Final = b"too many connections are waiting to send a request; try again\n"
+_BUSY_REPLY: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\n"
+    b"content-length: " + str(len(_BUSY_MESSAGE)).encode() + b"\r\n\r\n" + _BUSY_MESSAGE
+)
+
+
+def max_waiting() -> int:
+    """How many connections may wait for a head at once: 256, or a quarter of the descriptors."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 256 if soft == resource.RLIM_INFINITY else max(16, min(256, soft // 4))
+
+
+# Per server (uvicorn's state object): the connections waiting for a head, oldest first.
+_waiting: weakref.WeakKeyDictionary[object, dict[HeadDeadlineProtocol, None]] = weakref.WeakKeyDictionary()
 
 
 class HeadDeadlineProtocol(H11Protocol):
@@ -68,11 +94,28 @@ class HeadDeadlineProtocol(H11Protocol):
         self._cancel_head_timer()
         self._head_of = self.scope
         self._head_timer = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+        waiting = _waiting.setdefault(self.server_state, {})
+        waiting[self] = None
+        if len(waiting) > max_waiting():
+            oldest = next(iter(waiting))
+            oldest._evict()
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        _waiting.get(self.server_state, {}).pop(self, None)
+
+    def _evict(self) -> None:
+        """Close to make room for a newer connection (a partial head gets its 503)."""
+        self._cancel_head_timer()
+        if self.transport.is_closing():
+            return
+        started = bool(self.conn.trailing_data[0])
+        logger.info("closed a connection from %s: too many were waiting to send a request", self.client)
+        if started:
+            self.transport.write(_BUSY_REPLY)
+        self.transport.close()
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
