@@ -148,3 +148,22 @@ async def test_an_exit_status_stays_the_lines_when_a_hook_is_put_before_tethers(
         assert out["exitCode"] == 0, out
         for command, code in (("false", 1), ("(exit 3)", 3), ("true", 0)):
             assert (await run(client, shell, command))["exitCode"] == code, command
+
+
+async def test_a_shell_with_nounset_from_its_bashrc_runs_and_reports(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # `set -u` in ~/.bashrc (and PS0 unset, as bash leaves it): the integration read `$PS0` bare,
+    # so every prompt failed with "PS0: unbound variable" and every run was refused.
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / ".bashrc").write_text("set -u -o pipefail\nunset PS0 PS2\n")
+    async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
+        shell = await open_shell(client)
+        out = await run(client, shell, "echo hi; [[ -o nounset ]] && echo nounset-on")
+        assert (out["exitCode"], out["lines"]) == (0, ["hi", "nounset-on"]), out
+        assert (await run(client, shell, "(exit 7)"))["exitCode"] == 7
+        # The new shell reads ~/.bashrc again, and the integration is installed after it.
+        assert (await run(client, shell, "exec bash"))["exitCode"] == 0
+        out = await run(client, shell, "for i in 1 2; do echo $i; done | cat")
+        assert (out["exitCode"], out["lines"]) == (0, ["1", "2"]), out

@@ -79,9 +79,9 @@ __tether_ps0='\e]6973;@NONCE@;C;$((__tether_cur=__tether_tok?__tether_tok:__teth
 __tether_ps1='\[\e]6973;@NONCE@;P;$?;$((__tether_tok=0,++__tether_pn));${EPOCHREALTIME-}\a\]'
 __tether_ps2='\[\e]6973;@NONCE@;Q\a\]'
 __tether_arm() {
-  [[ $PS0 == "$__tether_ps0"* ]] || PS0=$__tether_ps0${PS0-}
-  [[ $PS1 == "$__tether_ps1"* ]] || PS1=$__tether_ps1${PS1-}
-  [[ $PS2 == "$__tether_ps2"* ]] || PS2=$__tether_ps2${PS2-}
+  [[ ${PS0-} == "$__tether_ps0"* ]] || PS0=$__tether_ps0${PS0-}
+  [[ ${PS1-} == "$__tether_ps1"* ]] || PS1=$__tether_ps1${PS1-}
+  [[ ${PS2-} == "$__tether_ps2"* ]] || PS2=$__tether_ps2${PS2-}
   # Nearly always armed already (this runs before every prompt and every agent command): one test,
   # half the cost of the checks below.
   [[ ${PROMPT_COMMAND[0]-} == __tether_pc0 && ${PROMPT_COMMAND[-1]-} == __tether_pc ]] && return
