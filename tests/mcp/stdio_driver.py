@@ -106,10 +106,17 @@ class StdioDriver:
             self.proc.wait(15)
 
 
+def source_env() -> dict[str, str]:
+    """``PATH``, and ``PYTHONPATH`` when set: a worktree's tests run its own source (PYTHONPATH
+    first) in the server too, not the installed one's."""
+    python_path = os.environ.get("PYTHONPATH")
+    return {"PATH": os.environ["PATH"], **({"PYTHONPATH": python_path} if python_path else {})}
+
+
 def tether_env(home: Path, **extra: str) -> dict[str, str]:
     return {
         "TETHER_HOME": str(home),
-        "PATH": os.environ["PATH"],
+        **source_env(),
         "HOME": os.environ.get("HOME", "/root"),
         **extra,
     }

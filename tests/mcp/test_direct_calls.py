@@ -9,7 +9,6 @@ knows which one it exercised.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp_harness import text_of
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from stdio_driver import StdioDriver
+from stdio_driver import StdioDriver, source_env
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -30,7 +29,7 @@ KINDS = ("plain", "error", "empty", "text", "refused", "crash")
 
 def _probe(markers: Path, *, direct: bool) -> StdioDriver:
     argv = [sys.executable, PROBE, str(markers), *(["direct"] if direct else [])]
-    return StdioDriver(argv, {"PATH": os.environ["PATH"]})
+    return StdioDriver(argv, source_env())
 
 
 def _start(driver: StdioDriver, version: str = "2025-06-18") -> None:
@@ -147,7 +146,7 @@ def test_the_client_leaving_cancels_a_direct_call_before_the_conversation_ends(t
 
 def _params(markers: Path) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=[PROBE, str(markers), "direct"], env={"PATH": os.environ["PATH"]}
+        command=sys.executable, args=[PROBE, str(markers), "direct"], env=source_env()
     )
 
 

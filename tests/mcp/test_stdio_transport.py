@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.session import IncomingMessage
 from mcp_harness import text_of
+from stdio_driver import source_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -21,9 +21,7 @@ PROBE = str(Path(__file__).with_name("stdio_probe_server.py"))
 
 
 def _params(markers: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable, args=[PROBE, str(markers)], env={"PATH": os.environ["PATH"]}
-    )
+    return StdioServerParameters(command=sys.executable, args=[PROBE, str(markers)], env=source_env())
 
 
 async def test_stray_writes_to_fd_1_never_reach_the_wire(tmp_path: Path) -> None:

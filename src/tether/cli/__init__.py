@@ -7,6 +7,15 @@ A ``TetherError`` becomes one line on stderr and exit status 2 — never a trace
 that a full disk refuses, and a reader that went away (``| head``) ends the command quietly with
 141, as SIGPIPE would.
 
+A Ctrl-C ends every command without a traceback, with status 130, whenever it comes: from the
+first line of ``tether/__init__.py`` until ``main`` runs a command, and again once the command
+returned, and whenever a module is being imported, a handler (``tether._on_interrupt``) ends the
+process at once (``os._exit(130)``: nothing is half done then, or a half-made module is all there
+is); while the command runs, it raises ``KeyboardInterrupt`` as Python's own does, which
+``_guarded`` turns into 130, unless the command handles SIGINT itself. Before tether's first line
+runs, Python is still starting (``site``, then finding the package): that is the interpreter's,
+out of any program's reach (docs/development.md).
+
 Two command lines skip argparse altogether, because their start-up time is the product:
 ``tether --version`` and ``tether mcp [--sandbox]`` (a client waits for its ``initialize``
 answer). Anything else, including ``tether mcp --help`` or a bad flag, goes through the parser —
@@ -15,15 +24,38 @@ only the named command's, when the command line starts with one.
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
-from tether import __version__
-from tether.errors import STORAGE_ERRNOS, StorageError, TetherError
+import tether
+
+# ``_signal``, the built-in module ``signal`` wraps (``signal`` itself costs ~0.7 ms: its enums).
+_signal = sys.modules["_signal"] if "_signal" in sys.modules else __import__("_signal")
+
+
+def _quiet_interrupts() -> bool:
+    """Whether a Ctrl-C ends this process at once, quietly, with 130 (``tether._on_interrupt``):
+    installed by ``tether/__init__.py`` in the console script; here for ``python -m tether``. Never
+    in a program importing tether, nor when the parent left SIGINT ignored."""
+    handler = _signal.getsignal(_signal.SIGINT)
+    if handler is tether._on_interrupt:
+        return True
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is None or spec.name != "tether.__main__" or handler is not _signal.default_int_handler:
+        return False
+    _signal.signal(_signal.SIGINT, tether._on_interrupt)
+    return True
+
+
+_QUIET = _quiet_interrupts()
+
+import contextlib  # noqa: E402
+import importlib  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+from tether import __version__  # noqa: E402
+from tether.errors import STORAGE_ERRNOS, StorageError, TetherError  # noqa: E402
 
 if TYPE_CHECKING:
     import argparse
@@ -108,12 +140,20 @@ def _dispatch(words: list[str]) -> int:
 def _guarded(run: Callable[[], int]) -> int:
     try:
         try:
-            status = run()
-        except SystemExit:  # argparse printed --help or a usage error
-            sys.stdout.flush()
-            raise
-        sys.stdout.flush()  # what is still buffered fails here, inside the guard, not at exit
-        return status
+            tether._armed = True  # the command's own time: KeyboardInterrupt, outside imports
+            try:
+                status = run()
+            except SystemExit:  # argparse printed --help or a usage error
+                sys.stdout.flush()
+                raise
+            sys.stdout.flush()  # what is still buffered fails here, inside the guard, not at exit
+            return status
+        finally:
+            # The command is over: to the process's end a Ctrl-C ends it at once, quietly (also if
+            # the command installed a handler of its own: asyncio puts Python's back).
+            tether._armed = False
+            if _QUIET:
+                _signal.signal(_signal.SIGINT, tether._on_interrupt)
     except TetherError as exc:
         _say(f"tether: {exc.code}: {exc.message}")
         return 2
@@ -131,7 +171,7 @@ def _guarded(run: Callable[[], int]) -> int:
         )
         return 2
     except KeyboardInterrupt:
-        return 130
+        return tether.INTERRUPTED
 
 
 def _say(line: str) -> None:

@@ -22,6 +22,8 @@ Invariants this module owns:
 - ``notifications/cancelled`` naming a taken call cancels it (its handler kills what it started)
   and nothing is answered, as the SDK does; when the client leaves (stdin closed, stdout broken)
   every taken call is cancelled and awaited before the conversation ends.
+- ``running(key)`` says whether a call taken here with that id (``request_key``) still runs: the
+  stdio loop answers a request reusing it with ``duplicate_id`` (``tether.mcp.request_ids``).
 - Like the SDK, nothing bounds the calls running at once: the wire's backpressure counts messages
   not yet taken (``tether.mcp.stdio``), so that a client can always cancel a call.
 """
@@ -59,6 +61,10 @@ class DirectCalls:
     def attach(self, connection: Connection) -> None:
         """The conversation's connection (calls are taken only once it is known)."""
         self._connection = connection
+
+    def running(self, key: Any) -> bool:
+        """Whether a call taken here with id ``key`` (``request_key``) is still running."""
+        return key in self._calls
 
     def take(self, item: Message) -> bool:
         """Serve ``item`` here if it is a plain call or cancels one taken here; ``False``: it goes

@@ -14,6 +14,8 @@ Invariants this module owns:
 - A request body over the MCP SDK's limit (4 MiB) is answered 413 with a JSON-RPC error naming
   the limit and the fix, which the SDK's client hands to the caller; the SDK's own answer is
   plain text, which its client turned into "Server returned an error response".
+- A request reusing the id of one still in flight in its session is answered at once with an
+  INVALID_REQUEST naming the id (``tether.mcp.request_ids``); the first goes on.
 - ``build_http_app`` accepts extra routes, middleware and lifespans, so the web panel mounts at
   ``/panel`` on this same app behind the same Host/Origin guard.
 """
@@ -44,6 +46,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tether.mcp.request_ids import UniqueRequestIds
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.token import bearer_matches
 from tether.mcp.wire import INVALID_REQUEST
@@ -260,7 +263,8 @@ def build_http_app(
     )
     manager = RandomSessionIdManager(app=front_door.server, security_settings=security)
     endpoint = BearerGate(
-        BodyTooLargeAnswer(HandshakeEraGate(StreamableHTTPASGIApp(manager))), token=settings.token
+        BodyTooLargeAnswer(HandshakeEraGate(UniqueRequestIds(StreamableHTTPASGIApp(manager)))),
+        token=settings.token,
     )
 
     @contextlib.asynccontextmanager

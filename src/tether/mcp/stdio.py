@@ -17,6 +17,11 @@ Invariants this module owns:
   path, so that a client can always cancel it).
 - Once the SDK has taken over, a plain ``tools/call`` read by the loop is answered beside the SDK
   (``tether.mcp.direct``); the early front's backlog and everything else go to the SDK.
+- A request id is unique among the requests in flight (JSON-RPC): a request whose id (as the SDK
+  correlates ids: ``"7"`` is ``7``) names one read and not yet answered — queued for the SDK,
+  running there, or a call running beside it — is answered at once with INVALID_REQUEST naming the
+  id, and goes no further; the first is answered as if the second had never come. An id is free
+  again once its request is answered, or cancelled by the client.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -40,6 +46,7 @@ from pydantic import ValidationError
 
 from tether.mcp.direct import DirectCalls
 from tether.mcp.handshake import EarlyFront, Handshake, HandshakeCache
+from tether.mcp.request_ids import duplicate_id, request_key
 from tether.mcp.server import McpFrontDoor, settle_heap
 from tether.mcp.wire import EOF, INVALID_REQUEST, Item, Message, StdioWire, error_response
 from tether.tools.registry import ToolRegistry
@@ -140,11 +147,24 @@ async def serve_stdio(
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Item | _Broken] = asyncio.Queue()
     direct = DirectCalls(front_door, wire)
+    queued: Counter[Any] = Counter()  # ids of requests in the inbox, not yet taken by the SDK
+    dispatcher: _Dispatcher | None = None
+
+    def in_use(key: Any) -> bool:
+        sdk = dispatcher is not None and dispatcher.in_flight(key)
+        return sdk or queued[key] > 0 or direct.running(key)
 
     def deliver(item: Item) -> None:  # the event loop's reader
         _announce(item, front_door.registry)
-        if isinstance(item, dict) and direct.take(item):
-            return
+        if isinstance(item, dict):
+            key = request_key(item)
+            if key is not None and in_use(key):
+                wire.send(duplicate_id(item["id"]))
+                return
+            if direct.take(item):
+                return
+            if key is not None:
+                queued[key] += 1
         inbox.put_nowait(item)
         if inbox.qsize() >= _IN_FLIGHT:
             wire.pause_reading()
@@ -157,12 +177,15 @@ async def serve_stdio(
     handover = _Handover(early=early, cache=cache, cached=cache.load(), wire=wire)
     wire.stop_reader_thread()
     backlog = early.take_backlog()
+    for item in backlog:
+        key = request_key(item) if isinstance(item, dict) and not _answered_early(item, early) else None
+        if key is not None:
+            queued[key] += 1
     wire.read_on_loop(loop, deliver)
-    inbound = _Inbound(backlog, inbox, handover, direct=direct)
+    inbound = _Inbound(backlog, inbox, handover, direct=direct, queued=queued)
     # serve_loop's recipe, with the connection kept: the direct calls answer on it.
-    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(
-        inbound, _Outbound(handover), inline_methods=frozenset({"initialize"})
-    )
+    dispatcher = _Dispatcher(inbound, _Outbound(handover), inline_methods=frozenset({"initialize"}))
+    inbound.in_flight = dispatcher.in_flight
     connection = Connection.for_loop(dispatcher)
     direct.attach(connection)
     try:
@@ -180,6 +203,12 @@ async def serve_stdio(
     logger.info("stdio client closed the connection")
 
 
+def _answered_early(item: Message, early: EarlyFront) -> bool:
+    """The client's ``initialize`` the early front answered: no longer in flight for the client
+    (the SDK still runs it, inline, and its answer is dropped)."""
+    return item.get("method") == "initialize" and early.answered_initialize is not None
+
+
 def _announce(item: Item, registry: ToolRegistry) -> None:
     """A ``tools/call`` is announced to the registry as it is read, before the SDK parses it: a
     tool starts what it reads first meanwhile (``ToolRegistry.expect``)."""
@@ -187,6 +216,14 @@ def _announce(item: Item, registry: ToolRegistry) -> None:
         params = item.get("params")
         if isinstance(params, dict) and isinstance(name := params.get("name"), str):
             registry.expect(name)
+
+
+class _Dispatcher(JSONRPCDispatcher[Any]):
+    """The SDK's dispatcher, asked which request ids it is running (the SDK itself lets a reused
+    id overwrite the first: its ``_in_flight`` table, keyed by ``coerce_request_id``)."""
+
+    def in_flight(self, key: Any) -> bool:
+        return key in self._in_flight
 
 
 class _Inbound:
@@ -201,11 +238,14 @@ class _Inbound:
         handover: _Handover,
         *,
         direct: DirectCalls,
+        queued: Counter[Any],
     ) -> None:
         self._backlog = deque(backlog)
         self._inbox = inbox
         self._handover = handover
         self._direct = direct
+        self._queued_ids = queued
+        self.in_flight: Callable[[Any], bool] = lambda _key: False  # the SDK's requests running
         self._queued: deque[SessionMessage] = deque()  # tether's own probe, right behind initialize
         self._ended = False
 
@@ -216,6 +256,16 @@ class _Inbound:
             item = self._backlog.popleft() if self._backlog else await self._next()
             if item is EOF or not isinstance(item, dict):
                 break
+            key = request_key(item)
+            if key is not None and not _answered_early(item, self._handover.early):
+                if self._queued_ids[key] > 1:
+                    self._queued_ids[key] -= 1
+                else:
+                    self._queued_ids.pop(key, None)
+                if self.in_flight(key) or self._direct.running(key):
+                    # Only the early front's backlog was not checked as it was read.
+                    self._handover.wire.send(duplicate_id(item["id"]))
+                    continue
             try:
                 message = types.jsonrpc_message_adapter.validate_python(item, by_name=False)
             except ValidationError as exc:

@@ -4,7 +4,10 @@ Invariant: a shell is open once its bash reads its first line (its first prompt 
 its start-up files still run; each shell has its own integration nonce, kept in its record. A
 shell is never closed without a snapshot of it first (label, cwd, size and its
 scrollback from the full output log), so ``shell_open from`` can revive anything closed by
-``close``, idle reclaim or ``reap``; a snapshot is also left by ``rename`` and ``resize``. The record
+``close``, idle reclaim or ``reap``; a snapshot is also left by ``rename`` and ``resize``. A
+snapshot is never written unmasked while the vault may have values to mask: when ``vault.key`` is
+unusable and the vault holds values (or delivered ones), the snapshot keeps label, cwd and size but
+its scrollback is replaced by a line saying why (``WITHHELD``), and the close goes on. The record
 changes (label, idle limit, closed) are single statements, so processes sharing a home never see a
 half change. A *lost* shell is a record without a live tmux session; ``reap`` only closes lost
 records idle for at least ``REAP_MIN_IDLE_MS``.
@@ -44,6 +47,11 @@ REAP_MIN_IDLE_MS = 10 * 60_000
 SNAPSHOT_LINES = 20_000
 PREAMBLE_BEGIN = "──── tether: revived scrollback of {old} (snapshot '{reason}' taken {when}) ────"
 PREAMBLE_END = "──── end of revived scrollback; {new} starts here ────"
+# A snapshot's text when the vault cannot mask it (``vault.key`` unusable while the vault holds values).
+WITHHELD = (
+    "[tether: the scrollback was not kept in this snapshot: vault values may be in it and none can "
+    "be read to mask them ({why})]"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,18 +62,20 @@ class LostShell:
 
 def redactor(shells: Shells) -> Callable[[str], str] | None:
     """The vault's masker over every value readable now and every value delivered to a shell not
-    closed since, whichever process delivered it (``None`` when there is none)."""
-    vault = Vault(shells.store, shells.home)
-    try:
-        values = masked_values(vault)
-    except VaultKeyError:  # no readable key means no value could have reached a shell either
-        return None
+    closed since, whichever process delivered it (``None`` when there is none).
+
+    A ``VaultKeyError`` propagates: with ``vault.key`` unusable (unreadable, too widely readable,
+    replaced) after values were delivered, what would need masking can no longer be known, so the
+    caller fails closed instead of writing text unmasked (the vault raises only when it holds
+    something the key must open: an empty vault masks nothing and needs no key)."""
+    values = masked_values(Vault(shells.store, shells.home))
     masker = SecretMasker(values)
     return masker.mask if masker else None
 
 
 def snapshots(shells: Shells) -> SnapshotStore:
-    return SnapshotStore(shells.store, shells.home, redact=redactor(shells))
+    """The snapshot store, for reading (listing, reviving); ``take_snapshot`` writes."""
+    return SnapshotStore(shells.store, shells.home)
 
 
 def scrollback(shells: Shells, shell_id: str) -> str:
@@ -101,14 +111,22 @@ def take_snapshot(
     cwd = pane.cwd if pane is not None and pane.cwd else (rec.cwd if rec is not None else "")
     cols = pane.cols if pane is not None and pane.cols > 0 else shells.config.sessions.default_cols
     rows = pane.rows if pane is not None and pane.rows > 0 else shells.config.sessions.default_rows
-    return snapshots(shells).take(
+    try:
+        redact = redactor(shells)
+        text = scrollback(shells, shell_id)
+    except VaultKeyError as exc:
+        # Values may have reached this shell and none can be read to mask them: its scrollback is
+        # not written at all (never in clear), and the snapshot says why. Closing still closes.
+        logger.warning("snapshot of %s keeps no scrollback: %s", shell_id, exc.message)
+        redact, text = None, WITHHELD.format(why=exc.message)
+    return SnapshotStore(shells.store, shells.home, redact=redact).take(
         shell_id=shell_id,
         label=label,
         cwd=cwd,
         cols=cols,
         rows=rows,
         reason=reason,
-        text=scrollback(shells, shell_id),
+        text=text,
         actor=actor,
     )
 

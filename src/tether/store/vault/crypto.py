@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from tether.errors import RefusedError, TetherError
+from tether.home import open_regular
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -81,7 +82,8 @@ def new_salt() -> bytes:
 def read_master_key(path: Path) -> bytes | None:
     """The master key, or ``None`` when the file does not exist yet."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # Never blocks (a FIFO in its place), and a directory or device is refused here too.
+        fd = open_regular(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as exc:

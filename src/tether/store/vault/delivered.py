@@ -62,7 +62,8 @@ class DeliveredValues:
 
     def values(self) -> tuple[tuple[str, str], ...]:
         """(name, value) of every value delivered to a shell not closed since; a name may come
-        with several values (rotated between deliveries)."""
+        with several values (rotated between deliveries). A row that ``vault.key`` does not open
+        raises ``VaultKeyError``: a value that cannot be known cannot be masked."""
         stamp = self._changes()
         cached = self._cache
         if cached is not None and cached[0] == stamp:
@@ -73,8 +74,15 @@ class DeliveredValues:
             master = self._master_key()
             for row in rows:
                 raw = vc.open_sealed(master, row["sealed"], _aad(row["shell"], row["name"]))
-                if raw is not None:  # a row altered or from another key hides nothing: skip it
-                    found[(row["name"], raw.decode("utf-8"))] = None
+                if raw is None:
+                    # Sealed under another key (vault.key replaced) or altered: the value it hides
+                    # may be in that shell's output, and nothing can mask it. Fail closed.
+                    raise vc.VaultKeyError(
+                        f"the value of {row['name']!r} delivered to shell {row['shell']} does not open "
+                        "with vault.key (the key was replaced, or tether.db altered); restore vault.key "
+                        f"from a backup, or close shell {row['shell']}"
+                    )
+                found[(row["name"], raw.decode("utf-8"))] = None
         answer = tuple(found)
         self._cache = (stamp, answer)
         return answer
