@@ -116,3 +116,8 @@ def test_without_a_named_interpreter_the_program_runs_unadopted(monkeypatch: pyt
     )
     done = _sh(command, _clean_env(**{OWN_PROCESS: "tmux"}))
     assert done.returncode == 0 and done.stdout.strip() == "own=unset x y", done
+
+
+def test_the_launcher_is_one_line_tmux_reads_as_it_is() -> None:
+    command = adopting_command(["bash", "--rcfile", "/x/rc", "-i"], unset=(OWN_PROCESS,))
+    assert not set(command) & {"\n", "\r", "#", "%"}, command

@@ -10,7 +10,7 @@ Invariants this module owns:
   such connections, from anyone who could reach the port, used up the server's descriptors, and
   with them every other client's connections and every command's pipes.
 - At most ``max_waiting()`` connections of one server wait for a head at once; a new one beyond
-  that closes the one that has waited longest (answered 503 if it had sent part of a head). The
+  that closes the one that has waited longest (answered 503, unless it is idle after an answer). The
   deadline alone let a flood of connections faster than one every ``HEAD_TIMEOUT_S`` / descriptors
   (0.5 ms here) use up the descriptors all the same; evicting the oldest rather than refusing the
   newest keeps the port open to a client that sends its head at once (a flood only evicts itself).
@@ -107,13 +107,13 @@ class HeadDeadlineProtocol(H11Protocol):
         _waiting.get(self.server_state, {}).pop(self, None)
 
     def _evict(self) -> None:
-        """Close to make room for a newer connection (a partial head gets its 503)."""
+        """Close to make room for a newer connection: answered 503 unless it was an idle one kept
+        alive after an answer (which a client expects a server to close)."""
         self._cancel_head_timer()
         if self.transport.is_closing():
             return
-        started = bool(self.conn.trailing_data[0])
         logger.info("closed a connection from %s: too many were waiting to send a request", self.client)
-        if started:
+        if self._head_of is None:  # a new connection, read or not: a client waits for its answer
             self.transport.write(_BUSY_REPLY)
         self.transport.close()
 

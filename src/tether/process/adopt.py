@@ -28,22 +28,39 @@ from collections.abc import Sequence
 OWN_PROCESS = "TETHER_DAEMON"
 
 # Run by ``python -I -S`` (no site, no environment variables, no working directory on the path: a
-# ``ctypes.py`` beside the shell is not imported), before the exec:
+# ``ctypes.py`` beside the shell is not imported) with the pane's ``LC_CTYPE`` (value, and "1" if
+# set), the names to unset and the program's argv. Before the exec:
 # - Python's start-up ignores SIGPIPE and SIGXFSZ, which an exec keeps and bash could not undo for
 #   anything it runs ("signals ignored upon entry"); tmux started the pane with every one default;
-# - Python's locale coercion (PEP 538) sets ``LC_CTYPE`` under a C locale; the shell gets the value
-#   (or its absence) the pane had, passed in by ``sh`` as ``$1`` and ``$2``.
-# One line with no newline, ``%`` or ``#``: tmux takes a pane command as one line of a control
-# command. 36 is ``PR_SET_CHILD_SUBREAPER``.
-_ADOPT = (
-    "import ctypes,os,signal,sys;a=sys.argv;"
-    "ctypes.CDLL(None).prctl(36,1,0,0,0);"
-    "[signal.signal(s,signal.SIG_DFL) for s in (signal.SIGPIPE,signal.SIGXFSZ)];"
-    "os.environ.update(LC_CTYPE=a[1]) if a[2] else os.environ.pop('LC_CTYPE',None);"
-    "[os.environ.pop(n,None) for n in a[3].split()];"
-    "exec('try:os.execvp(a[4],a[4:])\\n"
-    "except OSError as e:sys.stderr.write(a[4]+chr(58)+chr(32)+e.strerror+chr(10));os._exit(127)')"
-)
+# - Python's locale coercion (PEP 538) sets ``LC_CTYPE`` under a C locale: the pane's own value, or
+#   its absence, is put back.
+# An interpreter without ctypes runs the program unadopted rather than not at all. 36 is
+# ``PR_SET_CHILD_SUBREAPER``.
+_SOURCE = """\
+import os, signal, sys
+ctype, had_ctype, unset, program = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+except Exception:
+    pass
+for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+    signal.signal(sig, signal.SIG_DFL)
+if had_ctype:
+    os.environ["LC_CTYPE"] = ctype
+else:
+    os.environ.pop("LC_CTYPE", None)
+for name in unset:
+    os.environ.pop(name, None)
+try:
+    os.execvp(program[0], program)
+except OSError as exc:
+    sys.stderr.write(program[0] + ": " + exc.strerror + chr(10))
+    os._exit(127)
+"""
+# One line, through ``exec``: tmux takes a pane command as one line of a control command (no
+# newline; no ``#`` or ``%`` either, which tmux may read as its own).
+_ADOPT = f"exec({_SOURCE!r})"
 
 
 def adopting_command(argv: Sequence[str], *, unset: Sequence[str] = ()) -> str:
