@@ -91,7 +91,8 @@ async def read(
         unmet = unmet_of(out)
         if not out.met:
             notes.append(f"[wait {out.kind}: {out.detail}]")
-        if out.timed_out and (front := await front_note(host, pane)) is not None:
+        # A host that did not answer the wait in its time is not asked again in this call.
+        if out.timed_out and not out.host_silent and (front := await front_note(host, pane)) is not None:
             notes.append(front)
     if action.if_changed and action.regex is None:
         current = await views.screen_lines(shells, host, pane)

@@ -211,7 +211,8 @@ async def _shape_run(
         notes.append(f"[waited {where.waited_ms} ms for the shell's prompt before typing]")
     if not out.met:
         notes.append(f"[wait {out.kind}: {out.detail}]")
-    if out.timed_out and (front := await front_note(host, pane)) is not None:
+    # A host that did not answer the wait in its time is not asked again in this call.
+    if out.timed_out and not out.host_silent and (front := await front_note(host, pane)) is not None:
         notes.append(front)
     return Outcome(
         shell=w.shell_id,
