@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from sshd_harness import RemoteHosts, _descendants
 
 from hang import HANG_S
@@ -34,8 +35,9 @@ def _task(shell: str, command: str, wait: dict[str, Any]) -> dict[str, Any]:
     return {"target": {"sessions": shell}, "action": {"kind": "run", "command": command}, "wait": wait}
 
 
+@pytest.mark.parametrize("showing", ["since", "tail"])
 async def test_a_wait_whose_timeout_falls_inside_a_stall_answers_with_its_timeout(
-    tether_home: Path, remote: RemoteHosts
+    tether_home: Path, remote: RemoteHosts, showing: str
 ) -> None:
     # The host's side of the connection stops answering (its sshd processes stopped) while a
     # shell_run waits 2 s for its command: the wait's questions to the host go unanswered. The
@@ -55,7 +57,8 @@ async def test_a_wait_whose_timeout_falls_inside_a_stall_answers_with_its_timeou
 
         async def running() -> None:
             wait = {"kind": "exit", "timeoutMs": 2000}
-            out = await tools.run({"tasks": [_task(shell, "echo started; sleep 41.5", wait)]}, ctx)
+            task = {**_task(shell, "echo started; sleep 41.5", wait), "output": {"showing": showing}}
+            out = await tools.run({"tasks": [task]}, ctx)
             results["task"] = out.structured["tasks"][0]
 
         async with anyio.create_task_group() as tg:
@@ -82,6 +85,10 @@ async def test_a_wait_whose_timeout_falls_inside_a_stall_answers_with_its_timeou
             note
         )
         assert "may be missing here" in note, note
+        # The output as far as the log has it (the screen is the silent host's tmux's).
+        assert "started" in task["lines"], task
+        if showing == "tail":
+            assert task["lines"][-2] == "[shown from the log, not the tail: the host did not answer in time]"
         # The host answers again: the next calls work on the same shell.
         for pid in stopped:
             os.kill(pid, signal.SIGCONT)
