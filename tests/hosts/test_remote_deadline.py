@@ -105,3 +105,61 @@ async def test_a_wait_whose_timeout_falls_inside_a_stall_answers_with_its_timeou
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
         await tools.aclose()
+
+
+async def test_a_read_wait_whose_timeout_falls_inside_a_stall_answers_from_the_log(
+    tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The host goes silent at the wait's first question to it (whether the shell reads a line):
+    # shell_read answers with its timeout, and its view (tail, the default: tmux's screen) comes
+    # from the log instead of the silent host.
+    box = remote.add("box-a", timeout=3)
+    tools = ShellTools(load_config(tether_home))
+    ctx = CallContext(actor="t")
+    stopped: list[int] = []
+    try:
+        opened = await tools.open({"tasks": [{"action": {"kind": "open", "host": "box-a"}}]}, ctx)
+        shell = opened.structured["tasks"][0]["shell"]
+        host = tools.shells().hosts["box-a"]
+        assert isinstance(host, SshHost)
+        await tools.run({"tasks": [_task(shell, "echo started; sleep 41.75", {"kind": "none"})]}, ctx)
+        with anyio.fail_after(HANG_S):
+            while not _running("sleep\x0041.75") or b"started" not in host.log_of(shell).read_bytes():
+                await anyio.sleep(0.01)
+        real = host.reading_line
+
+        async def reading_line(*args: Any) -> Any:
+            nonlocal stopped
+            if not stopped:
+                assert box.sshd.proc is not None
+                stopped = _descendants(box.sshd.proc.pid)
+                for pid in stopped:
+                    os.kill(pid, signal.SIGSTOP)
+            return await real(*args)
+
+        monkeypatch.setattr(host, "reading_line", reading_line)
+        wait = {"kind": "exit", "timeoutMs": 2000}
+        out = await tools.read(
+            {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read"}, "wait": wait}]}, ctx
+        )
+        read = out.structured["tasks"][0]
+        assert stopped, "the wait never asked the host"
+        assert read["ok"] is True and read["met"] is False and read["unmet"] == "timeout", read
+        assert "started" in read["lines"], read
+        shown = "[shown from the log (history), not the tail: the host did not answer in time]"
+        assert shown in read["lines"], read
+        assert any("host box-a had not answered" in line for line in read["lines"]), read
+        monkeypatch.undo()
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        send = {"target": {"sessions": shell}, "action": {"kind": "send", "text": "", "keys": ["C-c"]}}
+        await tools.send({"tasks": [send]}, ctx)
+        back = _task(shell, "echo back", {"kind": "exit", "timeoutMs": 30_000})
+        out = await tools.run({"tasks": [back]}, ctx)
+        task = out.structured["tasks"][0]
+        assert task["exitCode"] == 0 and task["lines"] == ["back"], task
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        await tools.aclose()

@@ -6,8 +6,9 @@ seconds after its last channel so the next tether process (a CLI call) reuses it
 settings no host entry can weaken: host keys checked against ``known_hosts``
 (``StrictHostKeyChecking=yes``: an unknown or changed key is an error that says how to add it, never
 a key accepted silently), ``BatchMode=yes`` (no password or passphrase prompt can block a call) and
-a connect timeout. Every channel (the tmux control client, a log stream, the command shell) is
-``ssh -T`` through the master; the first one to find no master becomes it.
+a connect timeout. The master is started first, with no command (``ssh -N``: no login shell, so
+none of the account's start-up files); every channel (the tmux control client, a log stream, the
+command shell) is ``ssh -T`` through it (``channels``).
 
 ``ensure`` probes the host (its tether home created 0700, tmux ≥ 3.2, what it can tell about its
 processes) and returns its ``HostFacts``; a failure is a ``HostError`` naming the host, what went
