@@ -9,6 +9,8 @@ screen this conversation saw last (masked, as stored) with the screen now.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tether.errors import NotFoundError, RefusedError
 from tether.shells import shaping, views
 from tether.shells.domain import PendingRun, Shells
@@ -50,6 +52,7 @@ async def read(
     exit_code: int | None = None
     run_id: str | None = None
     notes: list[str] = []
+    silent = False  # the host did not answer the wait in its time: ask it nothing more
     if wait is not None:
         start = log_size(host.log_of(shell_id))
         track: RunTrack | None = None
@@ -91,8 +94,16 @@ async def read(
         unmet = unmet_of(out)
         if not out.met:
             notes.append(f"[wait {out.kind}: {out.detail}]")
-        if out.timed_out and (front := await front_note(host, pane)) is not None:
+        # A host that did not answer the wait in its time is not asked again in this call.
+        silent = out.host_silent
+        if out.timed_out and not silent and (front := await front_note(host, pane)) is not None:
             notes.append(front)
+    if silent and action.regex is None and (action.mode in ("tail", "screen", "diff") or action.if_changed):
+        # The screen is tmux's, on a host that did not answer the wait: the log has the output.
+        notes.insert(
+            0, f"[shown from the log (history), not the {action.mode}: the host did not answer in time]"
+        )
+        action = replace(action, mode="history", if_changed=False, before=None)
     if action.if_changed and action.regex is None:
         current = await views.screen_lines(shells, host, pane)
         previous = shells.records.read_position(shell_id, actor)

@@ -204,14 +204,20 @@ async def _shape_run(
     token: int = 0,
 ) -> Outcome:
     start = out.begin_offset if out.begin_offset is not None else offset
-    lines = await views.shaped(shells, host, pane, w.output, w.actor, start, out.end_offset)
+    output, notes = w.output, []
+    if out.host_silent and output.showing in ("tail", "screen", "diff"):
+        # The screen is tmux's, on a host that did not answer the wait: the log has the output.
+        output = replace(output, showing="since")
+        notes.append(f"[shown from the log, not the {w.output.showing}: the host did not answer in time]")
+    lines = await views.shaped(shells, host, pane, output, w.actor, start, out.end_offset)
     sandbox = await _sandbox(shells, host, pane, token, out, lines) if token else None
-    notes: list[str] = sandbox_lines(sandbox)
+    notes[:0] = sandbox_lines(sandbox)
     if where.waited_ms >= 50:
         notes.append(f"[waited {where.waited_ms} ms for the shell's prompt before typing]")
     if not out.met:
         notes.append(f"[wait {out.kind}: {out.detail}]")
-    if out.timed_out and (front := await front_note(host, pane)) is not None:
+    # A host that did not answer the wait in its time is not asked again in this call.
+    if out.timed_out and not out.host_silent and (front := await front_note(host, pane)) is not None:
         notes.append(front)
     return Outcome(
         shell=w.shell_id,

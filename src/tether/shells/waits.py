@@ -26,8 +26,9 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from tether.errors import NotFoundError
 from tether.shells.host import ShellHost
@@ -47,6 +48,11 @@ _QUIET_S = 0.05  # a bare shell_read idle on a shell without integration events:
 # that stopped following its pane must not hold a condition that already holds for long.
 _CAUGHT_UP_S = 2.0
 _SEEN_MAX = 64  # events a wait keeps for the shell's phase (a run has about four)
+
+# A question asked of the host at (or after) the wait's deadline still gets this long to answer:
+# one round trip of a real network, not the 15 s a silent host is given before it is called lost.
+_ASK_FLOOR_S = 0.25
+_T = TypeVar("_T")
 
 # Told what a wait read of a shell's log: (shell, where it started, its scanner, every event read).
 Seen = Callable[[str, int, EventScanner, list[ShellEvent]], None]
@@ -83,6 +89,33 @@ class WaitOutcome:
     shell_gone: bool = False
     run_started: bool = False
     run_verdict: str = "pending"
+    # The wait's time ran out while the host owed it an answer: the host is silent, not known to
+    # be gone (its connection's watchdog decides that); nothing more is asked of it for this call.
+    host_silent: bool = False
+
+
+class _Overdue(Exception):
+    """A question to the host was still unanswered at the wait's deadline (it was cancelled)."""
+
+    def __init__(self, asked: float) -> None:
+        super().__init__()
+        self.asked = asked
+
+
+async def _by(deadline: float, question: Awaitable[_T]) -> _T:
+    """``question``'s answer, if it comes before ``deadline`` (or within ``_ASK_FLOOR_S`` of asking,
+    whichever is later); else it is cancelled and ``_Overdue`` raised. A host whose network went
+    silent is ended by its watchdog only after 15 s: a wait of 2 s answers at 2 s all the same."""
+    asked = time.monotonic()
+    task = asyncio.ensure_future(question)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=max(deadline - asked, _ASK_FLOOR_S))
+    finally:
+        if not task.done():
+            task.cancel()
+    if task in done:
+        return task.result()
+    raise _Overdue(asked)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -191,6 +224,8 @@ class WaitEngine:
             outcome = await self._loop(
                 pane, spec, scan, waker, t0, nonce, run, at_prompt, on_lost, shown_prompt
             )
+        except _Overdue as overdue:
+            outcome = self._silent(spec, scan, t0, run, overdue)
         except Exception as exc:
             lost = self.host.lost_in_wait(exc)
             if lost is exc:
@@ -255,7 +290,7 @@ class WaitEngine:
                     result = True, "screen settled"
                 elif now >= next_poll:
                     next_poll = now + poll_s
-                    if not await self.host.front_busy(pane):
+                    if not await _by(deadline, self.host.front_busy(pane)):
                         # What is in front is done, but what it printed last may still be on its
                         # way to the log (a remote host's mirror lags): settled only once the log,
                         # proven caught up, brought nothing new.
@@ -269,7 +304,9 @@ class WaitEngine:
                 next_poll = now + poll_s
                 ready = run is None or run.started is not None or run.verdict != "pending"
                 if ready:
-                    found, cpu_prev, seen_proc = await self._polled(pane, spec, run, now, cpu_prev, seen_proc)
+                    found, cpu_prev, seen_proc = await _by(
+                        deadline, self._polled(pane, spec, run, now, cpu_prev, seen_proc)
+                    )
                     # The result shows what was printed before the condition held: read on to
                     # the log proven caught up (a remote host's mirror lags its terminal).
                     if found is not None and await self._caught_up(pane, deadline):
@@ -288,12 +325,12 @@ class WaitEngine:
                 and now >= next_lost
             ):
                 next_lost = now + _LOST_QUIET_S
-                if await self.host.reading_line(pane) is True and await on_lost():
+                if await _by(deadline, self.host.reading_line(pane)) is True and await on_lost():
                     on_lost = None
                     continue
             if now >= next_alive:
                 next_alive = now + _ALIVE_S
-                gone = await self._gone(pane)
+                gone = await _by(deadline, self._gone(pane))
                 if gone is not None:
                     return self._outcome(
                         spec, scan, t0, run, met=False, gone=True, code=gone[0], detail=gone[1]
@@ -324,7 +361,10 @@ class WaitEngine:
     async def _caught_up(self, pane: PaneInfo, deadline: float) -> bool:
         """The log holds everything the pane printed until now (``False``: not proven in time)."""
         within = min(_CAUGHT_UP_S, max(deadline - time.monotonic(), 0.01))
-        return await self.host.sync_log(pane, within=within)
+        try:
+            return await _by(deadline, self.host.sync_log(pane, within=within))
+        except _Overdue:
+            return False  # not proven in time, as when the mark did not arrive
 
     @staticmethod
     def _quiet(spec: WaitSpec) -> float:
@@ -421,6 +461,27 @@ class WaitEngine:
         if fresh.dead or not await self.host.alive(fresh):
             return fresh.dead_status, _ended(fresh.dead_status)
         return None  # respawned: a new process runs in the same pane
+
+    def _silent(
+        self, spec: WaitSpec, scan: _Scan, t0: float, run: RunTrack | None, overdue: _Overdue
+    ) -> WaitOutcome:
+        """The wait's time ran out while the host owed it an answer: a timeout, as the log shows it
+        (what the shell printed while the host was silent may not have arrived)."""
+        silent = time.monotonic() - overdue.asked
+        out = self._outcome(
+            spec,
+            scan,
+            t0,
+            run,
+            met=False,
+            timed_out=True,
+            detail=(
+                f"timeout after {spec.timeout_ms} ms (nothing was killed; host {self.host.name} had "
+                f"not answered for {silent:.1f} s, so what the shell printed meanwhile may be missing "
+                "here — shell_read shows it once the host answers)"
+            ),
+        )
+        return replace(out, host_silent=True)
 
     @staticmethod
     def _outcome(

@@ -195,14 +195,25 @@ def parse_clients(lines: Sequence[str]) -> dict[str, float]:
 
 
 def new_session(
-    shell_id: str, *, cols: int, rows: int, cwd: str, env: Sequence[tuple[str, str]], command: str
+    shell_id: str,
+    *,
+    cols: int,
+    rows: int,
+    cwd: str,
+    env: Sequence[tuple[str, str]],
+    command: str | Sequence[str],
 ) -> Cmd:
+    """``command``: a line for tmux's ``default-shell -c``, or an argv tmux runs itself (no shell
+    in between)."""
     args: list[str] = ["new-session", "-d", "-s", check_shell_id(shell_id), "-x", str(cols), "-y", str(rows)]
     args += ["-c", cwd]
     for name, value in env:
         args += ["-e", f"{name}={value}"]
-    args.append(command)
-    return tuple(args)
+    return (*args, *_command_args(command))
+
+
+def _command_args(command: str | Sequence[str]) -> list[str]:
+    return [command] if isinstance(command, str) else ["--", *command]
 
 
 # The pane's log writer. ``cat`` alone ends at its first failed write (a full disk): the pipe
@@ -233,12 +244,11 @@ def kill_session(shell_id: str) -> Cmd:
     return ("kill-session", "-t", f"={check_shell_id(shell_id)}")
 
 
-def respawn_pane(pane_id: str, *, cwd: str | None, command: str) -> Cmd:
+def respawn_pane(pane_id: str, *, cwd: str | None, command: str | Sequence[str]) -> Cmd:
     args: list[str] = ["respawn-pane", "-k", "-t", pane_id]
     if cwd is not None:
         args += ["-c", cwd]
-    args.append(command)
-    return tuple(args)
+    return (*args, *_command_args(command))
 
 
 def resize_window(shell_id: str, cols: int, rows: int) -> Cmd:

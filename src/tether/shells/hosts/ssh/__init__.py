@@ -6,7 +6,8 @@ live there, and every read, search and wait here runs on a local mirror whose by
 ``n`` of the host's log (``mirror``). A dropped connection loses nothing on the host: what was
 following it ends with ``ConnectionLost`` and the next call reconnects. Each module states the
 part it owns (``host``: the ``SshHost``; ``conn``: the connection and the errors; ``mirror``: the
-logs' mirrors; ``sh``: the one command shell for small questions; ``questions``: what is asked
+logs' mirrors; ``channels``: every channel's login, handshake and the spare logged in ahead;
+``sh``: the one command shell for small questions; ``questions``: what is asked
 through it; ``procs``: the script that reads a pane's processes there, and its parsing).
 
 The face::

@@ -6,8 +6,9 @@ seconds after its last channel so the next tether process (a CLI call) reuses it
 settings no host entry can weaken: host keys checked against ``known_hosts``
 (``StrictHostKeyChecking=yes``: an unknown or changed key is an error that says how to add it, never
 a key accepted silently), ``BatchMode=yes`` (no password or passphrase prompt can block a call) and
-a connect timeout. Every channel (the tmux control client, a log stream, the command shell) is
-``ssh -T`` through the master; the first one to find no master becomes it.
+a connect timeout. The master is started first, with no command (``ssh -N``: no login shell, so
+none of the account's start-up files); every channel (the tmux control client, a log stream, the
+command shell) is ``ssh -T`` through it (``channels``).
 
 ``ensure`` probes the host (its tether home created 0700, tmux ≥ 3.2, what it can tell about its
 processes) and returns its ``HostFacts``; a failure is a ``HostError`` naming the host, what went
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,8 +102,9 @@ def remote_command(script: str) -> str:
 
 def _probe_script(home: str) -> str:
     tmux_v = " ".join(sh_quote(a) for a in commands.version_argv())
+    # The first line break ends whatever a banner of the start-up files left unfinished.
     return (
-        f"umask 077; h={home_expression(home)}; "
+        f"echo; umask 077; h={home_expression(home)}; "
         '{ [ -d "$h" ] || mkdir -p "$h"; } && mkdir -p "$h/logs" "$h/rc" && chmod 700 "$h/logs" "$h/rc" '
         '&& cd "$h" && [ -w . ] || { echo "state=$h"; exit 3; }; '
         'printf "home=%s\\n" "$(pwd -P)"; '
@@ -176,8 +179,18 @@ class SshConnection:
         if self.master_pid:
             reap_adopted(self.master_pid)  # a master that daemonized under us ended: collect it
 
-    async def ensure(self) -> HostFacts:
-        """Connect (start the master if none runs) and probe; ``HostError`` when that fails."""
+    @property
+    def login_limit(self) -> int:
+        """Seconds a command may take to start and answer: the connect timeout covers connecting
+        and the key exchange; the login (the account's start-up files) and the command get as long
+        again, and 5 s more."""
+        return 2 * self.section.connect_timeout + 5
+
+    async def ensure(self, *, connected: Callable[[], None] | None = None) -> HostFacts:
+        """Connect (start the master if none runs) and probe; ``HostError`` when that fails.
+        The master is started without a command (``-N``: no login shell, so none of the account's
+        start-up files): ``connected`` is called once it is up, before the probe, so channels can
+        log in alongside the probe rather than after it."""
         facts = self._facts
         if facts is not None:
             return facts
@@ -185,11 +198,18 @@ class SshConnection:
             if self._facts is not None:
                 return self._facts
             self._check_socket_dir()
+            # With ControlPersist, ``ssh -N`` goes to the background once logged in (or, with a
+            # master already running, asks it and ends): the exit status says which failed.
+            _, err, status = await self._run("", extra=("-N",))
+            if status != 0:
+                raise HostError(self._unreachable(err))
+            self.master_pid = await self._master_pid()
+            if connected is not None:
+                connected()
             out, err, status = await self._run(remote_command(_probe_script(self.section.tether_home)))
             if status == 255:
                 raise HostError(self._unreachable(err))
             facts = self._parse(out, status, err)
-            self.master_pid = await self._master_pid()
             self._facts = facts
             return facts
 
@@ -220,7 +240,7 @@ class SshConnection:
             raise HostError(
                 f"{self.where}: ssh is not installed; remote hosts need OpenSSH's client on this machine"
             ) from exc
-        limit = 2 * self.section.connect_timeout + 5
+        limit = self.login_limit
         try:
             out, err = await asyncio.wait_for(proc.communicate(), limit)
         except TimeoutError:

@@ -32,6 +32,7 @@ from pathlib import Path
 from tether.config import Config, HostSection, ensure_home
 from tether.errors import TetherError
 from tether.shells.host import ShellHost, ShellStart
+from tether.shells.hosts.ssh.channels import ChannelPool
 from tether.shells.hosts.ssh.conn import (
     ConnectionLost,
     HostError,
@@ -57,6 +58,8 @@ from tether.shells.wakeups import LogWatcher
 logger = logging.getLogger(__name__)
 
 BACKOFF_S = 10.0
+_FIRST_CHANNELS = 3  # the control client, the command shell, a spare (a shell's log stream)
+_MAX_SESSIONS = 10  # sshd's default MaxSessions: channels one connection may carry
 _SYNC_S = 10.0  # at most this long for a mirror to catch up after a (re)connect
 _SOCKET_WORD = "/@tether-socket@"  # placeholder for the socket in a command built for the host's shell
 
@@ -137,6 +140,9 @@ class SshHost(RemoteQuestions, ShellHost):
         # The gate is this machine's: every tether process of this home that reaches the host.
         self.control = SshControlClient(self, gate=home / "hosts" / section.name / "tmux.gate")
         self.watcher = LogWatcher(self.logs_dir, cap=config.sessions.log_max_bytes)
+        self.pool = ChannelPool(
+            self.conn, room=self._room_for_spare, ended=self.channel_ended, lost=self._lost_error
+        )
         self.sh = RemoteShell(where=self.conn.where, spawn=self._spawn_sh, ended=self.channel_ended)
         self.mirror = LogMirror(
             logs_dir=self.logs_dir,
@@ -170,6 +176,7 @@ class SshHost(RemoteQuestions, ShellHost):
         for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
+        await self.pool.close()
         await self.mirror.close()
         await self.sh.close()
         await super().close()  # the shared connection stays (ControlPersist) for the next process
@@ -185,9 +192,10 @@ class SshHost(RemoteQuestions, ShellHost):
         if self._down is not None and not force and time.monotonic() - self._down[0] < BACKOFF_S:
             raise self._down[1]
         try:
-            facts = await self.conn.ensure()
+            facts = await self.conn.ensure(connected=self._connected)
         except HostError as exc:
             self._down = (time.monotonic(), exc, call_notes.current())
+            await self.pool.drop()  # logged in for a host found unusable: nothing stays there
             raise
         self._down = None
         self._spawn_task(self._warm())
@@ -199,6 +207,18 @@ class SshHost(RemoteQuestions, ShellHost):
         if down is not None and notes is not None and down[2] is notes:
             raise down[1]
         await self.connection(force=True)
+
+    def _connected(self) -> None:
+        """The shared connection is up (the probe has not answered yet): log in the channels a
+        first call needs — the control client, the command shell and one spare for a shell's log
+        stream — alongside the probe, so their logins cost the time of one."""
+        self.pool.prime(_FIRST_CHANNELS)
+
+    def _room_for_spare(self) -> bool:
+        """sshd's default ``MaxSessions`` (10) counts every channel of the shared connection: a
+        spare is kept only while it fits beside the control client, the command shell and the
+        log streams."""
+        return len(self.mirror.streaming()) + _FIRST_CHANNELS <= _MAX_SESSIONS
 
     async def _warm(self) -> None:
         """Open the control client and the command shell at once (each costs the account's
@@ -225,22 +245,11 @@ class SshHost(RemoteQuestions, ShellHost):
             "next call reconnects — shell_read with wait kind exit picks up the latest run)"
         )
 
-    async def channel(
-        self, script: str, *, stdout_limit: int = 16 * 1024 * 1024
-    ) -> asyncio.subprocess.Process:
-        """An ``ssh -T`` channel running ``script`` (POSIX sh) on the host, stdin/stdout piped."""
+    async def channel(self, script: str) -> asyncio.subprocess.Process:
+        """An ``ssh -T`` channel running ``script`` (POSIX sh, one line) on the host, stdin/stdout
+        piped; logged in ahead where one is spare (``channels``)."""
         await self.connection()
-        try:
-            return await asyncio.create_subprocess_exec(
-                *self.conn.argv(remote_command(script)),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                limit=stdout_limit,
-                start_new_session=True,
-            )
-        except FileNotFoundError as exc:
-            raise HostError(f"{self.conn.where}: ssh is not installed on this machine") from exc
+        return await self.pool.take(script)
 
     def channel_ended(self) -> None:
         """A channel ended unasked: if the master is gone too, the connection was lost."""
@@ -259,6 +268,7 @@ class SshHost(RemoteQuestions, ShellHost):
         logger.warning("connection to host %s lost; reconnecting", self.name)
         self.conn.forget()
         self._generation += 1
+        self._spawn_task(self.pool.drop())  # logged in on the connection that is gone
         self.watcher.wake_all()  # every wait on this host looks at its connection mark now
         self._spawn_task(self._reconnect())
 
@@ -286,7 +296,7 @@ class SshHost(RemoteQuestions, ShellHost):
         task.add_done_callback(self._tasks.discard)
 
     async def _spawn_sh(self) -> asyncio.subprocess.Process:
-        return await self.channel("exec sh", stdout_limit=64 * 1024 * 1024)
+        return await self.channel("exec sh")
 
     async def _spawn_stream(self, shell_id: str, offset: int) -> asyncio.subprocess.Process:
         facts = await self.connection()
@@ -415,8 +425,11 @@ class SshHost(RemoteQuestions, ShellHost):
         return [commands.set_buffer(buf, text), commands.save_buffer(buf, path), commands.delete_buffer(buf)]
 
     @staticmethod
-    def _pane_command(rc: str) -> str:
-        return f"exec bash --rcfile {sh_quote(rc)} -i"
+    def _pane_command(rc: str) -> tuple[str, ...]:
+        """Run by tmux itself, not through ``default-shell -c``: that ``bash -c``, started under an
+        ssh session's environment, reads ~/.bashrc as sshd's commands do, so a start-up file that
+        reads standard input there (``read x``) read the pane's terminal and held the shell."""
+        return ("bash", "--rcfile", rc, "-i")
 
     async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
         facts = await self.connection()

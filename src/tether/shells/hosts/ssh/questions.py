@@ -90,6 +90,8 @@ class RemoteQuestions:
         if found is not None and loop.time() - found[0] < _PROCS_FRESH_S:
             return await asyncio.shield(found[1])
         task = loop.create_task(self._ask_procs(pane, terminal))
+        # Its asker may have gone (a wait whose time ran out): the error is nobody's to report.
+        task.add_done_callback(_retrieve)
         self._procs[key] = (loop.time(), task)
         return await asyncio.shield(task)
 
@@ -140,3 +142,8 @@ class RemoteQuestions:
         except HostError:
             return False
         return reply.status == 0
+
+
+def _retrieve(task: asyncio.Task[PaneProcs]) -> None:
+    if not task.cancelled():
+        task.exception()
