@@ -34,14 +34,18 @@ OWN_PROCESS = "TETHER_DAEMON"
 #   anything it runs ("signals ignored upon entry"); tmux started the pane with every one default;
 # - Python's locale coercion (PEP 538) sets ``LC_CTYPE`` under a C locale: the pane's own value, or
 #   its absence, is put back.
+# - its name (``comm``, what ``ps`` and tmux show) is the program's from the start, so nothing looking
+#   at the pane in the moment before the exec takes the launcher for a program the shell runs.
 # An interpreter without ctypes runs the program unadopted rather than not at all. 36 is
-# ``PR_SET_CHILD_SUBREAPER``.
+# ``PR_SET_CHILD_SUBREAPER``, 15 ``PR_SET_NAME``.
 _SOURCE = """\
 import os, signal, sys
 ctype, had_ctype, unset, program = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
 try:
     import ctypes
-    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+    libc = ctypes.CDLL(None)
+    libc.prctl(36, 1, 0, 0, 0)
+    libc.prctl(15, os.path.basename(program[0]).encode()[:15], 0, 0, 0)
 except Exception:
     pass
 for sig in (signal.SIGPIPE, signal.SIGXFSZ):

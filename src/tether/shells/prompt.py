@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal
 
 from tether.errors import NotFoundError
@@ -58,7 +59,7 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
     hooks_awaited = False
     while True:
         activity = shells.activity(pane.shell_id)
-        if activity is None:
+        if activity is None and await _bash_in_front(shells, host, pane):
             await reinstall(shells, host, pane)  # opened before shell integration existed
             reinstalled = True
             activity = shells.activity(pane.shell_id)
@@ -77,6 +78,14 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
             await _prompt_after(shells, host, pane, activity, budget)
             continue
         fg = await host.foreground(pane)
+        replaced = fg.shell_in_front and bool(fg.command) and not _is_bash(shells, fg.command)
+        if replaced and activity is not None and activity.event is not None:
+            # bash has spoken in this pane, so what runs in its place replaced it (``exec zsh``);
+            # before that, the pane may still be starting it.
+            detail = _replaced(fg.command)
+            return Readiness(
+                where="program", activity=activity, program=fg.command, waited_ms=waited, detail=detail
+            )
         if not fg.shell_in_front and activity is not None and activity.phase in ("typed", "hooks"):
             # Keys of ours are on their way to the shell, or its own prompt hooks run (a program
             # there is the shell's, not a command in front): the prompt is coming.
@@ -92,7 +101,9 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
                 activity=activity,
                 program=fg.command,
                 waited_ms=waited,
-                detail=f"the shell did not reach its prompt within {budget_ms} ms (its prompt hooks run)",
+                detail=_replaced(fg.command)
+                if replaced
+                else f"the shell did not reach its prompt within {budget_ms} ms (its prompt hooks run)",
             )
         if activity is not None and activity.phase == "running" and await host.starting(pane):
             await _started(host, pane, remaining)  # its line's next command may take the terminal
@@ -177,12 +188,29 @@ async def front_note(host: ShellHost, pane: PaneInfo) -> str | None:
     )
 
 
+def _is_bash(shells: Shells, name: str) -> bool:
+    """Whether a process named ``name`` (``/proc``'s 15-character ``comm``) is the shell tether
+    started, or a bash an ``exec bash`` put in its place: the only shell the integration speaks."""
+    return name == "bash" or name == Path(shells.config.sessions.shell or "bash").name[:15]
+
+
+def _replaced(name: str) -> str:
+    return (
+        f"the shell itself is now {name}: its start-up files or a command replaced bash with it "
+        "(exec), and tether runs commands in bash only; type into it with shell_send, or close the "
+        "shell. A ~/.bashrc that execs another shell or tmux can leave tether's shells alone: "
+        '[ -n "$TETHER_SHELL" ] || exec …'
+    )
+
+
 async def integration_lost(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:
     """The shell in front reads a line in readline's mode without having said so: ``exec bash``
     replaced it. Decided from the log itself where the host can sync it (everything the terminal
     printed before a mark written to it now is in the log once the mark is): a prompt event that
-    is merely late never counts as lost. Elsewhere, a quiet period stands in for the mark."""
-    if await host.reading_line(pane) is not True:
+    is merely late never counts as lost. Elsewhere, a quiet period stands in for the mark. Only a
+    bash counts: a program that put the terminal in raw mode in the shell's place (``exec tmux``
+    from ~/.bashrc, ``exec zsh``) would get the integration typed into it."""
+    if await host.reading_line(pane) is not True or not await _bash_in_front(shells, host, pane):
         return False
     synced = await host.sync_log(pane)
     if not synced:
@@ -194,6 +222,11 @@ async def integration_lost(shells: Shells, host: ShellHost, pane: PaneInfo) -> b
     if activity is not None and activity.phase == "prompt":
         return False
     return await host.reading_line(pane) is True
+
+
+async def _bash_in_front(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:
+    fg = await host.foreground(pane)
+    return fg.shell_in_front and _is_bash(shells, fg.command)
 
 
 async def recover(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:

@@ -1,0 +1,72 @@
+"""A shell whose bash was replaced by another program (``exec`` in ~/.bashrc or typed) is told
+apart from a bash that lost its integration: nothing of tether's is typed into the program, and a
+run says what happened and how to go on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from shell_harness import call, open_shell, run, shell_client
+
+REPLACED = "replaced bash with it (exec)"
+
+
+def _own_tmux(server: str, *args: str) -> str:
+    """A command on the user's own tmux server (``-L``), as they would run it."""
+    return subprocess.run(["tmux", "-L", server, *args], capture_output=True, text=True).stdout
+
+
+def _exit_run(shell: str, command: str) -> dict[str, object]:
+    return {
+        "tasks": [
+            {
+                "target": {"sessions": shell},
+                "action": {"kind": "run", "command": command},
+                "wait": {"kind": "exit", "timeoutMs": 2000},
+            }
+        ]
+    }
+
+
+async def test_a_bashrc_that_execs_tmux_gets_nothing_typed_into_it(tether_home: Path, tmp_path: Path) -> None:
+    # A common ~/.bashrc: start tmux unless inside it. tether's start-up file unsets TMUX first, so
+    # the user's tmux took the pane; the integration's install line was then typed into a shell of
+    # the user's own tmux session (one `new-session -A` may share with a terminal of theirs).
+    user = tmp_path / "user"
+    user.mkdir()
+    server = f"tether-test-{os.getpid()}-{tmp_path.name}"
+    (user / ".bashrc").write_text(f'[ -z "$TMUX" ] && exec tmux -L {server} new-session -A -s main\n')
+    try:
+        async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
+            shell = await open_shell(client)
+            text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
+            task = data["tasks"][0]
+            assert not task["ok"] and task["errorCode"] == "REFUSED", text
+            assert "the shell itself is now tmux" in task["error"] and REPLACED in task["error"], text
+            screen = _own_tmux(server, "capture-pane", "-p", "-t", "main")
+            assert "--integration" not in screen and "echo hi" not in screen, screen
+    finally:
+        _own_tmux(server, "kill-server")
+
+
+async def test_a_bash_replaced_by_sh_is_said_so(tether_home: Path, tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / ".bashrc").write_text("exec sh\n")
+    async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
+        shell = await open_shell(client)
+        text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
+        task = data["tasks"][0]
+        assert not task["ok"] and "the shell itself is now sh" in task["error"], text
+
+
+async def test_an_exec_typed_in_a_shell_is_said_so_at_the_next_run(tether_home: Path) -> None:
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        assert (await run(client, shell, "echo ready"))["exitCode"] == 0
+        await run(client, shell, "exec sh", wait={"kind": "idle", "timeoutMs": 2000})
+        text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
+        task = data["tasks"][0]
+        assert not task["ok"] and "the shell itself is now sh" in task["error"], text
