@@ -7,6 +7,7 @@ SDK ``Client`` over streamable HTTP with the bearer token.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -27,6 +28,43 @@ from tether.mcp.server import McpFrontDoor
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
 TOKEN = "test-token-" + "x" * 32
+# A raw JSON-RPC client's first request, and the headers of a POST to the endpoint (no token).
+RAW_INIT: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+RAW_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def raw_session(http: Any, url: str) -> dict[str, str]:
+    """Initialize a session over ``http`` (an ``httpx`` client) with the token: the headers of its
+    later requests."""
+    headers = {**RAW_HEADERS, "Authorization": f"Bearer {TOKEN}"}
+    opened = await http.post(url, json=RAW_INIT, headers=headers)
+    session = {
+        **headers,
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    return session
+
+
+def rpc_payload(response: Any) -> dict[str, Any]:
+    """The JSON-RPC message of a response (``httpx``) sent as JSON or as one SSE event."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        value = json.loads(data[-1])
+    else:
+        value = json.loads(response.text)
+    assert isinstance(value, dict)
+    return value
 
 
 @asynccontextmanager

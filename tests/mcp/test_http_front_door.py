@@ -11,7 +11,7 @@ import mcp_types as types
 import pytest
 from mcp.client.session import IncomingMessage
 from mcp.shared.exceptions import MCPError
-from mcp_harness import TOKEN, Probe, http_client, serving, text_of
+from mcp_harness import RAW_HEADERS, RAW_INIT, TOKEN, Probe, http_client, serving, text_of
 
 from hang import HANG_S
 from tether.mcp.server import McpFrontDoor
@@ -22,19 +22,6 @@ from tether.tools.registry import CallContext, ResourceInfo, ToolDef, ToolResult
 async def _aborts(arguments: Any, ctx: CallContext) -> ToolResult:
     # An abort that is not this request's cancellation (e.g. a caller's abort signal).
     raise ToolAborted("the caller's abort signal fired")
-
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 async def test_tools_list_call_and_error_mapping(probe: Probe) -> None:
@@ -124,18 +111,20 @@ async def test_guards_token_host_origin_and_session_ids(probe: Probe) -> None:
     front = McpFrontDoor(probe.registry())
     auth = {"Authorization": f"Bearer {TOKEN}"}
     async with serving(front) as url, httpx2.AsyncClient() as http:
-        missing = await http.post(url, json=INIT, headers=HEADERS)
+        missing = await http.post(url, json=RAW_INIT, headers=RAW_HEADERS)
         assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
-        wrong = await http.post(url, json=INIT, headers={**HEADERS, "Authorization": "Bearer nope"})
+        wrong = await http.post(url, json=RAW_INIT, headers={**RAW_HEADERS, "Authorization": "Bearer nope"})
         assert wrong.status_code == 401
 
-        host = await http.post(url, json=INIT, headers={**HEADERS, **auth, "Host": "evil.example:80"})
+        host = await http.post(url, json=RAW_INIT, headers={**RAW_HEADERS, **auth, "Host": "evil.example:80"})
         assert host.status_code == 421
-        origin = await http.post(url, json=INIT, headers={**HEADERS, **auth, "Origin": "http://evil.example"})
+        origin = await http.post(
+            url, json=RAW_INIT, headers={**RAW_HEADERS, **auth, "Origin": "http://evil.example"}
+        )
         assert origin.status_code == 403
 
         opened = await http.post(
-            url, json=INIT, headers={**HEADERS, **auth, "Origin": "http://localhost:3000"}
+            url, json=RAW_INIT, headers={**RAW_HEADERS, **auth, "Origin": "http://localhost:3000"}
         )
         assert opened.status_code == 200
         session_id = opened.headers["mcp-session-id"]
@@ -143,15 +132,15 @@ async def test_guards_token_host_origin_and_session_ids(probe: Probe) -> None:
 
         ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
         proto = {"MCP-Protocol-Version": "2025-11-25"}
-        no_session = await http.post(url, json=ping, headers={**HEADERS, **auth, **proto})
+        no_session = await http.post(url, json=ping, headers={**RAW_HEADERS, **auth, **proto})
         assert no_session.status_code == 400
         unknown = await http.post(
-            url, json=ping, headers={**HEADERS, **auth, **proto, "mcp-session-id": "f" * 64}
+            url, json=ping, headers={**RAW_HEADERS, **auth, **proto, "mcp-session-id": "f" * 64}
         )
         assert unknown.status_code == 404
 
         modern = await http.post(
-            url, json=ping, headers={**HEADERS, **auth, "MCP-Protocol-Version": "2026-07-28"}
+            url, json=ping, headers={**RAW_HEADERS, **auth, "MCP-Protocol-Version": "2026-07-28"}
         )
         assert modern.status_code == 400
         assert json.loads(modern.text)["error"]["data"]["supported"][-1] == "2025-11-25"

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp_harness import TOKEN, Probe, serving
+from mcp_harness import Probe, raw_session, rpc_payload, serving
 from stdio_driver import StdioDriver, tether_mcp
 
 from tether.mcp.server import McpFrontDoor
@@ -165,42 +165,10 @@ def test_stdio_oversized_line_is_answered_and_skipped(tether_home: Path) -> None
         _still_serving(mcp, 2)
 
 
-def _payload(response: httpx2.Response) -> dict[str, Any]:
-    """The JSON-RPC message of a response sent as JSON or as one SSE event."""
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
-        value = json.loads(data[-1])
-    else:
-        value = json.loads(response.text)
-    assert isinstance(value, dict)
-    return value
-
-
 async def test_http_non_object_arguments_and_bad_params_are_named(probe: Probe) -> None:
     front = McpFrontDoor(probe.registry())
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "Authorization": f"Bearer {TOKEN}",
-    }
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     async with serving(front) as url, httpx2.AsyncClient() as http:
-        opened = await http.post(url, json=init, headers=headers)
-        session = {
-            **headers,
-            "mcp-session-id": opened.headers["mcp-session-id"],
-            "MCP-Protocol-Version": "2025-11-25",
-        }
-        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        session = await raw_session(http, url)
 
         call = {
             "jsonrpc": "2.0",
@@ -208,14 +176,14 @@ async def test_http_non_object_arguments_and_bad_params_are_named(probe: Probe) 
             "method": "tools/call",
             "params": {"name": "echo", "arguments": [1]},
         }
-        result = _payload(await http.post(url, json=call, headers=session))["result"]
+        result = rpc_payload(await http.post(url, json=call, headers=session))["result"]
         assert result["isError"] is True
         assert result["content"][0]["text"] == (
             "INVALID_ARGUMENT: echo: invalid arguments: 'arguments' must be a JSON object mapping parameter "
             "names to values, got an array; allowed fields: word"
         )
         bad = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": 5}}
-        error = _payload(await http.post(url, json=bad, headers=session))["error"]
+        error = rpc_payload(await http.post(url, json=bad, headers=session))["error"]
         assert (
             error["code"] == -32602
             and "resources/read" in error["message"]
@@ -228,6 +196,6 @@ async def test_http_non_object_arguments_and_bad_params_are_named(probe: Probe) 
             "method": "tools/call",
             "params": {"name": "echo", "arguments": {"word": "a"}},
         }
-        assert _payload(await http.post(url, json=ok, headers=session))["result"]["structuredContent"] == {
+        assert rpc_payload(await http.post(url, json=ok, headers=session))["result"]["structuredContent"] == {
             "echo": "a"
         }

@@ -7,7 +7,6 @@ The first call runs ``cat`` on a FIFO, so it is in flight until the test writes 
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_harness import TOKEN, Probe, serving
+from mcp_harness import Probe, raw_session, rpc_payload, serving
 from stdio_driver import StdioDriver, tether_mcp
 
 from tether.mcp.server import McpFrontDoor
@@ -109,45 +108,11 @@ def _until_not_refused(mcp: StdioDriver, rid: int) -> dict[str, Any]:
     raise AssertionError(f"id {rid} stayed in use after its call was cancelled")
 
 
-HTTP_HEADERS = {
-    "Accept": "application/json, text/event-stream",
-    "Content-Type": "application/json",
-    "Authorization": f"Bearer {TOKEN}",
-}
-
-
-def _payload(response: httpx2.Response) -> dict[str, Any]:
-    """The JSON-RPC message of a response sent as JSON or as one SSE event."""
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
-        value = json.loads(data[-1])
-    else:
-        value = json.loads(response.text)
-    assert isinstance(value, dict)
-    return value
-
-
 async def test_http_an_id_in_use_in_a_session_is_refused_and_the_first_call_answered(probe: Probe) -> None:
     """Over HTTP the SDK let the second request replace the first: the first POST never got its
     answer and a cancel reached the second. Now the second is refused and the first is served."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     async with serving(McpFrontDoor(probe.registry())) as url, httpx2.AsyncClient(timeout=60) as http:
-        opened = await http.post(url, json=init, headers=HTTP_HEADERS)
-        session = {
-            **HTTP_HEADERS,
-            "mcp-session-id": opened.headers["mcp-session-id"],
-            "MCP-Protocol-Version": "2025-11-25",
-        }
-        await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        session = await raw_session(http, url)
         first: list[httpx2.Response] = []
 
         async def hang() -> None:
@@ -169,7 +134,7 @@ async def test_http_an_id_in_use_in_a_session_is_refused_and_the_first_call_answ
                 message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
                 if params is not None:
                     message["params"] = params
-                answer = _payload(await http.post(url, json=message, headers=session))
+                answer = rpc_payload(await http.post(url, json=message, headers=session))
                 assert _is_duplicate_error(answer, rid) and answer["id"] == rid, answer
             # The cancel reaches the first call (not a second one that replaced it), whose POST ends.
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
@@ -183,6 +148,6 @@ async def test_http_an_id_in_use_in_a_session_is_refused_and_the_first_call_answ
             "method": "tools/call",
             "params": {"name": "echo", "arguments": {"word": "c"}},
         }
-        assert _payload(await http.post(url, json=again, headers=session))["result"]["structuredContent"] == {
-            "echo": "c"
-        }
+        assert rpc_payload(await http.post(url, json=again, headers=session))["result"][
+            "structuredContent"
+        ] == {"echo": "c"}
