@@ -479,7 +479,8 @@ async def test_a_connection_gone_silent_right_after_an_answer_is_ended_within_on
         # host answers at once after that; a client not yet ended would take that answer.
         await asyncio.sleep(bound * 1.5)
         for pid in stopped:
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         with anyio.fail_after(HANG_S), pytest.raises(ConnectionLost, match="did not answer within"):
             await asyncio.shield(asking)
         # The next call starts a new channel, and works.
@@ -489,6 +490,25 @@ async def test_a_connection_gone_silent_right_after_an_answer_is_ended_within_on
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+        await shells.close()
+
+
+async def test_the_master_carries_the_mark_of_tethers_own_processes(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    # It outlives the call that started it (ControlPersist). Started by a tether that runs in a
+    # local shell (the tools process of `tether shell …`), it is that shell's descendant, and the
+    # shell's close spares only what carries the mark.
+    remote.add("box-a")
+    shells = Shells.get(load_config(tether_home))
+    try:
+        host = shells.hosts["box-a"]
+        assert isinstance(host, SshHost)
+        await host.connect()
+        assert host.conn.master_pid > 0
+        with open(f"/proc/{host.conn.master_pid}/environ", "rb") as environ:  # noqa: ASYNC230 - a few bytes
+            assert b"\0TETHER_DAEMON=ssh-master\0" in b"\0" + environ.read()
+    finally:
         await shells.close()
 
 

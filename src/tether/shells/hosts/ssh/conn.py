@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import shlex
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from tether.config import HostSection
 from tether.errors import TetherError
+from tether.process.adopt import OWN_PROCESS
 from tether.process.tree import reap_adopted
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import sh_quote
@@ -235,6 +237,9 @@ class SshConnection:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
+                # The master outlives this call (``ControlPersist``): tether's own, even when this
+                # process runs in a local shell, whose close spares it (``process.adopt``).
+                env={**os.environ, OWN_PROCESS: "ssh-master"} if "-N" in extra else None,
             )
         except FileNotFoundError as exc:
             raise HostError(
