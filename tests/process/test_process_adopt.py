@@ -25,8 +25,9 @@ def _clean_env(**extra: str) -> dict[str, str]:
 def test_an_orphan_of_the_program_is_handed_to_it_not_to_pid_1() -> None:
     token = unique_sleep_arg()
     # The escapee clears its environment and leaves the session; its parent ends at once.
-    script = f"(env -i /usr/bin/setsid /bin/sleep {token} > /dev/null 2>&1 &); sleep 0.5; "
-    script += "ps -o pid= --ppid $$"
+    # It is printed once it is the program's child (however long the machine takes to get there).
+    script = f"(env -i /usr/bin/setsid /bin/sleep {token} > /dev/null 2>&1 &); "
+    script += f"for i in $(seq 600); do pgrep -P $$ -f 'sleep {token}' && break; sleep 0.05; done"
     try:
         done = _sh(adopting_command(["bash", "-c", script]), _clean_env())
         assert done.returncode == 0, done.stderr

@@ -8,7 +8,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from shell_harness import call, open_shell, run, shell_client
+from shell_harness import call, open_shell, run, shell_client, tmux
+
+from proc_probe import wait_until
 
 REPLACED = "replaced bash with it (exec)"
 
@@ -16,6 +18,12 @@ REPLACED = "replaced bash with it (exec)"
 def _own_tmux(server: str, *args: str) -> str:
     """A command on the user's own tmux server (``-L``), as they would run it."""
     return subprocess.run(["tmux", "-L", server, *args], capture_output=True, text=True).stdout
+
+
+def _replaced_by(home: Path, shell: str, program: str) -> bool:
+    """Wait until the pane's own process is ``program`` (the exec has happened)."""
+    current = ("display", "-p", "-t", shell, "#{pane_current_command}")
+    return wait_until(lambda: tmux(home, *current) == program + "\n")
 
 
 def _exit_run(shell: str, command: str) -> dict[str, object]:
@@ -41,6 +49,7 @@ async def test_a_bashrc_that_execs_tmux_gets_nothing_typed_into_it(tether_home: 
     try:
         async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
             shell = await open_shell(client)
+            assert _replaced_by(tether_home, shell, "tmux")
             text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
             task = data["tasks"][0]
             assert not task["ok"] and task["errorCode"] == "REFUSED", text
@@ -57,6 +66,7 @@ async def test_a_bash_replaced_by_sh_is_said_so(tether_home: Path, tmp_path: Pat
     (user / ".bashrc").write_text("exec sh\n")
     async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
         shell = await open_shell(client)
+        assert _replaced_by(tether_home, shell, "sh")
         text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
         task = data["tasks"][0]
         assert not task["ok"] and "the shell itself is now sh" in task["error"], text
@@ -66,7 +76,8 @@ async def test_an_exec_typed_in_a_shell_is_said_so_at_the_next_run(tether_home: 
     async with shell_client(tether_home) as client:
         shell = await open_shell(client)
         assert (await run(client, shell, "echo ready"))["exitCode"] == 0
-        await run(client, shell, "exec sh", wait={"kind": "idle", "timeoutMs": 2000})
+        await run(client, shell, "exec sh", wait={"kind": "none"})
+        assert _replaced_by(tether_home, shell, "sh")
         text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
         task = data["tasks"][0]
         assert not task["ok"] and "the shell itself is now sh" in task["error"], text
