@@ -71,6 +71,17 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def process_running(marker: str) -> bool:
+    """A process whose command line holds ``marker`` runs (the test's host is this machine)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _listdir(path: str) -> list[str]:
     try:
         return os.listdir(path)

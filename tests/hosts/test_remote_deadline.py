@@ -11,24 +11,13 @@ from typing import Any
 
 import anyio
 import pytest
-from sshd_harness import RemoteHosts, _descendants
+from sshd_harness import RemoteHosts, _descendants, process_running
 
 from hang import HANG_S
 from tether.config import load_config
 from tether.shells import SshHost
 from tether.tools.registry import CallContext
 from tether.tools.shells import ShellTools
-
-
-def _running(marker: str) -> bool:
-    """A process whose command line holds ``marker`` runs (the host is this machine)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def _task(shell: str, command: str, wait: dict[str, Any]) -> dict[str, Any]:
@@ -67,7 +56,7 @@ async def test_a_wait_whose_timeout_falls_inside_a_stall_answers_with_its_timeou
             # the call but the wait's own questions).
             with anyio.fail_after(HANG_S):
                 while not (
-                    _running("sleep\x0041.5")
+                    process_running("sleep\x0041.5")
                     and b"started" in mirror.read_bytes()
                     and not host.control._pending
                 ):
@@ -124,7 +113,7 @@ async def test_a_read_wait_whose_timeout_falls_inside_a_stall_answers_from_the_l
         assert isinstance(host, SshHost)
         await tools.run({"tasks": [_task(shell, "echo started; sleep 41.75", {"kind": "none"})]}, ctx)
         with anyio.fail_after(HANG_S):
-            while not _running("sleep\x0041.75") or b"started" not in host.log_of(shell).read_bytes():
+            while not process_running("sleep\x0041.75") or b"started" not in host.log_of(shell).read_bytes():
                 await anyio.sleep(0.01)
         real = host.reading_line
 

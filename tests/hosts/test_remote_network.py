@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from shell_harness import call, open_shell, read, run, shell_client
-from sshd_harness import RemoteHosts, _descendants, end_processes, keygen
+from sshd_harness import RemoteHosts, _descendants, end_processes, keygen, process_running
 
 from hang import HANG_MS, HANG_S
 from tether.config import load_config
@@ -38,17 +38,6 @@ def _kill_master(remote: RemoteHosts, name: str) -> int:
     end_processes([pid])
     reap_adopted(pid)
     return pid
-
-
-def _running(marker: str) -> bool:
-    """A process whose command line holds ``marker`` runs (the host is this machine)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return True
-        except OSError:
-            continue
-    return False
 
 
 async def test_a_killed_master_loses_nothing(tether_home: Path, remote: RemoteHosts) -> None:
@@ -84,7 +73,7 @@ async def test_a_killed_master_loses_nothing(tether_home: Path, remote: RemoteHo
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiting)
             with anyio.fail_after(HANG_S):
-                while not _running("sleep\x0031.25"):
+                while not process_running("sleep\x0031.25"):
                     await anyio.sleep(0.02)
             _kill_master(remote, "box-a")
         task = results["task"]
@@ -386,7 +375,7 @@ async def test_a_drop_under_a_wait_is_always_the_one_connection_lost(
         def wrap(real: Any) -> Any:
             async def asked(*args: Any) -> Any:
                 nonlocal dropped
-                if not dropped and _running("sleep\x0031.5"):
+                if not dropped and process_running("sleep\x0031.5"):
                     dropped = True
                     box.sshd.stop()
                     if found == "reconnect-failed":
