@@ -259,3 +259,18 @@ async def test_bad_inputs_are_clear_errors(tether_home: Path) -> None:
         assert "no workspace named 'nope'" in one(data)["error"]
         text, _ = await manage(c, {"target": {"sessions": a}, "action": {"kind": "close", "name": "x"}})
         assert "name" in text
+
+
+async def test_a_shell_that_ended_or_was_closed_is_named_as_such(tether_home: Path) -> None:
+    # "no live shell X" said nothing of what became of X, nor that a closed one can be revived.
+    async with shell_client(tether_home) as c:
+        ended, closed = await open_shell(c), await open_shell(c)
+        out = await run(c, ended, "exit 3")
+        assert "exit status 3" in " ".join(out["lines"]), out
+        _, data = await manage(c, {"target": {"sessions": closed}, "action": {"kind": "close"}})
+        assert one(data)["ok"], data
+        for shell, said in ((ended, "no longer runs"), (closed, "was closed; shell_open with action.from")):
+            _, data = await call(
+                c, "shell_read", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read"}}]}
+            )
+            assert f"shell {shell} {said}" in one(data)["error"], data

@@ -34,10 +34,7 @@ async def resolve_target(
             live = {*live, *await _beyond_reach(shells, missing)}
             missing = [i for i in target.ids if i not in live]
         if missing:
-            raise NotFoundError(
-                f"{path}.sessions: no live shell {', '.join(missing)}; list live shells with "
-                "shell_state scope='*' or open one with shell_open"
-            )
+            raise NotFoundError(f"{path}.sessions: {_why_not_live(shells, missing)}")
         for shell_id in target.ids:
             shells.host_name(shell_id)
         return list(target.ids)
@@ -62,6 +59,31 @@ async def resolve_target(
     for shell_id in mine:
         shells.host_name(shell_id)
     return mine
+
+
+def _why_not_live(shells: Shells, missing: list[str]) -> str:
+    """What became of shells that are not live, and what to do instead."""
+    records = shells.records
+    ended = [i for i in missing if records.shell(i) is not None]  # open records, no session
+    closed = [i for i in missing if i not in ended and records.any_shell(i) is not None]
+    unknown = [i for i in missing if i not in closed and i not in ended]
+    parts = []
+    if ended:
+        parts.append(
+            f"shell {', '.join(ended)} no longer runs (its bash ended: exit, set -e and a failing "
+            "command, a logout, or its tmux session was killed); open a new one with shell_open"
+        )
+    if closed:
+        parts.append(
+            f"shell {', '.join(closed)} was closed; shell_open with action.from=<that id> opens a new "
+            "shell in its directory with its scrollback"
+        )
+    if unknown:
+        parts.append(
+            f"no live shell {', '.join(unknown)}; list live shells with shell_state scope='*' or "
+            "open one with shell_open"
+        )
+    return "; ".join(parts)
 
 
 async def _beyond_reach(shells: Shells, ids: list[str]) -> set[str]:
