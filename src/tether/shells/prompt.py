@@ -9,7 +9,8 @@ is asked what is in front of its terminal:
   line's command (working in front itself, or its fork in front not yet the command);
 - the shell itself reading a line without reporting it — the integration was lost (``exec bash``
   replaced the shell): it is installed again, invisibly to ``history``, and then the prompt is
-  awaited;
+  awaited. Only into a bash: a shell whose own process another program replaced (``exec zsh``, a
+  ~/.bashrc's ``exec tmux``) gets nothing typed, and is reported as that program in front;
 - another program (a REPL, an editor, ``ssh``, a nested shell) — the caller decides (text goes
   to that program as input, never as a run with an exit status);
 - an unfinished line (PS2) — the caller refuses: finishing someone's line is not running a command.
