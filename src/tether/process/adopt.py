@@ -33,7 +33,7 @@ OWN_PROCESS = "TETHER_DAEMON"
 # - Python's start-up ignores SIGPIPE and SIGXFSZ, which an exec keeps and bash could not undo for
 #   anything it runs ("signals ignored upon entry"); tmux started the pane with every one default;
 # - Python's locale coercion (PEP 538) sets ``LC_CTYPE`` under a C locale: the pane's own value, or
-#   its absence, is put back.
+#   its absence, is put back;
 # - its name (``comm``, what ``ps`` and tmux show) is the program's from the start, so nothing looking
 #   at the pane in the moment before the exec takes the launcher for a program the shell runs.
 # An interpreter without ctypes runs the program unadopted rather than not at all. 36 is
