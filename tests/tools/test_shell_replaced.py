@@ -4,7 +4,6 @@ run says what happened and how to go on."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -15,9 +14,9 @@ from proc_probe import wait_until
 REPLACED = "replaced bash with it (exec)"
 
 
-def _own_tmux(server: str, *args: str) -> str:
-    """A command on the user's own tmux server (``-L``), as they would run it."""
-    return subprocess.run(["tmux", "-L", server, *args], capture_output=True, text=True).stdout
+def _own_tmux(socket: Path, *args: str) -> str:
+    """A command on the user's own tmux server, as they would run it."""
+    return subprocess.run(["tmux", "-S", str(socket), *args], capture_output=True, text=True).stdout
 
 
 def _replaced_by(home: Path, shell: str, program: str) -> bool:
@@ -44,8 +43,8 @@ async def test_a_bashrc_that_execs_tmux_gets_nothing_typed_into_it(tether_home: 
     # the user's own tmux session (one `new-session -A` may share with a terminal of theirs).
     user = tmp_path / "user"
     user.mkdir()
-    server = f"tether-test-{os.getpid()}-{tmp_path.name}"
-    (user / ".bashrc").write_text(f'[ -z "$TMUX" ] && exec tmux -L {server} new-session -A -s main\n')
+    server = tmp_path / "own-tmux.sock"
+    (user / ".bashrc").write_text(f'[ -z "$TMUX" ] && exec tmux -S {server} new-session -A -s main\n')
     try:
         async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
             shell = await open_shell(client)
