@@ -9,6 +9,7 @@ from pathlib import Path
 
 from shell_harness import call, open_shell, run, shell_client, tmux
 
+from hang import HANG_MS
 from proc_probe import wait_until
 
 REPLACED = "replaced bash with it (exec)"
@@ -80,3 +81,28 @@ async def test_an_exec_typed_in_a_shell_is_said_so_at_the_next_run(tether_home: 
         text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
         task = data["tasks"][0]
         assert not task["ok"] and "the shell itself is now sh" in task["error"], text
+
+
+async def test_a_run_that_replaces_bash_ends_its_wait_saying_so(tether_home: Path) -> None:
+    # `exec sh` typed as a run: bash, whose events end a run, is gone. The wait for the run's exit
+    # went on to its timeout, then said only "timeout".
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        assert (await run(client, shell, "echo ready"))["exitCode"] == 0
+        task = await run(client, shell, "exec sh", wait={"kind": "exit", "timeoutMs": HANG_MS})
+        assert task["ok"] and task["met"] is False and task["unmet"] == "shell replaced by sh", task
+        assert "the shell itself is now sh" in "\n".join(task["lines"]), task
+        # The program in bash's place is said so at once by the next run too.
+        text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
+        assert data["tasks"][0]["errorCode"] == "REFUSED" and REPLACED in text, text
+
+
+async def test_a_wait_on_output_follows_the_program_that_replaced_bash(tether_home: Path) -> None:
+    # What the program prints can still meet a wait that is not for the run's end.
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        command = "exec sh -c 'sleep 1; echo late-$((6*7)); exec sh'"
+        task = await run(
+            client, shell, command, wait={"kind": "match", "pattern": "late-42", "timeoutMs": HANG_MS}
+        )
+        assert task["met"] is True, task

@@ -34,13 +34,15 @@ class Outcome:
 
 def unmet_of(out: WaitOutcome) -> str | None:
     """Why a wait was not met, in a few words: ``timeout``, ``shell ended``, ``exit=4 ≠ expected 0``,
-    ``incomplete line``, ``pattern overran`` (``None``: it was met)."""
+    ``incomplete line``, ``pattern overran``, ``shell replaced by sh`` (``None``: it was met)."""
     if out.met:
         return None
     if out.timed_out:
         return "timeout" if out.detail.startswith("timeout") else "pattern overran"
     if out.shell_gone:
         return "shell ended"
+    if out.replaced_by:
+        return f"shell replaced by {out.replaced_by}"
     if out.run_verdict == "incomplete":
         return "incomplete line"
     if out.kind == "exit" and out.detail.startswith("exit="):

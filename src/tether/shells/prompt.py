@@ -32,7 +32,7 @@ from tether.shells.hosts import Confinement, rc_text
 from tether.shells.integration.tracker import Activity
 from tether.shells.logs import log_size
 from tether.shells.tmux.commands import PaneInfo, sh_quote
-from tether.shells.waits import WaitSpec
+from tether.shells.waits import ShellReplaced, WaitSpec
 
 _LOST_QUIET_S = 0.3  # the shell reads a line this long without a prompt event: integration lost
 _LOST_LOOK_S = 0.5
@@ -228,6 +228,18 @@ async def integration_lost(shells: Shells, host: ShellHost, pane: PaneInfo) -> b
 async def _bash_in_front(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:
     fg = await host.foreground(pane)
     return fg.shell_in_front and _is_bash(shells, fg.command)
+
+
+async def recover_run(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:
+    """``recover`` for the wait of a run that has started, so bash has spoken in this pane: a
+    program in its own process's place replaced it (``exec sh`` typed as the run; ``ShellReplaced``
+    is raised), as there is nothing to install the integration into."""
+    fg = await host.foreground(pane)
+    if not fg.shell_in_front:
+        return False
+    if fg.command and not _is_bash(shells, fg.command):
+        raise ShellReplaced(fg.command, _replaced(fg.command))
+    return await recover(shells, host, pane)
 
 
 async def recover(shells: Shells, host: ShellHost, pane: PaneInfo) -> bool:

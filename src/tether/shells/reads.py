@@ -17,7 +17,7 @@ from tether.shells.domain import PendingRun, Shells
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome, unmet_of
-from tether.shells.prompt import front_note, recover
+from tether.shells.prompt import front_note, recover_run
 from tether.shells.records import RunRecord
 from tether.shells.requests import Output, ReadAction, Wait
 from tether.shells.writes import wait_spec
@@ -86,7 +86,7 @@ async def read(
             run=track,
             at_prompt=activity is not None and activity.phase == "prompt",
             shown_prompt=activity.prompt if activity is not None else -1,
-            on_lost=(lambda: recover(shells, host, pane)) if track is not None else None,
+            on_lost=(lambda: recover_run(shells, host, pane)) if track is not None else None,
         )
         if track is not None and out.exit_code is not None and run_id is not None:
             shells.records.finish_run(run_id, out.exit_code, out.end_offset)

@@ -29,7 +29,7 @@ from tether.shells.integration.script import INSERT_KEYS
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size
 from tether.shells.outcomes import Outcome, unmet_of
-from tether.shells.prompt import Readiness, front_note, ready, recover, settled
+from tether.shells.prompt import Readiness, front_note, ready, recover_run, settled
 from tether.shells.records import RunRecord, now_ms
 from tether.shells.requests import (
     DEFAULT_POLL_MS,
@@ -155,7 +155,7 @@ async def _typed_run(
                     offset,
                     nonce=shells.nonce_of(w.shell_id),
                     run=track,
-                    on_lost=lambda: recover(shells, host, pane),
+                    on_lost=lambda: recover_run(shells, host, pane),
                 )
             )
             out = await both(typing(), waiting)

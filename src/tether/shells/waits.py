@@ -15,7 +15,8 @@ the log caught up to the moment it held. A sync mark is never output. A timeout 
 known, met or not. A shell that ends (its exit event, a dead pane, a killed session) ends every
 wait on it with ``shell_gone`` and the status it ended with, when one is known. A remote host's
 connection that drops under a wait ends it with that host's one connection-lost error, whichever
-host call found out (``ShellHost.lost_in_wait``).
+host call found out (``ShellHost.lost_in_wait``). A run whose command replaced the shell's bash
+(``exec sh``) cannot end by bash's events: a wait for its end ends, not met, naming the program.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ _QUIET_S = 0.05  # a bare shell_read idle on a shell without integration events:
 # The sync mark follows the pane's output by microseconds (a remote host: a round trip); a log
 # that stopped following its pane must not hold a condition that already holds for long.
 _CAUGHT_UP_S = 2.0
+# The kinds a run's end (bash's own event) decides.
+_RUN_END = ("exit", "idle", "prompt")
 _SEEN_MAX = 64  # events a wait keeps for the shell's phase (a run has about four)
 
 # A question asked of the host at (or after) the wait's deadline still gets this long to answer:
@@ -92,6 +95,17 @@ class WaitOutcome:
     # The wait's time ran out while the host owed it an answer: the host is silent, not known to
     # be gone (its connection's watchdog decides that); nothing more is asked of it for this call.
     host_silent: bool = False
+    replaced_by: str = ""  # the program that replaced the shell's bash under the run (``exec sh``)
+
+
+class ShellReplaced(Exception):
+    """Raised by a wait's ``on_lost``: the shell's own process is now another program (``exec sh``
+    typed as the run), so no event of bash's will ever end the run."""
+
+    def __init__(self, program: str, detail: str) -> None:
+        super().__init__(detail)
+        self.program = program
+        self.detail = detail
 
 
 class _Overdue(Exception):
@@ -208,7 +222,9 @@ class WaitEngine:
         """Wait from log offset ``start``. ``run`` binds the wait to one typed run; ``nonce`` lets
         a run-less ``idle`` see the shell's prompt; ``at_prompt`` says it is there already.
         ``on_lost`` is asked when the run's shell has been quiet a while: it returns True once it
-        found the integration lost (``exec bash`` replaced the shell) and installed it again.
+        found the integration lost (``exec bash`` replaced the shell) and installed it again, and
+        raises ``ShellReplaced`` once another program replaced it (``exec sh``): a wait for the
+        run's end then ends, not met, saying so.
         ``shown_prompt`` is the number of the prompt already on the screen: a redraw of it is no
         new prompt."""
         t0 = time.monotonic()
@@ -325,9 +341,17 @@ class WaitEngine:
                 and now >= next_lost
             ):
                 next_lost = now + _LOST_QUIET_S
-                if await _by(deadline, self.host.reading_line(pane)) is True and await on_lost():
-                    on_lost = None
-                    continue
+                try:
+                    if await _by(deadline, on_lost()):
+                        on_lost = None
+                        continue
+                except ShellReplaced as replaced:
+                    on_lost = None  # nothing to install into: the program is not bash
+                    # A run's end can never come now; what the output shows (``match``, ``settle``,
+                    # a file) still may, from the program that took the shell's place.
+                    if spec.kind in _RUN_END:
+                        out = self._outcome(spec, scan, t0, run, met=False, detail=replaced.detail)
+                        return replace(out, replaced_by=replaced.program)
             if now >= next_alive:
                 next_alive = now + _ALIVE_S
                 gone = await _by(deadline, self._gone(pane))
