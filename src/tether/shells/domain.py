@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
@@ -82,6 +83,8 @@ class Shells:
         self._host_names: dict[str, str] = {}
         self._confinements: dict[str, Confinement | None] = {}
         self._phases: dict[str, tuple[EventScanner, Activity]] = {}
+        # Per shell with a call of an agent on it now: the calls' actors (a shell without one is
+        # not kept).
         self.ai_busy: dict[str, set[str]] = {}
         # Per shell: text this process typed into a program in front since its last Enter — a
         # shell may read it later (type-ahead), so the guard judges it with what completes it.
@@ -191,9 +194,11 @@ class Shells:
                 raise panes
             self.down.pop(host.name, None)
             out[host.name] = panes
-            for shell_id in panes:
-                if host.name != "local":
-                    self._unrecorded[shell_id] = host.name
+            if host.name != "local":
+                gone = [s for s, where in self._unrecorded.items() if where == host.name and s not in panes]
+                for shell_id in gone:
+                    del self._unrecorded[shell_id]
+                self._unrecorded.update(dict.fromkeys(panes, host.name))
         return out
 
     def waits(self, host: ShellHost) -> WaitEngine:
@@ -271,6 +276,34 @@ class Shells:
                 "confines every shell; nothing was sent. Open a new shell with shell_open (it is confined), "
                 "or ask the user to close this one"
             )
+
+    # ---- what this process holds per shell ----------------------------------------------------------
+
+    def held(self) -> set[str]:
+        """The shells this process holds something of (``forget`` drops it)."""
+        held = {*self._nonces, *self._host_names, *self._confinements, *self._phases}
+        held.update(self.typed_ahead, self.accepted)
+        for host in self.hosts.values():
+            held |= host.held()
+        return held
+
+    def forget(self, shell_id: str) -> None:
+        """The shell was closed (here or by another process): drop what this process holds of it.
+        Its record, log and snapshot stay where they are; a call naming it reads them there."""
+        for per_shell in (self._nonces, self._host_names, self._confinements, self._phases):
+            per_shell.pop(shell_id, None)
+        self.typed_ahead.pop(shell_id, None)
+        self.accepted.pop(shell_id, None)
+        for host in self.hosts.values():
+            host.release(shell_id)
+
+    def prune(self, open_ids: Collection[str]) -> None:
+        """Forget every shell this process holds something of that is not open (``open_ids``: the
+        records not closed) nor a remote shell without a record: closed by another process, or by
+        this one while its log still received the last bytes. A server that opens and closes shells
+        for weeks holds only the open ones."""
+        for shell_id in self.held().difference(open_ids, self._unrecorded):
+            self.forget(shell_id)
 
     def set_nonce(self, shell_id: str, nonce: str) -> None:
         self.records.set_nonce(shell_id, nonce)

@@ -232,6 +232,15 @@ class ShellHost(ABC):
     def forget(self, shell_id: str) -> None:
         self._panes.pop(shell_id, None)
 
+    def release(self, shell_id: str) -> None:
+        """The shell was closed (by any process): drop all this process holds for it."""
+        self.forget(shell_id)
+        self.watcher.forget(shell_id)
+
+    def held(self) -> set[str]:
+        """The shells this process holds something of here (``release`` drops it)."""
+        return {*self._panes, *self.watcher.held()}
+
     @abstractmethod
     async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
         """Start the shell's tmux session with its log piped from the very first byte."""

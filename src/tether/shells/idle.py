@@ -96,7 +96,9 @@ async def sweep_once(shells: Shells, seen: set[str]) -> set[str]:
     A home without an open shell has nothing to sweep, and asking its hosts would start a tmux
     server there (the control client creates one) or connect to remote machines: a process that
     never opened a shell, such as the command line's tools process, must not leave one behind."""
-    if not shells.records.shells():
+    records = shells.records.shells()
+    shells.prune(records)
+    if not records:
         return set()
     await close_idle(shells, now_ms())
     seen = await remove_ended(shells, seen)

@@ -316,6 +316,7 @@ async def close(
             await host.kill(shell_id)
     shells.records.mark_closed(shell_id, at_ms if at_ms is not None else now_ms())
     forget_delivered(shells, shell_id)
+    shells.forget(shell_id)
     return snap
 
 

@@ -125,3 +125,13 @@ class OutputClock:
     def _trail(self, shell_id: str) -> None:
         self._trailing.pop(shell_id, None)
         self.note(shell_id)
+
+    def held(self) -> set[str]:
+        return {*self._last, *self._trailing}
+
+    def forget(self, shell_id: str) -> None:
+        """The shell was closed: its samples are complete (its log no longer grows)."""
+        self._last.pop(shell_id, None)
+        handle = self._trailing.pop(shell_id, None)
+        if handle is not None:
+            handle.cancel()

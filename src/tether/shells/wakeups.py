@@ -50,6 +50,14 @@ class LogWatcher:
         self._loop.add_reader(fd, self._on_readable)
         self.clock.start(self._loop)
 
+    def forget(self, shell_id: str) -> None:
+        """The shell was closed: nothing of it is kept (a wait still on it keeps its waker)."""
+        self._starts.pop(shell_id, None)
+        self.clock.forget(shell_id)
+
+    def held(self) -> set[str]:
+        return {*self._starts, *self.clock.held()}
+
     def close(self) -> None:
         self.clock.close()
         if self._fd < 0:

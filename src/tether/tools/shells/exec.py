@@ -76,6 +76,8 @@ async def run_units(
                 return TaskOutcome.failed(unit.task.index, unit.task.label, exc, shell=unit.shell_id)
             finally:
                 busy.discard(actor)
+                if not busy and shells.ai_busy.get(unit.shell_id) is busy:
+                    del shells.ai_busy[unit.shell_id]  # only shells with a call on them are kept
 
     if len(units) == 1:  # the usual call: no task of its own, and one pass of the loop less
         outcomes.append(await one(units[0]))

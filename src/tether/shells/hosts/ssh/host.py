@@ -410,6 +410,17 @@ class SshHost(RemoteQuestions, ShellHost):
             self._follow(pane.shell_id)  # the process that streamed it let go: take over
         return ok
 
+    def release(self, shell_id: str) -> None:
+        super().release(shell_id)
+        self._followed.discard(shell_id)
+        self._synced.pop(shell_id, None)
+        self._trimmed.pop(shell_id, None)
+        for terminal in (False, True):
+            self._procs.pop((shell_id, terminal), None)
+
+    def held(self) -> set[str]:
+        return super().held() | self._followed | {*self._synced, *self._trimmed} | {s for s, _ in self._procs}
+
     # ---- creating shells --------------------------------------------------------------------------
 
     def _configure(self) -> list[commands.Cmd]:
