@@ -51,61 +51,61 @@ class Marked:
 
 
 # Reads ``pid:comm-and-stat`` lines (``grep '' /proc/*/stat``: the pid from the file's name, the
-# parent and start time after the last ``)`` of the last line, whatever the name holds) and prints
-# ``pid:start`` of each live process of ``k`` (``pid:start`` whose start time still matches, or a
-# bare pid) and ``m`` (pids), then ``pid:start+`` of each process below them, but for those in
-# ``sp`` and below, and never the script's own shell ``me`` or its ancestors. Zombies are passed
-# through, not printed: nothing is left to signal.
+# parent and start time after the last ``)`` of the last line, whatever the name holds). Prints on
+# one line ``pid:start`` of each live process of ``k`` (``pid:start`` whose start time still
+# matches, or a bare pid) and ``m`` (``/proc/PID/environ`` names) and of each process below them,
+# but for those in ``sp`` (``PID/environ`` names) and below, and never the script's own shell
+# ``me`` or its ancestors; on a second line the pids found below them. Zombies are passed through,
+# not printed: nothing is left to signal.
 _TREE_AWK = (
     '{ i = index($0, ":"); f = substr($0, 1, i - 1); l = substr($0, i + 1); '
     'sub(/^\\/proc\\//, "", f); sub(/\\/stat$/, "", f); '
     'j = match(l, /\\)[^)]*$/); if (!j) next; n = split(substr(l, j + 1), a, " "); '
     'if (n < 20 || a[2] !~ /^[0-9]+$/) next; pp[f] = a[2]; st[f] = a[20]; zz[f] = (a[1] == "Z") } '
     "END { for (p = me; (p in pp) && !(p in no); p = pp[p]) no[p] = 1; "
-    'n = split(sp, x, " "); for (i = 1; i <= n; i++) spare[x[i]] = 1; '
+    'gsub(/\\/environ/, "", sp); n = split(sp, x, " "); for (i = 1; i <= n; i++) spare[x[i]] = 1; '
     'n = split(k, x, " "); for (i = 1; i <= n; i++) { split(x[i], y, ":"); '
     'if ((y[1] in st) && (y[2] == "" || st[y[1]] == y[2])) seed[y[1]] = 1 } '
-    'n = split(m, x, " "); for (i = 1; i <= n; i++) if (x[i] in st) seed[x[i]] = 1; '
+    'gsub(/\\/proc\\/|\\/environ/, "", m); n = split(m, x, " "); '
+    "for (i = 1; i <= n; i++) if (x[i] in st) seed[x[i]] = 1; "
     'for (p in pp) kids[pp[p]] = kids[pp[p]] " " p; '
-    't = 0; for (p in seed) if (!(p in no)) { q[++t] = p; got[p] = "" } '
+    "t = 0; for (p in seed) if (!(p in no)) { q[++t] = p; got[p] = 1 } "
     'for (h = 1; h <= t; h++) { n = split(kids[q[h]], x, " "); for (i = 1; i <= n; i++) { c = x[i]; '
-    'if (!(c in got) && !(c in spare) && !(c in no)) { got[c] = "+"; q[++t] = c } } } '
-    'for (p in got) if (!zz[p]) print p ":" st[p] got[p] }'
+    "if (!(c in got) && !(c in spare) && !(c in no)) { got[c] = 2; q[++t] = c } } } "
+    'o = ""; b = ""; for (p in got) if (!zz[p]) { o = o " " p ":" st[p]; if (got[p] == 2) b = b " " p } '
+    "print o; print b }"
 )
 
 
 def _scan(shells: list[Marked]) -> str:
-    """``scan K``, a function printing (one a line, each once) ``pid:start`` of the processes of
-    ``shells`` alive now: those of ``K`` (the ones found so far), those whose environment holds
+    """``scan K``, a function setting ``found`` to ``pid:start`` of the processes of ``shells``
+    alive now (each once): those of ``K`` (the ones found so far), those whose environment holds
     the ``TETHER_SHELL`` of a shell looked for everywhere, and everything below them — less a
-    process below them carrying ``OWN_PROCESS`` and what is below it."""
+    process below them carrying ``OWN_PROCESS`` and what is below it. A handful of processes a
+    call (``grep``, ``awk``): it runs every tenth of a second while a sweep waits."""
     everywhere = [marked.shell_id for marked in shells if marked.everywhere]
     if everywhere:
         patterns = " ".join("-e " + sh_quote("TETHER_SHELL=" + shell_id) for shell_id in everywhere)
-        marks = (
-            f"m=$(grep -lzxF {patterns} {_ALL} 2>/dev/null "
-            "| sed -n 's|^/proc/\\([0-9][0-9]*\\)/environ$|\\1|p'); "
-        )
+        marks = f"m=$(grep -lzxF {patterns} {_ALL} 2>/dev/null); "
     else:
         marks = "m=; "
     own = sh_quote("^" + OWN_PROCESS + "=")
-    tree = f'awk -v me=$$ -v k="$1" -v m="$(echo $m)" -v sp="$s" {sh_quote(_TREE_AWK)}'
+    tree = (
+        "r=$(grep '' /dev/null /proc/[0-9]*/stat 2>/dev/null | "
+        f'awk -v me=$$ -v k="$1" -v m="$m" -v sp="$s" {sh_quote(_TREE_AWK)}); '
+        "{ read -r found; read -r below; } <<EOF\n$r\nEOF\n"
+    )
     return (
-        "scan() { t=$(grep '' /dev/null /proc/[0-9]*/stat 2>/dev/null); "
+        "scan() { s=; "
         + marks
-        + "s=; r=$(printf '%s\\n' \"$t\" | "
         + tree
-        + "); "
         # tether's own processes below them: read those processes' environments only, and walk
         # again without them (the common case, none below, costs no second walk).
-        + 'case "$r" in *+*) '
-        + "b=$(printf '%s\\n' \"$r\" | sed -n 's|^\\([0-9]*\\):.*+$|/proc/\\1/environ|p'); "
-        + f"s=$(grep -lz -e {own} $b 2>/dev/null "
-        + "| sed -n 's|^/proc/\\([0-9][0-9]*\\)/environ$|\\1|p' | tr '\\n' ' ');; esac; "
-        + '[ -n "$s" ] && r=$(printf \'%s\\n\' "$t" | '
+        + 'if [ -n "$below" ]; then e=; for x in $below; do e="$e $x/environ"; done; '
+        + f"s=$(cd /proc && grep -lz -e {own} $e 2>/dev/null); "
+        + '[ -n "$s" ] && { '
         + tree
-        + "); "
-        + "printf '%s\\n' \"$r\" | sed -e 's/+$//' -e '/^$/d'; }; "
+        + "}; fi; }\n"
     )
 
 
@@ -114,7 +114,7 @@ def collect_script(shell_id: str, root: int | None) -> str:
     lives) and what carries its ``TETHER_SHELL``, with everything below them (exit 2 where
     ``grep -z`` does not work)."""
     known = str(root) if root else ""
-    return _GREP_Z + _scan([Marked(shell_id)]) + f"scan {sh_quote(known)}"
+    return _GREP_Z + _scan([Marked(shell_id)]) + f"scan {sh_quote(known)}; printf '%s\\n' $found"
 
 
 def parse_known(out: str) -> tuple[str, ...]:
@@ -132,26 +132,27 @@ def sweep_script(shells: list[Marked], grace_s: float) -> str:
     found before the pane ended (by pid and start time), every process whose environment holds a
     closed shell's ``TETHER_SHELL`` (its background jobs, ``nohup``, ``setsid`` and disowned
     processes inherit it; tether's own channels there never carry it) and everything below them
-    get ``SIGTERM`` and ``SIGCONT`` once, found again every tenth of a second (a process forked
-    meanwhile is ended too), and ``SIGKILL`` after ``grace_s``. A respawned shell: only what was
-    found before (its new processes carry the same marker). One ``grep -z`` reads every
-    environment it may (other accounts' processes are unreadable, so never touched by marker).
-    Prints how many were ended and how many survived ``SIGKILL``; exits 2 where ``grep -z`` does
-    not work (the host then keeps tmux's hang-up alone)."""
-    ticks = max(1, round(grace_s * 10))
+    get ``SIGTERM`` and ``SIGCONT`` once, found again after 10, 20, 40, 80 ms and then every tenth
+    of a second (a process forked meanwhile is ended too), and ``SIGKILL`` after ``grace_s``. A
+    respawned shell: only what was found before (its new processes carry the same marker). One
+    ``grep -z`` reads every environment it may (other accounts' processes are unreadable, so never
+    touched by marker). Prints how many were ended and how many survived ``SIGKILL``; exits 2
+    where ``grep -z`` does not work (the host then keeps tmux's hang-up alone)."""
+    grace_cs = max(1, round(grace_s * 100))
     known = " ".join(word for marked in shells for word in marked.known)
     return (
-        _GREP_Z + _scan(shells) + f"K={sh_quote(known)}; seen=' '; n=0; "
+        _GREP_Z + _scan(shells) + f"K={sh_quote(known)}; seen=' '; el=0; cs=1; "
         # What is found joins what is known: below a process that ended, its orphans are no
         # longer anyone's but PID 1's, and are followed as known processes.
-        "look() { f=$(scan \"$K\"); K=$(echo $K $f); p=$(printf '%s\\n' \"$f\" | sed 's/:.*//'); }; "
-        f'while look; [ -n "$p" ] && [ $n -lt {ticks} ]; do new=; '
+        'look() { scan "$K"; K="$K $found"; p=; for w in $found; do p="$p ${w%%:*}"; done; }; '
+        "pause() { sleep \"0.$(printf '%02d' $cs)\" 2>/dev/null || sleep 1; el=$((el+cs)); "
+        "cs=$((cs*2)); [ $cs -gt 10 ] && cs=10; }; "
+        f'look; while [ -n "$p" ] && [ $el -lt {grace_cs} ]; do new=; '
         'for x in $p; do case "$seen" in *" $x "*) ;; *) new="$new $x"; seen="$seen$x ";; esac; done; '
-        '[ -n "$new" ] && { kill -TERM $new; kill -CONT $new; } 2>/dev/null; '
-        "sleep 0.1 2>/dev/null || sleep 1; n=$((n+1)); done; "
-        'k=0; while look; [ -n "$p" ] && [ $k -lt 50 ]; do kill -KILL $p 2>/dev/null; '
-        "sleep 0.1 2>/dev/null || sleep 1; k=$((k+1)); done; "
-        'set -- $seen; e=$#; look; set -- $p; printf "ended=%s left=%s\\n" "$e" "$#"'
+        '[ -n "$new" ] && { kill -TERM $new; kill -CONT $new; } 2>/dev/null; pause; look; done; '
+        'n=0; while [ -n "$p" ] && [ $n -lt 50 ]; do kill -KILL $p 2>/dev/null; '
+        "sleep 0.1 2>/dev/null || sleep 1; n=$((n+1)); look; done; "
+        'set -- $seen; e=$#; set -- $p; printf "ended=%s left=%s\\n" "$e" "$#"'
     )
 
 
