@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 _SLACK_S = 20.0  # beyond the grace: SIGKILL, the last look, the round trip
 
 
-_GREP_Z = "printf 'x\\0' | grep -qzx x 2>/dev/null || exit 2; "
+# What the scripts need besides ``/proc``: a ``grep`` that takes ``-z`` (GNU, BusyBox) and ``awk``.
+_GREP_Z = "printf 'x\\0' | grep -qzx x 2>/dev/null && command -v awk >/dev/null || exit 2; "
 _ALL = "/proc/[0-9]*/environ"
 
 
@@ -52,17 +53,19 @@ class Marked:
 
 # Reads ``pid:comm-and-stat`` lines (``grep '' /proc/*/stat``: the pid from the file's name, the
 # parent and start time after the last ``)`` of the last line, whatever the name holds). Prints on
-# one line ``pid:start`` of each live process of ``k`` (``pid:start`` whose start time still
-# matches, or a bare pid) and ``m`` (``/proc/PID/environ`` names) and of each process below them,
-# but for those in ``sp`` (``PID/environ`` names) and below, and never the script's own shell
-# ``me`` or its ancestors; on a second line the pids found below them. Zombies are passed through,
-# not printed: nothing is left to signal.
+# one line ``pid:start`` of each live process of ``K`` (``pid:start`` whose start time still
+# matches, or a bare pid) and ``M`` (``/proc/PID/environ`` names) and of each process below them,
+# but for those in ``SP`` (``PID/environ`` names) and below, and never the script's own shell
+# ``ME`` or its ancestors; on a second line the pids found below them. Each comes from the
+# environment (a list of names holds line breaks, which ``awk -v`` may refuse). Zombies are passed
+# through, not printed: nothing is left to signal.
 _TREE_AWK = (
     '{ i = index($0, ":"); f = substr($0, 1, i - 1); l = substr($0, i + 1); '
     'sub(/^\\/proc\\//, "", f); sub(/\\/stat$/, "", f); '
     'j = match(l, /\\)[^)]*$/); if (!j) next; n = split(substr(l, j + 1), a, " "); '
     'if (n < 20 || a[2] !~ /^[0-9]+$/) next; pp[f] = a[2]; st[f] = a[20]; zz[f] = (a[1] == "Z") } '
-    "END { for (p = me; (p in pp) && !(p in no); p = pp[p]) no[p] = 1; "
+    'END { me = ENVIRON["ME"]; k = ENVIRON["K"]; m = ENVIRON["M"]; sp = ENVIRON["SP"]; '
+    "for (p = me; (p in pp) && !(p in no); p = pp[p]) no[p] = 1; "
     'gsub(/\\/environ/, "", sp); n = split(sp, x, " "); for (i = 1; i <= n; i++) spare[x[i]] = 1; '
     'n = split(k, x, " "); for (i = 1; i <= n; i++) { split(x[i], y, ":"); '
     'if ((y[1] in st) && (y[2] == "" || st[y[1]] == y[2])) seed[y[1]] = 1 } '
@@ -92,7 +95,7 @@ def _scan(shells: list[Marked]) -> str:
     own = sh_quote("^" + OWN_PROCESS + "=")
     tree = (
         "r=$(grep '' /dev/null /proc/[0-9]*/stat 2>/dev/null | "
-        f'awk -v me=$$ -v k="$1" -v m="$m" -v sp="$s" {sh_quote(_TREE_AWK)}); '
+        f'ME=$$ K="$1" M="$m" SP="$s" awk {sh_quote(_TREE_AWK)}); '
         "{ read -r found; read -r below; } <<EOF\n$r\nEOF\n"
     )
     return (
