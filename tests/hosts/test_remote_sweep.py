@@ -1,16 +1,24 @@
 """The scripts a remote host runs to find and end a shell's processes, run here by ``sh`` on this
 machine's ``/proc``: what is below the shell's processes is found, marker or not, but for tether's
 own and what is below it; a process found earlier is taken for the same one only while its start
-time matches (a pid handed to another process meanwhile is never signalled)."""
+time matches (a pid handed to another process meanwhile is never signalled); a sweep that ended
+everything logs nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import subprocess
 from pathlib import Path
 
+import anyio
+import pytest
+
+from hang import HANG_S
 from proc_probe import alive_with, kill_all, unique_sleep_arg, wait_until
-from tether.shells.hosts.ssh.sweep import Marked, collect_script, parse_known, sweep_script
+from tether.shells.hosts.ssh.sh import RemoteShell
+from tether.shells.hosts.ssh.sweep import Marked, Sweeper, collect_script, parse_known, sweep_script
 
 
 def _sh(script: str) -> str:
@@ -60,3 +68,26 @@ def test_a_process_found_earlier_is_ended_only_while_its_start_time_matches() ->
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_a_sweep_that_ended_everything_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    async def spawn() -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            "sh", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True
+        )
+
+    env = {**os.environ, "TETHER_SHELL": "sweep-log"}
+    proc = await asyncio.create_subprocess_exec("sleep", unique_sleep_arg(), env=env)
+    sh = RemoteShell(where="host test", spawn=spawn, ended=lambda: None)
+    tasks: list[asyncio.Task[None]] = []
+    sweeper = Sweeper(name="test", sh=sh, grace_s=1.0, spawn=tasks.append)
+    try:
+        with caplog.at_level(logging.WARNING), anyio.fail_after(HANG_S):
+            await sweeper.sweep("sweep-log")
+            assert await proc.wait() is not None
+        assert [r.getMessage() for r in caplog.records if r.name.endswith("sweep")] == []
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await sh.close()

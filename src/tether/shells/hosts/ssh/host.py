@@ -10,7 +10,8 @@ it, never on a command line or in a file), one log stream per shell, and one ``s
 facts and small file questions (``sh``, asked through ``questions``). Files tether needs there
 (start-up files, a revived shell's first bytes) are written by tmux ``set-buffer`` +
 ``save-buffer`` over the control connection; the host needs only sshd, tmux ≥ 3.2 and a POSIX
-shell.
+shell. Where it also has a ``python3`` with ctypes, each shell's bash keeps what its processes
+orphan (``process.adopt``), and closing the shell ends all of it (``sweep``).
 
 A dropped connection loses nothing there: every channel ends, the host's connection mark moves
 on (a wait that was following it ends with ``ConnectionLost``), a reconnect is tried at once, and

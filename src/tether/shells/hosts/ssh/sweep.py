@@ -205,8 +205,9 @@ class Sweeper:
                 except HostError as exc:
                     logger.warning("host %s: ending what %s left failed: %s", self._name, names, exc.message)
                 else:
-                    if reply.status != 0 or not reply.out.endswith("left=0"):
-                        said = reply.out or reply.status
+                    said = reply.out.strip()  # the script's last line ends with a line break
+                    if reply.status != 0 or not said.endswith("left=0"):
+                        said = said or str(reply.status)
                         logger.warning("host %s: ending what %s left: %s", self._name, names, said)
                 _release(self._waiting[: len(batch)])
                 del self._waiting[: len(batch)]
