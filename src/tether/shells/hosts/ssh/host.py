@@ -434,11 +434,14 @@ class SshHost(RemoteQuestions, ShellHost):
         the host has a ``python3`` that can (``HostFacts.python``), bash runs as a child subreaper,
         as on the local host (``process.adopt``: what its processes orphan stays below it, so the
         sweep finds it by ancestry); ``sh`` (never bash: ``sh -c`` reads no start-up file) passes
-        the launcher the pane's ``LC_CTYPE``. Elsewhere bash runs as it is."""
+        the launcher the pane's ``LC_CTYPE``. Elsewhere bash runs as it is, as it does where that
+        ``python3`` went away since the connection's probe (rather than a pane that never starts)."""
         bash = ("bash", "--rcfile", rc, "-i")
         if not (facts.python and facts.proc):
             return bash
-        return ("sh", "-c", adopting_command(bash, unset=(OWN_PROCESS,), python=facts.python))
+        plain = " ".join(sh_quote(word) for word in bash)
+        launcher = adopting_command(bash, unset=(OWN_PROCESS,), python=facts.python)
+        return ("sh", "-c", f"[ -x {sh_quote(facts.python)} ] || exec {plain}; {launcher}")
 
     async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
         facts = await self.connection()
