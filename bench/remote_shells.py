@@ -79,6 +79,7 @@ async def main() -> None:
             f"{statistics.median(closes):.1f} ms (min {min(closes):.1f})"
         )
     finally:
+        await catalog.aclose()
         hosts.close()
 
 
