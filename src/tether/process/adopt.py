@@ -92,7 +92,7 @@ def adopting_command(argv: Sequence[str], *, unset: Sequence[str] = (), python: 
 
 
 def launcher_check() -> str:
-    """A ``python -c`` program that exits 0 where the launcher can make a subreaper: the
-    interpreter has ctypes and the C library a ``prctl`` (Linux). Run with ``-I -S``, as the
-    launcher is."""
-    return "import ctypes; ctypes.CDLL(None).prctl"
+    """A ``python -c`` program that exits 0 where the launcher can make a subreaper (the
+    interpreter has ctypes, the C library a ``prctl``: Linux) and prints the interpreter's own
+    executable (a shim that ran it is not paid again). Run with ``-I -S``, as the launcher is."""
+    return "import ctypes, sys; ctypes.CDLL(None).prctl; print(sys.executable)"

@@ -120,8 +120,11 @@ def _probe_script(home: str) -> str:
         "command -v tail >/dev/null 2>&1 && echo tail=1; "
         'printf "system=%s\\n" "$(uname -sr 2>/dev/null)"; '
         # What runs a shell's bash as a subreaper (``hosts.ssh.host``): asked here, once per connection.
+        # The interpreter names its own executable: a ``python3`` found on the login's PATH may be a
+        # version manager's shim (pyenv's runs bash scripts first), which every open would pay.
         'p=$(command -v python3 2>/dev/null) && case "$p" in /*) '
-        f'"$p" -I -S -c {sh_quote(launcher_check())} >/dev/null 2>&1 && printf "python=%s\\n" "$p";; esac; :'
+        f'x=$("$p" -I -S -c {sh_quote(launcher_check())} 2>/dev/null) && '
+        'printf "python=%s\\n" "${x:-$p}";; esac; :'
     )
 
 
@@ -344,7 +347,7 @@ class SshConnection:
             proc="proc" in values,
             clock_ticks=int(ticks) if ticks.isdigit() and int(ticks) > 0 else 100,
             system=values.get("system", "").strip(),
-            python=values.get("python", ""),
+            python=python if (python := values.get("python", "")).startswith("/") else "",
         )
 
     def _forget_key_command(self, err: str) -> str:
