@@ -80,7 +80,7 @@ async def test_closing_or_respawning_a_remote_shell_ends_every_process_it_starte
 
 
 _FACTS = (
-    'echo "comm=$(cat /proc/$$/comm) ctype=${LC_CTYPE-unset} own=${TETHER_DAEMON-unset}"; '
+    'echo "comm=$(cat /proc/$$/comm) zero=$0 ctype=${LC_CTYPE-unset} own=${TETHER_DAEMON-unset}"; '
     'yes | head -1 > /dev/null; echo "yes=${PIPESTATUS[0]}"; echo "pid=$$"; (sleep TOKEN &)'
 )
 
@@ -111,8 +111,9 @@ async def test_a_remote_shell_adopts_its_orphans_and_is_the_shell_it_would_be_ot
                 [orphan] = alive_with(tokens[name])
                 said[name] = (facts, _ppid(orphan) == pid)
         assert said["box-a"][0] == said["box-b"][0], said
-        assert said["box-a"][0][0].startswith("comm=bash ") and said["box-a"][0][1:] == ["yes=141"], said
-        assert "own=unset" in said["box-a"][0][0], said
+        first, *rest = said["box-a"][0]
+        assert first.startswith("comm=bash zero=bash ") and first.endswith(" own=unset"), said
+        assert rest == ["yes=141"], said
         assert said["box-a"][1] is True, said  # the subreaper took the orphan
         assert said["box-b"][1] is False, said  # no python3 there: PID 1 (or a subreaper above) did
     finally:
