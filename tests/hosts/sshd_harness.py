@@ -89,6 +89,18 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
+def path_without(prefix: str, base: Path) -> str:
+    """A PATH of every program of this machine's ``/usr/bin`` and ``/usr/sbin`` but those whose
+    name starts with ``prefix`` (symbolic links in ``base``): a host without, say, ``python3``."""
+    base.mkdir(parents=True, exist_ok=True)
+    for directory in ("/usr/bin", "/usr/sbin"):
+        for name in _listdir(directory):
+            link = base / name
+            if not name.startswith(prefix) and not link.exists():
+                link.symlink_to(Path(directory) / name)
+    return str(base)
+
+
 def keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
@@ -129,6 +141,8 @@ class LoopbackSshd:
     # The sessions' HOME: this process's, as local shells get it (sshd would set the account's,
     # whose ~/.bashrc the tests must not run; see tests/conftest.py).
     home: str = field(default_factory=lambda: os.environ["HOME"])
+    # The sessions' PATH, when not sshd's own (``path_without``: a host lacking a program).
+    path: str | None = None
 
     def __post_init__(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
@@ -162,7 +176,7 @@ class LoopbackSshd:
                     "PermitTunnel no",
                     "MaxSessions 64",
                     "MaxStartups 64",
-                    f"SetEnv HOME={self.home}",
+                    f"SetEnv HOME={self.home}" + (f" PATH={self.path}" if self.path else ""),
                     "",
                 ]
             )
@@ -239,9 +253,10 @@ class RemoteHosts:
         known: bool = True,
         timeout: int = 5,
         start: bool = True,
+        path: str | None = None,
     ) -> Box:
         taken = {b.sshd.port for b in self.boxes.values()}
-        sshd = LoopbackSshd(self.base / f"sshd-{name}", free_port(taken), self.user_key)
+        sshd = LoopbackSshd(self.base / f"sshd-{name}", free_port(taken), self.user_key, path=path)
         home = self.base / f"rh-{name}"
         box = Box(name=name, sshd=sshd, home=home)
         self.boxes[name] = box

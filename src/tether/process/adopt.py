@@ -37,7 +37,8 @@ OWN_PROCESS = "TETHER_DAEMON"
 # - its name (``comm``, what ``ps`` and tmux show) is the program's from the start, so nothing looking
 #   at the pane in the moment before the exec takes the launcher for a program the shell runs.
 # An interpreter without ctypes runs the program unadopted rather than not at all. 36 is
-# ``PR_SET_CHILD_SUBREAPER``, 15 ``PR_SET_NAME``.
+# ``PR_SET_CHILD_SUBREAPER``, 15 ``PR_SET_NAME``. It also runs on a remote host's ``python3``
+# (``hosts.ssh``), whatever its version: nothing in it newer than Python 3.4 (``-I``).
 _SOURCE = """\
 import os, signal, sys
 ctype, had_ctype, unset, program = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
@@ -67,15 +68,17 @@ except OSError as exc:
 _ADOPT = f"exec({_SOURCE!r})"
 
 
-def adopting_command(argv: Sequence[str], *, unset: Sequence[str] = ()) -> str:
+def adopting_command(argv: Sequence[str], *, unset: Sequence[str] = (), python: str | None = None) -> str:
     """A POSIX ``sh`` command line that execs ``argv`` as a child subreaper, without the
-    environment variables ``unset``."""
+    environment variables ``unset``. ``python``: the interpreter that runs the launcher (another
+    machine's ``python3``, any 3.x with ``-I`` and ctypes); this one's by default."""
     if not argv or any(not name or " " in name for name in unset):
         raise ValueError("adopting_command needs a program and names without spaces")
-    if not sys.executable:  # an embedding interpreter that cannot name itself: no launcher to run
+    interpreter = python if python is not None else sys.executable
+    if not interpreter:  # an embedding interpreter that cannot name itself: no launcher to run
         unsets = [f"-u {shlex.quote(name)}" for name in unset]
         return " ".join(["exec", "env", *unsets, *(shlex.quote(word) for word in argv)])
-    words = [sys.executable, "-I", "-S", "-c", _ADOPT]
+    words = [interpreter, "-I", "-S", "-c", _ADOPT]
     return " ".join(
         [
             "exec",
@@ -86,3 +89,10 @@ def adopting_command(argv: Sequence[str], *, unset: Sequence[str] = ()) -> str:
             *(shlex.quote(word) for word in argv),
         ]
     )
+
+
+def launcher_check() -> str:
+    """A ``python -c`` program that exits 0 where the launcher can make a subreaper (the
+    interpreter has ctypes, the C library a ``prctl``: Linux) and prints the interpreter's own
+    executable (a shim that ran it is not paid again). Run with ``-I -S``, as the launcher is."""
+    return "import ctypes, sys; ctypes.CDLL(None).prctl; print(sys.executable)"

@@ -19,7 +19,8 @@ Invariants this module owns:
 Spared: a descendant that carries ``OWN_PROCESS`` (tether's own, started from the shell), and
 what is below it. What is *not* found: a process that dropped the marker (``env -i``) and was no
 longer a descendant of the shell when it was looked for (``env -i setsid x &`` orphans itself at
-once), where the shell does not adopt orphans (a remote host's).
+once), where the shell does not adopt orphans. (A remote host's shells are swept by
+``shells.hosts.ssh.sweep``, by the same rules.)
 """
 
 from __future__ import annotations

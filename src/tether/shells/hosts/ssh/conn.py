@@ -11,8 +11,9 @@ none of the account's start-up files); every channel (the tmux control client, a
 command shell) is ``ssh -T`` through it (``channels``).
 
 ``ensure`` probes the host (its tether home created 0700, tmux ≥ 3.2, what it can tell about its
-processes) and returns its ``HostFacts``; a failure is a ``HostError`` naming the host, what went
-wrong and the fix. ``ConnectionLost`` ends what was following a host when its connection dropped.
+processes, a ``python3`` that can run the shells' launcher) and returns its ``HostFacts``; a
+failure is a ``HostError`` naming the host, what went wrong and the fix. ``ConnectionLost`` ends
+what was following a host when its connection dropped.
 
     HostError (TetherError)        code HOST_UNREACHABLE: cannot connect (network, key, login)
     ├── HostUnsuitable             code HOST_UNSUITABLE: connected, but tmux or the state dir is wrong
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from tether.config import HostSection
 from tether.errors import TetherError
-from tether.process.adopt import OWN_PROCESS
+from tether.process.adopt import OWN_PROCESS, launcher_check
 from tether.process.tree import reap_adopted
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import sh_quote
@@ -75,6 +76,9 @@ class HostFacts:
     proc: bool  # /proc/PID/stat readable: process facts come from there
     clock_ticks: int  # CLK_TCK, the unit of CPU times in /proc
     system: str  # uname -sr
+    # The absolute path of a python3 that can run ``process.adopt``'s launcher there (ctypes,
+    # ``prctl``), or "": the shells' bash then runs unadopted.
+    python: str = ""
 
     @property
     def socket(self) -> str:
@@ -114,7 +118,13 @@ def _probe_script(home: str) -> str:
         "[ -r /proc/self/stat ] && echo proc=1; "
         'printf "ticks=%s\\n" "$(getconf CLK_TCK 2>/dev/null)"; '
         "command -v tail >/dev/null 2>&1 && echo tail=1; "
-        'printf "system=%s\\n" "$(uname -sr 2>/dev/null)"'
+        'printf "system=%s\\n" "$(uname -sr 2>/dev/null)"; '
+        # What runs a shell's bash as a subreaper (``hosts.ssh.host``): asked here, once per connection.
+        # The interpreter names its own executable: a ``python3`` found on the login's PATH may be a
+        # version manager's shim (pyenv's runs bash scripts first), which every open would pay.
+        'p=$(command -v python3 2>/dev/null) && case "$p" in /*) '
+        f'x=$("$p" -I -S -c {sh_quote(launcher_check())} 2>/dev/null) && '
+        'printf "python=%s\\n" "${x:-$p}";; esac; :'
     )
 
 
@@ -337,6 +347,7 @@ class SshConnection:
             proc="proc" in values,
             clock_ticks=int(ticks) if ticks.isdigit() and int(ticks) > 0 else 100,
             system=values.get("system", "").strip(),
+            python=python if (python := values.get("python", "")).startswith("/") else "",
         )
 
     def _forget_key_command(self, err: str) -> str:

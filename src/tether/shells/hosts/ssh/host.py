@@ -10,7 +10,8 @@ it, never on a command line or in a file), one log stream per shell, and one ``s
 facts and small file questions (``sh``, asked through ``questions``). Files tether needs there
 (start-up files, a revived shell's first bytes) are written by tmux ``set-buffer`` +
 ``save-buffer`` over the control connection; the host needs only sshd, tmux ≥ 3.2 and a POSIX
-shell.
+shell. Where it also has a ``python3`` with ctypes, each shell's bash keeps what its processes
+orphan (``process.adopt``), and closing the shell ends all of it (``sweep``).
 
 A dropped connection loses nothing there: every channel ends, the host's connection mark moves
 on (a wait that was following it ends with ``ConnectionLost``), a reconnect is tried at once, and
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from tether.config import Config, HostSection, ensure_home
 from tether.errors import TetherError
+from tether.process.adopt import OWN_PROCESS, adopting_command
 from tether.shells.host import ShellHost, ShellStart
 from tether.shells.hosts.ssh.channels import ChannelPool
 from tether.shells.hosts.ssh.conn import (
@@ -436,11 +438,21 @@ class SshHost(RemoteQuestions, ShellHost):
         return [commands.set_buffer(buf, text), commands.save_buffer(buf, path), commands.delete_buffer(buf)]
 
     @staticmethod
-    def _pane_command(rc: str) -> tuple[str, ...]:
+    def _pane_command(rc: str, facts: HostFacts) -> tuple[str, ...]:
         """Run by tmux itself, not through ``default-shell -c``: that ``bash -c``, started under an
         ssh session's environment, reads ~/.bashrc as sshd's commands do, so a start-up file that
-        reads standard input there (``read x``) read the pane's terminal and held the shell."""
-        return ("bash", "--rcfile", rc, "-i")
+        reads standard input there (``read x``) read the pane's terminal and held the shell. Where
+        the host has a ``python3`` that can (``HostFacts.python``), bash runs as a child subreaper,
+        as on the local host (``process.adopt``: what its processes orphan stays below it, so the
+        sweep finds it by ancestry); ``sh`` (never bash: ``sh -c`` reads no start-up file) passes
+        the launcher the pane's ``LC_CTYPE``. Elsewhere bash runs as it is, as it does where that
+        ``python3`` went away since the connection's probe (rather than a pane that never starts)."""
+        bash = ("bash", "--rcfile", rc, "-i")
+        if not (facts.python and facts.proc):
+            return bash
+        plain = " ".join(sh_quote(word) for word in bash)
+        launcher = adopting_command(bash, unset=(OWN_PROCESS,), python=facts.python)
+        return ("sh", "-c", f"[ -x {sh_quote(facts.python)} ] || exec {plain}; {launcher}")
 
     async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
         facts = await self.connection()
@@ -455,7 +467,7 @@ class SshHost(RemoteQuestions, ShellHost):
             cmds += self._put_file(log, head.decode("utf-8", "surrogateescape"))
         cmds += [
             commands.new_session(
-                shell_id, cols=cols, rows=rows, cwd=cwd, env=start.env, command=self._pane_command(rc)
+                shell_id, cols=cols, rows=rows, cwd=cwd, env=start.env, command=self._pane_command(rc, facts)
             ),
             commands.pipe_pane(commands.session(shell_id), log),
         ]
@@ -475,22 +487,27 @@ class SshHost(RemoteQuestions, ShellHost):
         facts = await self.connection()
         rc, log = facts.rc(pane.shell_id), facts.log(pane.shell_id)
         # What the old shell started ends with it, as at close; found before the new shell
-        # exists, since that one carries the same marker.
-        old = await self.sweeper.marked(pane.shell_id) if facts.proc else ()
+        # exists, since that one carries the same marker, and before the old bash ends, while what
+        # it adopted is still below it.
+        old = await self.sweeper.collect(pane.shell_id, _root(pane)) if facts.proc else ()
         await self._run_many(
             [
                 *self._configure(),
                 *self._put_file(rc, start.rc_text),
                 commands.stop_pipe(pane.pane_id),
-                commands.respawn_pane(pane.pane_id, cwd=cwd, command=self._pane_command(rc)),
+                commands.respawn_pane(pane.pane_id, cwd=cwd, command=self._pane_command(rc, facts)),
                 commands.pipe_pane(pane.pane_id, log),
             ]
         )
         self.forget(pane.shell_id)
         if old:
-            await self.sweeper.sweep(pane.shell_id, old)
+            await self.sweeper.sweep(pane.shell_id, old, everywhere=False)
 
     async def kill(self, shell_id: str) -> None:
+        facts, pane = self.conn.facts, self._panes.get(shell_id)
+        # Before tmux ends the pane: once its bash is gone, what it adopted is PID 1's, and only the
+        # marker would find it (not a process that cleared its environment).
+        known = await self.sweeper.collect(shell_id, _root(pane)) if facts is not None and facts.proc else ()
         ended = False
         try:
             await super().kill(shell_id)
@@ -504,7 +521,7 @@ class SshHost(RemoteQuestions, ShellHost):
             facts = self.conn.facts
             if facts is not None:
                 if ended and facts.proc:
-                    await self.sweeper.sweep(shell_id)
+                    await self.sweeper.sweep(shell_id, known)
                 # Nothing of a closed shell stays on the host (its mirror keeps the output here).
                 await self._quiet(f"rm -f {sh_quote(facts.log(shell_id))} {sh_quote(facts.rc(shell_id))}")
 
@@ -522,6 +539,11 @@ class SshHost(RemoteQuestions, ShellHost):
             commands.client_argv(Path(_SOCKET_WORD), commands.attach(shell_id))
         )
         return self.conn.argv(remote_command(script), tty=True)
+
+
+def _root(pane: PaneInfo | None) -> int | None:
+    """The pane's bash, while it runs (a dead pane's pid may be another process's by now)."""
+    return pane.pid if pane is not None and not pane.dead and pane.pid > 0 else None
 
 
 def remote_hosts(config: Config) -> dict[str, ShellHost]:
