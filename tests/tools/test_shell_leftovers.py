@@ -4,14 +4,19 @@ SIGHUP and SIGTERM, stopped ones — however far they went from the shell's sess
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from shell_harness import call, open_shell, run, shell_client, tmux
 
 from proc_probe import alive_with, kill_all, unique_sleep_arg, wait_until
+from tether.config import load_config
+from tether.shells import Shells
+from tether.shells import open_shell as open_shell_here
 
 _ESCAPES = (
     "sleep {} &",
@@ -124,3 +129,36 @@ async def test_a_shell_that_adopts_its_orphans_is_the_shell_it_would_be_otherwis
         server = int(tmux(tether_home, "display", "-p", "#{pid}").strip())
         with open(f"/proc/{server}/environ", "rb") as environ:  # noqa: ASYNC230 - a test, a few bytes
             assert b"\0TETHER_DAEMON=tmux-server\0" in b"\0" + environ.read()
+
+
+@pytest.mark.timeout(300)
+async def test_closing_a_shell_whose_bash_ended_spares_the_process_that_took_its_pid(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # tmux reaps an ended shell's bash and keeps its pane (with the status) until the idle sweep
+    # removes it; the pid the pane still names may meanwhile be another process's. Closing the
+    # shell then ended that process and everything below it, as if they were the shell's.
+    engine = Shells.get(load_config(tether_home))
+    token = unique_sleep_arg()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")}
+    victim = await asyncio.create_subprocess_exec("sh", "-c", 'sleep "$0" & wait', token, env=clean)
+    try:
+        shell, _ = await open_shell_here(
+            engine, owner="t", label="", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=None
+        )
+        host, pane = await engine.pane(shell.id)
+        await host.type_line(pane, "exit 3")
+        assert wait_until(lambda: tmux(tether_home, "display", "-p", "-t", shell.id, "#{pane_dead}") == "1\n")
+        dead = (await host.panes())[shell.id]
+        assert dead.dead
+        assert wait_until(lambda: bool(alive_with(token)))
+        # What a close does after its listing, with the pid taken by another process meanwhile.
+        host._panes[shell.id] = replace(dead, pid=victim.pid)
+        await host.kill(shell.id)
+        assert victim.returncode is None and alive_with(token), "the other process's tree was ended"
+    finally:
+        if victim.returncode is None:
+            victim.kill()
+        await victim.wait()
+        kill_all(alive_with(token))
+        await engine.close()

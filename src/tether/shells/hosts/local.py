@@ -199,7 +199,7 @@ class LocalHost(ShellHost):
         # What the old shell started ends with it, as at close; found before the new shell
         # exists, since that one carries the same marker.
         strays = Strays()
-        await asyncio.to_thread(strays.find, roots=(pane.pid,), markers=self._markers(pane.shell_id, pane))
+        await asyncio.to_thread(strays.find, roots=_roots(pane), markers=self._markers(pane.shell_id, pane))
         # The old pipe ends with the old process, but only later: close it first and open a fresh
         # one in the same batch, so tmux pipes the new shell's first byte into the log.
         try:
@@ -226,7 +226,7 @@ class LocalHost(ShellHost):
         markers = self._markers(shell_id, pane)
         strays = Strays()
         # Before tmux ends the pane: its descendants are found by ancestry too, marker or not.
-        await asyncio.to_thread(strays.find, roots=(pane.pid,) if pane else (), markers=markers)
+        await asyncio.to_thread(strays.find, roots=_roots(pane), markers=markers)
         try:
             await super().kill(shell_id)
         except ClientEnded:
@@ -247,7 +247,7 @@ class LocalHost(ShellHost):
     def _markers(self, shell_id: str, pane: PaneInfo | None) -> tuple[str, ...]:
         """What every process of the shell inherits: its id and its home, as its pane got them."""
         home = str(self.home)
-        if pane is not None:
+        if pane is not None and not pane.dead:  # a dead pane's pid may be another process's now
             with contextlib.suppress(OSError):
                 for entry in read_proc(f"/proc/{pane.pid}/environ").split(b"\0"):
                     if entry.startswith(b"TETHER_HOME="):
@@ -361,6 +361,13 @@ class LocalHost(ShellHost):
 
     def attach_argv(self, shell_id: str) -> list[str]:
         return commands.client_argv(self.socket, commands.attach(shell_id))
+
+
+def _roots(pane: PaneInfo | None) -> tuple[int, ...]:
+    """Where a shell's tree is looked for by ancestry: its bash, while it runs. A dead pane's pid
+    was reaped by tmux and may already be another process's, whose children are not the shell's
+    (what the dead bash left is found by its marker)."""
+    return (pane.pid,) if pane is not None and not pane.dead else ()
 
 
 # A stat on this machine costs microseconds: no thread for it. ``os.path`` answers "no" for a name
