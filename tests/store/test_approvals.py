@@ -5,8 +5,10 @@ is answered from another, the asker woken by inotify."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -18,8 +20,9 @@ import pytest
 
 from hang import HANG_S
 from tether.approvals import Approvals
+from tether.audit import AuditLog
 from tether.errors import NotFoundError
-from tether.store.approvals import QUEUE_FILE, ApprovalQueue
+from tether.store.approvals import QUEUE_FILE, ApprovalQueue, Channel
 from tether.store.close_watch import CloseWatch
 from tether.store.db import Store
 
@@ -31,7 +34,7 @@ def queue(tether_home: Path) -> Iterator[ApprovalQueue]:
     store.close()
 
 
-def _ask(queue: ApprovalQueue, timeout_ms: int) -> str:
+def _ask(queue: ApprovalQueue, timeout_ms: int, channel: Channel = "panel") -> str:
     row = queue.ask(
         kind="sandbox_escalation",
         tool="bash",
@@ -40,7 +43,7 @@ def _ask(queue: ApprovalQueue, timeout_ms: int) -> str:
         justification="fetch",
         asker="conv-a",
         targets=("/w",),
-        channel="panel",
+        channel=channel,
         timeout_ms=timeout_ms,
     )
     return row.id
@@ -77,6 +80,67 @@ def test_decide_refuses_what_is_not_pending(tether_home: Path, queue: ApprovalQu
     with pytest.raises(NotFoundError, match="is expired"):
         approvals.decide(gone, approve=True, by="p")
     assert _audit(tether_home) == []  # nothing decided, nothing recorded
+
+
+@pytest.mark.parametrize("rival", ["another page denies", "the asker withdraws"])
+def test_only_the_decision_that_counts_is_audited(
+    tether_home: Path, queue: ApprovalQueue, monkeypatch: pytest.MonkeyPatch, rival: str
+) -> None:
+    """Two pages answering one question at once, or an answer racing the asking call giving up:
+    every decision was audited once its row looked pending, and then only one of them won the
+    row. The loser's record stayed ("denied by person B") though nothing acted on it. The check,
+    the record and the answer now hold the queue's write lock together: a rival reaching the row
+    while a decision is being recorded is held off, and only the answer that counts is in the log.
+    """
+    asked = _ask(queue, 60_000)
+    status = "denied" if rival == "another page denies" else "cancelled"
+    real_append = AuditLog.append
+    raced: list[str] = []
+
+    def a_rival_first(self: AuditLog, **fields: Any) -> Any:
+        # Another process (a second panel, the asking call) reaches the row at this very moment;
+        # it does what ``decide``/``close`` do, but gives up at once where they would wait.
+        other = sqlite3.connect(tether_home / "tether.db", timeout=0, isolation_level=None)
+        with contextlib.closing(other):
+            try:
+                other.execute(
+                    "UPDATE approvals SET status = ?, decided_by = 'person B' "
+                    "WHERE id = ? AND status = 'pending'",
+                    (status, asked),
+                )
+                raced.append("rival won")
+            except sqlite3.OperationalError as exc:
+                assert "locked" in str(exc)
+                raced.append("rival held off")
+        return real_append(self, **fields)
+
+    monkeypatch.setattr(AuditLog, "append", a_rival_first)
+    with contextlib.suppress(NotFoundError):
+        Approvals(tether_home, timeout_s=60).decide(asked, approve=True, by="person A")
+    monkeypatch.undo()
+    row = queue.get(asked)
+    assert row is not None
+    answers = [r["extra"]["answer"] for r in _audit(tether_home)]
+    assert (raced, row.status, answers) == (["rival held off"], "approved", ["approved"])
+    # The rival, coming after, finds it answered.
+    assert not queue.decide(asked, approve=False, by="person B")
+    assert not queue.close(asked, "cancelled")
+
+
+def test_the_panel_cannot_answer_a_question_put_to_the_person_at_the_client(
+    tether_home: Path, queue: ApprovalQueue
+) -> None:
+    """A question asked through MCP elicitation is not in the panel's list, but its id answered in
+    the panel was taken: the log then held the panel's answer, which nothing acted on, beside the
+    client's, which the asker did act on."""
+    asked = _ask(queue, 60_000, channel="elicitation")
+    with pytest.raises(NotFoundError, match="asked of the person at the MCP client"):
+        Approvals(tether_home, timeout_s=60).decide(asked, approve=True, by="person at the panel")
+    assert not queue.decide(asked, approve=True, by="person at the panel", channel="panel")
+    row = queue.get(asked)
+    assert row is not None and row.status == "pending"
+    assert _audit(tether_home) == []
+    assert queue.decide(asked, approve=False, by="person at the client")  # the client's answer
 
 
 _ASKER = textwrap.dedent(

@@ -248,11 +248,29 @@ class Approvals:
         if row is None or row.status != "pending" or row.expires_ms <= now_ms():
             state = "unknown" if row is None else ("expired" if row.status == "pending" else row.status)
             raise NotFoundError(f"approval {approval_id} is {state}; only a pending question can be answered")
+        if row.channel != "panel":
+            raise NotFoundError(
+                f"approval {approval_id} is being asked of the person at the MCP client (elicitation); "
+                "it is answered there, not in the panel"
+            )
         outcome: Outcome = "approved" if approve else "denied"
-        # Audited first: a decision that cannot be recorded is not taken.
-        question = _question_of(row)
-        self._record(question, row, outcome=outcome, by=by, reason=reason, channel="panel", source="panel")
-        if not queue.decide(approval_id, approve=approve, by=by, reason=reason):
+
+        def record(pending: ApprovalRow) -> None:
+            # Audited first, under the queue's write lock: a decision that cannot be recorded is
+            # not taken, and one that loses a race (another answer, the deadline) is not recorded.
+            self._record(
+                _question_of(pending),
+                pending,
+                outcome=outcome,
+                by=by,
+                reason=reason,
+                channel="panel",
+                source="panel",
+            )
+
+        if not queue.decide(
+            approval_id, approve=approve, by=by, reason=reason, channel="panel", before=record
+        ):
             raise NotFoundError(f"approval {approval_id} was answered or expired meanwhile")
         answered = queue.get(approval_id)
         assert answered is not None
