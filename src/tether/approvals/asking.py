@@ -103,6 +103,8 @@ class Answer:
         if self.outcome == "timeout":
             where = "at the MCP client" if self.channel == "elicitation" else "in the panel (tether serve)"
             return f"nobody answered {what} {where} in time ([approvals] timeout_s)"
+        if self.by:
+            return f"{self.by} dismissed the question about {what} without allowing it"
         return f"the question about {what} was withdrawn before anyone answered"
 
 
@@ -143,7 +145,8 @@ class Approvals:
                 self.queue.close(row.id, "cancelled")
                 self._record(question, row, outcome="cancelled", by="", reason="", channel="elicitation")
             raise
-        by = person.who if reply.outcome in ("approved", "denied") else ""
+        # A cancelled reply is the person dismissing the question: theirs too, not a withdrawal.
+        by = person.who if reply.outcome != "timeout" else ""
         if reply.outcome in ("approved", "denied"):
             self.queue.decide(row.id, approve=reply.outcome == "approved", by=by, reason=reply.reason)
         else:
@@ -308,7 +311,7 @@ class Approvals:
             "approved": f"approved by {by}",
             "denied": f"denied by {by}",
             "timeout": f"nobody answered within {self.timeout_s:g} s; refused",
-            "cancelled": "withdrawn before anyone answered",
+            "cancelled": f"dismissed by {by} without an answer" if by else "withdrawn before anyone answered",
         }[outcome]
         self._audit.append(
             actor=by or question.asker,
