@@ -215,6 +215,24 @@ async def test_guard_ask_lets_one_blocked_command_through_a_person(
         assert runs[-1]["reason"].endswith(": no repository here, harmless")
 
 
+async def test_a_persons_words_are_bounded_whichever_way_they_came(tether_home: Path, home: Path) -> None:
+    """The panel's reason field holds 500 characters, but an elicitation form's reason had no bound:
+    a page pasted into it went whole into the agent's result (crowding the command's own output
+    out of the result's budget) and into the audit record's reason."""
+    (tether_home / "config.toml").write_text(f"[guard]\nask = true\n[approvals]\ntimeout_s = {HANG_S}\n")
+    person = Person("accept", reason="pasted " * 20_000)
+    async with Client(params(tether_home, home), elicitation_callback=person) as client:
+        opened = await _open(client)
+        shell = (opened.structured_content or {})["tasks"][0]["shell"]
+        out = await _run(client, shell, "git push --force origin main; echo pushed=$?")
+    assert out["ok"] and "pushed=128" in out["lines"], out
+    assert not any("result cut" in line for line in out["lines"]), out["lines"][:3]
+    [bypassed] = [line for line in out["lines"] if "approved by person at " in line]
+    assert len(bypassed) < 1000
+    [record] = _audit(tether_home, "approval")
+    assert len(record["reason"]) <= 500 and record["reason"].startswith("pasted pasted")
+
+
 def _open_action_schema(tools: types.ListToolsResult) -> dict[str, Any]:
     [tool] = [t for t in tools.tools if t.name == "shell_open"]
     [action] = tool.input_schema["properties"]["tasks"]["items"]["properties"]["action"]["oneOf"]

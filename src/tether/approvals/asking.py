@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 Kind = Literal["sandbox_escalation", "bypass-guard"]
 Outcome = Literal["approved", "denied", "timeout", "cancelled"]
 _BACKOFF_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)  # only without inotify
+# A person's words with an answer, whichever way it came (the panel's field, an elicitation form):
+# they reach the audit record and the agent's result, so a pasted page must not crowd out the
+# command's own output there.
+MAX_REASON_CHARS = 500
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +73,10 @@ class PersonReply:
 
     outcome: Outcome
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.reason) > MAX_REASON_CHARS:  # the same bound as the panel's field
+            object.__setattr__(self, "reason", self.reason[: MAX_REASON_CHARS - 1] + "…")
 
 
 class PersonChannel(Protocol):
