@@ -20,8 +20,8 @@ import pytest
 
 from hang import HANG_S
 from tether.approvals import Approvals
-from tether.audit import AuditLog
-from tether.errors import NotFoundError
+from tether.audit import AuditLog, verify
+from tether.errors import NotFoundError, StorageError
 from tether.store.approvals import QUEUE_FILE, ApprovalQueue, Channel
 from tether.store.close_watch import CloseWatch
 from tether.store.db import Store
@@ -125,6 +125,45 @@ def test_only_the_decision_that_counts_is_audited(
     # The rival, coming after, finds it answered.
     assert not queue.decide(asked, approve=False, by="person B")
     assert not queue.close(asked, "cancelled")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs of its own (needs root)")
+def test_an_answer_the_database_refused_after_its_record_is_voided_in_the_log(tmp_path: Path) -> None:
+    """A full disk: the answer's record still fitted in the audit file's last page, the database's
+    write of the answer did not. The person was told STORAGE_UNAVAILABLE and the question stayed
+    pending, but the log said "approved by person A" as if it had counted. A second record now
+    says that answer did not take effect."""
+    home = tmp_path / "small"
+    home.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(home)], check=True)
+    try:
+        store = Store.open(home)
+        asked = _ask(ApprovalQueue(store, home), 600_000)
+        log = AuditLog(home)
+        day = home / "audit"
+        # Room for two records in the audit file's last page (tmpfs gives a file whole pages).
+        while True:
+            log.append(actor="conv-a", source="tool", tool="bash", action="run", command="true")
+            [path] = list(day.glob("*.jsonl"))
+            if 0 < path.stat().st_size % 4096 <= 2000:
+                break
+        with contextlib.suppress(OSError), (home / "filler").open("wb", buffering=0) as filler:
+            while True:
+                filler.write(b"x" * 65536)
+        with pytest.raises(StorageError):
+            Approvals(home, timeout_s=600).decide(asked, approve=True, by="person A")
+        row = ApprovalQueue(store, home).get(asked)
+        assert row is not None and row.status == "pending"
+        taken, voided = [r for r in _audit(home) if r["extra"]["approval"] == asked]
+        assert taken["extra"]["answer"] == "approved"
+        assert voided["extra"] == {"approval": asked, "answer": "not-taken", "voids": taken["seq"]}
+        assert voided["outcome"] == "error" and "did not take effect" in voided["detail"]
+        (home / "filler").unlink()
+        assert Approvals(home, timeout_s=600).decide(asked, approve=True, by="person A").status == "approved"
+        assert verify(home).ok
+        store.close()
+    finally:
+        subprocess.run(["umount", "-l", str(home)], check=False)
 
 
 def test_the_panel_cannot_answer_a_question_put_to_the_person_at_the_client(

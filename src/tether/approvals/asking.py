@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from tether.audit.log import AuditLog
+from tether.audit.record import AuditRecord
 from tether.errors import NotFoundError
 from tether.store.approvals import ApprovalQueue, ApprovalRow, Channel, now_ms
 from tether.store.close_watch import CloseWatch
@@ -265,29 +266,59 @@ class Approvals:
                 "it is answered there, not in the panel"
             )
         outcome: Outcome = "approved" if approve else "denied"
+        recorded: list[AuditRecord] = []
 
         def record(pending: ApprovalRow) -> None:
             # Audited first, under the queue's write lock: a decision that cannot be recorded is
             # not taken, and one that loses a race (another answer, the deadline) is not recorded.
-            self._record(
-                _question_of(pending),
-                pending,
-                outcome=outcome,
-                by=by,
-                reason=reason,
-                channel="panel",
-                source="panel",
+            recorded.append(
+                self._record(
+                    _question_of(pending),
+                    pending,
+                    outcome=outcome,
+                    by=by,
+                    reason=reason,
+                    channel="panel",
+                    source="panel",
+                )
             )
 
-        if not queue.decide(
-            approval_id, approve=approve, by=by, reason=reason, channel="panel", before=record
-        ):
+        try:
+            taken = queue.decide(
+                approval_id, approve=approve, by=by, reason=reason, channel="panel", before=record
+            )
+        except BaseException as exc:
+            if recorded:  # the record is on disk, the answer is not: say so in the log
+                self._void(recorded[0], approval_id, by=by, error=exc)
+            raise
+        if not taken:
             raise NotFoundError(f"approval {approval_id} was answered or expired meanwhile")
         answered = queue.get(approval_id)
         assert answered is not None
         return answered
 
     # ---- records -------------------------------------------------------------------------------------
+
+    def _void(self, record: AuditRecord, approval_id: str, *, by: str, error: BaseException) -> None:
+        """The answer ``record`` logged did not take effect (the database refused the write after
+        the record was durable: a full disk): a second record says so, best effort — a disk too
+        full for it leaves the first one alone, and the asker's own later record (its timeout)."""
+        with contextlib.suppress(Exception):
+            self._audit.append(
+                actor=by,
+                source="panel",
+                tool=record.tool,
+                action="approval",
+                targets=list(record.targets),
+                command=record.command,
+                outcome="error",
+                detail=(
+                    f"the answer recorded as seq {record.seq} did not take effect ({error}); "
+                    "the question is still pending"
+                ),
+                flags=list(record.flags),
+                extra={"approval": approval_id, "answer": "not-taken", "voids": record.seq},
+            )
 
     def _row(self, question: Question, channel: Channel) -> ApprovalRow:
         return self.queue.ask(
@@ -312,7 +343,7 @@ class Approvals:
         reason: str,
         channel: Channel,
         source: Literal["tool", "panel"] = "tool",
-    ) -> None:
+    ) -> AuditRecord:
         """One audit record per answer: who (``actor``), when, what (tool, command, mode), the answer."""
         flags = ["bypass-guard"] if question.kind == "bypass-guard" else [f"sandbox:{question.mode}"]
         detail = {
@@ -321,7 +352,7 @@ class Approvals:
             "timeout": f"nobody answered within {self.timeout_s:g} s; refused",
             "cancelled": f"dismissed by {by} without an answer" if by else "withdrawn before anyone answered",
         }[outcome]
-        self._audit.append(
+        return self._audit.append(
             actor=by or question.asker,
             source=source,
             tool=question.tool,
