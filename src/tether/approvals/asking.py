@@ -4,7 +4,10 @@ Invariant: ``Approvals.ask`` returns only an ``Answer``, and every answer — ap
 timed out, cancelled — is in the audit log before the asker acts on it: a person's decision in
 the panel is audited by the process that took it (``decide``, source ``panel``); an answer given
 through MCP elicitation, a timeout and a cancellation by the asking process (source ``tool``).
-Nothing is granted when the audit log cannot be written.
+Nothing is granted when the audit log cannot be written. Of answers racing one another (two
+pages, a page and the deadline or the asker giving up), only the one that counts is recorded
+(``ApprovalQueue.decide`` holds the queue's write lock across the record); a panel answer whose
+record was written but whose database write then failed is voided by a second record.
 
 Where the question goes: to the person at the MCP client when the client declared the
 elicitation capability (``PersonChannel``), else to the panel's queue (``store.approvals``),
