@@ -303,9 +303,9 @@ class Approvals:
     # ---- records -------------------------------------------------------------------------------------
 
     def _void(self, record: AuditRecord, approval_id: str, *, by: str, error: BaseException) -> None:
-        """The answer ``record`` logged did not take effect (the database refused the write after
-        the record was durable: a full disk): a second record says so, best effort — a disk too
-        full for it leaves the first one alone, and the asker's own later record (its timeout)."""
+        """The answer ``record`` logged did not take effect (the database refused its write after
+        the record was durable: a full disk), so a second record says so. Best effort: on a disk
+        too full for it, the first record stands until the asker's own later one (its timeout)."""
         with contextlib.suppress(Exception):
             self._audit.append(
                 actor=by,

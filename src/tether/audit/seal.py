@@ -87,8 +87,8 @@ def read_writer_key(audit_dir: Path) -> SealKey | None:
     try:
         data = json.loads((audit_dir / KEY_NAME).read_text(encoding="ascii"))
         key = SealKey(every=int(data["every"]), index=int(data["index"]), key=bytes.fromhex(data["key"]))
-        # What setup wrote is never outside these: a key file that is was edited, and sealing with
-        # it would fail mid-batch (a zero ``every``) or write seals no verification key proves.
+        # Setup never writes a key outside these, so such a file was edited; sealing with it would
+        # fail mid-batch (a zero ``every``) or write seals no verification key proves.
         if key.every < 2 or key.index < 1 or len(key.key) != 32:
             raise ValueError(
                 f"it holds every {key.every}, index {key.index} and a {len(key.key)}-byte key, which "

@@ -1,8 +1,10 @@
 """Proving the audit log intact: every line a valid record, every record chained to the one before.
 
 Invariant: ``verify`` reports the *first* broken record in chain order (day files by name, lines
-in file order) or, when there is none, that the whole chain holds with its record count. It never
-writes: a torn tail is reported, not repaired (the next append settles it).
+in file order), with a stable ``BreakCode`` saying what is wrong, or, when there is none, that the
+whole chain holds with its record count. It never writes: a torn tail of the newest file is
+reported, not repaired (the next append settles it); one of an older file is ``CUT_FILE``, which
+no append repairs (appends go to the newest file).
 
 Checks per line: it ends with a newline; it is a JSON object in canonical form (so a changed
 byte anywhere is caught even where JSON would parse it back to the same value); its fields have
