@@ -287,6 +287,18 @@ async def test_a_question_whose_asker_was_killed_is_withdrawn_not_answered(
         withdrawn = queue.get(orphan)
         assert withdrawn is not None and withdrawn.status == "cancelled"
     assert len(_audit(tether_home)) == 3
+    # A question put to an MCP client, or past its deadline, by a process since killed (nothing
+    # listed it, so it stayed pending for good, with no record of how it ended): withdrawn too.
+    for channel, timeout_ms in (("elicitation", 60_000), ("panel", 0)):
+        orphan = _ask(queue, timeout_ms, channel=channel)
+        queue.store.execute(
+            "UPDATE approvals SET asker_process = ? WHERE id = ?", (f"999999999:1@{here}", orphan)
+        )
+        assert [row.id for row in approvals.pending()] == [mine]
+        withdrawn = queue.get(orphan)
+        assert withdrawn is not None and withdrawn.status == "cancelled"
+        assert _audit(tether_home)[-1]["extra"]["channel"] == channel
+    assert len(_audit(tether_home)) == 5
     # An asker in another PID namespace (a container sharing the home) cannot be judged: kept.
     elsewhere = _ask(queue, 60_000)
     queue.store.execute(

@@ -229,12 +229,16 @@ class Approvals:
 
     def pending(self) -> list[ApprovalRow]:
         """The panel's pending questions; one whose asking process has ended (a crash, a SIGKILL:
-        nothing waits for its answer) is withdrawn here, audited as cancelled, and not listed."""
-        rows = self.queue.pending()
-        gone = [row for row in rows if row.asker_gone()]
+        nothing waits for its answer) is withdrawn here, audited as cancelled, and not listed.
+
+        So is an unanswered question of any channel or deadline whose asker has ended: one put
+        to an MCP client by a process killed while the person looked at it is never listed, and
+        nothing else would ever close it."""
+        gone = [row for row in self.queue.unanswered() if row.asker_gone()]
         for row in gone:
             self._withdraw(row)
-        return [row for row in rows if row not in gone]
+        withdrawn = {row.id for row in gone}
+        return [row for row in self.queue.pending() if row.id not in withdrawn]
 
     def _withdraw(self, row: ApprovalRow) -> None:
         if self.queue.close(row.id, "cancelled"):
@@ -244,7 +248,7 @@ class Approvals:
                 outcome="cancelled",
                 by="",
                 reason="the process that asked has ended",
-                channel="panel",
+                channel=row.channel,
                 source="panel",
             )
 

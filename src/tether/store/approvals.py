@@ -192,6 +192,10 @@ class ApprovalQueue:
         )
         return [_row(r) for r in rows]
 
+    def unanswered(self) -> list[ApprovalRow]:
+        """Every question still ``pending``, of either channel, past its deadline or not."""
+        return [_row(r) for r in self.store.query("SELECT * FROM approvals WHERE status = 'pending'")]
+
     def recent(self, limit: int = 50) -> list[ApprovalRow]:
         rows = self.store.query(
             "SELECT * FROM approvals WHERE status != 'pending' ORDER BY decided_ms DESC LIMIT ?", (limit,)
