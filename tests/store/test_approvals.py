@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from hang import HANG_S
-from tether.approvals import Approvals
+from tether.approvals import Approvals, PersonReply, Question
 from tether.audit import AuditLog, verify
 from tether.errors import NotFoundError, StorageError
-from tether.store.approvals import QUEUE_FILE, ApprovalQueue, Channel
+from tether.store.approvals import QUEUE_FILE, ApprovalQueue, Channel, now_ms
 from tether.store.close_watch import CloseWatch
 from tether.store.db import Store
 
@@ -180,6 +180,41 @@ def test_the_panel_cannot_answer_a_question_put_to_the_person_at_the_client(
     assert row is not None and row.status == "pending"
     assert _audit(tether_home) == []
     assert queue.decide(asked, approve=False, by="person at the client")  # the client's answer
+
+
+class _LatePerson:
+    """A person at an MCP client whose answer reaches the asker just past the row's deadline (a
+    busy loop hands the form's reply over late)."""
+
+    who = "person at the client"
+
+    def __init__(self, queue: ApprovalQueue) -> None:
+        self.queue = queue
+
+    async def confirm(self, message: str, *, timeout_s: float) -> PersonReply:
+        [row] = self.queue.unanswered()
+        while now_ms() <= row.expires_ms:  # a condition, not a pause: the wall clock passing it
+            await asyncio.sleep(0.001)
+        return PersonReply(outcome="approved", reason="fine")
+
+
+async def test_an_elicitation_answer_handed_over_late_closes_its_question(
+    tether_home: Path, queue: ApprovalQueue
+) -> None:
+    """The form's reply came a moment past the row's ``expires_ms``: the answer was acted on and
+    audited as approved, but the row's ``decide`` was refused by the deadline and it stayed
+    pending — so a later panel listing, once the asker had ended, withdrew it and audited a
+    "cancelled" for a question that had been approved."""
+    approvals = Approvals(tether_home, timeout_s=0.001)
+    question = Question(
+        kind="bypass-guard", tool="shell_run", subject="git push --force", mode="git-force-push",
+        justification="", asker="conv-a",
+    )  # fmt: skip
+    answer = await approvals.ask(question, person=_LatePerson(queue))
+    assert answer.approved
+    row = queue.get(answer.approval_id)
+    assert row is not None and row.status == "approved" and row.decided_by == "person at the client"
+    assert [r["extra"]["answer"] for r in _audit(tether_home)] == ["approved"]
 
 
 _ASKER = textwrap.dedent(

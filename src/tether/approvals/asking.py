@@ -160,7 +160,12 @@ class Approvals:
         # A cancelled reply is the person dismissing the question: theirs too, not a withdrawal.
         by = person.who if reply.outcome != "timeout" else ""
         if reply.outcome in ("approved", "denied"):
-            self.queue.decide(row.id, approve=reply.outcome == "approved", by=by, reason=reply.reason)
+            # The form's own wait is the deadline: an answer it took is the answer, even when the
+            # loop handed it over a moment past the row's ``expires_ms`` (the row must not stay
+            # pending: a panel listing would later withdraw it, contradicting this record).
+            self.queue.decide(
+                row.id, approve=reply.outcome == "approved", by=by, reason=reply.reason, deadline=False
+            )
         else:
             self.queue.close(row.id, "expired" if reply.outcome == "timeout" else "cancelled", by=by)
         self._record(question, row, outcome=reply.outcome, by=by, reason=reply.reason, channel="elicitation")

@@ -211,9 +211,12 @@ class ApprovalQueue:
         reason: str = "",
         channel: Channel | None = None,
         before: Callable[[ApprovalRow], None] | None = None,
+        deadline: bool = True,
     ) -> bool:
         """Answer a pending, unexpired question (of ``channel``, when given); False when it was
-        answered, expired, is unknown or is asked elsewhere.
+        answered, expired, is unknown or is asked elsewhere. ``deadline=False``: the answer came
+        through a channel that kept its own deadline (an elicitation's form), so ``expires_ms``
+        does not apply.
 
         ``before`` (the answer's audit record) runs with the pending row under the database's
         write lock, before the answer is written: only the answer that will count is recorded —
@@ -228,7 +231,7 @@ class ApprovalQueue:
             if (
                 found is None
                 or found.status != "pending"
-                or found.expires_ms <= at
+                or (deadline and found.expires_ms <= at)
                 or (channel is not None and found.channel != channel)
             ):
                 return False
