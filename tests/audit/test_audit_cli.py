@@ -54,6 +54,8 @@ def test_verify_exit_codes(tether_home: Path, capsys: pytest.CaptureFixture[str]
     path = _fill(tether_home)
     status, out, _ = _run(capsys, "audit", "verify")
     assert status == 0 and "intact: 3 records in 1 day files" in out
+    status, out, _ = _run(capsys, "audit", "verify", "--json")
+    assert status == 0 and json.loads(out) == {"ok": True, "records": 3, "break": None}
 
     data = bytearray(path.read_bytes())
     second_line_start = data.index(b"\n") + 1
@@ -62,6 +64,11 @@ def test_verify_exit_codes(tether_home: Path, capsys: pytest.CaptureFixture[str]
     status, out, _ = _run(capsys, "audit", "verify")
     assert status == 1
     assert f"BROKEN at {path.name} line 2" in out and "1 records before it are intact" in out
+    status, out, _ = _run(capsys, "audit", "verify", "--json")
+    found = json.loads(out)
+    assert status == 1 and found["ok"] is False and found["records"] == 1
+    assert found["break"]["file"] == path.name and found["break"]["line"] == 2
+    assert found["break"]["code"] in ("NOT_JSON", "NOT_CANONICAL", "BAD_FIELD", "HASH_MISMATCH")
 
 
 def test_show_prints_escaped_records_oldest_first(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hang import HANG_S
-from tether.audit import AuditLog, SealKey, parse_verification_key, verify
+from tether.audit import AuditError, AuditLog, SealKey, parse_verification_key, verify
 from tether.audit.record import canonical_json, record_hash
 from tether.audit.seal import KEY_NAME, read_writer_key, seal_extra
 from tether.cli.door import stop_door
@@ -178,6 +178,43 @@ def test_a_writer_dead_before_persisting_the_next_key_steps_past_it(
     assert verify(tmp_path, key=key).ok
     _extra, following = seal_extra(before, prev="0" * 64, seq=4)
     assert following.index == 2
+
+
+@pytest.mark.parametrize("edit", ["ahead", "every 0", "short key", "index 0"])
+def test_a_sealing_key_that_cannot_seal_refuses_the_batch_and_leaves_nothing(
+    tmp_path: Path, edit: str
+) -> None:
+    """A ``seal.key`` for a later seal than the chain has reached (replaced, or the day files
+    restored from an older copy) raised a bare ``ValueError`` in the middle of a batch, after the
+    batch's first records were written: they stayed in the log, chained, though their callers were
+    told the append failed. A zero ``every`` raised ``ZeroDivisionError``; a short key sealed on.
+    Now each is ``AUDIT_UNAVAILABLE`` saying what is wrong, and the file is as before."""
+    key = _populate(tmp_path, count=1)  # records 1-3; the first seal comes at seq 4
+    audit = tmp_path / "audit"
+    writer = read_writer_key(audit)
+    assert writer is not None
+    data = {"every": writer.every, "index": writer.index, "key": writer.key.hex()}
+    data.update(
+        {
+            "ahead": {"index": writer.index + 5, "key": writer.at(writer.index + 5).key.hex()},
+            "every 0": {"every": 0},
+            "short key": {"key": "ab"},
+            "index 0": {"index": 0},
+        }[edit]
+    )
+    (audit / KEY_NAME).write_text(json.dumps(data))
+    [day] = sorted(audit.glob("*.jsonl"))
+    before = day.read_bytes()
+    log = AuditLog(tmp_path)
+    bodies = [
+        log.body(actor="conv-a", source="tool", tool="bash", action="run", command=f"b{i}") for i in range(3)
+    ]
+    with pytest.raises(AuditError, match="sealing key") as caught:
+        log.append_bodies(bodies)
+    assert caught.value.code == "AUDIT_UNAVAILABLE"
+    assert "disk space" not in caught.value.message and "Errno" not in caught.value.message
+    assert day.read_bytes() == before
+    assert verify(tmp_path, key=key).ok
 
 
 def test_setup_refuses_twice_and_bad_keys_are_named(tmp_path: Path) -> None:

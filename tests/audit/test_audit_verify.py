@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.audit import AuditLog, verify
+from tether.audit import BREAK_CODES, AuditLog, verify
 from tether.audit.record import canonical_json, record_hash
 
 # ``tether.audit.verify`` the attribute is the function; the module is reached through importlib.
@@ -133,6 +133,69 @@ def test_duplicate_keys_and_extra_fields_are_named(tmp_path: Path) -> None:
     assert "BROKEN at 2026-11-29.jsonl line 1" in report.summary()
 
 
+def _rehashed(line: bytes, **changes: object) -> bytes:
+    record = {**json.loads(line), **changes}
+    record["hash"] = record_hash(record)
+    return canonical_json(record).encode()
+
+
+def _damage(kind: str, files: list[Path]) -> None:
+    older, newest = files
+    lines = older.read_bytes().splitlines(keepends=True)
+    if kind == "NOT_JSON":
+        lines[1] = b"\xef\xbb\xbf" + lines[1]  # a byte-order mark an editor added
+    elif kind == "NOT_CANONICAL":
+        lines[1] = lines[1][:-1] + b"\r\n"  # saved with Windows line ends
+    elif kind == "BAD_FIELD":
+        lines[1] = _rehashed(lines[1][:-1], injected=True) + b"\n"
+    elif kind == "HASH_MISMATCH":
+        lines[1] = lines[1].replace(b"ls -la", b"ls -al")
+    elif kind == "EMPTY_LINE":
+        lines.insert(1, b"\n")
+    elif kind == "PREV_MISMATCH":
+        lines[1], lines[2] = lines[2], lines[1]
+    elif kind == "DUPLICATE":
+        lines.insert(1, lines[0])
+    elif kind == "SEQ_GAP":
+        lines[1] = _rehashed(lines[1][:-1], seq=7) + b"\n"
+    elif kind == "CUT_FILE":
+        lines[-1] = lines[-1][:30]
+    elif kind == "TORN_TAIL":  # a file system that left zeros past a crash
+        newest.write_bytes(newest.read_bytes() + b"\0" * 512)
+    older.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "NOT_JSON",
+        "NOT_CANONICAL",
+        "BAD_FIELD",
+        "HASH_MISMATCH",
+        "EMPTY_LINE",
+        "PREV_MISMATCH",
+        "DUPLICATE",
+        "SEQ_GAP",
+        "CUT_FILE",
+        "TORN_TAIL",
+    ],
+)
+def test_each_kind_of_damage_is_named_by_a_stable_code(tmp_path: Path, kind: str) -> None:
+    """What verify found was prose only: a script (cron, CI) could tell "broken" from "intact" by the
+    exit status, but not a torn tail the next append settles from an edited or cut file. And a
+    cut older file was described as a torn record "the next append discards", which no append
+    does (appends go to the newest file). Each break now carries one of ``BREAK_CODES``."""
+    files = _populate(tmp_path)
+    _damage(kind, files)
+    report = verify(tmp_path)
+    brk = report.first_break
+    assert brk is not None and brk.code == kind, report.summary()
+    assert kind in BREAK_CODES and f"[{kind}]" in report.summary()
+    assert brk.to_json()["code"] == kind and brk.to_json()["file"] == brk.file.name
+    if kind == "CUT_FILE":
+        assert "next append" not in brk.problem and brk.file == files[0]
+
+
 def _cut_last_line(home: Path) -> tuple[Path, bytes]:
     """Leave the newest file as a writer mid-``write()`` would: half its last line on disk."""
     path = sorted((home / "audit").glob("*.jsonl"))[-1]
@@ -173,3 +236,4 @@ def test_verify_does_not_wait_forever_for_a_stopped_writer(
         os.close(holder)
     assert not report.ok and report.first_break is not None and report.first_break.line == 5
     assert "a writer has held the audit lock for over 0.2 s" in report.first_break.problem
+    assert report.first_break.code == "WRITER_STALLED"

@@ -33,7 +33,13 @@ _V2_ROOT = "/sys/fs/cgroup/unified/cgroup.procs"
 
 
 def _params(home: Path) -> StdioServerParameters:
-    env = {"TETHER_HOME": str(home), "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")}
+    env = {
+        "TETHER_HOME": str(home),
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+        # A worktree's tests run its own source (PYTHONPATH first), in the server too.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+    }
     return StdioServerParameters(command=TETHER, args=["mcp"], env=env)
 
 

@@ -69,6 +69,8 @@ async def test_tether_mcp_has_its_container_before_the_first_call(tether_home: P
         "TETHER_HOME": str(tether_home),
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", "/root"),
+        # A worktree's tests run its own source (PYTHONPATH first), in the server too.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
     }
     before = {p.pid for p in psutil.Process().children()}
     async with Client(StdioServerParameters(command=TETHER, args=["mcp"], env=env)):

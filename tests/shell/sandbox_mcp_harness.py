@@ -66,6 +66,8 @@ def params(
         "PATH": f"{home}/tools/bin:{os.environ['PATH']}",
         "HOME": str(home),
         "TETHER_CONVERSATION": "red-team",
+        # A worktree's tests run its own source (PYTHONPATH first), in the server too.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
         **(extra_env or {}),
     }
     return StdioServerParameters(command=TETHER, args=["mcp", *args], env=env, cwd=str(home))

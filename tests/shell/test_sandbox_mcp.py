@@ -19,7 +19,13 @@ TETHER = str(Path(sys.executable).parent / "tether")
 
 
 def _params(home: Path, work: Path, *args: str) -> StdioServerParameters:
-    env = {"TETHER_HOME": str(home), "PATH": os.environ["PATH"], "HOME": str(work.parent / "user")}
+    env = {
+        "TETHER_HOME": str(home),
+        "PATH": os.environ["PATH"],
+        "HOME": str(work.parent / "user"),
+        # A worktree's tests run its own source (PYTHONPATH first), in the server too.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+    }
     return StdioServerParameters(command=TETHER, args=["mcp", *args], env=env, cwd=str(work))
 
 

@@ -78,6 +78,8 @@ class Person:
             await anyio.sleep_forever()
         if self.answer == "accept":
             return types.ElicitResult(action="accept", content={"approve": True, "reason": self.reason})
+        if self.answer == "dismiss":  # closed the dialog without choosing
+            return types.ElicitResult(action="cancel")
         return types.ElicitResult(action="decline")
 
 
@@ -172,7 +174,7 @@ async def test_a_person_at_the_client_decides_a_shell_escalation(
         assert record["actor"].startswith("person at ")
 
 
-@pytest.mark.parametrize("answer", ["accept", "decline"])
+@pytest.mark.parametrize("answer", ["accept", "decline", "dismiss"])
 async def test_guard_ask_lets_one_blocked_command_through_a_person(
     tether_home: Path, home: Path, answer: str
 ) -> None:
@@ -190,9 +192,16 @@ async def test_guard_ask_lets_one_blocked_command_through_a_person(
         assert "pushed=128" in out["lines"]  # it ran (and failed harmlessly: no repository)
     else:
         assert not out["ok"] and out["errorCode"] == "BLOCKED", out
+    if answer == "dismiss":
+        # The person closed the dialog: the model and the log said "withdrawn before anyone
+        # answered", the asking conversation as the actor, as if nobody had seen it.
+        assert "dismissed the question about it without allowing it" in out["error"], out
     [record] = _audit(tether_home, "approval")
     assert record["flags"] == ["bypass-guard"] and record["actor"].startswith("person at ")
-    assert record["extra"]["answer"] == ("approved" if answer == "accept" else "denied")
+    answers = {"accept": "approved", "decline": "denied", "dismiss": "cancelled"}
+    assert record["extra"]["answer"] == answers[answer]
+    if answer == "dismiss":
+        assert record["detail"].startswith("dismissed by person at ")
     if answer == "accept":  # the person's words are the reason, the person its author
         assert record["reason"] == "no repository here, harmless"
     runs = [
@@ -204,6 +213,24 @@ async def test_guard_ask_lets_one_blocked_command_through_a_person(
         assert runs and "bypass-guard" in runs[-1]["flags"]
         assert runs[-1]["reason"].startswith("approved by person at ")
         assert runs[-1]["reason"].endswith(": no repository here, harmless")
+
+
+async def test_a_persons_words_are_bounded_whichever_way_they_came(tether_home: Path, home: Path) -> None:
+    """The panel's reason field holds 500 characters, but an elicitation form's reason had no bound:
+    a page pasted into it went whole into the agent's result (crowding the command's own output
+    out of the result's budget) and into the audit record's reason."""
+    (tether_home / "config.toml").write_text(f"[guard]\nask = true\n[approvals]\ntimeout_s = {HANG_S}\n")
+    person = Person("accept", reason="pasted " * 20_000)
+    async with Client(params(tether_home, home), elicitation_callback=person) as client:
+        opened = await _open(client)
+        shell = (opened.structured_content or {})["tasks"][0]["shell"]
+        out = await _run(client, shell, "git push --force origin main; echo pushed=$?")
+    assert out["ok"] and "pushed=128" in out["lines"], out
+    assert not any("result cut" in line for line in out["lines"]), out["lines"][:3]
+    [bypassed] = [line for line in out["lines"] if "approved by person at " in line]
+    assert len(bypassed) < 1000
+    [record] = _audit(tether_home, "approval")
+    assert len(record["reason"]) <= 500 and record["reason"].startswith("pasted pasted")
 
 
 def _open_action_schema(tools: types.ListToolsResult) -> dict[str, Any]:

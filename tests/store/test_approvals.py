@@ -5,8 +5,10 @@ is answered from another, the asker woken by inotify."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -17,9 +19,10 @@ from typing import Any
 import pytest
 
 from hang import HANG_S
-from tether.approvals import Approvals
-from tether.errors import NotFoundError
-from tether.store.approvals import QUEUE_FILE, ApprovalQueue
+from tether.approvals import Approvals, PersonReply, Question
+from tether.audit import AuditLog, verify
+from tether.errors import NotFoundError, StorageError
+from tether.store.approvals import QUEUE_FILE, ApprovalQueue, Channel, now_ms
 from tether.store.close_watch import CloseWatch
 from tether.store.db import Store
 
@@ -31,7 +34,7 @@ def queue(tether_home: Path) -> Iterator[ApprovalQueue]:
     store.close()
 
 
-def _ask(queue: ApprovalQueue, timeout_ms: int) -> str:
+def _ask(queue: ApprovalQueue, timeout_ms: int, channel: Channel = "panel") -> str:
     row = queue.ask(
         kind="sandbox_escalation",
         tool="bash",
@@ -40,7 +43,7 @@ def _ask(queue: ApprovalQueue, timeout_ms: int) -> str:
         justification="fetch",
         asker="conv-a",
         targets=("/w",),
-        channel="panel",
+        channel=channel,
         timeout_ms=timeout_ms,
     )
     return row.id
@@ -77,6 +80,141 @@ def test_decide_refuses_what_is_not_pending(tether_home: Path, queue: ApprovalQu
     with pytest.raises(NotFoundError, match="is expired"):
         approvals.decide(gone, approve=True, by="p")
     assert _audit(tether_home) == []  # nothing decided, nothing recorded
+
+
+@pytest.mark.parametrize("rival", ["another page denies", "the asker withdraws"])
+def test_only_the_decision_that_counts_is_audited(
+    tether_home: Path, queue: ApprovalQueue, monkeypatch: pytest.MonkeyPatch, rival: str
+) -> None:
+    """Two pages answering one question at once, or an answer racing the asking call giving up:
+    every decision was audited once its row looked pending, and then only one of them won the
+    row. The loser's record stayed ("denied by person B") though nothing acted on it. The check,
+    the record and the answer now hold the queue's write lock together: a rival reaching the row
+    while a decision is being recorded is held off, and only the answer that counts is in the log.
+    """
+    asked = _ask(queue, 60_000)
+    status = "denied" if rival == "another page denies" else "cancelled"
+    real_append = AuditLog.append
+    raced: list[str] = []
+
+    def a_rival_first(self: AuditLog, **fields: Any) -> Any:
+        # Another process (a second panel, the asking call) reaches the row at this very moment;
+        # it does what ``decide``/``close`` do, but gives up at once where they would wait.
+        other = sqlite3.connect(tether_home / "tether.db", timeout=0, isolation_level=None)
+        with contextlib.closing(other):
+            try:
+                other.execute(
+                    "UPDATE approvals SET status = ?, decided_by = 'person B' "
+                    "WHERE id = ? AND status = 'pending'",
+                    (status, asked),
+                )
+                raced.append("rival won")
+            except sqlite3.OperationalError as exc:
+                assert "locked" in str(exc)
+                raced.append("rival held off")
+        return real_append(self, **fields)
+
+    monkeypatch.setattr(AuditLog, "append", a_rival_first)
+    with contextlib.suppress(NotFoundError):
+        Approvals(tether_home, timeout_s=60).decide(asked, approve=True, by="person A")
+    monkeypatch.undo()
+    row = queue.get(asked)
+    assert row is not None
+    answers = [r["extra"]["answer"] for r in _audit(tether_home)]
+    assert (raced, row.status, answers) == (["rival held off"], "approved", ["approved"])
+    # The rival, coming after, finds it answered.
+    assert not queue.decide(asked, approve=False, by="person B")
+    assert not queue.close(asked, "cancelled")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs of its own (needs root)")
+def test_an_answer_the_database_refused_after_its_record_is_voided_in_the_log(tmp_path: Path) -> None:
+    """A full disk: the answer's record still fitted in the audit file's last page, the database's
+    write of the answer did not. The person was told STORAGE_UNAVAILABLE and the question stayed
+    pending, but the log said "approved by person A" as if it had counted. A second record now
+    says that answer did not take effect."""
+    home = tmp_path / "small"
+    home.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(home)], check=True)
+    try:
+        store = Store.open(home)
+        asked = _ask(ApprovalQueue(store, home), 600_000)
+        log = AuditLog(home)
+        day = home / "audit"
+        # Room for two records in the audit file's last page (tmpfs gives a file whole pages).
+        while True:
+            log.append(actor="conv-a", source="tool", tool="bash", action="run", command="true")
+            [path] = list(day.glob("*.jsonl"))
+            if 0 < path.stat().st_size % 4096 <= 2000:
+                break
+        with contextlib.suppress(OSError), (home / "filler").open("wb", buffering=0) as filler:
+            while True:
+                filler.write(b"x" * 65536)
+        with pytest.raises(StorageError):
+            Approvals(home, timeout_s=600).decide(asked, approve=True, by="person A")
+        row = ApprovalQueue(store, home).get(asked)
+        assert row is not None and row.status == "pending"
+        taken, voided = [r for r in _audit(home) if r["extra"]["approval"] == asked]
+        assert taken["extra"]["answer"] == "approved"
+        assert voided["extra"] == {"approval": asked, "answer": "not-taken", "voids": taken["seq"]}
+        assert voided["outcome"] == "error" and "did not take effect" in voided["detail"]
+        (home / "filler").unlink()
+        assert Approvals(home, timeout_s=600).decide(asked, approve=True, by="person A").status == "approved"
+        assert verify(home).ok
+        store.close()
+    finally:
+        subprocess.run(["umount", "-l", str(home)], check=False)
+
+
+def test_the_panel_cannot_answer_a_question_put_to_the_person_at_the_client(
+    tether_home: Path, queue: ApprovalQueue
+) -> None:
+    """A question asked through MCP elicitation is not in the panel's list, but its id answered in
+    the panel was taken: the log then held the panel's answer, which nothing acted on, beside the
+    client's, which the asker did act on."""
+    asked = _ask(queue, 60_000, channel="elicitation")
+    with pytest.raises(NotFoundError, match="asked of the person at the MCP client"):
+        Approvals(tether_home, timeout_s=60).decide(asked, approve=True, by="person at the panel")
+    assert not queue.decide(asked, approve=True, by="person at the panel", channel="panel")
+    row = queue.get(asked)
+    assert row is not None and row.status == "pending"
+    assert _audit(tether_home) == []
+    assert queue.decide(asked, approve=False, by="person at the client")  # the client's answer
+
+
+class _LatePerson:
+    """A person at an MCP client whose answer reaches the asker just past the row's deadline (a
+    busy loop hands the form's reply over late)."""
+
+    who = "person at the client"
+
+    def __init__(self, queue: ApprovalQueue) -> None:
+        self.queue = queue
+
+    async def confirm(self, message: str, *, timeout_s: float) -> PersonReply:
+        [row] = self.queue.unanswered()
+        while now_ms() <= row.expires_ms:  # a condition, not a pause: the wall clock passing it
+            await asyncio.sleep(0.001)
+        return PersonReply(outcome="approved", reason="fine")
+
+
+async def test_an_elicitation_answer_handed_over_late_closes_its_question(
+    tether_home: Path, queue: ApprovalQueue
+) -> None:
+    """The form's reply came a moment past the row's ``expires_ms``: the answer was acted on and
+    audited as approved, but the row's ``decide`` was refused by the deadline and it stayed
+    pending — so a later panel listing, once the asker had ended, withdrew it and audited a
+    "cancelled" for a question that had been approved."""
+    approvals = Approvals(tether_home, timeout_s=0.001)
+    question = Question(
+        kind="bypass-guard", tool="shell_run", subject="git push --force", mode="git-force-push",
+        justification="", asker="conv-a",
+    )  # fmt: skip
+    answer = await approvals.ask(question, person=_LatePerson(queue))
+    assert answer.approved
+    row = queue.get(answer.approval_id)
+    assert row is not None and row.status == "approved" and row.decided_by == "person at the client"
+    assert [r["extra"]["answer"] for r in _audit(tether_home)] == ["approved"]
 
 
 _ASKER = textwrap.dedent(
@@ -184,6 +322,18 @@ async def test_a_question_whose_asker_was_killed_is_withdrawn_not_answered(
         withdrawn = queue.get(orphan)
         assert withdrawn is not None and withdrawn.status == "cancelled"
     assert len(_audit(tether_home)) == 3
+    # A question put to an MCP client, or past its deadline, by a process since killed (nothing
+    # listed it, so it stayed pending for good, with no record of how it ended): withdrawn too.
+    for channel, timeout_ms in (("elicitation", 60_000), ("panel", 0)):
+        orphan = _ask(queue, timeout_ms, channel=channel)
+        queue.store.execute(
+            "UPDATE approvals SET asker_process = ? WHERE id = ?", (f"999999999:1@{here}", orphan)
+        )
+        assert [row.id for row in approvals.pending()] == [mine]
+        withdrawn = queue.get(orphan)
+        assert withdrawn is not None and withdrawn.status == "cancelled"
+        assert _audit(tether_home)[-1]["extra"]["channel"] == channel
+    assert len(_audit(tether_home)) == 5
     # An asker in another PID namespace (a container sharing the home) cannot be judged: kept.
     elsewhere = _ask(queue, 60_000)
     queue.store.execute(

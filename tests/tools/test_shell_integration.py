@@ -313,6 +313,8 @@ async def test_a_relative_home_is_one_directory_for_the_server_and_its_shells(te
         "TETHER_HOME": f"{tether_home.name}/x/../",  # relative, and not in its one spelling
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", "/root"),
+        # A worktree's tests run its own source (PYTHONPATH first), in the server too.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
     }
     server = StdioServerParameters(command=TETHER, args=["mcp"], env=env, cwd=str(tether_home.parent))
     async with Client(server) as client:
@@ -401,6 +403,8 @@ async def test_no_inotify_instance_left_is_one_clear_error_and_the_rest_serves(t
         "TETHER_HOME": str(tether_home),
         "PATH": os.environ["PATH"],
         "HOME": os.environ.get("HOME", "/root"),
+        # A worktree's tests run its own source (PYTHONPATH first), in the server too.
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
     }
     server = StdioServerParameters(
         command="unshare", args=["--user", "--map-root-user", "sh", "-c", script, TETHER], env=env

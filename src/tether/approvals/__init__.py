@@ -14,6 +14,7 @@ nobody answers in ``[approvals] timeout_s`` is refused.
 """
 
 from tether.approvals.asking import (
+    MAX_REASON_CHARS,
     Answer,
     Approvals,
     PersonChannel,
@@ -24,6 +25,7 @@ from tether.approvals.asking import (
 from tether.store.approvals import ApprovalRow
 
 __all__ = [
+    "MAX_REASON_CHARS",
     "Answer",
     "ApprovalRow",
     "Approvals",

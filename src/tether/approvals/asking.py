@@ -4,7 +4,10 @@ Invariant: ``Approvals.ask`` returns only an ``Answer``, and every answer — ap
 timed out, cancelled — is in the audit log before the asker acts on it: a person's decision in
 the panel is audited by the process that took it (``decide``, source ``panel``); an answer given
 through MCP elicitation, a timeout and a cancellation by the asking process (source ``tool``).
-Nothing is granted when the audit log cannot be written.
+Nothing is granted when the audit log cannot be written. Of answers racing one another (two
+pages, a page and the deadline or the asker giving up), only the one that counts is recorded
+(``ApprovalQueue.decide`` holds the queue's write lock across the record); a panel answer whose
+record was written but whose database write then failed is voided by a second record.
 
 Where the question goes: to the person at the MCP client when the client declared the
 elicitation capability (``PersonChannel``), else to the panel's queue (``store.approvals``),
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from tether.audit.log import AuditLog
+from tether.audit.record import AuditRecord
 from tether.errors import NotFoundError
 from tether.store.approvals import ApprovalQueue, ApprovalRow, Channel, now_ms
 from tether.store.close_watch import CloseWatch
@@ -34,6 +38,10 @@ logger = logging.getLogger(__name__)
 Kind = Literal["sandbox_escalation", "bypass-guard"]
 Outcome = Literal["approved", "denied", "timeout", "cancelled"]
 _BACKOFF_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)  # only without inotify
+# A person's words with an answer, whichever way it came (the panel's field, an elicitation form):
+# they reach the audit record and the agent's result, so a pasted page must not crowd out the
+# command's own output there.
+MAX_REASON_CHARS = 500
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +78,10 @@ class PersonReply:
     outcome: Outcome
     reason: str = ""
 
+    def __post_init__(self) -> None:
+        if len(self.reason) > MAX_REASON_CHARS:  # the same bound as the panel's field
+            object.__setattr__(self, "reason", self.reason[: MAX_REASON_CHARS - 1] + "…")
+
 
 class PersonChannel(Protocol):
     """A person reachable during one call (MCP elicitation); ``who`` names them for the audit."""
@@ -103,6 +115,8 @@ class Answer:
         if self.outcome == "timeout":
             where = "at the MCP client" if self.channel == "elicitation" else "in the panel (tether serve)"
             return f"nobody answered {what} {where} in time ([approvals] timeout_s)"
+        if self.by:
+            return f"{self.by} dismissed the question about {what} without allowing it"
         return f"the question about {what} was withdrawn before anyone answered"
 
 
@@ -143,9 +157,15 @@ class Approvals:
                 self.queue.close(row.id, "cancelled")
                 self._record(question, row, outcome="cancelled", by="", reason="", channel="elicitation")
             raise
-        by = person.who if reply.outcome in ("approved", "denied") else ""
+        # A cancelled reply is the person dismissing the question: theirs too, not a withdrawal.
+        by = person.who if reply.outcome != "timeout" else ""
         if reply.outcome in ("approved", "denied"):
-            self.queue.decide(row.id, approve=reply.outcome == "approved", by=by, reason=reply.reason)
+            # The form's own wait is the deadline: an answer it took is the answer, even when the
+            # loop handed it over a moment past the row's ``expires_ms`` (the row must not stay
+            # pending: a panel listing would later withdraw it, contradicting this record).
+            self.queue.decide(
+                row.id, approve=reply.outcome == "approved", by=by, reason=reply.reason, deadline=False
+            )
         else:
             self.queue.close(row.id, "expired" if reply.outcome == "timeout" else "cancelled", by=by)
         self._record(question, row, outcome=reply.outcome, by=by, reason=reply.reason, channel="elicitation")
@@ -214,12 +234,16 @@ class Approvals:
 
     def pending(self) -> list[ApprovalRow]:
         """The panel's pending questions; one whose asking process has ended (a crash, a SIGKILL:
-        nothing waits for its answer) is withdrawn here, audited as cancelled, and not listed."""
-        rows = self.queue.pending()
-        gone = [row for row in rows if row.asker_gone()]
+        nothing waits for its answer) is withdrawn here, audited as cancelled, and not listed.
+
+        So is an unanswered question of any channel or deadline whose asker has ended: one put
+        to an MCP client by a process killed while the person looked at it is never listed, and
+        nothing else would ever close it."""
+        gone = [row for row in self.queue.unanswered() if row.asker_gone()]
         for row in gone:
             self._withdraw(row)
-        return [row for row in rows if row not in gone]
+        withdrawn = {row.id for row in gone}
+        return [row for row in self.queue.pending() if row.id not in withdrawn]
 
     def _withdraw(self, row: ApprovalRow) -> None:
         if self.queue.close(row.id, "cancelled"):
@@ -229,7 +253,7 @@ class Approvals:
                 outcome="cancelled",
                 by="",
                 reason="the process that asked has ended",
-                channel="panel",
+                channel=row.channel,
                 source="panel",
             )
 
@@ -248,17 +272,65 @@ class Approvals:
         if row is None or row.status != "pending" or row.expires_ms <= now_ms():
             state = "unknown" if row is None else ("expired" if row.status == "pending" else row.status)
             raise NotFoundError(f"approval {approval_id} is {state}; only a pending question can be answered")
+        if row.channel != "panel":
+            raise NotFoundError(
+                f"approval {approval_id} is being asked of the person at the MCP client (elicitation); "
+                "it is answered there, not in the panel"
+            )
         outcome: Outcome = "approved" if approve else "denied"
-        # Audited first: a decision that cannot be recorded is not taken.
-        question = _question_of(row)
-        self._record(question, row, outcome=outcome, by=by, reason=reason, channel="panel", source="panel")
-        if not queue.decide(approval_id, approve=approve, by=by, reason=reason):
+        recorded: list[AuditRecord] = []
+
+        def record(pending: ApprovalRow) -> None:
+            # Audited first, under the queue's write lock: a decision that cannot be recorded is
+            # not taken, and one that loses a race (another answer, the deadline) is not recorded.
+            recorded.append(
+                self._record(
+                    _question_of(pending),
+                    pending,
+                    outcome=outcome,
+                    by=by,
+                    reason=reason,
+                    channel="panel",
+                    source="panel",
+                )
+            )
+
+        try:
+            taken = queue.decide(
+                approval_id, approve=approve, by=by, reason=reason, channel="panel", before=record
+            )
+        except BaseException as exc:
+            if recorded:  # the record is on disk, the answer is not: say so in the log
+                self._void(recorded[0], approval_id, by=by, error=exc)
+            raise
+        if not taken:
             raise NotFoundError(f"approval {approval_id} was answered or expired meanwhile")
         answered = queue.get(approval_id)
         assert answered is not None
         return answered
 
     # ---- records -------------------------------------------------------------------------------------
+
+    def _void(self, record: AuditRecord, approval_id: str, *, by: str, error: BaseException) -> None:
+        """The answer ``record`` logged did not take effect (the database refused its write after
+        the record was durable: a full disk), so a second record says so. Best effort: on a disk
+        too full for it, the first record stands until the asker's own later one (its timeout)."""
+        with contextlib.suppress(Exception):
+            self._audit.append(
+                actor=by,
+                source="panel",
+                tool=record.tool,
+                action="approval",
+                targets=list(record.targets),
+                command=record.command,
+                outcome="error",
+                detail=(
+                    f"the answer recorded as seq {record.seq} did not take effect ({error}); "
+                    "the question is still pending"
+                ),
+                flags=list(record.flags),
+                extra={"approval": approval_id, "answer": "not-taken", "voids": record.seq},
+            )
 
     def _row(self, question: Question, channel: Channel) -> ApprovalRow:
         return self.queue.ask(
@@ -283,16 +355,16 @@ class Approvals:
         reason: str,
         channel: Channel,
         source: Literal["tool", "panel"] = "tool",
-    ) -> None:
+    ) -> AuditRecord:
         """One audit record per answer: who (``actor``), when, what (tool, command, mode), the answer."""
         flags = ["bypass-guard"] if question.kind == "bypass-guard" else [f"sandbox:{question.mode}"]
         detail = {
             "approved": f"approved by {by}",
             "denied": f"denied by {by}",
             "timeout": f"nobody answered within {self.timeout_s:g} s; refused",
-            "cancelled": "withdrawn before anyone answered",
+            "cancelled": f"dismissed by {by} without an answer" if by else "withdrawn before anyone answered",
         }[outcome]
-        self._audit.append(
+        return self._audit.append(
             actor=by or question.asker,
             source=source,
             tool=question.tool,

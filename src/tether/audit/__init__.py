@@ -8,11 +8,22 @@ back with ``query`` / ``export``. See ``docs/audit.md`` for the record format.
 from tether.audit.commit import COMMITTER, GroupCommit
 from tether.audit.log import AuditLog, Clock, Redactor
 from tether.audit.query import AuditFilter, export, query
-from tether.audit.record import GENESIS_HASH, OUTCOMES, SOURCES, AuditError, AuditRecord, Outcome, Source
+from tether.audit.record import (
+    BREAK_CODES,
+    GENESIS_HASH,
+    OUTCOMES,
+    SOURCES,
+    AuditError,
+    AuditRecord,
+    BreakCode,
+    Outcome,
+    Source,
+)
 from tether.audit.seal import DEFAULT_EVERY, SealKey, parse_verification_key
 from tether.audit.verify import AuditBreak, VerifyReport, verify
 
 __all__ = [
+    "BREAK_CODES",
     "COMMITTER",
     "DEFAULT_EVERY",
     "GENESIS_HASH",
@@ -23,6 +34,7 @@ __all__ = [
     "AuditFilter",
     "AuditLog",
     "AuditRecord",
+    "BreakCode",
     "Clock",
     "GroupCommit",
     "Outcome",

@@ -118,7 +118,7 @@ class PartialAppend(OSError):
     """An append failed after ``durable`` (possibly none) of its records were made durable."""
 
     def __init__(self, cause: OSError, durable: list[AuditRecord]) -> None:
-        super().__init__(cause.errno, cause.strerror or str(cause))
+        super().__init__(*cause.args)  # an errno and its text, or tether's own words alone
         self.durable = list(durable)
 
 

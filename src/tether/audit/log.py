@@ -230,14 +230,17 @@ class AuditLog:
         except OSError as exc:
             durable = exc.durable if isinstance(exc, PartialAppend) else []
             cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
-            fix = (
-                "this process has no file descriptor left: end shells or jobs no longer needed, or "
-                "raise its limit (ulimit -n)"
-                if cause.errno in (errno.EMFILE, errno.ENFILE)
-                else "check free disk space and the directory's permissions"
-            )
+            if cause.errno in (errno.EMFILE, errno.ENFILE):
+                fix = (
+                    "; this process has no file descriptor left: end shells or jobs no longer needed, "
+                    "or raise its limit (ulimit -n)"
+                )
+            elif cause.errno is not None:
+                fix = "; check free disk space and the directory's permissions"
+            else:
+                fix = ""  # tether's own words (the sealing key): they say what to do
             raise AuditAppendError(
-                f"cannot append to the audit log in {self.dir}: {exc}; {fix}", durable=durable
+                f"cannot append to the audit log in {self.dir}: {exc}{fix}", durable=durable
             ) from exc
 
     # -- building the record -------------------------------------------------------------------

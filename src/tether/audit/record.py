@@ -67,8 +67,31 @@ class AuditError(TetherError):
     code = "AUDIT_UNAVAILABLE"
 
 
+# What ``verify`` found wrong, as a stable code (its ``AuditBreak.code``); the message says more.
+BreakCode = Literal[
+    "NOT_JSON",  # the line is not a JSON object in ASCII
+    "NOT_CANONICAL",  # its bytes differ from the canonical form of what they parse to (edited)
+    "BAD_FIELD",  # a field is missing, unknown or of the wrong type
+    "HASH_MISMATCH",  # ``hash`` is not the hash of the rest (the record was altered)
+    "EMPTY_LINE",
+    "PREV_MISMATCH",  # ``prev`` is not the previous record's hash (removed, reordered, inserted)
+    "DUPLICATE",  # a copy of the record before it
+    "SEQ_GAP",  # ``seq`` does not follow the previous record's
+    "TORN_TAIL",  # the newest file ends mid-line: a writer stopped mid-write (the next append settles it)
+    "CUT_FILE",  # an older file ends mid-line: it was cut or damaged (no append repairs it)
+    "WRITER_STALLED",  # the newest file ends mid-line and its writer holds the lock for too long
+    "SEAL_MISSING",  # a seal position holds another record (with the verification key)
+    "SEAL_INVALID",  # a seal does not verify with the key: history was rewritten
+]
+BREAK_CODES: tuple[BreakCode, ...] = get_args(BreakCode)
+
+
 class RecordProblem(ValueError):
     """Why one line of the log is not a valid record (the message is shown by ``verify``)."""
+
+    def __init__(self, message: str, *, code: BreakCode = "BAD_FIELD") -> None:
+        super().__init__(message)
+        self.code: BreakCode = code
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,12 +263,14 @@ def check_line(line: bytes) -> dict[str, Any]:
     try:
         again = canonical_json(data).encode("ascii")
     except ValueError as exc:
-        raise RecordProblem(f"line holds a value JSON cannot represent: {exc}") from exc
+        raise RecordProblem(f"line holds a value JSON cannot represent: {exc}", code="NOT_JSON") from exc
     if again != line:
-        raise RecordProblem("line is not in canonical form (its bytes were edited)")
+        raise RecordProblem("line is not in canonical form (its bytes were edited)", code="NOT_CANONICAL")
     check_fields(data)
     if record_hash(data) != data["hash"]:
-        raise RecordProblem("hash does not match the record's content (the record was altered)")
+        raise RecordProblem(
+            "hash does not match the record's content (the record was altered)", code="HASH_MISMATCH"
+        )
     return data
 
 
@@ -254,9 +279,9 @@ def parse_object(line: bytes) -> dict[str, Any]:
     try:
         data = json.loads(line.decode("ascii"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise RecordProblem(f"line is not valid JSON ({exc})") from exc
+        raise RecordProblem(f"line is not valid JSON ({exc})", code="NOT_JSON") from exc
     if not isinstance(data, dict):
-        raise RecordProblem("line is not a JSON object")
+        raise RecordProblem("line is not a JSON object", code="NOT_JSON")
     return data
 
 

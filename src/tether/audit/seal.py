@@ -86,7 +86,15 @@ def read_writer_key(audit_dir: Path) -> SealKey | None:
     """The writer's current key, or None when sealing is not set up."""
     try:
         data = json.loads((audit_dir / KEY_NAME).read_text(encoding="ascii"))
-        return SealKey(every=int(data["every"]), index=int(data["index"]), key=bytes.fromhex(data["key"]))
+        key = SealKey(every=int(data["every"]), index=int(data["index"]), key=bytes.fromhex(data["key"]))
+        # Setup never writes a key outside these, so such a file was edited; sealing with it would
+        # fail mid-batch (a zero ``every``) or write seals no verification key proves.
+        if key.every < 2 or key.index < 1 or len(key.key) != 32:
+            raise ValueError(
+                f"it holds every {key.every}, index {key.index} and a {len(key.key)}-byte key, which "
+                "setup-keys never writes (the file was edited)"
+            )
+        return key
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -109,6 +117,15 @@ def new_key(*, every: int, head_seq: int) -> SealKey:
 def seal_extra(writer: SealKey, *, prev: str, seq: int) -> tuple[dict[str, object], SealKey]:
     """The seal record's ``extra`` for position ``seq``, and the key to persist afterwards."""
     index = seq // writer.every
+    if index < writer.index:
+        # The key on disk is for a later seal than the chain has reached: it was replaced (or the
+        # day files restored from an older copy). It cannot seal this position; refusing keeps the
+        # log from growing past a seal no key proves.
+        raise OSError(
+            f"the sealing key is for seal {writer.index} but the chain has reached only seal {index} "
+            f"(record seq {seq}): {KEY_NAME} was replaced or the day files were restored from an "
+            "older copy; put back the matching key or day files"
+        )
     current = writer.at(index)
     return {"index": index, "every": writer.every, "mac": current.mac(prev, seq)}, current.at(index + 1)
 

@@ -1,8 +1,10 @@
 """Proving the audit log intact: every line a valid record, every record chained to the one before.
 
 Invariant: ``verify`` reports the *first* broken record in chain order (day files by name, lines
-in file order) or, when there is none, that the whole chain holds with its record count. It never
-writes: a torn tail is reported, not repaired (the next append settles it).
+in file order), with a stable ``BreakCode`` saying what is wrong, or, when there is none, that the
+whole chain holds with its record count. It never writes: a torn tail of the newest file is
+reported, not repaired (the next append settles it); one of an older file is ``CUT_FILE``, which
+no append repairs (appends go to the newest file).
 
 Checks per line: it ends with a newline; it is a JSON object in canonical form (so a changed
 byte anywhere is caught even where JSON would parse it back to the same value); its fields have
@@ -33,7 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from tether.audit.log import LOCK_NAME
-from tether.audit.record import GENESIS_HASH, AuditError, RecordProblem, check_line, list_day_files
+from tether.audit.record import (
+    GENESIS_HASH,
+    AuditError,
+    BreakCode,
+    RecordProblem,
+    check_line,
+    list_day_files,
+)
 from tether.audit.seal import SealKey
 
 _EXCERPT_CHARS = 240
@@ -47,8 +56,18 @@ class AuditBreak:
     file: Path
     line: int  # 1-based within ``file``
     seq: int | None  # the seq the line claims, when it can be read
+    code: BreakCode  # what is wrong, as a stable code (``record.BreakCode``)
     problem: str
     excerpt: str  # the start of the offending line, escaped for printing
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.file.name,
+            "line": self.line,
+            "seq": self.seq,
+            "code": self.code,
+            "problem": self.problem,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +90,7 @@ class VerifyReport:
         brk = self.first_break
         claimed = "" if brk.seq is None else f" (record seq {brk.seq})"
         return (
-            f"audit log BROKEN at {brk.file.name} line {brk.line}{claimed}: {brk.problem}\n"
+            f"audit log BROKEN at {brk.file.name} line {brk.line}{claimed} [{brk.code}]: {brk.problem}\n"
             f"  {brk.excerpt}\n"
             f"  {self.records} records before it are intact" + seals
         )
@@ -128,7 +147,7 @@ def verify(home: Path, *, key: SealKey | None = None) -> VerifyReport:
             brk = _walk(path, chain)
         except _Torn:
             if index != len(files) - 1:
-                brk = _torn_break(path, chain)
+                brk = _torn_break(path, chain, newest=False)
             else:
                 return _recheck_under_lock(audit_dir, path, chain)
         if brk is not None:
@@ -149,7 +168,7 @@ def _recheck_under_lock(audit_dir: Path, path: Path, chain: _Chain) -> VerifyRep
                 f"{torn.problem}; a writer has held the audit lock for over {LOCK_WAIT_SECONDS:g} s "
                 "(a process stopped mid-append?): run verify again once it has finished"
             )
-            return _report(chain, _count(audit_dir), replace(torn, problem=held))
+            return _report(chain, _count(audit_dir), replace(torn, code="WRITER_STALLED", problem=held))
         files = [p for p in list_day_files(audit_dir) if p.name >= path.name]
         for index, current in enumerate(files):
             if index > 0:
@@ -157,7 +176,7 @@ def _recheck_under_lock(audit_dir: Path, path: Path, chain: _Chain) -> VerifyRep
             try:
                 brk = _walk(current, chain)
             except _Torn:
-                brk = _torn_break(current, chain)
+                brk = _torn_break(current, chain, newest=index == len(files) - 1)
             if brk is not None:
                 return _report(chain, _count(audit_dir), brk)
         return _report(chain, _count(audit_dir), None)
@@ -204,7 +223,10 @@ def _walk(path: Path, chain: _Chain) -> AuditBreak | None:
             problem, seq, data = _problem(raw[:-1], chain)
             chain.line += 1
             if problem is not None:
-                return AuditBreak(file=path, line=chain.line, seq=seq, problem=problem, excerpt=_excerpt(raw))
+                code, text = problem
+                return AuditBreak(
+                    file=path, line=chain.line, seq=seq, code=code, problem=text, excerpt=_excerpt(raw)
+                )
             if chain.after_seal is None:
                 chain.after_seal = (path, chain.line, chain.seq, _excerpt(raw))
             sealed = _seal_problem(data, prev, chain)
@@ -225,7 +247,9 @@ def _seal_problem(data: dict[str, Any], prev: str, chain: _Chain) -> AuditBreak 
     index = seq // key.every
     chain.key = key = key.at(index)  # forward only: one step per seal, not a walk from the start
     extra = data["extra"] if isinstance(data["extra"], dict) else {}
+    code: BreakCode = "SEAL_INVALID"
     if not is_seal:
+        code = "SEAL_MISSING"
         why = f"record seq {seq} should be seal {index} but is a {data['tool']} {data['action']} record"
     elif extra.get("index") != index or not hmac.compare_digest(str(extra.get("mac")), key.mac(prev, seq)):
         why = f"seal {index} (record seq {seq}) does not verify with the key"
@@ -239,6 +263,7 @@ def _seal_problem(data: dict[str, Any], prev: str, chain: _Chain) -> AuditBreak 
         file=path,
         line=line,
         seq=first,
+        code=code,
         problem=(
             f"{why}: a record from seq {first} on was altered, removed, inserted or reordered and the "
             f"chain's hashes recomputed ({since}; records before seq {first} are proven)"
@@ -247,41 +272,49 @@ def _seal_problem(data: dict[str, Any], prev: str, chain: _Chain) -> AuditBreak 
     )
 
 
-def _problem(line: bytes, chain: _Chain) -> tuple[str | None, int | None, dict[str, Any]]:
+def _problem(line: bytes, chain: _Chain) -> tuple[tuple[BreakCode, str] | None, int | None, dict[str, Any]]:
     """What is wrong with one line given the chain so far (``None`` = it holds; chain advanced)."""
     if not line:
-        return "empty line", None, {}
+        return ("EMPTY_LINE", "empty line"), None, {}
     try:
         data = check_line(line)
     except RecordProblem as exc:
-        return str(exc), None, {}
+        return (exc.code, str(exc)), None, {}
     seq: int = data["seq"]
+    if data["hash"] == chain.prev and chain.records:
+        return ("DUPLICATE", f"a copy of the record before it (seq {chain.seq})"), seq, data
     if data["prev"] != chain.prev:
-        return (
+        why = (
             f"prev {data['prev'][:16]}… does not match the previous record's hash {chain.prev[:16]}… "
-            "(a record before it was removed, reordered or altered)",
-            seq,
-            data,
+            "(a record before it was removed, reordered or altered)"
         )
+        return ("PREV_MISMATCH", why), seq, data
     if seq != chain.seq + 1:
-        return f"seq {seq} does not follow {chain.seq}", seq, data
+        return ("SEQ_GAP", f"seq {seq} does not follow {chain.seq}"), seq, data
     chain.prev, chain.seq = data["hash"], seq
     chain.records += 1
     return None, seq, data
 
 
-def _torn_break(path: Path, chain: _Chain) -> AuditBreak:
+def _torn_break(path: Path, chain: _Chain, *, newest: bool = True) -> AuditBreak:
     with path.open("rb") as handle:
         handle.seek(chain.offset)
         rest = handle.read()
+    if newest:
+        code: BreakCode = "TORN_TAIL"
+        why = (
+            "a writer stopped mid-write or the file was cut; the next append discards an "
+            "unacknowledged torn record"
+        )
+    else:
+        # Appends go to the newest file: nothing will ever settle the end of an older one.
+        code, why = "CUT_FILE", "a later day file follows, so the file was cut or its end damaged"
     return AuditBreak(
         file=path,
         line=chain.line + 1,
         seq=None,
-        problem=(
-            f"incomplete line ({len(rest)} bytes without a newline): a writer stopped mid-write "
-            "or the file was cut; the next append discards an unacknowledged torn record"
-        ),
+        code=code,
+        problem=f"incomplete line ({len(rest)} bytes without a newline): {why}",
         excerpt=_excerpt(rest),
     )
 

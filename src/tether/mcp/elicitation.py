@@ -18,7 +18,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from tether.approvals import PersonReply, PersonUnavailable
+from tether.approvals import MAX_REASON_CHARS, PersonReply, PersonUnavailable
 
 SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -32,6 +32,7 @@ SCHEMA: Final[dict[str, Any]] = {
             "type": "string",
             "title": "Reason",
             "description": "Optional: why (kept in tether's audit log).",
+            "maxLength": MAX_REASON_CHARS,
         },
     },
     "required": ["approve"],

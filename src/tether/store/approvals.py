@@ -1,9 +1,12 @@
 """The queue of questions put to a person (``approvals``): shared by every tether process of a home.
 
-Invariant: a question is one row, and it is answered at most once. ``decide`` and ``expire`` are
-single ``UPDATE … WHERE status = 'pending'`` statements, so of a person approving in the panel
-(``tether serve``) and the asking call timing out (in a ``tether mcp``), exactly one wins, and
-both sides read the same outcome back. A decision after ``expires_ms`` is refused.
+Invariant: a question is one row, and it is answered at most once. ``decide`` (a check and an
+``UPDATE`` in one ``IMMEDIATE`` transaction) and ``close`` (one ``UPDATE … WHERE status =
+'pending'``) exclude each other, so of two people answering at once, or a person approving in the
+panel (``tether serve``) and the asking call timing out (in a ``tether mcp``), exactly one wins,
+and both sides read the same outcome back. A decision after ``expires_ms`` is refused, and so is
+one from the panel for a question put to the person at an MCP client (``channel``). Only the
+winning decision reaches its audit record (``decide``'s ``before``).
 
 Waking without polling: every change is followed by a close of a file under
 ``$TETHER_HOME/approvals/`` — ``<id>`` when that question was answered (or expired, or cancelled),
@@ -22,6 +25,7 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -188,22 +192,58 @@ class ApprovalQueue:
         )
         return [_row(r) for r in rows]
 
+    def unanswered(self) -> list[ApprovalRow]:
+        """Every question still ``pending``, of either channel, past its deadline or not."""
+        return [_row(r) for r in self.store.query("SELECT * FROM approvals WHERE status = 'pending'")]
+
     def recent(self, limit: int = 50) -> list[ApprovalRow]:
         rows = self.store.query(
             "SELECT * FROM approvals WHERE status != 'pending' ORDER BY decided_ms DESC LIMIT ?", (limit,)
         )
         return [_row(r) for r in rows]
 
-    def decide(self, row_id: str, *, approve: bool, by: str, reason: str = "") -> bool:
-        """Answer a pending, unexpired question; False when it was answered, expired or is unknown."""
-        changed = self.store.execute(
-            "UPDATE approvals SET status = ?, decided_by = ?, decided_ms = ?, reason = ? "
-            "WHERE id = ? AND status = 'pending' AND expires_ms > ?",
-            ("approved" if approve else "denied", by, now_ms(), reason, row_id, now_ms()),
-        )
-        if changed:
-            self._changed(row_id)
-        return bool(changed)
+    def decide(
+        self,
+        row_id: str,
+        *,
+        approve: bool,
+        by: str,
+        reason: str = "",
+        channel: Channel | None = None,
+        before: Callable[[ApprovalRow], None] | None = None,
+        deadline: bool = True,
+    ) -> bool:
+        """Answer a pending, unexpired question (of ``channel``, when given); False when it was
+        answered, expired, is unknown or is asked elsewhere. ``deadline=False``: the answer came
+        through a channel that kept its own deadline (an elicitation's form), so ``expires_ms``
+        does not apply.
+
+        ``before`` (the answer's audit record) runs with the pending row under the database's
+        write lock, before the answer is written: only the answer that will count is recorded —
+        of two people answering at once, or an answer and the deadline, the loser reaches
+        ``before`` only after the winner committed, finds the row no longer pending and records
+        nothing — and an exception from it leaves the question pending."""
+        self.store.ensure_schemas()
+        with self.store.transaction() as conn:
+            rows = conn.execute("SELECT * FROM approvals WHERE id = ?", (row_id,)).fetchall()
+            at = now_ms()
+            found = _row(rows[0]) if rows else None
+            if (
+                found is None
+                or found.status != "pending"
+                or (deadline and found.expires_ms <= at)
+                or (channel is not None and found.channel != channel)
+            ):
+                return False
+            if before is not None:
+                before(found)
+            conn.execute(
+                "UPDATE approvals SET status = ?, decided_by = ?, decided_ms = ?, reason = ? WHERE id = ?",
+                ("approved" if approve else "denied", by, at, reason, row_id),
+            )
+        # After the commit: a waiter woken earlier would read the row still pending and sleep on.
+        self._changed(row_id)
+        return True
 
     def close(self, row_id: str, status: Literal["expired", "cancelled"], *, by: str = "") -> bool:
         """Nobody answered in time, or the asker stopped waiting; False when it was answered first."""

@@ -5,7 +5,8 @@ The arguments are defined in ``tether.cli.commands.audit``.
 Invariant: both subcommands only read the log, through the people-only tools ``audit_verify`` and
 ``audit_show`` (as ``cli``) — verifying or viewing it is not itself an audited action, and never
 repairs or rewrites it. ``verify`` exits 0 when the chain holds and 1 at the
-first broken record, which it prints; bad flags exit 2 (argparse, or a ``UsageError``).
+first broken record, which it prints (with ``--json``, as an object holding its stable ``code``);
+bad flags exit 2 (argparse, or a ``UsageError``).
 Everything printed from a record is escaped, so a logged command cannot drive the terminal.
 """
 
@@ -28,8 +29,12 @@ def verify_log(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"--key-file {args.key_file}: cannot read it ({exc})") from exc
     result = call_tool("audit_verify", {"key": text.strip()} if text else {})
-    print(result.structured["summary"])
-    return 0 if result.structured["ok"] else 1
+    found = result.structured
+    if args.json:
+        print(json.dumps({"ok": found["ok"], "records": found["records"], "break": found["break"]}))
+    else:
+        print(found["summary"])
+    return 0 if found["ok"] else 1
 
 
 def setup_keys(args: argparse.Namespace) -> int:

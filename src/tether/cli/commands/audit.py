@@ -39,6 +39,11 @@ def register(subparsers: Any) -> None:
         help="the verification key printed by setup-keys: also prove every forward-secure seal",
     )
     check.add_argument("--key-file", metavar="PATH", help="read the verification key from this file")
+    check.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: ok, records, and the first break's file, line, seq, code and problem",
+    )
     check.set_defaults(func=handler(_ACTIONS, "verify_log"))
 
     keys = sub.add_parser(

@@ -154,7 +154,13 @@ class PeopleAdminTools:
         report = await anyio.to_thread.run_sync(lambda: verify(self.home, key=key))
         return ToolResult(
             text=report.summary(),
-            structured={"ok": report.ok, "records": report.records, "summary": report.summary()},
+            structured={
+                "ok": report.ok,
+                "records": report.records,
+                "summary": report.summary(),
+                # Where and what, for a script: ``code`` is one of ``tether.audit.BREAK_CODES``.
+                "break": None if report.first_break is None else report.first_break.to_json(),
+            },
         )
 
     async def audit_show(self, raw: Mapping[str, Any], ctx: CallContext) -> ToolResult:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.approvals import ApprovalRow, Approvals, Question
+from tether.approvals import MAX_REASON_CHARS, ApprovalRow, Approvals, Question
 from tether.config import Config
 from tether.errors import UsageError
 from tether.store.approvals import QUEUE_FILE, now_ms
@@ -39,7 +39,7 @@ class ApprovalsArgs(BaseModel):
     action: Literal["list", "answer"]
     id: str | None = None
     approve: bool | None = None
-    reason: str = Field(default="", max_length=500)
+    reason: str = Field(default="", max_length=MAX_REASON_CHARS)
     wait_ms: int = Field(default=0, ge=0, le=MAX_WAIT_MS, alias="waitMs")
     known: list[str] = Field(default_factory=list, max_length=500)
 
