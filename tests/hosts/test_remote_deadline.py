@@ -99,7 +99,7 @@ async def test_a_wait_whose_timeout_falls_inside_a_stall_answers_with_its_timeou
 async def test_a_read_wait_whose_timeout_falls_inside_a_stall_answers_from_the_log(
     tether_home: Path, remote: RemoteHosts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The host goes silent at the wait's first question to it (whether the shell reads a line):
+    # The host goes silent at the wait's first question to it (what is in front of the shell):
     # shell_read answers with its timeout, and its view (tail, the default: tmux's screen) comes
     # from the log instead of the silent host.
     box = remote.add("box-a", timeout=3)
@@ -115,9 +115,9 @@ async def test_a_read_wait_whose_timeout_falls_inside_a_stall_answers_from_the_l
         with anyio.fail_after(HANG_S):
             while not process_running("sleep\x0041.75") or b"started" not in host.log_of(shell).read_bytes():
                 await anyio.sleep(0.01)
-        real = host.reading_line
+        real = host.foreground
 
-        async def reading_line(*args: Any) -> Any:
+        async def foreground(*args: Any) -> Any:
             nonlocal stopped
             if not stopped:
                 assert box.sshd.proc is not None
@@ -126,7 +126,7 @@ async def test_a_read_wait_whose_timeout_falls_inside_a_stall_answers_from_the_l
                     os.kill(pid, signal.SIGSTOP)
             return await real(*args)
 
-        monkeypatch.setattr(host, "reading_line", reading_line)
+        monkeypatch.setattr(host, "foreground", foreground)
         wait = {"kind": "exit", "timeoutMs": 2000}
         out = await tools.read(
             {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "read"}, "wait": wait}]}, ctx

@@ -367,8 +367,8 @@ async def test_a_drop_under_a_wait_is_always_the_one_connection_lost(
         shell = opened.structured["tasks"][0]["shell"]
         host = tools.shells().hosts["box-a"]
         assert isinstance(host, SshHost)
-        # The drop is found by a question the wait asks of the host (whether the shell reads a
-        # line, whether it is alive), not by its connection mark: the host already failed to
+        # The drop is found by a question the wait asks of the host (what is in front of the
+        # shell, whether it is alive), not by its connection mark: the host already failed to
         # reconnect (its cached error), or the question's own channel is the first to notice.
         dropped = False
 
@@ -386,7 +386,7 @@ async def test_a_drop_under_a_wait_is_always_the_one_connection_lost(
 
             return asked
 
-        monkeypatch.setattr(host, "reading_line", wrap(host.reading_line))
+        monkeypatch.setattr(host, "foreground", wrap(host.foreground))
         monkeypatch.setattr(host, "alive", wrap(host.alive))
         with anyio.fail_after(HANG_S):
             result = await tools.run(
