@@ -220,3 +220,40 @@ async def test_admission_failure_falls_back_to_the_kill_deadline(tether_home: Pa
         )
         await until(lambda: len(logged) >= 2, "the internal/error events")
         assert all(isinstance(item, dict) and item["event"] == "job_admission" for item in logged)
+
+
+async def test_output_dropped_from_memory_names_the_file_that_holds_all_of_it(tether_home: Path) -> None:
+    # 3,000 numbered lines through a 1,000-byte budget: a job read after it ended, and a promoted
+    # seed, miss their start in memory; the spill file has every line and the reader is told where.
+    whole = "".join(f"{i}\n" for i in range(1, 3001))
+    gate = tether_home / "gate"
+    setup = make_setup(tether_home, max_output_bytes=1_000)
+    async with connected(setup) as client:
+        started = await client.call_tool("bash", run("seq 1 3000; seq 1 3000 >&2", run_in_background=True))
+        assert started.structured_content is not None
+        job_id = started.structured_content["jobId"]
+        read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        with anyio.fail_after(HANG_S):
+            while read.structured_content is not None and read.structured_content["status"] == "running":
+                read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        value = read.structured_content
+        assert value is not None and value["lossy"] is True, text_of(read)
+        paths = value["spillPaths"]
+        assert set(paths) == {"stdout", "stderr"}, paths
+        assert all(Path(path).read_text() == whole for path in paths.values())
+        first_line = text_of(read).splitlines()[0]
+        assert first_line == (
+            "[earlier output was dropped: it exceeded the in-memory budget; "
+            f"full stdout: {paths['stdout']}; full stderr: {paths['stderr']}]"
+        ), first_line
+
+        writer = f"seq 1 3000; while [ ! -e {gate} ]; do sleep 0.01; done"
+        promoted = await client.call_tool("bash", run(writer, timeoutMs=3_000))
+        gate.touch()
+        seed = promoted.structured_content
+        assert seed is not None and seed["kind"] == "promoted", text_of(promoted)
+        spill = seed["spillPaths"]["stdout"]
+        assert Path(spill).read_text() == whole
+        assert seed["output"].startswith(
+            f"[earlier output was dropped: it exceeded the in-memory budget; full stdout: {spill}]\n"
+        ), seed["output"][:200]

@@ -69,6 +69,7 @@ class JobRead:
     stdout: str
     stderr: str
     lossy: bool
+    dropped: tuple[tuple[str, str | None], ...] = ()  # streams that lost bytes, with their spill file
 
     @property
     def text(self) -> str:
@@ -223,7 +224,13 @@ class JobRegistry:
         if job.execution is None:
             return JobRead(info=job.info(), stdout="", stderr="", lossy=False)
         chunk = job.execution.read_output()
-        return JobRead(info=job.info(), stdout=chunk.stdout, stderr=chunk.stderr, lossy=chunk.lossy)
+        return JobRead(
+            info=job.info(),
+            stdout=chunk.stdout,
+            stderr=chunk.stderr,
+            lossy=chunk.lossy,
+            dropped=chunk.dropped,
+        )
 
     def read_from(
         self, job_id: str, *, stdout_offset: int = 0, stderr_offset: int = 0
@@ -243,8 +250,13 @@ class JobRegistry:
             return first
         await self.wait(job_id, timeout_s)
         second = self.read(job_id)
+        dropped = tuple({**dict(first.dropped), **dict(second.dropped)}.items())
         return JobRead(
-            info=second.info, stdout=second.stdout, stderr=second.stderr, lossy=first.lossy or second.lossy
+            info=second.info,
+            stdout=second.stdout,
+            stderr=second.stderr,
+            lossy=first.lossy or second.lossy,
+            dropped=dropped,
         )
 
     async def wait(self, job_id: str, timeout_s: float) -> None:

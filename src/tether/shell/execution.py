@@ -50,12 +50,19 @@ def collected(stream: CapturedStream) -> ShellCollectedOutput:
 
 class _Cursors:
     def __init__(self, pair: CapturedPair) -> None:
+        self._pair = pair
         self._out = StreamCursor(pair.stdout)
         self._err = StreamCursor(pair.stderr)
 
     def take(self) -> ShellProcessRead:
         out, err = self._out.take(), self._err.take()
-        return ShellProcessRead(stdout=out.text, stderr=err.text, lossy=out.lost or err.lost)
+        # What memory dropped is still whole in the stream's spill file: the reader is told where.
+        dropped = tuple(
+            (name, stream.spill_path)
+            for name, read, stream in (("stdout", out, self._pair.stdout), ("stderr", err, self._pair.stderr))
+            if read.lost
+        )
+        return ShellProcessRead(stdout=out.text, stderr=err.text, lossy=bool(dropped), dropped=dropped)
 
 
 class SettledShellExecution(ShellExecution):

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.errors import NotFoundError
 from tether.jobs.registry import Job, JobInfo, JobRegistry
+from tether.shell.render import dropped_marker
 from tether.tools.arguments import JsonInt, parse_arguments
+from tether.tools.bash import SPILL_PATHS_SCHEMA
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
 MAX_WAIT_MS = 600_000
@@ -122,8 +124,8 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
         wait_ms = min(args.timeout_ms, MAX_WAIT_MS)
         read = await registry.read_waiting(args.job_id, wait_ms / 1000)
         text = read.text
-        if read.lossy:
-            text = "[earlier output was dropped: it exceeded the in-memory budget]\n" + text
+        if (marker := dropped_marker(read.dropped)) is not None:
+            text = f"{marker}\n{text}"
         if wait_ms != args.timeout_ms:
             text = (
                 f"[timeoutMs {args.timeout_ms} clamped to {wait_ms}, the longest job_output waits]\n" + text
@@ -134,6 +136,8 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
             "output": read.text,
             "lossy": read.lossy,
         }
+        if read.dropped:
+            structured["spillPaths"] = dict(read.dropped)
         if wait_ms != args.timeout_ms:
             structured["requestedTimeoutMs"] = args.timeout_ms
         return ToolResult(text=rendered, structured=structured)
@@ -164,6 +168,7 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
                 **_JOB_FIELDS,
                 "output": {"type": "string"},
                 "lossy": {"type": "boolean"},
+                "spillPaths": SPILL_PATHS_SCHEMA,
                 "requestedTimeoutMs": {
                     "type": "integer",
                     "description": f"Only when timeoutMs was above {MAX_WAIT_MS}: what was asked.",

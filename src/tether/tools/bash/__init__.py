@@ -16,14 +16,16 @@ The face::
       pwsh_available                      whether pwsh is here
     ToolAborted                           the caller cancelled; the command was killed
     SANDBOX_SCHEMA, sandbox_json          a result's sandbox facts, shared with the shell tools
+    SPILL_PATHS_SCHEMA                    where dropped output still is, shared with job_output
 """
 
-from tether.tools.bash.results import SANDBOX_SCHEMA, ToolAborted, sandbox_json
+from tether.tools.bash.results import SANDBOX_SCHEMA, SPILL_PATHS_SCHEMA, ToolAborted, sandbox_json
 from tether.tools.bash.schema import ShellName
 from tether.tools.bash.tools import ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
 
 __all__ = [
     "SANDBOX_SCHEMA",
+    "SPILL_PATHS_SCHEMA",
     "ShellName",
     "ShellToolOptions",
     "ShellToolPlugin",

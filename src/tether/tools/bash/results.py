@@ -106,6 +106,13 @@ FOREGROUND_SCHEMA: Final[dict[str, Any]] = {
     ],
 }
 
+SPILL_PATHS_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "additionalProperties": {"type": ["string", "null"]},
+    "description": "Only when earlier output was dropped from memory: for each stream that lost some, "
+    "the file holding the whole stream (null when none could be kept).",
+}
+
 PROMOTED_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
@@ -114,6 +121,7 @@ PROMOTED_SCHEMA: Final[dict[str, Any]] = {
         "timeoutMs": {"type": "integer", "description": "The deadline that applied."},
         "requestedTimeoutMs": _REQUESTED,
         "output": {"type": "string"},
+        "spillPaths": SPILL_PATHS_SCHEMA,
     },
     "required": ["kind", "jobId", "timeoutMs", "output"],
 }
@@ -182,7 +190,12 @@ def promoted_text(output: str, *, timeout_ms: int, job_id: str) -> str:
 
 
 def promoted(
-    *, job_id: str, timeout_ms: int, output: str, requested_timeout_ms: int | None = None
+    *,
+    job_id: str,
+    timeout_ms: int,
+    output: str,
+    requested_timeout_ms: int | None = None,
+    dropped: tuple[tuple[str, str | None], ...] = (),
 ) -> dict[str, Any]:
     value: dict[str, Any] = {
         "kind": "promoted",
@@ -192,6 +205,8 @@ def promoted(
     }
     if requested_timeout_ms is not None:
         value["requestedTimeoutMs"] = requested_timeout_ms
+    if dropped:
+        value["spillPaths"] = dict(dropped)
     return value
 
 
