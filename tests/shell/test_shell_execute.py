@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from hang import HANG_S
@@ -276,7 +277,7 @@ async def test_spill_files_are_pruned_while_the_process_runs_on_not_only_at_its_
     second = await _run(executor, "seq 1 1000")
     third = await _run(executor, "seq 1 1000")
     assert second.stdout.spill_path is not None and third.stdout.spill_path is not None
-    assert Path(third.stdout.spill_path).read_text() == "".join(f"{i}\n" for i in range(1, 1001))
+    assert await anyio.Path(third.stdout.spill_path).read_text() == "".join(f"{i}\n" for i in range(1, 1001))
     assert sorted(spill.glob("planted*")) == []
 
 

@@ -240,7 +240,7 @@ async def test_output_dropped_from_memory_names_the_file_that_holds_all_of_it(te
         assert value is not None and value["lossy"] is True, text_of(read)
         paths = value["spillPaths"]
         assert set(paths) == {"stdout", "stderr"}, paths
-        assert all(Path(path).read_text() == whole for path in paths.values())
+        assert [await anyio.Path(path).read_text() for path in paths.values()] == [whole, whole]
         first_line = text_of(read).splitlines()[0]
         assert first_line == (
             "[earlier output was dropped: it exceeded the in-memory budget; "
@@ -253,7 +253,7 @@ async def test_output_dropped_from_memory_names_the_file_that_holds_all_of_it(te
         seed = promoted.structured_content
         assert seed is not None and seed["kind"] == "promoted", text_of(promoted)
         spill = seed["spillPaths"]["stdout"]
-        assert Path(spill).read_text() == whole
+        assert await anyio.Path(spill).read_text() == whole
         assert seed["output"].startswith(
             f"[earlier output was dropped: it exceeded the in-memory budget; full stdout: {spill}]\n"
         ), seed["output"][:200]
