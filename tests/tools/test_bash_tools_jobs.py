@@ -257,3 +257,47 @@ async def test_output_dropped_from_memory_names_the_file_that_holds_all_of_it(te
         assert seed["output"].startswith(
             f"[earlier output was dropped: it exceeded the in-memory budget; full stdout: {spill}]\n"
         ), seed["output"][:200]
+
+
+async def test_a_command_that_stops_itself_is_reported_suspended_not_running(tether_home: Path) -> None:
+    # `kill -STOP $$` (or a program that sends itself SIGTSTP): the job never goes on by itself.
+    # It was listed and read as "still running", and job_output waited out its whole timeoutMs.
+    async with connected(make_setup(tether_home)) as client:
+        started = await client.call_tool(
+            "bash", run("echo before; kill -STOP $$; echo after", run_in_background=True)
+        )
+        assert started.structured_content is not None
+        job_id = started.structured_content["jobId"]
+        read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        seen = read.structured_content["output"] if read.structured_content else ""
+        with anyio.fail_after(HANG_S):
+            while read.structured_content is not None and not read.structured_content.get("suspended"):
+                read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 200})
+                seen += read.structured_content["output"] if read.structured_content else ""
+        assert seen == "before\n"
+        assert read.structured_content is not None and read.structured_content["status"] == "running"
+        assert text_of(read).endswith(
+            f"[job {job_id} is suspended: stopped by a signal (SIGSTOP, SIGTSTP or SIGTTIN), it will not go "
+            "on by itself; end it with job_kill]"
+        ), text_of(read)
+        # A long wait on it answers at once: nothing can arrive.
+        with anyio.fail_after(HANG_S / 2):
+            waited = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        assert waited.structured_content is not None and waited.structured_content["suspended"] is True
+        listed = await client.call_tool("job_list", {})
+        assert f"{job_id}  suspended" in text_of(listed), text_of(listed)
+        killed = await client.call_tool("job_kill", {"jobId": job_id})
+        assert killed.structured_content is not None and killed.structured_content["status"] == "killed"
+        assert "suspended" not in killed.structured_content
+
+        promoted = await client.call_tool("bash", run("kill -STOP $$", timeoutMs=2_000))
+        assert promoted.structured_content is not None and promoted.structured_content["kind"] == "promoted"
+        promoted_id = promoted.structured_content["jobId"]
+        # The deadline may fall before the shell reached its kill: then the job says so later.
+        if promoted.structured_content.get("suspended"):
+            assert f"[job {promoted_id} is suspended: stopped by a signal" in text_of(promoted)
+        with anyio.fail_after(HANG_S):
+            while not (await client.call_tool("job_output", {"jobId": promoted_id})).structured_content.get(
+                "suspended"
+            ):
+                await anyio.sleep(0.05)

@@ -59,6 +59,7 @@ class JobInfo:
     stopped: str | None  # the kill reason, when something killed it
     started_at: float  # wall clock (time.time())
     background: bool  # False while a foreground call still waits on it
+    suspended: bool = False  # running, but stopped by a signal: it will not go on by itself
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +122,7 @@ class Job:
             stopped=self.kill_reason,
             started_at=self.started_at,
             background=self.background,
+            suspended=status == "running" and execution is not None and execution.suspended,
         )
 
     @property
@@ -248,6 +250,8 @@ class JobRegistry:
         first = self.read(job_id)
         if first.stdout or first.stderr or first.info.status not in ("running", "starting") or timeout_s <= 0:
             return first
+        if first.info.suspended:
+            return first  # stopped by a signal: nothing will arrive, however long one waits
         await self.wait(job_id, timeout_s)
         second = self.read(job_id)
         dropped = tuple({**dict(first.dropped), **dict(second.dropped)}.items())

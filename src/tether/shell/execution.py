@@ -279,6 +279,10 @@ class LocalShellExecution(ShellExecution):
         return self._expired
 
     @property
+    def suspended(self) -> bool:
+        return not self._done_event.is_set() and self._process.suspended
+
+    @property
     def detached(self) -> bool:
         """Background children were left running (``keep_background``)."""
         return self._process.detached

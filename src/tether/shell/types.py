@@ -303,6 +303,12 @@ class ShellExecution(ABC):
     def pid(self) -> int | None:
         """The shell's pid (None when spawn failed or never happened)."""
 
+    @property
+    def suspended(self) -> bool:
+        """Still running, but stopped by a signal and never going on by itself (no process is stopped
+        in a handle without one)."""
+        return False
+
     @abstractmethod
     def read_output(self) -> ShellProcessRead: ...
 

@@ -16,7 +16,7 @@ from tether.errors import NotFoundError
 from tether.jobs.registry import Job, JobInfo, JobRegistry
 from tether.shell.render import dropped_marker
 from tether.tools.arguments import JsonInt, parse_arguments
-from tether.tools.bash import SPILL_PATHS_SCHEMA
+from tether.tools.bash import SPILL_PATHS_SCHEMA, SUSPENDED_SCHEMA, suspended_line
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
 MAX_WAIT_MS = 600_000
@@ -27,6 +27,7 @@ _JOB_FIELDS: dict[str, Any] = {
     "exitCode": {"type": ["integer", "null"]},
     "signal": {"type": ["string", "null"]},
     "stopped": {"type": ["string", "null"]},
+    "suspended": SUSPENDED_SCHEMA,
 }
 
 
@@ -55,6 +56,8 @@ def _own(registry: JobRegistry, job_id: str, ctx: CallContext) -> Job:
 
 
 def _status_line(info: JobInfo) -> str:
+    if info.suspended:
+        return suspended_line(info.job_id)
     if info.status in ("running", "starting"):
         return f"[job {info.job_id} still running]"
     parts = [f"job {info.job_id} {info.status}"]
@@ -68,13 +71,16 @@ def _status_line(info: JobInfo) -> str:
 
 
 def _job_fields(info: JobInfo) -> dict[str, Any]:
-    return {
+    fields: dict[str, Any] = {
         "jobId": info.job_id,
         "status": info.status,
         "exitCode": info.exit_code,
         "signal": info.signal,
         "stopped": info.stopped,
     }
+    if info.suspended:
+        fields["suspended"] = True
+    return fields
 
 
 def job_list_tool(registry: JobRegistry) -> ToolDef:
@@ -85,7 +91,11 @@ def job_list_tool(registry: JobRegistry) -> ToolDef:
         rows = [
             {**_job_fields(info), "command": info.command, "description": info.description} for info in jobs
         ]
-        lines = [f"{info.job_id}  {info.status:<9}  {info.description or info.command}" for info in jobs]
+        lines = [
+            f"{info.job_id}  {'suspended' if info.suspended else info.status:<9}  "
+            f"{info.description or info.command}"
+            for info in jobs
+        ]
         return ToolResult(text="\n".join(lines) or "(no jobs)", structured={"jobs": rows})
 
     return ToolDef(

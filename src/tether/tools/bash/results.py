@@ -113,6 +113,12 @@ SPILL_PATHS_SCHEMA: Final[dict[str, Any]] = {
     "the file holding the whole stream (null when none could be kept).",
 }
 
+SUSPENDED_SCHEMA: Final[dict[str, Any]] = {
+    "type": "boolean",
+    "description": "Only when true: every process of the command is stopped by a signal "
+    "(kill -STOP $$); it will not go on by itself.",
+}
+
 PROMOTED_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
@@ -122,6 +128,7 @@ PROMOTED_SCHEMA: Final[dict[str, Any]] = {
         "requestedTimeoutMs": _REQUESTED,
         "output": {"type": "string"},
         "spillPaths": SPILL_PATHS_SCHEMA,
+        "suspended": SUSPENDED_SCHEMA,
     },
     "required": ["kind", "jobId", "timeoutMs", "output"],
 }
@@ -182,8 +189,18 @@ def foreground(
     return value
 
 
-def promoted_text(output: str, *, timeout_ms: int, job_id: str) -> str:
+def suspended_line(job_id: str) -> str:
+    """A running job whose every process is stopped by a signal: waiting on it is waiting for ever."""
+    return (
+        f"[job {job_id} is suspended: stopped by a signal (SIGSTOP, SIGTSTP or SIGTTIN), it will not "
+        "go on by itself; end it with job_kill]"
+    )
+
+
+def promoted_text(output: str, *, timeout_ms: int, job_id: str, suspended: bool = False) -> str:
     marker = f"[still running after {timeout_ms}ms; moved to background job {job_id}]"
+    if suspended:
+        marker += "\n" + suspended_line(job_id)
     if not output:
         return marker
     return f"{output}{'' if output.endswith(chr(10)) else chr(10)}{marker}"
@@ -196,6 +213,7 @@ def promoted(
     output: str,
     requested_timeout_ms: int | None = None,
     dropped: tuple[tuple[str, str | None], ...] = (),
+    suspended: bool = False,
 ) -> dict[str, Any]:
     value: dict[str, Any] = {
         "kind": "promoted",
@@ -207,6 +225,8 @@ def promoted(
         value["requestedTimeoutMs"] = requested_timeout_ms
     if dropped:
         value["spillPaths"] = dict(dropped)
+    if suspended:
+        value["suspended"] = True
     return value
 
 

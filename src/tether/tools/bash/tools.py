@@ -358,16 +358,18 @@ class ShellToolPlugin:
         output = seed.text
         if (marker := dropped_marker(seed.dropped)) is not None:
             output = f"{marker}\n{output}"
+        suspended = execution.suspended
         value = shapes.promoted(
             job_id=job.job_id,
             timeout_ms=timeout_ms,
             output=output,
             requested_timeout_ms=requested_timeout_ms,
             dropped=seed.dropped,
+            suspended=suspended,
         )
         logger.info("%s command promoted to background job %s after %dms", self.shell, job.job_id, timeout_ms)
         text = shapes.with_clamp_note(
-            shapes.promoted_text(output, timeout_ms=timeout_ms, job_id=job.job_id),
+            shapes.promoted_text(output, timeout_ms=timeout_ms, job_id=job.job_id, suspended=suspended),
             requested_timeout_ms=requested_timeout_ms,
             used_ms=timeout_ms,
         )
