@@ -41,6 +41,10 @@ class OutputReader(Protocol):
 
     def read_from(self, offset: int = 0) -> StreamRead: ...
 
+    def bytes_from(self, offset: int = 0) -> tuple[bytes, int]:
+        """The kept bytes from ``offset`` on, undecoded, and the offset they start at."""
+        ...
+
     async def wait_beyond(self, offset: int) -> None:
         """Return once more than ``offset`` bytes were written, or the stream ended."""
         ...
