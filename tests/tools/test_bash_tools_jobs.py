@@ -301,3 +301,47 @@ async def test_a_command_that_stops_itself_is_reported_suspended_not_running(tet
                 "suspended"
             ):
                 await anyio.sleep(0.05)
+
+
+async def test_a_second_job_kill_during_the_first_ones_grace_waits_and_says_so(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The job takes its time to end on SIGTERM (its trap waits for the gate). A second job_kill
+    # meanwhile said "had already ended; [job … still running]" at once, of a job still running.
+    gate = tether_home / "gate"
+    setup = make_setup(tether_home, grace_ms=HANG_S * 1000)
+    assert setup.jobs is not None
+    table = setup.jobs
+    kills: list[str] = []
+    kill = table.kill
+
+    def counted(job_id: str, reason: str) -> bool:
+        kills.append(reason)
+        if len(kills) == 2:
+            gate.touch()  # the second call has reached the table: let the job end now
+        return kill(job_id, reason)
+
+    monkeypatch.setattr(table, "kill", counted)
+    command = f"trap 'while [ ! -e {gate} ]; do sleep 0.01; done; exit 0' TERM; echo ready; sleep 600 & wait"
+    async with connected(setup) as client:
+        started = await client.call_tool("bash", run(command, run_in_background=True))
+        assert started.structured_content is not None
+        job_id = started.structured_content["jobId"]
+        ready = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        assert ready.structured_content is not None and ready.structured_content["output"] == "ready\n"
+        answers: dict[str, types.CallToolResult] = {}
+
+        async def kill_with(reason: str) -> None:
+            answers[reason] = await client.call_tool("job_kill", {"jobId": job_id, "reason": reason})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill_with, "first")
+            await until(lambda: table.get(job_id).stop_reason is not None, "the first kill", HANG_S)
+            tg.start_soon(kill_with, "second")
+        first, second = answers["first"], answers["second"]
+        assert first.structured_content is not None and first.structured_content["killed"] is True
+        assert second.structured_content is not None and second.structured_content["killed"] is False
+        assert second.structured_content["status"] != "running", text_of(second)
+        assert text_of(second) == (
+            f"job {job_id} was already being stopped; [job {job_id} killed; stopped: first; exit code: 0]"
+        ), text_of(second)

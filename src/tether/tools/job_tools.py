@@ -195,10 +195,13 @@ def job_kill_tool(registry: JobRegistry) -> ToolDef:
         args = parse_arguments("job_kill", _JobKillArgs, arguments)
         job = _own(registry, args.job_id, ctx)
         killed = registry.kill(args.job_id, args.reason.strip() or "stopped by job_kill")
-        if job.execution is not None and killed:
+        # A second job_kill during the first one's grace period: the job has not ended yet, so
+        # this call waits for it too rather than saying "had already ended" of a running job.
+        stopping = not killed and job.running
+        if job.execution is not None and (killed or stopping):
             await job.execution.done
         info = job.info()
-        verb = "stopped" if killed else "had already ended"
+        verb = "stopped" if killed else "was already being stopped" if stopping else "had already ended"
         return ToolResult(
             text=f"job {info.job_id} {verb}; {_status_line(info)}",
             structured={**_job_fields(info), "killed": killed},
