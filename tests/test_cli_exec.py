@@ -120,6 +120,9 @@ def test_large_output_streams_completely_and_a_closed_pipe_ends_the_command(teth
     )
     assert big.stdout.strip() == "50000000"
     assert big.stderr == ""  # nothing dropped, nothing truncated to report
+    # Shown live, so no copy is kept: it left a 50 MB spill file nothing names or reads.
+    spill = tether_home / "spill"
+    assert not spill.exists() or list(spill.iterdir()) == []
     token = unique_sleep_arg()
     piped = subprocess.run(
         f"{sys.executable} -m tether exec -- 'while true; do echo y; done & sleep {token}' | head -1; "

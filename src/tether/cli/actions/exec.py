@@ -80,7 +80,11 @@ async def _run(
     config: Config, command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool
 ) -> int:
     base = LocalShellOptions.from_config(config)
-    options = dataclasses.replace(base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER))
+    # No spill file: everything is shown live, and nothing would ever name or read one, so a big
+    # output left a copy of up to [shell].max_spill_bytes per stream in spill/ for a day.
+    options = dataclasses.replace(
+        base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER), max_spill_bytes=0
+    )
     executor = executor_from_config(config, options=options, keep_background=background_ok)
     request = ShellExecRequest(command, workdir=cwd, timeout_ms=timeout_ms)
     abort = AbortSignal()
