@@ -258,14 +258,16 @@ def test_old_and_excess_spill_files_are_pruned(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new2.stdout", "new3.stdout", "new4.stdout"]
 
 
+@pytest.mark.parametrize("configured", [True, False], ids=["spill_dir", "default"])
 async def test_spill_files_are_pruned_while_the_process_runs_on_not_only_at_its_first_command(
-    tether_home: Path,
+    tether_home: Path, configured: bool
 ) -> None:
     # A `tether serve` lives for days: spill files it writes after its first command must be
-    # bounded too (they were pruned once per process, so they piled up until a restart).
+    # bounded too (they were pruned once per process, so they piled up until a restart). The
+    # default directory ($TETHER_HOME/spill) is the library's when no spill_dir is configured.
     spill = tether_home / "spill"
     executor = LocalBashExecutor(
-        LocalShellOptions(cwd=str(tether_home), spill_dir=spill, max_output_bytes=100)
+        LocalShellOptions(cwd=str(tether_home), spill_dir=spill if configured else None, max_output_bytes=100)
     )
     first = await _run(executor, "seq 1 1000")
     assert first.stdout.spill_path is not None

@@ -56,14 +56,13 @@ class LocalShellOptions:
             return None
         if self.spill_dir is not None:
             return _ensured(self.spill_dir)
-        home = os.environ.get("TETHER_HOME", "")
-        return _ensured_default(home)
+        return _ensured(_default_spill_dir(os.environ.get("TETHER_HOME", "")))
 
 
 @functools.lru_cache(maxsize=16)
-def _ensured_default(home_env: str) -> Path:
+def _default_spill_dir(home_env: str) -> Path:
     del home_env  # the cache key: resolve_home reads the same variable
-    return _ensured(resolve_home() / "spill")
+    return resolve_home() / "spill"
 
 
 # The directory's mtime after its last prune, per path: unchanged means no file was added since.
