@@ -120,6 +120,9 @@ def test_large_output_streams_completely_and_a_closed_pipe_ends_the_command(teth
     )
     assert big.stdout.strip() == "50000000"
     assert big.stderr == ""  # nothing dropped, nothing truncated to report
+    # Shown live, so no copy is kept: it left a 50 MB spill file nothing names or reads.
+    spill = tether_home / "spill"
+    assert not spill.exists() or list(spill.iterdir()) == []
     token = unique_sleep_arg()
     piped = subprocess.run(
         f"{sys.executable} -m tether exec -- 'while true; do echo y; done & sleep {token}' | head -1; "
@@ -134,6 +137,30 @@ def test_large_output_streams_completely_and_a_closed_pipe_ends_the_command(teth
     assert piped.stdout == "y\nstatus=141\n"
     assert "Traceback" not in piped.stderr
     assert alive_with(token) == []
+
+
+def test_output_is_passed_on_byte_for_byte(tether_home: Path, tmp_path: Path) -> None:
+    # Every byte value, invalid UTF-8 included: `tether exec -- cat f > copy` must copy. The
+    # output was decoded with replacement (a corrupt copy, longer than the file), and a read
+    # ending inside a character made the pump spin without yielding, so the command never ended.
+    original = tmp_path / "bytes.bin"
+    original.write_bytes(bytes(range(256)) * 400 + b"\xe2\x82")
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "exec", "--", f"cat {original}; cat {original} >&2"],
+        capture_output=True,
+        timeout=HANG_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-300:]
+    assert done.stdout == original.read_bytes()
+    assert done.stderr == original.read_bytes()
+
+
+def test_a_character_split_between_two_writes_does_not_stall_the_command(tether_home: Path) -> None:
+    # The first write ends inside the euro sign; the rest comes later. tether exec then spun on the
+    # held-back byte and never read the rest: the call hung (and ignored Ctrl-C) until killed.
+    done = tether("exec", "--", "printf 'euro: \\xe2\\x82'; sleep 0.3; printf '\\xac\\n'")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "euro: \u20ac\n", "")
 
 
 def test_the_command_runs_in_the_container_from_any_working_directory(tether_home: Path) -> None:

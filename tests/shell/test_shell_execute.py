@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from hang import HANG_S
@@ -255,6 +256,31 @@ def test_old_and_excess_spill_files_are_pruned(tmp_path: Path) -> None:
         os.utime(tmp_path / f"new{i}.stdout", (time.time() - 100 + i, time.time() - 100 + i))
     assert prune_spill(tmp_path, max_files=3) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new2.stdout", "new3.stdout", "new4.stdout"]
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["spill_dir", "default"])
+async def test_spill_files_are_pruned_while_the_process_runs_on_not_only_at_its_first_command(
+    tether_home: Path, configured: bool
+) -> None:
+    # A `tether serve` lives for days: spill files it writes after its first command must be
+    # bounded too (they were pruned once per process, so they piled up until a restart). The
+    # default directory ($TETHER_HOME/spill) is the library's when no spill_dir is configured.
+    spill = tether_home / "spill"
+    executor = LocalBashExecutor(
+        LocalShellOptions(cwd=str(tether_home), spill_dir=spill if configured else None, max_output_bytes=100)
+    )
+    first = await _run(executor, "seq 1 1000")
+    assert first.stdout.spill_path is not None
+    stale = time.time() - 3 * 86400
+    for i in range(300):
+        planted = spill / f"planted{i}.stdout"
+        planted.write_text("x")
+        os.utime(planted, (stale, stale))
+    second = await _run(executor, "seq 1 1000")
+    third = await _run(executor, "seq 1 1000")
+    assert second.stdout.spill_path is not None and third.stdout.spill_path is not None
+    assert await anyio.Path(third.stdout.spill_path).read_text() == "".join(f"{i}\n" for i in range(1, 1001))
+    assert sorted(spill.glob("planted*")) == []
 
 
 @pytest.mark.parametrize(

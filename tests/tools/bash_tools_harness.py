@@ -77,12 +77,13 @@ def make_setup(
     max_output_bytes: int = 64_000,
     max_spill_bytes: int = 1 << 20,
     max_timeout_ms: int = 600_000,
+    grace_ms: int = 500,
 ) -> Setup:
     options = LocalShellOptions(
         cwd=str(home),
         max_timeout_ms=max_timeout_ms,
         spill_dir=home / "spill",
-        grace_ms=500,
+        grace_ms=grace_ms,
         max_output_bytes=max_output_bytes,
         max_spill_bytes=max_spill_bytes,
     )
@@ -95,7 +96,7 @@ def make_setup(
         executor=executor,
         tools=registry,
         options=ShellToolOptions(enable_run_in_background=background, promote_on_timeout=promote),
-        grace_ms=500,
+        grace_ms=grace_ms,
         max_timeout_ms=max_timeout_ms,
     )
     table = JobRegistry(max_live=max_live) if jobs else None

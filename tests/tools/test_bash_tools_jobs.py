@@ -220,3 +220,128 @@ async def test_admission_failure_falls_back_to_the_kill_deadline(tether_home: Pa
         )
         await until(lambda: len(logged) >= 2, "the internal/error events")
         assert all(isinstance(item, dict) and item["event"] == "job_admission" for item in logged)
+
+
+async def test_output_dropped_from_memory_names_the_file_that_holds_all_of_it(tether_home: Path) -> None:
+    # 3,000 numbered lines through a 1,000-byte budget: a job read after it ended, and a promoted
+    # seed, miss their start in memory; the spill file has every line and the reader is told where.
+    whole = "".join(f"{i}\n" for i in range(1, 3001))
+    gate = tether_home / "gate"
+    setup = make_setup(tether_home, max_output_bytes=1_000)
+    async with connected(setup) as client:
+        started = await client.call_tool("bash", run("seq 1 3000; seq 1 3000 >&2", run_in_background=True))
+        assert started.structured_content is not None
+        job_id = started.structured_content["jobId"]
+        read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        with anyio.fail_after(HANG_S):
+            while read.structured_content is not None and read.structured_content["status"] == "running":
+                read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        value = read.structured_content
+        assert value is not None and value["lossy"] is True, text_of(read)
+        paths = value["spillPaths"]
+        assert set(paths) == {"stdout", "stderr"}, paths
+        assert [await anyio.Path(path).read_text() for path in paths.values()] == [whole, whole]
+        first_line = text_of(read).splitlines()[0]
+        assert first_line == (
+            "[earlier output was dropped: it exceeded the in-memory budget; "
+            f"full stdout: {paths['stdout']}; full stderr: {paths['stderr']}]"
+        ), first_line
+
+        writer = f"seq 1 3000; while [ ! -e {gate} ]; do sleep 0.01; done"
+        promoted = await client.call_tool("bash", run(writer, timeoutMs=3_000))
+        gate.touch()
+        seed = promoted.structured_content
+        assert seed is not None and seed["kind"] == "promoted", text_of(promoted)
+        spill = seed["spillPaths"]["stdout"]
+        assert await anyio.Path(spill).read_text() == whole
+        assert seed["output"].startswith(
+            f"[earlier output was dropped: it exceeded the in-memory budget; full stdout: {spill}]\n"
+        ), seed["output"][:200]
+
+
+async def test_a_command_that_stops_itself_is_reported_suspended_not_running(tether_home: Path) -> None:
+    # `kill -STOP $$` (or a program that sends itself SIGTSTP): the job never goes on by itself.
+    # It was listed and read as "still running", and job_output waited out its whole timeoutMs.
+    async with connected(make_setup(tether_home)) as client:
+        started = await client.call_tool(
+            "bash", run("echo before; kill -STOP $$; echo after", run_in_background=True)
+        )
+        assert started.structured_content is not None
+        job_id = started.structured_content["jobId"]
+        read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        seen = read.structured_content["output"] if read.structured_content else ""
+        with anyio.fail_after(HANG_S):
+            while read.structured_content is not None and not read.structured_content.get("suspended"):
+                read = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": 200})
+                seen += read.structured_content["output"] if read.structured_content else ""
+        assert seen == "before\n"
+        assert read.structured_content is not None and read.structured_content["status"] == "running"
+        assert text_of(read).endswith(
+            f"[job {job_id} is suspended: stopped by a signal (SIGSTOP, SIGTSTP or SIGTTIN), it will not go "
+            "on by itself; end it with job_kill]"
+        ), text_of(read)
+        # A long wait on it answers at once: nothing can arrive.
+        with anyio.fail_after(HANG_S / 2):
+            waited = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        assert waited.structured_content is not None and waited.structured_content["suspended"] is True
+        listed = await client.call_tool("job_list", {})
+        assert f"{job_id}  suspended" in text_of(listed), text_of(listed)
+        killed = await client.call_tool("job_kill", {"jobId": job_id})
+        assert killed.structured_content is not None and killed.structured_content["status"] == "killed"
+        assert "suspended" not in killed.structured_content
+
+        promoted = await client.call_tool("bash", run("kill -STOP $$", timeoutMs=2_000))
+        assert promoted.structured_content is not None and promoted.structured_content["kind"] == "promoted"
+        promoted_id = promoted.structured_content["jobId"]
+        # The deadline may fall before the shell reached its kill: then the job says so later.
+        if promoted.structured_content.get("suspended"):
+            assert f"[job {promoted_id} is suspended: stopped by a signal" in text_of(promoted)
+        with anyio.fail_after(HANG_S):
+            while not (await client.call_tool("job_output", {"jobId": promoted_id})).structured_content.get(
+                "suspended"
+            ):
+                await anyio.sleep(0.05)
+
+
+async def test_a_second_job_kill_during_the_first_ones_grace_waits_and_says_so(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The job takes its time to end on SIGTERM (its trap waits for the gate). A second job_kill
+    # meanwhile said "had already ended; [job … still running]" at once, of a job still running.
+    gate = tether_home / "gate"
+    setup = make_setup(tether_home, grace_ms=HANG_S * 1000)
+    assert setup.jobs is not None
+    table = setup.jobs
+    kills: list[str] = []
+    kill = table.kill
+
+    def counted(job_id: str, reason: str) -> bool:
+        kills.append(reason)
+        if len(kills) == 2:
+            gate.touch()  # the second call has reached the table: let the job end now
+        return kill(job_id, reason)
+
+    monkeypatch.setattr(table, "kill", counted)
+    command = f"trap 'while [ ! -e {gate} ]; do sleep 0.01; done; exit 0' TERM; echo ready; sleep 600 & wait"
+    async with connected(setup) as client:
+        started = await client.call_tool("bash", run(command, run_in_background=True))
+        assert started.structured_content is not None
+        job_id = started.structured_content["jobId"]
+        ready = await client.call_tool("job_output", {"jobId": job_id, "timeoutMs": HANG_MS})
+        assert ready.structured_content is not None and ready.structured_content["output"] == "ready\n"
+        answers: dict[str, types.CallToolResult] = {}
+
+        async def kill_with(reason: str) -> None:
+            answers[reason] = await client.call_tool("job_kill", {"jobId": job_id, "reason": reason})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill_with, "first")
+            await until(lambda: table.get(job_id).stop_reason is not None, "the first kill", HANG_S)
+            tg.start_soon(kill_with, "second")
+        first, second = answers["first"], answers["second"]
+        assert first.structured_content is not None and first.structured_content["killed"] is True
+        assert second.structured_content is not None and second.structured_content["killed"] is False
+        assert second.structured_content["status"] != "running", text_of(second)
+        assert text_of(second) == (
+            f"job {job_id} was already being stopped; [job {job_id} killed; stopped: first; exit code: 0]"
+        ), text_of(second)

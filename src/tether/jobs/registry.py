@@ -59,6 +59,7 @@ class JobInfo:
     stopped: str | None  # the kill reason, when something killed it
     started_at: float  # wall clock (time.time())
     background: bool  # False while a foreground call still waits on it
+    suspended: bool = False  # running, but stopped by a signal: it will not go on by itself
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +70,7 @@ class JobRead:
     stdout: str
     stderr: str
     lossy: bool
+    dropped: tuple[tuple[str, str | None], ...] = ()  # streams that lost bytes, with their spill file
 
     @property
     def text(self) -> str:
@@ -120,6 +122,7 @@ class Job:
             stopped=self.kill_reason,
             started_at=self.started_at,
             background=self.background,
+            suspended=status == "running" and execution is not None and execution.suspended,
         )
 
     @property
@@ -223,7 +226,13 @@ class JobRegistry:
         if job.execution is None:
             return JobRead(info=job.info(), stdout="", stderr="", lossy=False)
         chunk = job.execution.read_output()
-        return JobRead(info=job.info(), stdout=chunk.stdout, stderr=chunk.stderr, lossy=chunk.lossy)
+        return JobRead(
+            info=job.info(),
+            stdout=chunk.stdout,
+            stderr=chunk.stderr,
+            lossy=chunk.lossy,
+            dropped=chunk.dropped,
+        )
 
     def read_from(
         self, job_id: str, *, stdout_offset: int = 0, stderr_offset: int = 0
@@ -241,10 +250,17 @@ class JobRegistry:
         first = self.read(job_id)
         if first.stdout or first.stderr or first.info.status not in ("running", "starting") or timeout_s <= 0:
             return first
+        if first.info.suspended:
+            return first  # stopped by a signal: nothing will arrive, however long one waits
         await self.wait(job_id, timeout_s)
         second = self.read(job_id)
+        dropped = tuple({**dict(first.dropped), **dict(second.dropped)}.items())
         return JobRead(
-            info=second.info, stdout=second.stdout, stderr=second.stderr, lossy=first.lossy or second.lossy
+            info=second.info,
+            stdout=second.stdout,
+            stderr=second.stderr,
+            lossy=first.lossy or second.lossy,
+            dropped=dropped,
         )
 
     async def wait(self, job_id: str, timeout_s: float) -> None:

@@ -202,6 +202,15 @@ class CapturedStream:
         view.release()
         return StreamRead(text=text, start=start, next_offset=start + end, lost=lost, closed=self._closed)
 
+    def bytes_from(self, offset: int = 0) -> tuple[bytes, int]:
+        """The kept bytes from ``offset`` to the end, exactly as written, and the offset they start
+        at (later than ``offset`` when memory dropped those). For a reader that passes output on
+        unchanged (``tether exec``): no decoding, and nothing held back."""
+        start = max(offset, self._kept_start())
+        if start >= self.total_bytes:
+            return b"", self.total_bytes
+        return bytes(self._buf[start - self._base :]), start
+
     def tail_text(self) -> str:
         """The retained tail as text (what a result reports)."""
         return self.read_from(0).text

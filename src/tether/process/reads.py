@@ -4,6 +4,8 @@ Invariant: offsets count *bytes of the whole stream since spawn*, never characte
 positions in a buffer, so an offset a caller saved stays meaningful however much of the stream has
 been dropped from memory since. Text handed out never starts or ends inside a UTF-8 character:
 a read that would cut one stops before it (``next_offset`` then points at its first byte).
+``bytes_from`` is the one undecoded read, for a reader that passes the stream on unchanged: it
+returns everything kept, to the last byte written.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ class OutputReader(Protocol):
     def closed(self) -> bool: ...
 
     def read_from(self, offset: int = 0) -> StreamRead: ...
+
+    def bytes_from(self, offset: int = 0) -> tuple[bytes, int]:
+        """The kept bytes from ``offset`` on, undecoded, and the offset they start at."""
+        ...
 
     async def wait_beyond(self, offset: int) -> None:
         """Return once more than ``offset`` bytes were written, or the stream ended."""

@@ -145,6 +145,11 @@ class ManagedProcess:
     def signal(self) -> str | None:
         return signal_name(self.returncode)
 
+    @property
+    def suspended(self) -> bool:
+        """Running, but every process of the tree is stopped (``kill -STOP $$``): it waits for ever."""
+        return not self.settled.is_set() and not self.kill_requested and self.tree.suspended()
+
     # -- start ---------------------------------------------------------------------------------
     def _start(self) -> None:
         for fd, stream in ((self._out_fd, self.stdout), (self._err_fd, self.stderr)):

@@ -476,6 +476,14 @@ class ProcessTree:
         self._seen |= found
         return alive
 
+    def suspended(self) -> bool:
+        """Every live member is stopped by a signal (``SIGSTOP``, ``SIGTSTP``, ``SIGTTIN``): nothing
+        in the tree will run again until something continues it, and nothing here will."""
+        members = self.members()
+        return bool(members) and all(
+            (info := _stat_fields(pid)) is not None and info[0] == "T" for pid in members
+        )
+
     def _scan_proc(self, me: int) -> set[int]:
         """Without a subreaper an orphan goes to PID 1: look through every process instead."""
         found: set[int] = set()

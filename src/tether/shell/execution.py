@@ -50,12 +50,19 @@ def collected(stream: CapturedStream) -> ShellCollectedOutput:
 
 class _Cursors:
     def __init__(self, pair: CapturedPair) -> None:
+        self._pair = pair
         self._out = StreamCursor(pair.stdout)
         self._err = StreamCursor(pair.stderr)
 
     def take(self) -> ShellProcessRead:
         out, err = self._out.take(), self._err.take()
-        return ShellProcessRead(stdout=out.text, stderr=err.text, lossy=out.lost or err.lost)
+        # What memory dropped is still whole in the stream's spill file: the reader is told where.
+        dropped = tuple(
+            (name, stream.spill_path)
+            for name, read, stream in (("stdout", out, self._pair.stdout), ("stderr", err, self._pair.stderr))
+            if read.lost
+        )
+        return ShellProcessRead(stdout=out.text, stderr=err.text, lossy=bool(dropped), dropped=dropped)
 
 
 class SettledShellExecution(ShellExecution):
@@ -270,6 +277,10 @@ class LocalShellExecution(ShellExecution):
     def expired(self) -> bool:
         """The deadline passed (with ``on_expiry=NONE`` the process may still be running)."""
         return self._expired
+
+    @property
+    def suspended(self) -> bool:
+        return not self._done_event.is_set() and self._process.suspended
 
     @property
     def detached(self) -> bool:

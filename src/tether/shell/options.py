@@ -56,21 +56,36 @@ class LocalShellOptions:
             return None
         if self.spill_dir is not None:
             return _ensured(self.spill_dir)
-        home = os.environ.get("TETHER_HOME", "")
-        return _ensured_default(home)
+        return _ensured(_default_spill_dir(os.environ.get("TETHER_HOME", "")))
 
 
 @functools.lru_cache(maxsize=16)
-def _ensured_default(home_env: str) -> Path:
+def _default_spill_dir(home_env: str) -> Path:
     del home_env  # the cache key: resolve_home reads the same variable
-    return _ensured(resolve_home() / "spill")
+    return resolve_home() / "spill"
 
 
-@functools.lru_cache(maxsize=16)
+# The directory's mtime after its last prune, per path: unchanged means no file was added since.
+_pruned_at: dict[Path, int] = {}
+
+
 def _ensured(path: Path) -> Path:
-    # Created (and pruned) once per process and path: this runs on every execute.
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    prune_spill(path)
+    """``path`` created and pruned; this runs on every execute, so it costs one ``stat`` then.
+
+    A long-lived server (``tether serve``, days) adds spill files all the time: pruning only at
+    its first command let them pile up without bound. The directory's mtime changes when a file is
+    created in it, so a prune runs again only after that (at most one file behind, when a spill
+    lands within the same clock tick as the last prune's end).
+    """
+    try:
+        mtime = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mtime = -1
+    if _pruned_at.get(path) != mtime:
+        prune_spill(path)
+        with contextlib.suppress(OSError):
+            _pruned_at[path] = path.stat().st_mtime_ns
     return path
 
 

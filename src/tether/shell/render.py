@@ -11,11 +11,16 @@ Invariant: the rules are fixed and applied in this order (spec 000 "结果如何
 5. ``[timed out after Nms]`` on timeout; ``[stopped: REASON]`` when something external killed it;
 6. the closing marker: ``[killed by signal: X]``, else ``[exit code: N]`` for a non-zero exit.
 
+An incremental read that lost bytes from memory starts with ``dropped_marker``, which names the
+spill file as the truncation marker does.
+
 A non-zero exit stays in-band: it is text, never an exception. ``footer_lines`` is the part after
 the streams (4–6 plus truncation notes), for front doors that already streamed the output live.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from tether.shell.types import ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
 
@@ -24,6 +29,18 @@ def truncation_marker(output: ShellCollectedOutput) -> str | None:
     if not output.truncated:
         return None
     return f"[output truncated; full output: {output.spill_path or '(unavailable)'}]"
+
+
+def dropped_marker(dropped: Sequence[tuple[str, str | None]]) -> str | None:
+    """The note before an incremental read (a promoted seed, ``job_output``) that memory cut short.
+
+    Like the truncation marker it says where the whole stream is, so a reader who missed the start
+    of a long job can still read all of it: ``[earlier output was dropped: …; full stdout: PATH]``.
+    """
+    if not dropped:
+        return None
+    where = "; ".join(f"full {name}: {path or '(unavailable)'}" for name, path in dropped)
+    return f"[earlier output was dropped: it exceeded the in-memory budget; {where}]"
 
 
 def _stream_block(output: ShellCollectedOutput) -> str:

@@ -228,12 +228,15 @@ class ShellRunResult:
 class ShellProcessRead:
     """A consuming incremental read: what arrived since the previous ``read_output()``.
 
-    ``lossy`` is true when bytes were dropped from memory before this reader consumed them.
+    ``lossy`` is true when bytes were dropped from memory before this reader consumed them;
+    ``dropped`` then names each stream that lost some, with the spill file that still holds the
+    whole stream (None when there is none: spilling disabled, failed, or over its cap).
     """
 
     stdout: str
     stderr: str
     lossy: bool
+    dropped: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def text(self) -> str:
@@ -299,6 +302,12 @@ class ShellExecution(ABC):
     @abstractmethod
     def pid(self) -> int | None:
         """The shell's pid (None when spawn failed or never happened)."""
+
+    @property
+    def suspended(self) -> bool:
+        """Still running, but stopped by a signal and never going on by itself (no process is stopped
+        in a handle without one)."""
+        return False
 
     @abstractmethod
     def read_output(self) -> ShellProcessRead: ...

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.errors import NotFoundError
 from tether.jobs.registry import Job, JobInfo, JobRegistry
+from tether.shell.render import dropped_marker
 from tether.tools.arguments import JsonInt, parse_arguments
+from tether.tools.bash import SPILL_PATHS_SCHEMA, SUSPENDED_SCHEMA, suspended_line
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
 MAX_WAIT_MS = 600_000
@@ -25,6 +27,7 @@ _JOB_FIELDS: dict[str, Any] = {
     "exitCode": {"type": ["integer", "null"]},
     "signal": {"type": ["string", "null"]},
     "stopped": {"type": ["string", "null"]},
+    "suspended": SUSPENDED_SCHEMA,
 }
 
 
@@ -53,6 +56,8 @@ def _own(registry: JobRegistry, job_id: str, ctx: CallContext) -> Job:
 
 
 def _status_line(info: JobInfo) -> str:
+    if info.suspended:
+        return suspended_line(info.job_id)
     if info.status in ("running", "starting"):
         return f"[job {info.job_id} still running]"
     parts = [f"job {info.job_id} {info.status}"]
@@ -66,13 +71,16 @@ def _status_line(info: JobInfo) -> str:
 
 
 def _job_fields(info: JobInfo) -> dict[str, Any]:
-    return {
+    fields: dict[str, Any] = {
         "jobId": info.job_id,
         "status": info.status,
         "exitCode": info.exit_code,
         "signal": info.signal,
         "stopped": info.stopped,
     }
+    if info.suspended:
+        fields["suspended"] = True
+    return fields
 
 
 def job_list_tool(registry: JobRegistry) -> ToolDef:
@@ -83,7 +91,11 @@ def job_list_tool(registry: JobRegistry) -> ToolDef:
         rows = [
             {**_job_fields(info), "command": info.command, "description": info.description} for info in jobs
         ]
-        lines = [f"{info.job_id}  {info.status:<9}  {info.description or info.command}" for info in jobs]
+        lines = [
+            f"{info.job_id}  {'suspended' if info.suspended else info.status:<9}  "
+            f"{info.description or info.command}"
+            for info in jobs
+        ]
         return ToolResult(text="\n".join(lines) or "(no jobs)", structured={"jobs": rows})
 
     return ToolDef(
@@ -122,8 +134,8 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
         wait_ms = min(args.timeout_ms, MAX_WAIT_MS)
         read = await registry.read_waiting(args.job_id, wait_ms / 1000)
         text = read.text
-        if read.lossy:
-            text = "[earlier output was dropped: it exceeded the in-memory budget]\n" + text
+        if (marker := dropped_marker(read.dropped)) is not None:
+            text = f"{marker}\n{text}"
         if wait_ms != args.timeout_ms:
             text = (
                 f"[timeoutMs {args.timeout_ms} clamped to {wait_ms}, the longest job_output waits]\n" + text
@@ -134,6 +146,8 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
             "output": read.text,
             "lossy": read.lossy,
         }
+        if read.dropped:
+            structured["spillPaths"] = dict(read.dropped)
         if wait_ms != args.timeout_ms:
             structured["requestedTimeoutMs"] = args.timeout_ms
         return ToolResult(text=rendered, structured=structured)
@@ -164,6 +178,7 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
                 **_JOB_FIELDS,
                 "output": {"type": "string"},
                 "lossy": {"type": "boolean"},
+                "spillPaths": SPILL_PATHS_SCHEMA,
                 "requestedTimeoutMs": {
                     "type": "integer",
                     "description": f"Only when timeoutMs was above {MAX_WAIT_MS}: what was asked.",
@@ -180,10 +195,13 @@ def job_kill_tool(registry: JobRegistry) -> ToolDef:
         args = parse_arguments("job_kill", _JobKillArgs, arguments)
         job = _own(registry, args.job_id, ctx)
         killed = registry.kill(args.job_id, args.reason.strip() or "stopped by job_kill")
-        if job.execution is not None and killed:
+        # A second job_kill during the first one's grace period: the job has not ended yet, so
+        # this call waits for it too rather than saying "had already ended" of a running job.
+        stopping = not killed and job.running
+        if job.execution is not None and (killed or stopping):
             await job.execution.done
         info = job.info()
-        verb = "stopped" if killed else "had already ended"
+        verb = "stopped" if killed else "was already being stopped" if stopping else "had already ended"
         return ToolResult(
             text=f"job {info.job_id} {verb}; {_status_line(info)}",
             structured={**_job_fields(info), "killed": killed},

@@ -44,18 +44,24 @@ def run(config: Config, command: str, *, timeout_ms: int | None, cwd: str | None
 
 
 async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal) -> OSError | None:
-    """Copy one stream to ``out`` as it arrives; the error that ended it when ``out`` could not take
-    more (its reader gone, a full disk), and the command is stopped then."""
+    """Copy one stream to ``out`` byte for byte as it arrives; the error that ended it when ``out``
+    could not take more (its reader gone, a full disk), and the command is stopped then.
+
+    Bytes, not text: `tether exec -- cat image.png > copy.png` must copy, and a character split
+    between two reads must not be held back — waiting past an offset that stops before such a
+    held tail returned at once, for ever, so the loop never yielded and the command never ended.
+    """
     offset = 0
     while True:
-        await reader.wait_beyond(offset)
-        read = reader.read_from(offset)
+        closed = reader.closed  # before the read: everything written by then is in it
+        data, start = reader.bytes_from(offset)
         try:
-            if read.lost:
-                sys.stderr.write(f"\n[tether: {read.start - offset} bytes of {name} dropped]\n")
-            if read.text:
-                out.write(read.text)
-                out.flush()
+            if start > offset:
+                sys.stderr.write(f"\n[tether: {start - offset} bytes of {name} dropped]\n")
+                sys.stderr.flush()
+            if data:
+                out.buffer.write(data)
+                out.buffer.flush()
         except OSError as exc:
             # `tether exec -- yes | head -1`, or `> file` on a full disk: nothing more can be shown,
             # so the command ends as SIGPIPE would end it; and the interpreter must not trip over
@@ -64,16 +70,21 @@ async def _pump(reader: OutputReader, out: TextIO, name: str, abort: AbortSignal
                 os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
             abort.fire(f"{name} could not be written: {exc.strerror}")
             return exc
-        offset = read.next_offset
-        if read.closed and offset >= reader.total_bytes:
+        offset = start + len(data)
+        if closed and offset >= reader.total_bytes:
             return None
+        await reader.wait_beyond(offset)
 
 
 async def _run(
     config: Config, command: str, *, timeout_ms: int | None, cwd: str | None, background_ok: bool
 ) -> int:
     base = LocalShellOptions.from_config(config)
-    options = dataclasses.replace(base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER))
+    # No spill file: everything is shown live, and nothing would ever name or read one, so a big
+    # output left a copy of up to [shell].max_spill_bytes per stream in spill/ for a day.
+    options = dataclasses.replace(
+        base, max_output_bytes=max(base.max_output_bytes, _LIVE_BUFFER), max_spill_bytes=0
+    )
     executor = executor_from_config(config, options=options, keep_background=background_ok)
     request = ShellExecRequest(command, workdir=cwd, timeout_ms=timeout_ms)
     abort = AbortSignal()

@@ -16,14 +16,25 @@ The face::
       pwsh_available                      whether pwsh is here
     ToolAborted                           the caller cancelled; the command was killed
     SANDBOX_SCHEMA, sandbox_json          a result's sandbox facts, shared with the shell tools
+    SPILL_PATHS_SCHEMA                    where dropped output still is, shared with job_output
+    SUSPENDED_SCHEMA, suspended_line      a job stopped by a signal, shared with the job tools
 """
 
-from tether.tools.bash.results import SANDBOX_SCHEMA, ToolAborted, sandbox_json
+from tether.tools.bash.results import (
+    SANDBOX_SCHEMA,
+    SPILL_PATHS_SCHEMA,
+    SUSPENDED_SCHEMA,
+    ToolAborted,
+    sandbox_json,
+    suspended_line,
+)
 from tether.tools.bash.schema import ShellName
 from tether.tools.bash.tools import ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
 
 __all__ = [
     "SANDBOX_SCHEMA",
+    "SPILL_PATHS_SCHEMA",
+    "SUSPENDED_SCHEMA",
     "ShellName",
     "ShellToolOptions",
     "ShellToolPlugin",
@@ -31,4 +42,5 @@ __all__ = [
     "make_executor",
     "pwsh_available",
     "sandbox_json",
+    "suspended_line",
 ]

@@ -106,6 +106,19 @@ FOREGROUND_SCHEMA: Final[dict[str, Any]] = {
     ],
 }
 
+SPILL_PATHS_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "additionalProperties": {"type": ["string", "null"]},
+    "description": "Only when earlier output was dropped from memory: for each stream that lost some, "
+    "the file holding the whole stream (null when none could be kept).",
+}
+
+SUSPENDED_SCHEMA: Final[dict[str, Any]] = {
+    "type": "boolean",
+    "description": "Only when true: every process of the command is stopped by a signal "
+    "(kill -STOP $$); it will not go on by itself.",
+}
+
 PROMOTED_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
@@ -114,6 +127,8 @@ PROMOTED_SCHEMA: Final[dict[str, Any]] = {
         "timeoutMs": {"type": "integer", "description": "The deadline that applied."},
         "requestedTimeoutMs": _REQUESTED,
         "output": {"type": "string"},
+        "spillPaths": SPILL_PATHS_SCHEMA,
+        "suspended": SUSPENDED_SCHEMA,
     },
     "required": ["kind", "jobId", "timeoutMs", "output"],
 }
@@ -174,15 +189,31 @@ def foreground(
     return value
 
 
-def promoted_text(output: str, *, timeout_ms: int, job_id: str) -> str:
+def suspended_line(job_id: str) -> str:
+    """A running job whose every process is stopped by a signal: waiting on it is waiting for ever."""
+    return (
+        f"[job {job_id} is suspended: stopped by a signal (SIGSTOP, SIGTSTP or SIGTTIN), it will not "
+        "go on by itself; end it with job_kill]"
+    )
+
+
+def promoted_text(output: str, *, timeout_ms: int, job_id: str, suspended: bool = False) -> str:
     marker = f"[still running after {timeout_ms}ms; moved to background job {job_id}]"
+    if suspended:
+        marker += "\n" + suspended_line(job_id)
     if not output:
         return marker
     return f"{output}{'' if output.endswith(chr(10)) else chr(10)}{marker}"
 
 
 def promoted(
-    *, job_id: str, timeout_ms: int, output: str, requested_timeout_ms: int | None = None
+    *,
+    job_id: str,
+    timeout_ms: int,
+    output: str,
+    requested_timeout_ms: int | None = None,
+    dropped: tuple[tuple[str, str | None], ...] = (),
+    suspended: bool = False,
 ) -> dict[str, Any]:
     value: dict[str, Any] = {
         "kind": "promoted",
@@ -192,6 +223,10 @@ def promoted(
     }
     if requested_timeout_ms is not None:
         value["requestedTimeoutMs"] = requested_timeout_ms
+    if dropped:
+        value["spillPaths"] = dict(dropped)
+    if suspended:
+        value["suspended"] = True
     return value
 
 

@@ -36,7 +36,7 @@ from tether.errors import TetherError, UsageError
 from tether.jobs.registry import Job, JobLimitError, JobRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
-from tether.shell.render import render_shell_result
+from tether.shell.render import dropped_marker, render_shell_result
 from tether.shell.sandbox import sandbox_executor
 from tether.shell.types import (
     AbortSignal,
@@ -356,14 +356,20 @@ class ShellToolPlugin:
         job.background = True
         seed = execution.read_output()
         output = seed.text
-        if seed.lossy:
-            output = "[earlier output was dropped: it exceeded the in-memory budget]\n" + output
+        if (marker := dropped_marker(seed.dropped)) is not None:
+            output = f"{marker}\n{output}"
+        suspended = execution.suspended
         value = shapes.promoted(
-            job_id=job.job_id, timeout_ms=timeout_ms, output=output, requested_timeout_ms=requested_timeout_ms
+            job_id=job.job_id,
+            timeout_ms=timeout_ms,
+            output=output,
+            requested_timeout_ms=requested_timeout_ms,
+            dropped=seed.dropped,
+            suspended=suspended,
         )
         logger.info("%s command promoted to background job %s after %dms", self.shell, job.job_id, timeout_ms)
         text = shapes.with_clamp_note(
-            shapes.promoted_text(output, timeout_ms=timeout_ms, job_id=job.job_id),
+            shapes.promoted_text(output, timeout_ms=timeout_ms, job_id=job.job_id, suspended=suspended),
             requested_timeout_ms=requested_timeout_ms,
             used_ms=timeout_ms,
         )
