@@ -3,7 +3,8 @@
 Each shell a process has touched left entries in seven tables (its nonce, host, confinement,
 phase scanner, the agents busy on it, the log's retained start, the output clock's last sample)
 that nothing removed: about one kilobyte a shell, for the life of the process. A close now drops
-them, and the idle sweep drops those of shells another process closed."""
+them, and the idle sweep drops those of shells another process closed. The home itself kept a
+write-lock file for every shell it ever had; a close removes it."""
 
 from __future__ import annotations
 
@@ -57,11 +58,15 @@ async def test_closing_shells_leaves_nothing_of_them_in_the_process(tether_home:
         await registry.call("shell_read", _tasks(shells, {"kind": "read"}), CTX)
         engine = Shells.get(load_config(tether_home))
         assert engine.held() >= set(shells)  # what the calls above made it hold
+        locks = {s: tether_home / "locks" / f"{s}.lock" for s in shells}
+        assert all(lock.exists() for lock in locks.values())  # each run held its shell's lock
         closed = await registry.call("shell_manage", _tasks(shells[1:], {"kind": "close"}), CTX)
         assert all(t["ok"] for t in closed.structured["tasks"]), closed.text
         # Only the open shell is held; no call is on any shell now.
         assert engine.held() == {shells[0]}
         assert engine.ai_busy == {}
+        # Nor does the home keep a lock file for each shell it ever had.
+        assert [s for s, lock in locks.items() if lock.exists()] == shells[:1]
         # It still works as before: nothing it needs was dropped with the others.
         again = await registry.call(
             "shell_run",

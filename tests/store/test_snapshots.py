@@ -76,6 +76,15 @@ def test_take_latest_list(store: Store, tmp_path: Path) -> None:
     assert snaps.list(B) == []
 
 
+def test_snapshot_directories_are_private_at_every_level(store: Store, tmp_path: Path) -> None:
+    # ``mkdir(parents=True)`` gave ``snapshots/`` itself the default 0755 (only the shell's own
+    # directory got 0700): its listing named every shell the home ever had.
+    snap = _take(SnapshotStore(store, tmp_path))
+    for directory in (tmp_path / "snapshots", snap.path.parent):
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
+    assert snap.path.stat().st_mode & 0o777 == 0o600
+
+
 def test_text_cap_keeps_the_newest_lines(store: Store, tmp_path: Path) -> None:
     snaps = SnapshotStore(store, tmp_path, max_bytes=100)
     text = "".join(f"line {i:03d}\n" for i in range(50))  # 450 bytes

@@ -36,6 +36,7 @@ from tether.shells.tmux.control import SessionError
 from tether.shells.vault.mask import SecretMasker
 from tether.shells.vault.redaction import masked_values
 from tether.shells.waits import WaitSpec
+from tether.store.locks import WriteLocks
 from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore
 from tether.store.vault import Vault, VaultKeyError
 
@@ -316,6 +317,7 @@ async def close(
             await host.kill(shell_id)
     shells.records.mark_closed(shell_id, at_ms if at_ms is not None else now_ms())
     forget_delivered(shells, shell_id)
+    WriteLocks(shells.home).discard(shell_id)
     shells.forget(shell_id)
     return snap
 

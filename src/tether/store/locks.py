@@ -21,8 +21,10 @@ Cancelling the waiting task closes its descriptor in a ``finally``, so a cancell
 holds the lock (and a cancellation right after acquiring releases it). There is no separate
 timeout (spec: "无单独超时"); the caller's own wait bounds it. ``flock`` is not FIFO: under heavy
 contention a waiter may be overtaken. Locks are not re-entrant: a task holding a shell's lock
-must not acquire it again. Lock files are small and never deleted (deleting a file other processes
-may hold open would let two holders lock two different inodes).
+must not acquire it again. A live shell's lock file is never deleted (deleting a file other
+processes may hold open would let two holders lock two different inodes); a closed shell's is
+(``discard``): nothing writes to it again (a call naming it is refused before any lock is taken),
+so the inode a late holder keeps locks nothing anyone else waits for.
 
 While holding, the lock file holds one JSON line naming the holder (actor, pid, since), which
 ``holder()`` reports for ``shell_state``; whether the lock is held is decided by the kernel (a
@@ -160,6 +162,11 @@ class WriteLocks:
             return _read_holder(fd)
         finally:
             os.close(fd)
+
+    def discard(self, shell_id: str) -> None:
+        """The shell was closed: its lock file goes (a home that opens shells for months would
+        otherwise keep one for each)."""
+        self.path(shell_id).unlink(missing_ok=True)
 
     def _ensure_dir(self) -> None:
         if not self.dir.is_dir():

@@ -126,7 +126,9 @@ class SnapshotStore:
         label, cwd, text = (self._redact(v) if self._redact else v for v in (label, cwd, text))
         data, dropped = _bounded(text, self.max_bytes)
         shell_dir = self.dir / shell_id
-        shell_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Each level its own mode: ``parents=True`` would make ``snapshots/`` itself 0755.
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shell_dir.mkdir(mode=0o700, exist_ok=True)
         self.store.ensure_schemas()
         with self.store.transaction() as conn:
             row = conn.execute(
