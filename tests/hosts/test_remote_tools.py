@@ -329,3 +329,14 @@ async def test_the_log_cap_holds_on_the_host_and_in_the_mirror(
         out = await read(client, shell, {"kind": "read", "mode": "history"}, output={"lines": 2000})
         numbers = [int(x) for x in out["lines"] if x.isdigit()]
         assert numbers[-1] == 600000 and numbers == list(range(numbers[0], 600001)) and len(numbers) >= 1998
+
+
+async def test_a_remote_run_that_replaces_bash_ends_its_wait_saying_so(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    remote.add("box-a")
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, host="box-a")
+        assert (await run(client, shell, "echo ready"))["exitCode"] == 0
+        out = await run(client, shell, "exec sh", wait={"kind": "exit", "timeoutMs": HANG_MS})
+        assert out["met"] is False and out["unmet"] == "shell replaced by sh", out
