@@ -1,0 +1,73 @@
+"""Spec 003 conformance points found wrong by the third stop's audit, driven through the real MCP
+client: each test states the rule it pins (see docs/development.md, "Persistent-shell spec audit")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+from shell_harness import call, open_shell, shell_client
+
+from hang import HANG_MS, HANG_S
+
+
+async def _gate_after_start(started: Path, gate: Path) -> None:
+    """Open ``gate`` once the command under test proved it runs (it touched ``started``)."""
+    with anyio.fail_after(HANG_S):
+        while not await anyio.Path(started).exists():
+            await anyio.sleep(0.02)
+    await anyio.Path(gate).touch()
+
+
+async def test_match_waits_for_output_not_the_echoed_command(tether_home: Path, tmp_path: Path) -> None:
+    """§3: ``match`` waits for *output* that appears after the wait starts. The shell echoing the
+    typed command line is input: a pattern the command itself contains must wait for what the
+    command prints (a run's wait, and a step's expect)."""
+    async with shell_client(tether_home) as client:
+        # Short names in a wide terminal: the echoed line fits on one screen line, as most commands
+        # do, so the pattern is whole in it (a wrapped echo may split it).
+        shell = await open_shell(client, cwd=str(tmp_path), cols=1000)
+        for n, kind in enumerate(("run", "steps")):
+            started, gate = tmp_path / f"started{n}", tmp_path / f"gate{n}"
+            command = f"touch {started.name}; until [ -e {gate.name} ]; do sleep 0.05; done; echo READY-MARK"
+            if kind == "run":
+                action: dict[str, Any] = {"kind": "run", "command": command}
+                wait = {"kind": "match", "pattern": "READY-MARK", "timeoutMs": HANG_MS}
+            else:
+                expect = {"kind": "match", "pattern": "READY-MARK"}
+                step = {"send": command, "expect": expect, "timeoutMs": HANG_MS}
+                action = {"kind": "steps", "steps": [step]}
+                wait = {"kind": "idle", "timeoutMs": HANG_MS}
+            task = {"target": {"sessions": shell}, "action": action, "wait": wait}
+            result: dict[str, Any] = {}
+
+            async def run_it(
+                task: dict[str, Any] = task, result: dict[str, Any] = result, gate: Path = gate
+            ) -> None:
+                _, data = await call(client, "shell_run", {"tasks": [task]})
+                result.update(data["tasks"][0])
+                # What the wait was met by exists only once the gate is open.
+                result["gate_open"] = await anyio.Path(gate).exists()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run_it)
+                tg.start_soon(_gate_after_start, started, gate)
+            assert result["met"] is True, result
+            assert result["gate_open"], f"{kind}: met before the command printed: {result}"
+            assert "READY-MARK" in result["lines"], result
+            # The shell is back at its prompt before the next round types.
+            _, data = await call(
+                client,
+                "shell_read",
+                {
+                    "tasks": [
+                        {
+                            "target": {"sessions": shell},
+                            "action": {"kind": "read"},
+                            "wait": {"kind": "idle", "timeoutMs": HANG_MS},
+                        }
+                    ]
+                },
+            )
+            assert data["tasks"][0]["met"] is True
