@@ -71,3 +71,39 @@ async def test_match_waits_for_output_not_the_echoed_command(tether_home: Path, 
                 },
             )
             assert data["tasks"][0]["met"] is True
+
+
+async def test_each_schema_describes_only_the_wait_kinds_its_tool_takes(tether_home: Path) -> None:
+    """§3: shell_run waits for none/idle/bell/match/exit/file/noproc/cpu, shell_read for
+    idle/bell/match/exit/foreground. The advertised schema's description of ``wait.kind`` named all
+    nine kinds on both tools, offering a model kinds its tool refuses."""
+    meanings = {
+        "none": "none = ",
+        "file": "file = ",
+        "noproc": "noproc = ",
+        "cpu": "cpu = ",
+        "foreground": "foreground = ",
+    }
+    async with shell_client(tether_home) as client:
+        listed = {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+    for name in ("shell_run", "shell_read"):
+        kind = listed[name]["properties"]["tasks"]["items"]["properties"]["wait"]["properties"]["kind"]
+        for value, said in meanings.items():
+            assert (said in kind["description"]) == (value in kind["enum"]), (name, value, kind)
+
+
+async def test_exit_wait_on_a_shell_without_runs_says_so(tether_home: Path) -> None:
+    """§3: ``exit`` on shell_read without ``runId`` binds to the shell's latest shell_run. With none,
+    the error named a ``runId`` that was never given ("any shell_run not found")."""
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        task = {
+            "target": {"sessions": shell},
+            "action": {"kind": "read"},
+            "wait": {"kind": "exit", "timeoutMs": HANG_MS},
+        }
+        _, data = await call(client, "shell_read", {"tasks": [task]})
+        error = data["tasks"][0]["error"]
+        assert data["tasks"][0]["errorCode"] == "NOT_FOUND", data
+        assert error.startswith("tasks[0].wait: ") and "has no shell_run" in error, error
+        assert "runId:" not in error, error
