@@ -107,3 +107,23 @@ async def test_exit_wait_on_a_shell_without_runs_says_so(tether_home: Path) -> N
         assert data["tasks"][0]["errorCode"] == "NOT_FOUND", data
         assert error.startswith("tasks[0].wait: ") and "has no shell_run" in error, error
         assert "runId:" not in error, error
+
+
+async def test_a_batch_of_shells_keeps_labels_a_label_can_be(tether_home: Path) -> None:
+    """§open: ``label`` (≤ 32 characters) is the base name and the panel's display name. A batch
+    (count > 1) named its shells ``label-1``, ``label-2``: with a 32-character label those were 34
+    characters, which ``workspace-save`` then refused to save ("label is longer than 32")."""
+    base = "b" * 32
+    async with shell_client(tether_home) as client:
+        _, data = await call(
+            client, "shell_open", {"tasks": [{"action": {"kind": "open", "label": base, "count": 2}}]}
+        )
+        shells = [t["shell"] for t in data["tasks"]]
+        _, state = await call(client, "shell_state", {})
+        labels = sorted(s["label"] for s in state["shells"] if s["shell"] in shells)
+        assert labels == ["b" * 30 + "-1", "b" * 30 + "-2"], labels
+        save = {"kind": "workspace-save", "name": "batch"}
+        _, saved = await call(
+            client, "shell_manage", {"tasks": [{"target": {"sessions": ",".join(shells)}, "action": save}]}
+        )
+        assert saved["tasks"][0]["ok"] is True, saved

@@ -41,6 +41,7 @@ from tether.shells import (
     send,
     steps,
 )
+from tether.store.workspaces import MAX_LABEL_CHARS
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shells import render
 from tether.tools.shells.args import (
@@ -77,6 +78,14 @@ programs (REPLs, prompts, less, vim) with shell_send (text, then keys such as ["
 read with shell_read (mode tail/screen/history/since/diff/summary, or search), list with shell_state.
 Every call is { tasks: [ { target, action, wait, output, safety } ] }. Do not operate on shells
 other conversations created unless the user asks. `exit` in shell_run ends the shell itself."""
+
+
+def numbered_label(base: str, n: int) -> str:
+    """The label of the ``n``-th shell of a batch opened with ``label=base``: ``base-n``, with the
+    base cut so the whole is still a label (≤ 32 characters, spec 003 ``open.label``), which
+    rename, workspaces and the panel require of every shell's label."""
+    suffix = f"-{n}"
+    return base[: MAX_LABEL_CHARS - len(suffix)].rstrip() + suffix
 
 
 class ShellTools:
@@ -190,7 +199,7 @@ class ShellTools:
                 async with gate:
                     label = a.label or ""
                     if label and a.count > 1:
-                        label = f"{label}-{n + 1}"
+                        label = numbered_label(label, n + 1)
                     try:
                         rec, reached = await open_shell(
                             shells,
