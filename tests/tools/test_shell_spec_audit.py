@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from shell_harness import call, open_shell, shell_client
+from shell_harness import call, open_shell, shell_client, tmux
 
 from hang import HANG_MS, HANG_S
 
@@ -127,3 +127,28 @@ async def test_a_batch_of_shells_keeps_labels_a_label_can_be(tether_home: Path) 
             client, "shell_manage", {"tasks": [{"target": {"sessions": ",".join(shells)}, "action": save}]}
         )
         assert saved["tasks"][0]["ok"] is True, saved
+
+
+async def test_open_from_takes_a_size_given_with_it(tether_home: Path) -> None:
+    """§open: ``cols``/``rows`` are the new shell's size; with ``from`` the snapshot's size is the
+    default and a size given in the same action wins, as ``label`` and ``cwd`` do. It was dropped
+    without a word (§1: fields are never silently ignored): the revived shell kept 120x32."""
+    async with shell_client(tether_home) as client:
+        old = await open_shell(client)
+        await call(
+            client, "shell_manage", {"tasks": [{"target": {"sessions": old}, "action": {"kind": "close"}}]}
+        )
+        open_from = {"kind": "open", "from": old, "cols": 90, "rows": 20}
+        _, data = await call(client, "shell_open", {"tasks": [{"action": open_from}]})
+        new = data["tasks"][0]["shell"]
+        assert " 90x20, revived from " in data["tasks"][0]["lines"][0], data
+        assert (
+            tmux(tether_home, "display", "-p", "-t", new, "#{window_width}x#{window_height}").strip()
+            == "90x20"
+        )
+        # Without a size: the snapshot's, the 90x20 just given.
+        await call(
+            client, "shell_manage", {"tasks": [{"target": {"sessions": new}, "action": {"kind": "close"}}]}
+        )
+        _, again = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", "from": new}}]})
+        assert " 90x20, revived from " in again["tasks"][0]["lines"][0], again

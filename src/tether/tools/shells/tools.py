@@ -24,6 +24,8 @@ from tether.errors import UsageError
 from tether.shell import PERMISSION_MODES, SandboxSettings
 from tether.shell.sandbox import EscalationGate
 from tether.shells import (
+    DEFAULT_OPEN_COLS,
+    DEFAULT_OPEN_ROWS,
     NOT_READY,
     Confinement,
     HostError,
@@ -206,8 +208,8 @@ class ShellTools:
                             owner=ctx.actor,
                             label=label,
                             cwd=a.cwd,
-                            cols=a.cols,
-                            rows=a.rows,
+                            cols=DEFAULT_OPEN_COLS if a.cols is None else a.cols,
+                            rows=DEFAULT_OPEN_ROWS if a.rows is None else a.rows,
                             idle_minutes=a.idle_minutes,
                             confinement=confinement,
                             host_name=a.host or "local",
