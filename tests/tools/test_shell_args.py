@@ -147,10 +147,11 @@ def test_every_kind_of_every_tool_is_covered() -> None:
 
 def test_open_defaults_and_full_payload() -> None:
     action = OpenAction()
+    # cols/rows not given: 120 x 32 at open, the snapshot's size with from (None until then).
     assert (action.count, action.cols, action.rows, action.idle_minutes, action.watch) == (
         1,
-        120,
-        32,
+        None,
+        None,
         None,
         False,
     )

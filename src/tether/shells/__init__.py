@@ -60,6 +60,8 @@ from tether.shells.reads import read
 from tether.shells.records import Records, ShellRecord
 from tether.shells.requests import (
     DEFAULT_CONCURRENCY,
+    DEFAULT_OPEN_COLS,
+    DEFAULT_OPEN_ROWS,
     DEFAULT_POLL_MS,
     DEFAULT_TIMEOUT_MS,
     MAX_CONCURRENCY,
@@ -142,6 +144,8 @@ async def screen_text(shells: Shells, shell_id: str) -> str:
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "DEFAULT_OPEN_COLS",
+    "DEFAULT_OPEN_ROWS",
     "DEFAULT_POLL_MS",
     "DEFAULT_TIMEOUT_MS",
     "MAX_CONCURRENCY",

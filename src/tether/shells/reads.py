@@ -59,10 +59,14 @@ async def read(
         if wait.kind == "exit":
             run = _find_run(shells, shell_id, wait.run_id)
             if run is None or run.shell_id != shell_id:
-                which = f"run {wait.run_id}" if wait.run_id else "any shell_run"
+                if wait.run_id is None:
+                    raise NotFoundError(
+                        f"{path}.wait: shell {shell_id} has no shell_run to wait for (kind=exit without "
+                        "runId binds to the shell's latest shell_run); start the command with shell_run"
+                    )
                 raise NotFoundError(
-                    f"{path}.wait.runId: {which} not found in shell {shell_id}; use the run=<id> a "
-                    "shell_run on this shell returned"
+                    f"{path}.wait.runId: run {wait.run_id} not found in shell {shell_id}; use the run=<id> "
+                    "a shell_run on this shell returned"
                 )
             if run.typed_as_input is not None:
                 raise RefusedError(

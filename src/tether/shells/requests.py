@@ -87,6 +87,9 @@ class Safety:
 
 # ---- shell_open ---------------------------------------------------------------------------------
 
+DEFAULT_OPEN_COLS = 120
+DEFAULT_OPEN_ROWS = 32
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpenAction:
@@ -98,8 +101,9 @@ class OpenAction:
     count: int = 1
     cwd: str | None = None
     label: str | None = None
-    cols: int = 120
-    rows: int = 32
+    # Not given: ``DEFAULT_OPEN_COLS`` x ``DEFAULT_OPEN_ROWS``, or with ``from`` the snapshot's size.
+    cols: int | None = None
+    rows: int | None = None
     idle_minutes: int | None = None
     watch: bool = False
     from_id: str | None = None

@@ -3,14 +3,16 @@
 Invariant: conditions the shell or its output announce — a run's end and exit status, the prompt,
 ``bell``, ``match``, the screen settling — are decided from the bytes the log receives, woken by
 inotify, never by polling tmux; only conditions nothing announces (``file``, ``noproc``, ``cpu``,
-``foreground``) are re-checked every ``poll_ms``, and ``cpu``/``noproc`` of a run only once the
-run has started and its process was seen. A ``settle`` after text typed to a program
-(``program_idle``) also asks, once the screen is quiet and then every ``poll_ms``, whether what is
-in front still works (``ShellHost.front_busy``): a program that computes, or exits, without
-printing is not idle; once nothing works it is idle only if the log, proven caught up with the
-terminal (``ShellHost.sync_log``), brought nothing more — what the program printed last may still
-be on its way (a remote host's mirror). A condition asked of the host is answered likewise with
-the log caught up to the moment it held. A sync mark is never output. A timeout is a result
+``foreground``) are re-checked every ``poll_ms``, and ``cpu``/``noproc`` of a run only once the run
+has started and its process was seen. A ``match`` of a command typed at the prompt (a run, a step)
+is tried only on what follows the command's start event: the shell echoing the typed line is input,
+so a pattern the command itself contains waits for what it prints. A ``settle`` after text typed to
+a program (``program_idle``) also asks, once the screen is quiet and then every ``poll_ms``,
+whether what is in front still works (``ShellHost.front_busy``): a program that computes, or exits,
+without printing is not idle; once nothing works it is idle only if the log, proven caught up with
+the terminal (``ShellHost.sync_log``), brought nothing more — what the program printed last may
+still be on its way (a remote host's mirror). A condition asked of the host is answered likewise
+with the log caught up to the moment it held. A sync mark is never output. A timeout is a result
 (``timed_out``), never a kill; ``exit`` with an expected ``code`` returns as soon as the status is
 known, met or not. A shell that ends (its exit event, a dead pane, a killed session) ends every
 wait on it with ``shell_gone`` and the status it ended with, when one is known. A remote host's
@@ -144,6 +146,10 @@ class _Scan:
     bell: bool = False
     matched: str | None = None
     overran: str | None = None  # why a match could not be tried (``_fed``)
+    # A match wait of a command typed at the prompt: the token of its start event (``C``). Until
+    # that event the log holds the shell echoing the typed line, which is input, not output: a
+    # pattern that also occurs in the command itself must wait for what the command prints.
+    match_gate: int | None = None
     seen_event: ShellEvent | None = None
     # Every event read, in order, while few (``None`` once too many): what the shell's phase
     # follows from without reading those bytes again (``Seen``).
@@ -191,13 +197,28 @@ async def _fed(scan: _Scan, deadline: float) -> list[ShellEvent] | None:
     if taken is None:
         return None
     data, events = taken
-    if scan.wants_match:
+    if scan.wants_match and scan.match_gate is not None:
+        data = _after_start(scan, data, events)
+    if scan.wants_match and data:
         within = max(deadline - time.monotonic(), _MATCH_FLOOR_S)
         try:
             scan.matched, scan._text = await bounded(within, match_lines, scan._text, data, *scan._matching())
         except Unfinished as exc:
             scan.overran = str(exc)
     return events
+
+
+def _after_start(scan: _Scan, data: bytes, events: list[ShellEvent]) -> bytes:
+    """The part of ``data`` (just taken, ending at ``scan.pos``) after the gating run's start
+    event; nothing while that event has not come. The gate opens once, with an empty carry: the
+    echoed line's unfinished end is not the start of the command's output."""
+    begin = scan.pos - len(data)
+    for ev in events:
+        if ev.kind == "C" and ev.token == scan.match_gate:
+            scan.match_gate = None
+            scan._text = ""
+            return data[max(ev.end - begin, 0) :]
+    return b""
 
 
 class WaitEngine:
@@ -235,6 +256,11 @@ class WaitEngine:
             spec=spec,
             events=EventScanner(nonce, start) if nonce else None,
             last_output=t0 if spec.kind == "settle" else _mtime(self.host.log_of(pane.shell_id), t0),
+            match_gate=(
+                run.token
+                if spec.kind == "match" and nonce and run is not None and run.started is None
+                else None
+            ),
         )
         try:
             outcome = await self._loop(

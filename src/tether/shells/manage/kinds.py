@@ -182,6 +182,9 @@ async def revive(
     name = action.host or (old_host if old_host in shells.hosts else "local")
     host = shells.check_host(name, f"{path}.host")
     cwd = action.cwd or snap.cwd
+    # A size given with from wins over the snapshot's, as label and cwd do.
+    cols = action.cols if action.cols is not None else snap.cols
+    rows = action.rows if action.rows is not None else snap.rows
     if not action.cwd and not (cwd and await host.start_dir(cwd)):
         notes.append(f"[the snapshot's cwd {cwd} no longer exists; the new shell starts in the default]")
         cwd = ""
@@ -190,8 +193,8 @@ async def revive(
         owner=actor,
         label=action.label or snap.label,
         cwd=cwd or None,
-        cols=snap.cols,
-        rows=snap.rows,
+        cols=cols,
+        rows=rows,
         idle_minutes=action.idle_minutes,
         preamble=lambda new_id: lifecycle.preamble(snap, text, new_id),
         confinement=confinement,
@@ -199,7 +202,7 @@ async def revive(
     )
     lines = [
         f"opened {rec.id}{'' if host.name == 'local' else ' on host ' + host.name} label={rec.label} "
-        f"cwd={rec.cwd} {snap.cols}x{snap.rows}, revived from {old} "
+        f"cwd={rec.cwd} {cols}x{rows}, revived from {old} "
         f"(snapshot '{snap.reason}' of {utc_text(snap.taken_ms)})",
         f"the old scrollback ({snap.size} bytes) is at the start of {rec.id}'s history: "
         "shell_read mode=history, mode=since or search",

@@ -24,6 +24,8 @@ from tether.errors import UsageError
 from tether.shell import PERMISSION_MODES, SandboxSettings
 from tether.shell.sandbox import EscalationGate
 from tether.shells import (
+    DEFAULT_OPEN_COLS,
+    DEFAULT_OPEN_ROWS,
     NOT_READY,
     Confinement,
     HostError,
@@ -41,6 +43,7 @@ from tether.shells import (
     send,
     steps,
 )
+from tether.store.workspaces import MAX_LABEL_CHARS
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shells import render
 from tether.tools.shells.args import (
@@ -77,6 +80,14 @@ programs (REPLs, prompts, less, vim) with shell_send (text, then keys such as ["
 read with shell_read (mode tail/screen/history/since/diff/summary, or search), list with shell_state.
 Every call is { tasks: [ { target, action, wait, output, safety } ] }. Do not operate on shells
 other conversations created unless the user asks. `exit` in shell_run ends the shell itself."""
+
+
+def numbered_label(base: str, n: int) -> str:
+    """The label of the ``n``-th shell of a batch opened with ``label=base``: ``base-n``, with the
+    base cut so the whole is still a label (≤ 32 characters, spec 003 ``open.label``), which
+    rename, workspaces and the panel require of every shell's label."""
+    suffix = f"-{n}"
+    return base[: MAX_LABEL_CHARS - len(suffix)].rstrip() + suffix
 
 
 class ShellTools:
@@ -190,15 +201,15 @@ class ShellTools:
                 async with gate:
                     label = a.label or ""
                     if label and a.count > 1:
-                        label = f"{label}-{n + 1}"
+                        label = numbered_label(label, n + 1)
                     try:
                         rec, reached = await open_shell(
                             shells,
                             owner=ctx.actor,
                             label=label,
                             cwd=a.cwd,
-                            cols=a.cols,
-                            rows=a.rows,
+                            cols=DEFAULT_OPEN_COLS if a.cols is None else a.cols,
+                            rows=DEFAULT_OPEN_ROWS if a.rows is None else a.rows,
                             idle_minutes=a.idle_minutes,
                             confinement=confinement,
                             host_name=a.host or "local",

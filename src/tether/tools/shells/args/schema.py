@@ -41,12 +41,22 @@ _WAIT_KINDS = {
     "shell_run": ["none", "idle", "bell", "match", "exit", "file", "noproc", "cpu"],
     "shell_read": ["idle", "bell", "match", "exit", "foreground"],
 }
-_KIND_DESC = (
-    "none = return at once (async start); idle = back at the prompt; bell = BEL rung; match = "
-    "new output matches pattern; exit = command finished (optionally with code); file = path "
-    "exists; noproc = proc left the pane's process tree; cpu = foreground CPU below threshold; "
-    "foreground = foreground process becomes proc."
-)
+# What each wait kind means; a tool's schema lists only the kinds it takes (§3).
+_KIND_MEANING = {
+    "none": "return at once (async start)",
+    "idle": "back at the prompt",
+    "bell": "BEL rung",
+    "match": "new output matches pattern",
+    "exit": "command finished (optionally with code)",
+    "file": "path exists",
+    "noproc": "proc left the pane's process tree",
+    "cpu": "foreground CPU below threshold",
+    "foreground": "foreground process becomes proc",
+}
+
+
+def _kind_desc(tool: str) -> str:
+    return "; ".join(f"{kind} = {_KIND_MEANING[kind]}" for kind in _WAIT_KINDS[tool]) + "."
 
 
 def _wait(tool: str) -> Schema:
@@ -59,7 +69,10 @@ def _wait(tool: str) -> Schema:
             },
             "shell_send takes only pollMs.",
         )
-    props: dict[str, Schema] = {"kind": s_enum(_WAIT_KINDS[tool], _KIND_DESC, "idle"), "timeoutMs": TIMEOUT}
+    props: dict[str, Schema] = {
+        "kind": s_enum(_WAIT_KINDS[tool], _kind_desc(tool), "idle"),
+        "timeoutMs": TIMEOUT,
+    }
     if tool == "shell_run":
         props["pollMs"] = POLL
     props["pattern"] = PATTERN

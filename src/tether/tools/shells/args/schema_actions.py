@@ -90,8 +90,8 @@ ACTION_SCHEMAS: Mapping[str, Sequence[Schema]] = {
                     "when known)."
                 ),
                 "label": s_str("Base name of the shell(s), also the panel's display name.", 32),
-                "cols": s_int(20, 1000, "Initial columns.", 120),
-                "rows": s_int(5, 500, "Initial rows.", 32),
+                "cols": s_int(20, 1000, "Initial columns (with from: default the snapshot's).", 120),
+                "rows": s_int(5, 500, "Initial rows (with from: default the snapshot's).", 32),
                 "idleMinutes": s_int(
                     0,
                     1440,
