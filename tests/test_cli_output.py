@@ -53,6 +53,13 @@ def test_the_commands_of_the_tools_process_and_version(tether_home: Path) -> Non
         assert (done := _onto_a_full_disk(*args)).returncode == 2 and done.stderr == FULL, done
 
 
+def test_help_that_cannot_be_written_is_no_success(tether_home: Path) -> None:
+    # argparse swallows an OSError from writing its help: `tether --help > /dev/full` ended 0.
+    for args in (["--help"], ["shell", "list", "--help"], ["mcp", "--help"]):
+        assert (done := _into_a_closed_pipe(*args)).returncode == 141 and done.stderr == "", done
+        assert (done := _onto_a_full_disk(*args)).returncode == 2 and done.stderr == FULL, done
+
+
 def test_exec_stops_its_command_when_the_output_cannot_be_written(tether_home: Path) -> None:
     token = unique_sleep_arg()
     done = _onto_a_full_disk("exec", "--", f"while :; do echo y; done & sleep {token}")
