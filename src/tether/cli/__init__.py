@@ -126,6 +126,13 @@ def _open_standard_streams() -> None:
             # Lives as long as the process: no context manager.
             stream = open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
             setattr(sys, name, stream)
+    # A terminal or pipe in an encoding that is not UTF-8 (a latin-1 locale, PYTHONIOENCODING=ascii)
+    # cannot take the help's dashes, the ellipsis of `audit verify` or an agent's non-ASCII label:
+    # write what it cannot hold as escapes instead of ending in a UnicodeEncodeError traceback.
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict":
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
 
 
 def _dispatch(words: list[str]) -> int:

@@ -15,6 +15,7 @@ import getpass
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
 
 
-def _print_table(rows: list[tuple[str, ...]], *, right: tuple[int, ...] = ()) -> None:
+def _print_table(rows: Sequence[Sequence[str]], *, right: tuple[int, ...] = ()) -> None:
     """Columns as wide as their widest cell, the last one unpadded. Every cell is made printable
     first: a label, a working directory or a client's name is an agent's text, and its escape
     sequences must not reach a person's terminal (retitle it, clear it, write its clipboard)."""
