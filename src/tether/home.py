@@ -42,6 +42,17 @@ def home_text(environ: Mapping[str, str] | None = None) -> str:
     return path
 
 
+def current_directory(fix: str) -> str:
+    """This process's working directory, or a ``UsageError`` saying it was removed (``getcwd``
+    fails with ENOENT then: a server started in a project deleted since), ending with ``fix``."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        from tether.errors import UsageError
+
+        raise UsageError(f"tether's own working directory no longer exists (it was removed); {fix}") from None
+
+
 def resolve_home(environ: Mapping[str, str] | None = None) -> Path:
     """``home_text`` as a path (same rule everywhere)."""
     return Path(home_text(environ))
