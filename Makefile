@@ -8,7 +8,9 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-SYSTEM := tmux bubblewrap strace chromium nodejs npm procps git ca-certificates openssh-server openssh-client
+# python3-venv: Debian's python3 has no ensurepip, so `python3 -m venv` (the next step) needs it.
+SYSTEM := python3 python3-venv tmux bubblewrap strace chromium nodejs npm procps git ca-certificates \
+          openssh-server openssh-client
 # The default interpreter makes .venv; the smoke subset also runs on the others.
 PYTHON         ?= python3
 SMOKE_PYTHONS  ?= 3.11 3.12 3.13

@@ -171,3 +171,35 @@ def test_the_command_runs_in_the_container_from_any_working_directory(tether_hom
     for where in (Path("/"), tether_home):
         done = tether("exec", "--", "cat /proc/1/comm", cwd=where)
         assert (done.returncode, done.stdout, done.stderr) == (0, "tether-init\n", ""), where
+
+
+def test_a_removed_working_directory_is_a_named_error_not_a_traceback(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # A terminal left in a directory deleted since (a removed worktree or build directory): getcwd()
+    # fails there, and `tether exec` ended in a FileNotFoundError traceback, as did any command
+    # with a relative TETHER_HOME (it is taken from that directory).
+    gone = tmp_path / "gone"
+
+    def in_a_removed_directory(*args: str, home: str) -> subprocess.CompletedProcess[str]:
+        gone.mkdir()
+        script = 'cd "$0" && rmdir "$0" && exec "$@"'
+        return subprocess.run(
+            ["bash", "-c", script, str(gone), sys.executable, "-m", "tether", *args],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            env={**os.environ, "TETHER_HOME": home},
+        )
+
+    done = in_a_removed_directory("exec", "--", "pwd", home=str(tether_home))
+    assert (done.returncode, done.stdout) == (2, ""), done
+    assert done.stderr.startswith("tether: SHELL_BAD_CWD: the current working directory no longer exists")
+    assert "--cwd DIR" in done.stderr
+    # An absolute --cwd needs no current directory.
+    done = in_a_removed_directory("exec", "--cwd", "/", "--", "pwd", home=str(tether_home))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "/\n", ""), done
+    for args in (["shell", "list"], ["exec", "--cwd", "/", "--", "true"]):
+        done = in_a_removed_directory(*args, home="relative-home")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done
+        assert "TETHER_HOME='relative-home' is a relative path and the current directory" in done.stderr

@@ -53,6 +53,25 @@ def test_the_commands_of_the_tools_process_and_version(tether_home: Path) -> Non
         assert (done := _onto_a_full_disk(*args)).returncode == 2 and done.stderr == FULL, done
 
 
+def test_help_that_cannot_be_written_is_no_success(tether_home: Path) -> None:
+    # argparse swallows an OSError from writing its help: `tether --help > /dev/full` ended 0.
+    for args in (["--help"], ["shell", "list", "--help"], ["mcp", "--help"]):
+        assert (done := _into_a_closed_pipe(*args)).returncode == 141 and done.stderr == "", done
+        assert (done := _onto_a_full_disk(*args)).returncode == 2 and done.stderr == FULL, done
+
+
+def test_an_output_encoding_that_is_not_utf8_gets_escapes_not_a_traceback(tether_home: Path) -> None:
+    # A latin-1 locale, or PYTHONIOENCODING=ascii: the help's dash and the ellipsis `audit verify`
+    # ends its head hash with ended in a UnicodeEncodeError traceback.
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    for args, shown in ((["--help"], "agents \\u2014 one-shot"), (["audit", "verify"], "\\u2026")):
+        done = subprocess.run(
+            [sys.executable, "-m", "tether", *args], capture_output=True, env=env, timeout=HANG_S, check=False
+        )
+        assert (done.returncode, done.stderr) == (0, b""), done
+        assert shown.encode() in done.stdout, done.stdout
+
+
 def test_exec_stops_its_command_when_the_output_cannot_be_written(tether_home: Path) -> None:
     token = unique_sleep_arg()
     done = _onto_a_full_disk("exec", "--", f"while :; do echo y; done & sleep {token}")

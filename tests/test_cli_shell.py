@@ -135,3 +135,41 @@ def test_real_process(tether_home: Path, store: Store) -> None:
     assert done.returncode == 0, done.stderr
     lock = ShellLocks(tether_home, store).lock_state(SHELL).manual
     assert lock is not None and lock.why == "from a real process" and lock.source == "cli"
+
+
+def test_list_shows_an_agents_text_escaped_and_whole_ids(tether_home: Path, store: Store) -> None:
+    # An agent names a shell and its working directory; what the command line prints of them reaches
+    # a person's terminal, where an escape sequence retitles it, clears it or writes its clipboard
+    # (OSC 52). And a default conversation id (21 characters) was cut to 20 in the OWNER column.
+    owner = "conv-0123456789abcdef"
+    label = "x\x1b]52;c;cHduZWQ=\x07\x1b[2Jy"
+    cwd = "/tmp/\x1b[31mred"
+    Records(store).add_shell(
+        ShellRecord(
+            id="dsh-cli003",
+            owner=owner,
+            label=label,
+            created_ms=1_700_000_000_000,
+            cwd=cwd,
+            last_activity_ms=1_700_000_000_000,
+            idle_minutes=None,
+        )
+    )
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+
+    def tether(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "tether", *args], capture_output=True, env=env, timeout=HANG_S
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode()
+
+    lock = tether("shell", "lock", "dsh-cli003", "--who", "eve\x1b[2J")
+    listing = tether("shell", "list")
+    unlock = tether("shell", "unlock", "dsh-cli003")
+    for out in (lock, listing, unlock):
+        assert "\x1b" not in out and "\x07" not in out, out
+    row = next(line for line in listing.splitlines() if line.startswith("dsh-cli003"))
+    assert row.split()[:3] == ["dsh-cli003", owner, "x\\u001b]52;c;cHduZWQ=\\u0007\\u001b[2Jy"]
+    assert row.endswith("/tmp/\\u001b[31mred")
+    assert "locked by eve\\u001b[2J" in lock and "locked by eve\\u001b[2J" in unlock

@@ -28,10 +28,29 @@ def home_text(environ: Mapping[str, str] | None = None) -> str:
     value = env.get("TETHER_HOME", "").strip()
     if not value:
         return os.path.join(os.path.expanduser("~"), ".tether")
-    path = os.path.abspath(os.path.expanduser(value))
+    try:
+        path = os.path.abspath(os.path.expanduser(value))
+    except FileNotFoundError:  # relative, and the working directory it is relative to was removed
+        from tether.errors import UsageError
+
+        raise UsageError(
+            f"TETHER_HOME={value!r} is a relative path and the current directory no longer exists; "
+            "set TETHER_HOME to an absolute path, or cd to an existing directory"
+        ) from None
     if environ is None and path != env["TETHER_HOME"]:
         os.environ["TETHER_HOME"] = path  # pinned: see the module's invariant
     return path
+
+
+def current_directory(fix: str) -> str:
+    """This process's working directory, or a ``UsageError`` saying it was removed (``getcwd``
+    fails with ENOENT then: a server started in a project deleted since), ending with ``fix``."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        from tether.errors import UsageError
+
+        raise UsageError(f"tether's own working directory no longer exists (it was removed); {fix}") from None
 
 
 def resolve_home(environ: Mapping[str, str] | None = None) -> Path:

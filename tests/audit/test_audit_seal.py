@@ -268,3 +268,36 @@ def _setup_keys_and_verify(tmp_path: Path) -> None:
 def _edit_first_run(records: Records) -> Records:
     records[_first_command(records, "c0")]["command"] = "c0 rewritten"
     return records
+
+
+def test_cli_an_empty_or_doubled_key_is_refused_not_skipped(tmp_path: Path) -> None:
+    # `--key "$KEY"` with KEY unset (or an empty key file) verified without the seals, said "intact"
+    # and exited 0 as if they had been proven; `--key` beside `--key-file` lost one of the two.
+    empty = tmp_path / "empty.key"
+    empty.write_text("\n")
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    cases = {
+        ("--key", ""): "--key is empty",
+        ("--key", "  "): "--key is empty",
+        ("--key-file", str(empty)): f"--key-file {empty} is empty",
+        ("--key", "tak1-x", "--key-file", str(empty)): "not allowed with argument",
+    }
+    try:
+        for args, message in cases.items():
+            done = subprocess.run(
+                [TETHER, "audit", "verify", *args], env=env, capture_output=True, text=True, timeout=HANG_S
+            )
+            assert (done.returncode, done.stdout) == (2, ""), done
+            assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+        every = subprocess.run(
+            [TETHER, "audit", "setup-keys", "--every", "0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+        )
+        assert (
+            every.returncode == 2 and "--every must be a whole number of records, at least 1" in every.stderr
+        )
+    finally:
+        stop_door(tmp_path / "home")

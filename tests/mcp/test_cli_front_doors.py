@@ -494,3 +494,28 @@ async def test_a_broken_database_is_a_named_storage_error_for_the_client(tether_
         assert text.startswith(f"STORAGE_UNAVAILABLE: {tether_home / 'tether.db'} is not a database"), text
         assert "tether starts a new one" in text
         assert (await client.list_tools()).tools  # the conversation goes on
+
+
+async def test_a_server_whose_working_directory_was_removed_names_it(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # A client started `tether mcp` in a project deleted since: getcwd() fails, and `shell_open`
+    # without a cwd answered `INTERNAL: … failed unexpectedly`, `bash` without a workdir likewise.
+    gone = tmp_path / "project"
+    gone.mkdir()
+    params = stdio_params(tether_home)
+    params = StdioServerParameters(
+        command="bash",
+        args=["-c", 'cd "$0" && rmdir "$0" && exec "$@"', str(gone), params.command, *params.args],
+        env=params.env,
+    )
+    async with Client(params) as client:
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        assert "tether's own working directory no longer exists (it was removed); give open.cwd" in text_of(
+            opened
+        )
+        ran = await client.call_tool("bash", {"command": "pwd", "description": "where"})
+        assert ran.is_error and text_of(ran).startswith("SHELL_BAD_CWD: the current working directory")
+        # An absolute directory needs none of it.
+        ran = await client.call_tool("bash", {"command": "pwd", "description": "where", "workdir": "/"})
+        assert not ran.is_error and text_of(ran) == "/"

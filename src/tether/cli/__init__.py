@@ -52,7 +52,7 @@ _QUIET = _quiet_interrupts()
 import contextlib  # noqa: E402
 import importlib  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 from tether import __version__  # noqa: E402
 from tether.errors import STORAGE_ERRNOS, StorageError, TetherError  # noqa: E402
@@ -77,7 +77,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     are built (building them all costs ~15 ms, more than a command of the tools process takes)."""
     import argparse
 
-    parser = argparse.ArgumentParser(
+    class _Parser(argparse.ArgumentParser):
+        # argparse drops an OSError from writing its help, usage or version text, so `tether --help`
+        # onto a full disk or into a closed pipe ended 0 with nothing written; let it through to
+        # ``_guarded``, which says so (2) or ends quietly (141) as for every other output.
+        # Sub-parsers are made of the same class (``add_subparsers`` takes the parent's).
+        def _print_message(self, message: str, file: Any = None) -> None:
+            if message:
+                (file or sys.stderr).write(message)
+
+    parser = _Parser(
         prog="tether",
         description="tether: a shell for AI agents — one-shot commands with bounded, non-hanging "
         "results and persistent tmux shells, served over MCP (stdio and HTTP) with a web panel.",
@@ -117,6 +126,13 @@ def _open_standard_streams() -> None:
             # Lives as long as the process: no context manager.
             stream = open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
             setattr(sys, name, stream)
+    # A terminal or pipe in an encoding that is not UTF-8 (a latin-1 locale, PYTHONIOENCODING=ascii)
+    # cannot take the help's dashes, the ellipsis of `audit verify` or an agent's non-ASCII label:
+    # write what it cannot hold as escapes instead of ending in a UnicodeEncodeError traceback.
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict":
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
 
 
 def _dispatch(words: list[str]) -> int:

@@ -74,8 +74,10 @@ class LocalShellExecutor(ShellExecutor):
             )
         if request.stdout_max_bytes is not None and request.stdout_max_bytes < 0:
             raise UsageError(f"stdout_max_bytes must be ≥ 0 (got {request.stdout_max_bytes})")
-        base = opts.cwd or os.getcwd()
-        cwd = os.path.normpath(os.path.join(base, os.path.expanduser(request.workdir or "")))
+        workdir = os.path.expanduser(request.workdir or "")
+        # An absolute workdir needs no base: this process's own directory may have been removed.
+        base = "" if os.path.isabs(workdir) else opts.cwd or _current_directory()
+        cwd = os.path.normpath(os.path.join(base, workdir))
         timeout_ms = min(request.timeout_ms or opts.timeout_ms, opts.max_timeout_ms)
         context = ShellEnvContext(command=request.command, cwd=cwd, session_id=request.session_id)
         env = {**self.env_registry.collect(context), **request.env}
@@ -193,3 +195,17 @@ class LocalPwshExecutor(LocalShellExecutor):
 
     def argv(self, executable: str, command: str) -> tuple[str, ...]:
         return (executable, "-NoProfile", "-NonInteractive", "-Command", command)
+
+
+def _current_directory() -> str:
+    """This process's working directory; ``SHELL_BAD_CWD`` once it was removed (``getcwd`` then
+    fails with ENOENT: a ``tether exec`` typed in a directory deleted since, or a ``tether mcp``
+    started in a project that was)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise ShellException(
+            "the current working directory no longer exists (it was removed); cd to an existing "
+            "directory, or pass an absolute workdir (tether exec: --cwd DIR)",
+            code="SHELL_BAD_CWD",
+        ) from None

@@ -28,6 +28,14 @@ def verify_log(args: argparse.Namespace) -> int:
             text = Path(args.key_file).read_text(encoding="ascii")
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"--key-file {args.key_file}: cannot read it ({exc})") from exc
+    if text is not None and not text.strip():
+        # `--key "$KEY"` with KEY unset, or an empty file, asked for the seals' proof: verifying
+        # without it would say "intact" and exit 0 as if the seals had been proven.
+        where = f"--key-file {args.key_file} is empty" if args.key_file else "--key is empty"
+        raise UsageError(
+            f"{where}; give the verification key printed by `tether audit setup-keys`, or leave "
+            "the flag out to check the hash chain without the seals"
+        )
     result = call_tool("audit_verify", {"key": text.strip()} if text else {})
     found = result.structured
     if args.json:
@@ -38,6 +46,8 @@ def verify_log(args: argparse.Namespace) -> int:
 
 
 def setup_keys(args: argparse.Namespace) -> int:
+    if args.every < 1:
+        raise UsageError(f"--every must be a whole number of records, at least 1 (got {args.every})")
     key = call_tool("audit_setup_keys", {"every": args.every}).structured
     print(
         "forward-secure sealing is on: every "

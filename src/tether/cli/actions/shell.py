@@ -15,6 +15,7 @@ import getpass
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,12 @@ def lock_shell(args: argparse.Namespace) -> int:
     result = call_tool(
         "shell_lock", {"shell": args.shell, "action": "lock", "who": who, "reason": args.reason}
     )
-    print(result.text)
+    print(_printable(result.text))
     return 0
 
 
 def unlock_shell(args: argparse.Namespace) -> int:
-    print(call_tool("shell_lock", {"shell": args.shell, "action": "unlock"}).text)
+    print(_printable(call_tool("shell_lock", {"shell": args.shell, "action": "unlock"}).text))
     return 0
 
 
@@ -45,14 +46,15 @@ def list_shells(args: argparse.Namespace) -> int:
     if not rows:
         print("no shells recorded; agents open them with shell_open")
         return 0
-    print(f"{'ID':<11} {'OWNER':<20} {'LABEL':<16} {'LOCK':<24} STARTED IN")
+    table = [("ID", "OWNER", "LABEL", "LOCK", "STARTED IN")]
     for r in rows:
         lock = (
             f"locked by {r['lockedBy']}"
             if r["lockedBy"]
             else ("writing: " + r["writer"] if r["writer"] else "-")
         )
-        print(f"{r['id']:<11} {r['owner'][:20]:<20} {r['label'][:16]:<16} {lock[:24]:<24} {r['cwd']}")
+        table.append((r["id"], r["owner"], r["label"], lock, r["cwd"]))
+    _print_table(table)
     return 0
 
 
@@ -68,13 +70,14 @@ def timeline(args: argparse.Namespace) -> int:
     if not commands:
         print(f"{args.shell} has run no command yet")
         return 0
-    print(f"{'STARTED':<23} {'TOOK':>9} {'EXIT':>7}  {'BY':<28} COMMAND")
+    table = [("STARTED", "TOOK", "EXIT", "BY", "COMMAND")]
     for c in commands:
         started = utc_text(c["startedMs"]) if c["startedMs"] is not None else "?"
         took = _duration(c["durationMs"])
         code = "running" if c["endedMs"] is None else str(c["exitCode"])
         who = c["by"] + (f" ({c['client']})" if c.get("client") else "")
-        print(f"{started:<23} {took:>9} {code:>7}  {who[:28]:<28} {_printable(c['text'])}")
+        table.append((started, took, code, who, c["text"]))
+    _print_table(table, right=(1, 2))
     return 0
 
 
@@ -117,3 +120,17 @@ def _duration(ms: int | None) -> str:
 def _printable(text: str) -> str:
     # json.dumps escapes control characters (ESC, CR, newlines); strip its quotes.
     return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
+
+
+def _print_table(rows: Sequence[Sequence[str]], *, right: tuple[int, ...] = ()) -> None:
+    """Columns as wide as their widest cell, the last one unpadded. Every cell is made printable
+    first: a label, a working directory or a client's name is an agent's text, and its escape
+    sequences must not reach a person's terminal (retitle it, clear it, write its clipboard)."""
+    cells = [[_printable(str(cell)) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]) - 1)]
+    for row in cells:
+        padded = [
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row[:-1], widths, strict=True))
+        ]
+        print("  ".join([*padded, row[-1]]))

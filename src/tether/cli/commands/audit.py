@@ -33,12 +33,13 @@ def register(subparsers: Any) -> None:
         description="Check every line of every day file: valid record, hash, link to the previous record. "
         "Exit status 0 when intact, 1 at the first broken record (printed).",
     )
-    check.add_argument(
+    key = check.add_mutually_exclusive_group()  # one key: silently preferring one hid the other
+    key.add_argument(
         "--key",
         metavar="KEY",
         help="the verification key printed by setup-keys: also prove every forward-secure seal",
     )
-    check.add_argument("--key-file", metavar="PATH", help="read the verification key from this file")
+    key.add_argument("--key-file", metavar="PATH", help="read the verification key from this file")
     check.add_argument(
         "--json",
         action="store_true",

@@ -21,7 +21,7 @@ import termios
 from pathlib import Path
 
 from tether.config import Config, ensure_home
-from tether.home import replace_file
+from tether.home import current_directory, replace_file
 from tether.process.adopt import OWN_PROCESS, adopting_command
 from tether.process.container import read_proc
 from tether.process.env import scrub_environment
@@ -115,7 +115,8 @@ class LocalHost(ShellHost):
         return str(path)
 
     async def start_dir(self, cwd: str | None) -> str | None:
-        return _directory(cwd or self.config.shell.cwd or os.getcwd())
+        fix = "give open.cwd an absolute directory, or set [shell].cwd in config.toml"
+        return _directory(cwd or self.config.shell.cwd or current_directory(fix))
 
     async def exists(self, path: str, pane: PaneInfo | None = None) -> bool:
         if pane is not None and self.confined.is_confined(pane.shell_id):

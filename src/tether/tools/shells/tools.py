@@ -12,7 +12,6 @@ mode the escalation gate granted (``tether.shell.sandbox.grants``: configuration
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -21,6 +20,7 @@ from tether.approvals import Approvals
 from tether.audit.log import AuditLog
 from tether.config import Config
 from tether.errors import UsageError
+from tether.home import current_directory
 from tether.shell import PERMISSION_MODES, SandboxSettings
 from tether.shell.sandbox import EscalationGate
 from tether.shells import (
@@ -157,7 +157,8 @@ class ShellTools:
         if a.sandbox_permissions in (None, "use_default"):
             return None  # the deployment's default
         # A blank justification is the gate's to refuse: refused there, it is audited too.
-        cwd = a.cwd or self.config.shell.cwd or os.getcwd()
+        fix = "give cwd an absolute directory, or set [shell].cwd in config.toml"
+        cwd = a.cwd or self.config.shell.cwd or current_directory(fix)
         many = f"{a.count} persistent shells" if a.count > 1 else "a persistent shell"
         gate = self._escalations()
         grant = await gate.grant(
