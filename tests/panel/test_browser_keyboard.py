@@ -218,3 +218,41 @@ async def test_deep_links_round_trip_any_id_and_refuse_what_is_no_shell(tether_h
             assert answer.status_code == 400, (path, answer.text)
             assert answer.json()["error"] == "INVALID_ARGUMENT" and "is not valid" in answer.json()["message"]
         assert errors == []
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(150)
+async def test_enter_activates_the_focused_button_or_link(tether_home: Path) -> None:
+    """Enter on a focused button, link or summary does what a click does (the page's own Enter
+    shortcut took the key first, so Tab to a button and Enter did nothing)."""
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        (shell,) = await open_shells(client, 1, cols=90, rows=20)
+        await page.goto(f"{served.base}/panel/#/shells/{shell}")
+        await page.locator(f'.cell[data-shell="{shell}"] .cell-note', has_text="attached:").wait_for()
+
+        await page.locator("#act-snapshot").focus()
+        await page.keyboard.press("Enter")
+        await page.locator("#toast:not([hidden])", has_text=f"snapshot {shell}").wait_for()
+
+        await page.locator(f'.cell[data-shell="{shell}"] .cell-lock').focus()
+        await page.keyboard.press("Enter")
+        await page.locator(f'.cell[data-shell="{shell}"] .cell-lock[aria-pressed="true"]').wait_for()
+
+        await page.locator("#new-shell-box summary").focus()
+        await page.keyboard.press("Enter")
+        await page.locator("#new-shell-box[open]").wait_for()
+
+        await page.locator('.top nav a[data-view="audit"]').focus()
+        await page.keyboard.press("Enter")
+        await page.wait_for_function("() => location.hash === '#/audit'", timeout=HANG_MS)
+
+        # The list's open button still opens its shell with Enter (now by its own click).
+        await page.goto(f"{served.base}/panel/#/shells")
+        await page.locator(f'#shells .open-btn[data-shell="{shell}"]').focus()
+        await page.keyboard.press("Enter")
+        await page.locator(f'.cell[data-shell="{shell}"] .cell-note', has_text="attached:").wait_for()

@@ -1,4 +1,4 @@
-"""The page's terminal in a real browser against a real tmux shell (no agent tools involved)."""
+"""The page's terminal in a real browser against a real tmux shell (agent tools only to open one)."""
 
 from __future__ import annotations
 
@@ -193,3 +193,30 @@ async def test_a_paste_larger_than_one_input_message_arrives_whole(tether_home: 
                 await anyio.sleep(0.05)
         got = pasted.read_text().replace("\r", "\n")  # the pty may still turn a CR into a newline
         assert got == text.replace("\r", "\n") + "END", (len(got), len(text))
+
+
+@pytest.mark.browser
+async def test_a_terminal_whose_shell_exits_says_it_ended(tether_home: Path) -> None:
+    """A person types ``exit`` in a watched shell: its cell says the shell ended and stays closed,
+    and choosing it again does not attach. (tmux keeps the dead pane for tether — remain-on-exit —
+    so the client stayed attached to it and the cell went on saying "typing goes to the shell".)"""
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        (shell,) = await open_shells(client, 1, cols=90, rows=20)
+        cell = page.locator(f'.cell[data-shell="{shell}"]')
+        await page.goto(f"{served.base}/panel/#/shells/{shell}")
+        await cell.locator(".cell-note", has_text="attached:").wait_for()
+        await cell.locator(".cell-term").click()
+        await page.keyboard.type("exit\n")
+        await cell.locator(".cell-note", has_text=f"shell {shell} ended").wait_for()
+        assert await cell.evaluate("(c) => c.classList.contains('closed')")
+        # Opened again: the server says it ended instead of attaching to its dead pane.
+        await page.locator(f'#shells tr[data-id="{shell}"]').wait_for(state="detached")
+        await page.goto(f"{served.base}/panel/#/shells")
+        await page.goto(f"{served.base}/panel/#/shells/{shell}")
+        await cell.locator(".cell-note", has_text=f"shell {shell} ended").wait_for()
+        assert "attached:" not in await cell.locator(".cell-note").inner_text()

@@ -15,7 +15,7 @@ The face (everything a layer above may use; nothing reaches past it)::
     safety                       SafetyPolicy, SessionHooks, WriteIntent, WriteDecision,
                                  GuardBlockedError, call notes (collecting), Guard
     ids                          is_shell_id, check_shell_id
-    people's terminals           session_exists · attach_argv · prepare_attach · first_paint ·
+    people's terminals           session_exists · shell_ended · attach_argv · prepare_attach · first_paint ·
                                  terminal_clients · terminal_ending · window_size · restore_size ·
                                  mark_user_input · user_input_stamp
     exports                      command_output (a log range as text) · asciicast (a recording)
@@ -51,6 +51,7 @@ from tether.shells.people import (
     prepare_attach,
     restore_size,
     session_exists,
+    shell_ended,
     terminal_clients,
     terminal_ending,
     user_input_stamp,
@@ -256,6 +257,7 @@ __all__ = [
     "screen_text",
     "send",
     "session_exists",
+    "shell_ended",
     "shell_kind",
     "shell_state_rows",
     "steps",

@@ -33,6 +33,17 @@ async def session_exists(shells: Shells, shell_id: str) -> bool:
     return True
 
 
+async def shell_ended(shells: Shells, shell_id: str) -> bool:
+    """The shell no longer runs: its session is gone, or its pane is dead — tmux keeps a dead pane
+    (``remain-on-exit``) after ``exit`` until tether reads it, and a terminal client attached to
+    it stays attached to nothing."""
+    try:
+        pane = await shells.host_of(check_shell_id(shell_id)).pane_now(shell_id)
+    except NotFoundError:
+        return True
+    return pane.dead
+
+
 def attach_argv(shells: Shells, shell_id: str) -> list[str]:
     """The argv of a real, read-write terminal client for one shell (run it in a PTY)."""
     return shells.host_of(check_shell_id(shell_id)).attach_argv(shell_id)

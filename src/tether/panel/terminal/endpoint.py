@@ -13,10 +13,10 @@ Protocol (``/panel/ws/term/<shell>?cols=C&rows=R``):
   Anything else (a binary frame, text that is not such an object) is ignored.
 
 Invariants: the tmux client lives exactly as long as the socket (both directions stop together
-and ``PanelTerminal.aclose`` always runs); a keystroke marked ``typed`` stamps the shell's
-``@tether_user_input_at`` *before* its bytes reach the PTY, so an agent write checked after the
-keystroke landed always sees the person typing. Stamps are rate-limited: one per
-``STAMP_INTERVAL_S`` is enough against a busy window of several seconds.
+and ``PanelTerminal.aclose`` always runs), and no longer than its shell runs (a dead pane ends it);
+a keystroke marked ``typed`` stamps the shell's ``@tether_user_input_at`` *before* its bytes reach
+the PTY, so an agent write checked after the keystroke landed always sees the person typing. Stamps
+are rate-limited: one per ``STAMP_INTERVAL_S`` is enough against a busy window of several seconds.
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from tether.errors import TetherError
 from tether.panel.calls import PanelCalls, PanelError
 from tether.panel.terminal.client import PanelTerminal, clamp_size
-from tether.shells import check_shell_id, first_paint, mark_user_input, session_exists
+from tether.shells import check_shell_id, first_paint, mark_user_input, session_exists, shell_ended
 
 logger = logging.getLogger(__name__)
 
 STAMP_INTERVAL_S = 0.5
 HISTORY_LINES = 5000
 MAX_INPUT_CHARS = 1 << 20
+END_POLL_S = 1.0  # how soon a terminal on a shell whose bash exited says so and ends
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +60,8 @@ class TerminalEndpoint:
                 raise TetherError(
                     f"shell {shell_id} is not running (closed, or never opened)", code="NOT_FOUND"
                 )
+            if await shell_ended(shells, shell_id):  # its session kept for tether, its bash gone
+                raise TetherError(f"shell {shell_id} ended", code="NOT_FOUND")
             history = await first_paint(shells, shell_id, HISTORY_LINES)
             if history:
                 # Enough newlines to scroll every history line off the screen before tmux redraws it.
@@ -77,6 +80,7 @@ class TerminalEndpoint:
             )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._pump_output, websocket, term, tg.cancel_scope)
+                tg.start_soon(self._watch_end, websocket, term, tg.cancel_scope)
                 await self._pump_input(websocket, term, shell_id)
                 tg.cancel_scope.cancel()
         except PanelError as exc:  # the audit log cannot be written: no unaudited terminal
@@ -99,6 +103,26 @@ class TerminalEndpoint:
             return
         alive = await session_exists(term.shells, term.shell_id)
         message = "detached" if alive else f"shell {term.shell_id} ended"
+        try:
+            await _send_control(websocket, "exit", message)
+            await websocket.close(code=1000, reason=message)
+        except Exception:  # the browser may already be gone
+            logger.debug("terminal socket closed before the exit notice", exc_info=True)
+        scope.cancel()
+
+    async def _watch_end(self, websocket: WebSocket, term: PanelTerminal, scope: anyio.CancelScope) -> None:
+        """End the terminal once its shell has ended. A bash that exits leaves a dead pane (tmux's
+        ``remain-on-exit``, kept until tether reads it) and the client stays attached to it: the
+        page would go on saying "typing goes to the shell" under "Pane is dead"."""
+        while True:
+            await anyio.sleep(END_POLL_S)
+            try:
+                ended = await shell_ended(term.shells, term.shell_id)
+            except TetherError:  # the host unreachable now: the client's own end says so
+                continue
+            if ended:
+                break
+        message = f"shell {term.shell_id} ended"
         try:
             await _send_control(websocket, "exit", message)
             await websocket.close(code=1000, reason=message)

@@ -7,6 +7,11 @@ let prefix = null, prefixTimer = 0;
 
 export function shortcut(keys, what, run) { SHORTCUTS.push([keys, what, run]); }
 
+// Enter on a button, a link or a <summary> is that control's own activation (its click), never a
+// shortcut: the Enter shortcut taken there left every button unusable from the keyboard. (The list's
+// open buttons open their shell by that click, as the shortcut would.)
+const activates = (t, key) => key === "Enter" && t && t.closest && t.closest("button, a[href], summary, [role='button']");
+
 const typingTarget = (t) => t && (t.closest(".xterm") || ["INPUT", "TEXTAREA", "SELECT"].includes(t.tagName) || t.isContentEditable);
 
 export function showHelp() {
@@ -26,6 +31,7 @@ export function bindKeys() {
       if (ev.key === "Escape" && !ev.target.closest(".xterm")) ev.target.blur();
       return;
     }
+    if (activates(ev.target, ev.key)) { prefix = null; return; }
     const key = ev.key;
     const wanted = prefix ? `${prefix} ${key}` : key;
     const hit = SHORTCUTS.find(([keys]) => keys === wanted);

@@ -94,6 +94,45 @@ function ownerCell(s) {
     el("span", { class: "sub", style: "color:inherit;font-size:inherit" }, who), sub ? el("span", { class: "sub mono" }, sub) : null);
 }
 
+function shellRow(s) {
+  const label = s.label && s.label !== s.id ? s.label : "";
+  const open = el("button", { class: "open-btn", type: "button", "data-shell": s.id,
+    "aria-label": `Open terminal of ${s.id}${label ? " " + label : ""}`, "aria-keyshortcuts": "Enter" }, s.id);
+  const add = el("button", { class: "quiet add-btn", type: "button", "data-shell": s.id, "data-add": "1",
+    title: "Add to the grid (+)", "aria-label": `Add ${s.id} to the terminal grid`, "aria-keyshortcuts": "+" }, "+");
+  const last = s.lastCommand;
+  const cmd = last ? `${last.text}` : (s.fg || "—");
+  return el("tr", { "data-id": s.id, "aria-selected": list.selected.has(s.id) ? "true" : "false" },
+    el("td", {}, open, add, label ? el("span", { class: "sub" }, label) : null,
+      el("span", { class: "badge host", title: `host ${s.host}` }, s.host)),
+    ownerCell(s),
+    el("td", {}, s.states.filter((x) => x !== "unlocked" && !(x === "locked" && s.lockedBy))
+      .map((x) => el("span", { class: `badge ${x}` }, x)),
+      s.lockedBy ? el("span", { class: "badge locked", title: `locked by ${s.lockedBy}${s.lockReason ? ": " + s.lockReason : ""}; agents are refused` },
+        `lock: ${s.lockedBy}`) : null),
+    el("td", {}, el("span", { class: "sub mono", style: "color:inherit", title: cmd }, cmd),
+      el("span", { class: "sub mono", title: s.cwd }, s.cwd || "")),
+    el("td", { class: "idle mono", "data-id": s.id }, fmtIdle(idleOf(s))));
+}
+
+/* Bring a row already on the page up to date in place. Its buttons stay the same elements: a push
+ * comes every second while an agent prints, and a row rebuilt between a person's mousedown and
+ * mouseup on its button lost the click (and a focused button its focus). */
+function updateRow(tr, fresh) {
+  tr.setAttribute("aria-selected", fresh.getAttribute("aria-selected"));
+  const [head, ...rest] = [...tr.children];
+  const [freshHead, ...freshRest] = [...fresh.children];
+  const [open, add, ...extra] = [...freshHead.childNodes];
+  const keep = [head.querySelector(".open-btn"), head.querySelector(".add-btn")];
+  for (const [old, now] of [[keep[0], open], [keep[1], add]]) {
+    for (const a of ["aria-label", "title"]) if (now.hasAttribute(a)) old.setAttribute(a, now.getAttribute(a));
+    if (old.textContent !== now.textContent) old.textContent = now.textContent;
+  }
+  for (const node of [...head.childNodes]) if (!keep.includes(node)) node.remove();
+  head.append(...extra);
+  rest.forEach((td, i) => { if (td.outerHTML !== freshRest[i].outerHTML) td.replaceWith(freshRest[i]); });
+}
+
 export function renderShells() {
   renderHosts();
   const body = $("#shells tbody");
@@ -103,27 +142,17 @@ export function renderShells() {
   $("#no-shells").hidden = rows.length > 0;
   const active = document.activeElement;
   const keep = active && active.closest && active.closest("#shells tbody") ? [active.dataset.shell, active.className] : null;
-  body.replaceChildren(...rows.map((s) => {
-    const label = s.label && s.label !== s.id ? s.label : "";
-    const open = el("button", { class: "open-btn", type: "button", "data-shell": s.id,
-      "aria-label": `Open terminal of ${s.id}${label ? " " + label : ""}`, "aria-keyshortcuts": "Enter" }, s.id);
-    const add = el("button", { class: "quiet add-btn", type: "button", "data-shell": s.id, "data-add": "1",
-      title: "Add to the grid (+)", "aria-label": `Add ${s.id} to the terminal grid`, "aria-keyshortcuts": "+" }, "+");
-    const last = s.lastCommand;
-    const cmd = last ? `${last.text}` : (s.fg || "—");
-    return el("tr", { "data-id": s.id, "aria-selected": list.selected.has(s.id) ? "true" : "false" },
-      el("td", {}, open, add, label ? el("span", { class: "sub" }, label) : null,
-        el("span", { class: "badge host", title: `host ${s.host}` }, s.host)),
-      ownerCell(s),
-      el("td", {}, s.states.filter((x) => x !== "unlocked" && !(x === "locked" && s.lockedBy))
-        .map((x) => el("span", { class: `badge ${x}` }, x)),
-        s.lockedBy ? el("span", { class: "badge locked", title: `locked by ${s.lockedBy}${s.lockReason ? ": " + s.lockReason : ""}; agents are refused` },
-          `lock: ${s.lockedBy}`) : null),
-      el("td", {}, el("span", { class: "sub mono", style: "color:inherit", title: cmd }, cmd),
-        el("span", { class: "sub mono", title: s.cwd }, s.cwd || "")),
-      el("td", { class: "idle mono", "data-id": s.id }, fmtIdle(idleOf(s))));
-  }));
-  if (keep) {
+  const have = new Map([...body.children].map((tr) => [tr.dataset.id, tr]));
+  const wanted = new Set(rows.map((s) => s.id));
+  for (const [id, tr] of have) if (!wanted.has(id)) tr.remove();
+  rows.forEach((s, i) => {
+    const fresh = shellRow(s);
+    let tr = have.get(s.id);
+    if (tr) updateRow(tr, fresh); else tr = fresh;
+    // Moved only when out of place (a move drops a press or a focus inside the row).
+    if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null);
+  });
+  if (keep && !(document.activeElement && document.activeElement.closest && document.activeElement.closest("#shells tbody"))) {
     const again = $$(`#shells tbody [data-shell="${CSS.escape(keep[0])}"]`).find((b) => b.className === keep[1]);
     if (again) again.focus();
   }

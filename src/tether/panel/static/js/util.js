@@ -40,7 +40,16 @@ export async function api(method, path, body) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const res = await fetch(`${basePath()}/api/${path}`, init);
+  let res;
+  try {
+    res = await fetch(`${basePath()}/api/${path}`, init);
+  } catch {
+    // The browser's own words ("Failed to fetch", "NetworkError when attempting to fetch
+    // resource.") say nothing to a person. Whether the request reached the server is unknown (the
+    // connection may have dropped after it), so the person is told to look, not that nothing happened.
+    const err = new Error("no answer from the panel's server (stopped, restarting, or the network is down); once the header says live again, check whether it was done");
+    err.code = "UNAVAILABLE"; throw err;
+  }
   if (res.status === 401) { location.href = `${basePath()}/login`; throw new Error("signed out"); }
   const data = await res.json().catch(() => ({ message: res.statusText }));
   if (!res.ok || data.error) {
