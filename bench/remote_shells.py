@@ -22,18 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "hosts"))
 from sshd_harness import SSHD, RemoteHosts  # the tests' loopback sshd
 
+from sessions import echo_once  # the run operation alone, as that bench times it
 from tether import shells as sh
 from tether.config import load_config
-from tether.shells import Output, Safety, Shells, Wait, Write, lifecycle
+from tether.shells import Shells, lifecycle
 from tether.tools.catalog import build_catalog
-
-
-async def echo_once(engine: Shells, shell: str) -> float:
-    w = Write(shell_id=shell, actor="bench", wait=Wait(kind="exit"), output=Output(), safety=Safety())
-    t = time.perf_counter()
-    out = await sh.run(engine, w, "echo hi")
-    assert out.exit_code == 0
-    return (time.perf_counter() - t) * 1000
 
 
 async def open_one(engine: Shells) -> tuple[str, float]:

@@ -102,13 +102,7 @@ class TerminalEndpoint:
             scope.cancel()  # the page went away mid-send; the input side ends the same way
             return
         alive = await session_exists(term.shells, term.shell_id)
-        message = "detached" if alive else f"shell {term.shell_id} ended"
-        try:
-            await _send_control(websocket, "exit", message)
-            await websocket.close(code=1000, reason=message)
-        except Exception:  # the browser may already be gone
-            logger.debug("terminal socket closed before the exit notice", exc_info=True)
-        scope.cancel()
+        await _say_exit(websocket, "detached" if alive else f"shell {term.shell_id} ended", scope)
 
     async def _watch_end(self, websocket: WebSocket, term: PanelTerminal, scope: anyio.CancelScope) -> None:
         """End the terminal once its shell has ended. A bash that exits leaves a dead pane (tmux's
@@ -122,13 +116,7 @@ class TerminalEndpoint:
                 continue
             if ended:
                 break
-        message = f"shell {term.shell_id} ended"
-        try:
-            await _send_control(websocket, "exit", message)
-            await websocket.close(code=1000, reason=message)
-        except Exception:  # the browser may already be gone
-            logger.debug("terminal socket closed before the exit notice", exc_info=True)
-        scope.cancel()
+        await _say_exit(websocket, f"shell {term.shell_id} ended", scope)
 
     async def _pump_input(self, websocket: WebSocket, term: PanelTerminal, shell_id: str) -> None:
         last_stamp = 0.0
@@ -185,6 +173,16 @@ def _parse(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return msg if isinstance(msg, dict) else None
+
+
+async def _say_exit(websocket: WebSocket, message: str, scope: anyio.CancelScope) -> None:
+    """Tell the page why its terminal ended, close the socket, and end the terminal's tasks."""
+    try:
+        await _send_control(websocket, "exit", message)
+        await websocket.close(code=1000, reason=message)
+    except Exception:  # the browser may already be gone
+        logger.debug("terminal socket closed before the exit notice", exc_info=True)
+    scope.cancel()
 
 
 async def _send_control(websocket: WebSocket, kind: str, message: str) -> None:
