@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from shell_harness import call, open_shell, run, shell_client, tmux
 
@@ -38,6 +39,14 @@ def _exit_run(shell: str, command: str) -> dict[str, object]:
     }
 
 
+async def _refused_as_replaced(client: Any, shell: str, program: str) -> None:
+    """A run in ``shell`` is refused, naming ``program`` as what replaced its bash."""
+    text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
+    task: dict[str, Any] = data["tasks"][0]
+    assert not task["ok"] and task["errorCode"] == "REFUSED", text
+    assert f"the shell itself is now {program}" in task["error"] and REPLACED in task["error"], text
+
+
 async def test_a_bashrc_that_execs_tmux_gets_nothing_typed_into_it(tether_home: Path, tmp_path: Path) -> None:
     # A common ~/.bashrc: start tmux unless inside it. tether's start-up file unsets TMUX first, so
     # the user's tmux took the pane; the integration's install line was then typed into a shell of
@@ -50,10 +59,7 @@ async def test_a_bashrc_that_execs_tmux_gets_nothing_typed_into_it(tether_home: 
         async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
             shell = await open_shell(client)
             assert _replaced_by(tether_home, shell, "tmux")
-            text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
-            task = data["tasks"][0]
-            assert not task["ok"] and task["errorCode"] == "REFUSED", text
-            assert "the shell itself is now tmux" in task["error"] and REPLACED in task["error"], text
+            await _refused_as_replaced(client, shell, "tmux")
             screen = _own_tmux(server, "capture-pane", "-p", "-t", "main")
             assert "--integration" not in screen and "echo hi" not in screen, screen
     finally:
@@ -67,9 +73,7 @@ async def test_a_bash_replaced_by_sh_is_said_so(tether_home: Path, tmp_path: Pat
     async with shell_client(tether_home, extra_env={"HOME": str(user)}) as client:
         shell = await open_shell(client)
         assert _replaced_by(tether_home, shell, "sh")
-        text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
-        task = data["tasks"][0]
-        assert not task["ok"] and "the shell itself is now sh" in task["error"], text
+        await _refused_as_replaced(client, shell, "sh")
 
 
 async def test_an_exec_typed_in_a_shell_is_said_so_at_the_next_run(tether_home: Path) -> None:
@@ -78,9 +82,7 @@ async def test_an_exec_typed_in_a_shell_is_said_so_at_the_next_run(tether_home: 
         assert (await run(client, shell, "echo ready"))["exitCode"] == 0
         await run(client, shell, "exec sh", wait={"kind": "none"})
         assert _replaced_by(tether_home, shell, "sh")
-        text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
-        task = data["tasks"][0]
-        assert not task["ok"] and "the shell itself is now sh" in task["error"], text
+        await _refused_as_replaced(client, shell, "sh")
 
 
 async def test_a_run_that_replaces_bash_ends_its_wait_saying_so(tether_home: Path) -> None:
@@ -93,8 +95,7 @@ async def test_a_run_that_replaces_bash_ends_its_wait_saying_so(tether_home: Pat
         assert task["ok"] and task["met"] is False and task["unmet"] == "shell replaced by sh", task
         assert "the shell itself is now sh" in "\n".join(task["lines"]), task
         # The program in bash's place is said so at once by the next run too.
-        text, data = await call(client, "shell_run", _exit_run(shell, "echo hi"))
-        assert data["tasks"][0]["errorCode"] == "REFUSED" and REPLACED in text, text
+        await _refused_as_replaced(client, shell, "sh")
 
 
 async def test_a_wait_on_output_follows_the_program_that_replaced_bash(tether_home: Path) -> None:
