@@ -61,6 +61,13 @@ def test_stdio_answers_every_malformed_line(tether_home: Path) -> None:
         (_call(19, _nested(5000)), 19, -32600, "nests arrays/objects too deeply"),
         (_call("deep", "{" + '"a":{' * 990 + "}" * 991), "deep", -32600, "too deeply"),
         (b"\xff\xfe{garbage", None, -32700, "not valid JSON"),
+        # Past Python's 4,300-digit limit, said for a client (not "use sys.set_int_max_str_digits").
+        (
+            _call(20, '{"timeoutMs":1' + "0" * 5000 + "}"),
+            20,
+            -32700,
+            "a number has 5001 digits; numbers of at most",
+        ),
     ]
     with tether_mcp(tether_home) as mcp:
         mcp.initialize()
@@ -199,3 +206,25 @@ async def test_http_non_object_arguments_and_bad_params_are_named(probe: Probe) 
         assert rpc_payload(await http.post(url, json=ok, headers=session))["result"]["structuredContent"] == {
             "echo": "a"
         }
+
+
+def test_huge_numbers_are_echoed_by_their_size(tether_home: Path) -> None:
+    """JSON allows a 4,000-digit integer; a note or an error that echoes one names its first digits
+    and its length instead of burying the answer under it."""
+    huge = "1" + "0" * 300
+    short = "100000000000… (301 digits)"
+    with tether_mcp(tether_home) as mcp:
+        mcp.initialize()
+        mcp.send(_call(1, '{"command":"echo hi","description":"x","timeoutMs":' + huge + "}"))
+        text = mcp.response(1)["result"]["content"][0]["text"]
+        assert text.startswith(f"[timeoutMs {short} clamped to 600000, the maximum"), text
+        assert len(text) < 200, text
+        mcp.send(_call(2, '{"command":"echo hi","description":"x","timeoutMs":-' + huge + "}"))
+        text = mcp.response(2)["result"]["content"][0]["text"]
+        assert f"field 'timeoutMs' is -{short};" in text and len(text) < 300, text
+        task = '{"tasks":[{"action":{"kind":"open","cols":' + huge + "}}]"
+        line = '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"shell_open","arguments":'
+        mcp.send((line + task + ',"concurrency":' + huge + "}}}").encode())
+        text = mcp.response(3)["result"]["content"][0]["text"]
+        assert f"tasks[0].action.cols: must be from 20 to 1000 (columns); got {short}" in text, text
+        _still_serving(mcp, 4)

@@ -811,6 +811,8 @@ def test_concurrency_default_clamp_and_report() -> None:
     assert Call(tool="shell_run", tasks=(), concurrency=8, concurrency_requested=12).concurrency_note == (
         "concurrency 12 clamped to 8"
     )
+    huge = Call(tool="shell_run", tasks=(), concurrency=8, concurrency_requested=10**300)
+    assert huge.concurrency_note == "concurrency 100000000000… (301 digits) clamped to 8"
 
 
 # Budgets (how long to wait, how often to poll, how many lines, how far back) are clamped into

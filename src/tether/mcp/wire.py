@@ -30,6 +30,7 @@ import queue
 import re
 import select
 import stat
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -82,11 +83,22 @@ def is_request_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _integer(digits: str) -> int:
+    # Python refuses to convert an integer of more than 4,300 digits (a guard against quadratic
+    # parsing) with advice for programmers (``sys.set_int_max_str_digits``); say it for a client.
+    most = sys.get_int_max_str_digits()
+    if most and len(digits.lstrip("-")) > most:
+        raise ValueError(
+            f"a number has {len(digits.lstrip('-'))} digits; numbers of at most {most} digits are read"
+        )
+    return int(digits)
+
+
 def parse_line(line: bytes) -> Message | Rejected:
     """One line of input → a message whose envelope is valid, or the error response it gets."""
     text = line.decode("utf-8", errors="replace")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=_integer)
     except RecursionError:
         rid = recover_id(text)
         return _reject(

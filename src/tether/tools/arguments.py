@@ -35,6 +35,19 @@ def _integral(value: object) -> object:
 
 JsonInt = Annotated[int, BeforeValidator(_integral)]
 
+_SHOWN_DIGITS = 20
+
+
+def shown(number: int) -> str:
+    """``number`` as a message echoes it: whole up to 20 digits, else its first digits and its
+    length (``1000000000000… (301 digits)``). JSON allows a 4,000-digit integer, and echoing it
+    whole would bury the message (and the rest of the result) under it."""
+    digits = str(abs(number))
+    if len(digits) <= _SHOWN_DIGITS:
+        return str(number)
+    sign = "-" if number < 0 else ""
+    return f"{sign}{digits[:12]}… ({len(digits)} digits)"
+
 
 def parse_arguments(
     tool: str, model: type[ModelT], arguments: Mapping[str, Any], *, fields: Sequence[str] | None = None

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tether.errors import NotFoundError
 from tether.jobs.registry import Job, JobInfo, JobRegistry
 from tether.shell.render import dropped_marker
-from tether.tools.arguments import JsonInt, parse_arguments
+from tether.tools.arguments import JsonInt, parse_arguments, shown
 from tether.tools.bash import SPILL_PATHS_SCHEMA, SUSPENDED_SCHEMA, suspended_line
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
@@ -137,9 +137,8 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
         if (marker := dropped_marker(read.dropped)) is not None:
             text = f"{marker}\n{text}"
         if wait_ms != args.timeout_ms:
-            text = (
-                f"[timeoutMs {args.timeout_ms} clamped to {wait_ms}, the longest job_output waits]\n" + text
-            )
+            note = f"[timeoutMs {shown(args.timeout_ms)} clamped to {wait_ms}, the longest job_output waits]"
+            text = f"{note}\n{text}"
         rendered = (text if text.endswith("\n") or not text else text + "\n") + _status_line(read.info)
         structured: dict[str, Any] = {
             **_job_fields(read.info),

@@ -18,6 +18,7 @@ import asyncio
 from typing import Any, Final
 
 from tether.shell.types import ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
+from tether.tools.arguments import shown
 
 DISABLED_TEXT: Final = "run_in_background is disabled for this deployment"
 UNAVAILABLE_TEXT: Final = "background jobs unavailable"
@@ -164,7 +165,8 @@ def with_clamp_note(rendered: str, *, requested_timeout_ms: int | None, used_ms:
     """``rendered`` behind ``[timeoutMs N clamped to M …]`` (unchanged when nothing was clamped)."""
     if requested_timeout_ms is None:
         return rendered
-    note = f"[timeoutMs {requested_timeout_ms} clamped to {used_ms}, the maximum ([shell].max_timeout_ms)]"
+    given = shown(requested_timeout_ms)
+    note = f"[timeoutMs {given} clamped to {used_ms}, the maximum ([shell].max_timeout_ms)]"
     return f"{note}\n{rendered}"
 
 

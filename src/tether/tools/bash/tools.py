@@ -46,7 +46,7 @@ from tether.shell.types import (
     ShellExecutor,
     ShellExpiryPolicy,
 )
-from tether.tools.arguments import JsonInt, parse_arguments
+from tether.tools.arguments import JsonInt, parse_arguments, shown
 from tether.tools.bash import results as shapes
 from tether.tools.bash.schema import (
     DEFAULT_SANDBOX_MODES,
@@ -199,7 +199,8 @@ class ShellToolPlugin:
         # Above the maximum is clamped by resolve (and reported); below 1 means nothing.
         if args.timeout_ms is not None and args.timeout_ms < 1:
             raise UsageError(
-                f"{self.shell}: field 'timeoutMs' is {args.timeout_ms}; allowed: 1 millisecond or more "
+                f"{self.shell}: field 'timeoutMs' is {shown(args.timeout_ms)}; "
+                "allowed: 1 millisecond or more "
                 f"(a value above {self.max_timeout_ms}, [shell].max_timeout_ms, is clamped to it); "
                 "omit it for the default"
             )

@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from tether.errors import UsageError
+from tether.tools.arguments import shown
 
 T = TypeVar("T")
 S = TypeVar("S", bound=str)
@@ -34,10 +35,10 @@ def describe(value: object) -> str:
     if isinstance(value, bool):
         return f"{str(value).lower()} (a boolean)"
     if isinstance(value, int | float):
-        return f"{value!r} (a number)"
+        return f"{shown(value) if isinstance(value, int) else repr(value)} (a number)"
     if isinstance(value, str):
-        shown = value if len(value) <= 60 else value[:57] + "..."
-        return f"{shown!r} (a string)"
+        text = value if len(value) <= 60 else value[:57] + "..."
+        return f"{text!r} (a string)"
     if isinstance(value, Mapping):
         return "an object"
     if isinstance(value, list | tuple):
@@ -115,7 +116,7 @@ class Fields:
             raise self.fail(name, f"must be an integer from {lo} to {hi}{units}; got {describe(value)}")
         number = int(value)
         if not lo <= number <= hi:
-            raise self.fail(name, f"must be from {lo} to {hi}{units}; got {number}")
+            raise self.fail(name, f"must be from {lo} to {hi}{units}; got {shown(number)}")
         return number
 
     def budget(
@@ -138,11 +139,11 @@ class Fields:
             raise self.fail(name, f"must be {allowed}; got {describe(value)}")
         number = int(value)
         if number < least:
-            raise self.fail(name, f"must be {allowed}; got {number}")
+            raise self.fail(name, f"must be {allowed}; got {shown(number)}")
         used = min(max(number, lo), hi)
         notes = _CLAMPS.get()
         if used != number and notes is not None:
-            notes.append(f"{self.at(name)} {number} clamped to {used}")
+            notes.append(f"{self.at(name)} {shown(number)} clamped to {used}")
         return used
 
     def required_integer(self, name: str, *, lo: int, hi: int, unit: str = "", why: str = "") -> int:

@@ -82,6 +82,7 @@ from tether.shells import (
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
 )
+from tether.tools.arguments import shown
 
 A = TypeVar("A", bound=Action, covariant=True)
 
@@ -124,7 +125,7 @@ class Call(Generic[A]):
         requested = self.concurrency_requested
         if requested is None or requested == self.concurrency:
             return None
-        return f"concurrency {requested} clamped to {self.concurrency}"
+        return f"concurrency {shown(requested)} clamped to {self.concurrency}"
 
     @property
     def notes(self) -> tuple[str, ...]:
