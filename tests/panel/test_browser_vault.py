@@ -95,3 +95,33 @@ async def test_the_vault_view_follows_changes_made_elsewhere(tether_home: Path) 
         html = await page.content()
         assert frames and all(FIRST not in f and ADDED not in f for f in frames)
         assert FIRST not in html and ADDED not in html
+
+
+@pytest.mark.browser
+async def test_the_unlock_form_offers_the_lengths_config_allows(tether_home: Path) -> None:
+    """The form's default and largest number of minutes are ``[vault]`` of config.toml, so a person
+    is not offered 480 minutes that the server then refuses (nor kept from a longer one allowed)."""
+    (tether_home / "config.toml").write_text("[vault]\nunlock_minutes = 30\nmax_unlock_minutes = 45\n")
+    vault = Vault.open(load_config(tether_home))
+    try:
+        vault.create_group("ops", PASSPHRASE)
+    finally:
+        vault.store.close()
+    async with (
+        serving_tools(tether_home) as served,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as page,
+    ):
+        await page.goto(f"{served.base}/panel/#/vault")
+        minutes = page.locator('form[aria-label="Unlock group ops"] input[name="minutes"]')
+        await minutes.wait_for(timeout=HANG_MS)
+        assert await minutes.input_value() == "30"
+        assert await minutes.get_attribute("max") == "45"
+        # The browser itself keeps a person inside the allowed range: 46 does not submit.
+        await page.locator('form[aria-label="Unlock group ops"] input[name="passphrase"]').fill(PASSPHRASE)
+        await minutes.fill("46")
+        assert not await minutes.evaluate("(input) => input.checkValidity()")
+        await minutes.fill("45")
+        await page.locator('form[aria-label="Unlock group ops"] button[type="submit"]').click()
+        ops = page.locator("#vault-groups tbody tr", has_text="ops")
+        await ops.locator("text=unlocked until").wait_for(timeout=HANG_MS)

@@ -3,7 +3,8 @@
 Invariants:
 
 - A page is sent exactly what ``GET /panel/api/vault`` answers (``vault_listing``): group names,
-  their lock state and until when, how many secrets each holds, and secret names. No value ever
+  their lock state and until when, how many secrets each holds, secret names, and the unlock
+  lengths a person may ask for (``[vault]`` of config.toml, for the form). No value ever
   crosses: the ``vault`` tool's listing holds none, and only these fields are passed on.
 - A change made by any process of the home (``tether vault set`` at a terminal, an unlock, its
   expiry) reaches the page within ``INTERVAL_S``, the shell list's period: the listing is re-read
@@ -36,6 +37,8 @@ def vault_listing(structured: Mapping[str, Any]) -> dict[str, Any]:
         "items": [{k: i.get(k) for k in _ITEM_FIELDS} for i in items if isinstance(i, Mapping)]
         if isinstance(items, list)
         else [],
+        "unlockMinutes": structured.get("unlockMinutes"),
+        "maxUnlockMinutes": structured.get("maxUnlockMinutes"),
     }
 
 

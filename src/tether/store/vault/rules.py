@@ -86,6 +86,9 @@ class VaultListing:
 
     groups: tuple[VaultGroupInfo, ...]
     items: tuple[VaultItemInfo, ...]
+    # The unlock lengths a person may ask for ([vault] of config.toml), for a form to offer.
+    unlock_minutes: int
+    max_unlock_minutes: int
 
 
 def check_name(name: str) -> str:

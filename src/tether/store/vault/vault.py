@@ -393,4 +393,9 @@ class Vault:
             )
             for row in self.store.query("SELECT name, grp, updated_ms FROM vault_items ORDER BY name")
         )
-        return VaultListing(groups=groups, items=items)
+        return VaultListing(
+            groups=groups,
+            items=items,
+            unlock_minutes=self.settings.unlock_minutes,
+            max_unlock_minutes=self.settings.max_unlock_minutes,
+        )

@@ -84,6 +84,8 @@ def listing_json(listing: VaultListing) -> dict[str, Any]:
             {"name": i.name, "group": i.group, "locked": i.locked, "updatedMs": i.updated_ms}
             for i in listing.items
         ],
+        "unlockMinutes": listing.unlock_minutes,
+        "maxUnlockMinutes": listing.max_unlock_minutes,
     }
 
 

@@ -6,9 +6,11 @@
  * another group's unlock form keeps its text and the keyboard focus. */
 import { $, act, api, el, toast } from "./util.js";
 
-const stateOf = (g) => JSON.stringify([g.protected, g.locked, g.unlockedUntilMs, g.items]);
+/* A row is rebuilt when its group or the unlock lengths config.toml allows change. */
+const stateOf = (g, out) => JSON.stringify([g.protected, g.locked, g.unlockedUntilMs, g.items,
+  out.unlockMinutes, out.maxUnlockMinutes]);
 
-function groupRow(g) {
+function groupRow(g, out) {
   let action = "—";
   if (g.protected && g.locked) {
     action = el("form", { "aria-label": `Unlock group ${g.name}`, onsubmit: async (ev) => {
@@ -20,7 +22,8 @@ function groupRow(g) {
       if (done) loadVault();
     } },
       el("label", {}, "Passphrase", el("input", { type: "password", name: "passphrase", required: true, autocomplete: "off" })),
-      el("label", {}, "Minutes", el("input", { type: "number", name: "minutes", min: 1, max: 480, value: 15, style: "width:5em" })),
+      el("label", {}, "Minutes", el("input", { type: "number", name: "minutes", min: 1, max: out.maxUnlockMinutes,
+        value: out.unlockMinutes, style: "width:5em" })),
       el("button", { type: "submit" }, "Unlock"));
   } else if (g.protected) {
     action = el("button", { type: "button", onclick: async () => {
@@ -29,7 +32,7 @@ function groupRow(g) {
   }
   const st = !g.protected ? "no passphrase" : g.locked ? "locked"
     : `unlocked until ${new Date(g.unlockedUntilMs).toLocaleTimeString()}`;
-  return el("tr", { "data-group": g.name, "data-state": stateOf(g) }, el("td", { class: "mono" }, g.name), el("td", {}, g.items),
+  return el("tr", { "data-group": g.name, "data-state": stateOf(g, out) }, el("td", { class: "mono" }, g.name), el("td", {}, g.items),
     el("td", {}, el("span", { class: `badge ${g.locked ? "locked" : "idle"}` }, st)), el("td", {}, action));
 }
 
@@ -38,14 +41,14 @@ export function renderVault(out) {
   $("#vault-groups").hidden = out.groups.length === 0;
   const body = $("#vault-groups tbody");
   const have = new Map([...body.children].map((tr) => [tr.dataset.group, tr]));
-  const wanted = new Map(out.groups.map((g) => [g.name, stateOf(g)]));
+  const wanted = new Map(out.groups.map((g) => [g.name, stateOf(g, out)]));
   for (const [name, tr] of have) if (wanted.get(name) !== tr.dataset.state) { tr.remove(); have.delete(name); }
   // New rows go after the previous group; rows kept are never moved (that would drop a focus inside).
   let prev = null;
   for (const g of out.groups) {
     let tr = have.get(g.name);
     if (!tr) {
-      tr = groupRow(g);
+      tr = groupRow(g, out);
       if (prev) prev.after(tr); else body.prepend(tr);
     }
     prev = tr;
