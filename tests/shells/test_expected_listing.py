@@ -12,8 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from tether.shells import Shells, open_shell
+from hang import HANG_MS
+from tether.shells import Shells, Write, open_shell, run
 from tether.shells import host as host_module
+from tether.shells.requests import Output, Safety, Wait
 from tether.shells.tmux import control
 
 pytestmark = pytest.mark.timeout(60)
@@ -76,3 +78,33 @@ async def test_nothing_is_asked_before_the_control_client_is_up(
     assert written == []
     assert await home_shells.live(lean=True) == {}
     assert written == ["lean"]
+
+
+async def test_an_unchanged_line_is_not_parsed_again_unless_its_pane_was_read_since(
+    home_shells: Shells, tmp_path: Path
+) -> None:
+    """Every call lists every shell: an idle shell's unchanged line keeps the pane parsed from it.
+    A lean line takes the known pane's cwd, so once ``pane_now`` has read a newer cwd the same
+    line must be parsed again, not answered with the pane that still holds the older one."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir()
+    after.mkdir()
+    shell, _ = await open_shell(
+        home_shells, owner="t", label="x", cwd=str(before), cols=80, rows=24, idle_minutes=0
+    )
+    w = Write(
+        shell_id=shell.id,
+        actor="t",
+        wait=Wait(kind="exit", timeout_ms=HANG_MS),
+        output=Output(),
+        safety=Safety(),
+    )
+    host = home_shells.local
+    first = (await host.panes())[shell.id]
+    assert first.cwd == str(before)
+    lean = (await host.panes(lean=True))[shell.id]
+    assert lean.cwd == str(before)
+    assert (await host.panes(lean=True))[shell.id] is lean  # the same line: the same pane
+    await run(home_shells, w, f"cd {after}")
+    assert (await host.pane_now(shell.id)).cwd == str(after)
+    assert (await host.panes(lean=True))[shell.id].cwd == str(after)

@@ -90,6 +90,9 @@ class ShellHost(ABC):
 
     def __init__(self) -> None:
         self._panes: dict[str, PaneInfo] = {}
+        # Each line of the last listing and the pane parsed from it: an unchanged line is not
+        # parsed again (most shells are idle, and every call lists them all).
+        self._lines: dict[str, PaneInfo] = {}
         # The last listing read with the clients' keystroke times: (monotonic time, panes, clients).
         self._seen: tuple[float, dict[str, PaneInfo], dict[str, float]] | None = None
         # The listing ``expect_listing`` asked for a call on its way: (monotonic time, its answer).
@@ -143,8 +146,18 @@ class ShellHost(ABC):
             asked, lines, clients = await (early if early is not None else self._ask(lean=lean))
         except SessionError:
             return {}
-        known = self._panes
-        panes = {p.shell_id: p for line in lines if (p := commands.parse_pane(line, known)) is not None}
+        known, before = self._panes, self._lines
+        parsed: dict[str, PaneInfo] = {}
+        for line in lines:
+            pane = before.get(line)
+            # Reused only while it is still the pane known for its shell: a lean line takes the
+            # known pane's cwd, which ``pane_now`` may have read afresh since.
+            if pane is None or known.get(pane.shell_id) is not pane:
+                pane = commands.parse_pane(line, known)
+            if pane is not None:
+                parsed[line] = pane
+        panes = {p.shell_id: p for p in parsed.values()}
+        self._lines = parsed
         for shell_id in panes.keys() - known.keys():
             # First listed by this process: what it printed while nobody watched gets this time.
             self.watcher.clock.note(shell_id)
