@@ -66,7 +66,7 @@ async def test_the_registry_refuses_people_tools_to_any_other_source(catalog: To
             await registry.call("vault", {"action": "list"}, CallContext(actor="conv-x", source=source))
     for ctx in (PANEL, CallContext(actor="cli", source="cli")):
         listed = await registry.call("vault", {"action": "list"}, ctx)
-        assert listed.structured == {"groups": [], "items": []}
+        assert listed.structured == {"groups": [], "items": [], "unlockMinutes": 15, "maxUnlockMinutes": 480}
 
 
 async def test_lock_vault_and_audit_through_the_tools_audited_once(

@@ -192,7 +192,7 @@ async def plan_run(
             await clear(host, pane)
             raise
         if verdict.incomplete:
-            held = payload.run_payload(0, text + "\n", decision.variables)
+            held = payload.held_payload(text + "\n", decision.variables)
             await host.type_keys_then_text(pane, LOAD_KEYS, held)
             return RunPlan(keys=b"", text="", notes=verdict.notes, held=verdict.incomplete)
         return RunPlan(keys=ACCEPT_KEYS, text="", notes=verdict.notes)
@@ -200,7 +200,7 @@ async def plan_run(
         # On the line with a newline after it, as if Enter had been pressed: the next line continues it.
         return RunPlan(
             keys=LOAD_KEYS,
-            text=payload.run_payload(0, text + "\n", decision.variables),
+            text=payload.held_payload(text + "\n", decision.variables),
             notes=verdict.notes,
             held=verdict.incomplete,
         )

@@ -26,24 +26,34 @@ def to_bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def run_payload(token: int, command: str, variables: Mapping[str, str] | None = None) -> str:
-    """Replace the line with ``command`` and mark it as run ``token`` (then RUN_KEYS accept it)."""
-    fields = ["r", str(token), encode(to_bytes(command))]
+def _payload(kind: str, token: int, text: str, variables: Mapping[str, str] | None) -> str:
+    fields = [kind, str(token), encode(to_bytes(text))]
     fields += [f"{name}={encode(to_bytes(value))}" for name, value in (variables or {}).items()]
     return "|".join(fields) + PAYLOAD_END
+
+
+def run_payload(token: int, command: str, variables: Mapping[str, str] | None = None) -> str:
+    """Replace the line with ``command`` and mark it as run ``token`` (then RUN_KEYS accept it).
+    The cursor goes to the line's start (see the loader: a cursor at the end costs bash time
+    quadratic in the line's length)."""
+    return _payload("r", token, command, variables)
+
+
+def held_payload(text: str, variables: Mapping[str, str] | None = None) -> str:
+    """Replace the line with ``text`` and keep it there, the cursor at its end (an incomplete
+    line: the next line typed continues it; vault ``variables`` are set for when it runs)."""
+    return _payload("h", 0, text, variables)
 
 
 def insert_payload(text: str, variables: Mapping[str, str] | None = None) -> str:
     """Insert ``text`` at the cursor of the line being edited (nothing is accepted); vault
     ``variables`` are set for the line a later Enter runs."""
-    fields = ["i", "0", encode(to_bytes(text))]
-    fields += [f"{name}={encode(to_bytes(value))}" for name, value in (variables or {}).items()]
-    return "|".join(fields) + PAYLOAD_END
+    return _payload("i", 0, text, variables)
 
 
 def append_payload(text: str) -> str:
     """Append ``text`` at the end of the line being edited, the cursor after it (nothing accepted)."""
-    return "|".join(["a", "0", encode(to_bytes(text))]) + PAYLOAD_END
+    return _payload("a", 0, text, None)
 
 
 def report_payload(seq: str) -> str:

@@ -208,8 +208,13 @@ __tether_load() {
     READLINE_POINT=$(( READLINE_POINT + ${#__tether_t} ))
   elif [[ ${__tether_f[0]} == a ]]; then
     READLINE_LINE+=$__tether_t; READLINE_POINT=${#READLINE_LINE}
+  elif [[ ${__tether_f[0]} == h ]]; then
+    READLINE_LINE=$__tether_t; READLINE_POINT=${#READLINE_LINE}  # held: the next line continues it
   else
-    __tether_tok=${__tether_f[1]}; READLINE_LINE=$__tether_t; READLINE_POINT=${#READLINE_LINE}
+    # The cursor at the start: the line is accepted next. In a UTF-8 locale bash turns a
+    # READLINE_POINT of N characters into bytes by scanning the rest of the line once per
+    # character, which made typing a 1 MB command take 16 s (quadratic); from 0 it scans nothing.
+    __tether_tok=${__tether_f[1]}; READLINE_LINE=$__tether_t; READLINE_POINT=0
   fi
   __tether_arm
 }
