@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tether.config import Config
 from tether.errors import TetherError, UsageError
 from tether.jobs.registry import Job, JobLimitError, JobRegistry
+from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import dropped_marker, render_shell_result
@@ -95,12 +96,15 @@ def make_executor(config: Config, shell: ShellName) -> ShellExecutor:
         # Both tools are confined: asking for the sandbox never leaves one shell unconfined.
         opts = dataclasses.replace(options, executable=None) if shell == "pwsh" else options
         return sandbox_executor(config, shell=shell, options=opts)
+    # TETHER_HOME in the command is the home this configuration belongs to, as with the sandbox
+    # and `tether exec` (not $TETHER_HOME, which a library caller's load_config(home) may not be).
+    env_registry = ShellEnvRegistry(home=config.home)
     if shell == "pwsh":
         options = dataclasses.replace(options, executable=_pwsh_explicit(config))
-        return LocalPwshExecutor(options)
+        return LocalPwshExecutor(options, env_registry=env_registry)
     if config.shell.provider == "pwsh":
         options = dataclasses.replace(options, executable=None)
-    return LocalBashExecutor(options)
+    return LocalBashExecutor(options, env_registry=env_registry)
 
 
 class ShellToolPlugin:
@@ -121,7 +125,8 @@ class ShellToolPlugin:
         self.executor = executor
         self.tools = tools
         self.options = options or ShellToolOptions()
-        self.default_timeout_ms = default_timeout_ms
+        # The default a call gets is capped like any other value (resolve): the schema says so.
+        self.default_timeout_ms = min(default_timeout_ms, max_timeout_ms)
         self.max_timeout_ms = max_timeout_ms
         self.grace_ms = grace_ms
         self.jobs: JobRegistry | None = None
@@ -267,7 +272,11 @@ class ShellToolPlugin:
         return granted
 
     async def _background(self, args: _ShellArgs, ctx: CallContext, jobs: JobRegistry) -> ToolResult:
-        request = await self._authorized(self._request(args, ctx, ShellExpiryPolicy.NONE), ctx)
+        # A background job has no deadline: the caller's timeoutMs is not one either. Passed on,
+        # it only bounded the preparation, so a small value settled the job as timed out before
+        # it ever ran; the deployment's default bounds the preparation instead.
+        request = dataclasses.replace(self._request(args, ctx, ShellExpiryPolicy.NONE), timeout_ms=None)
+        request = await self._authorized(request, ctx)
         job = jobs.reserve(command=args.command, description=args.description, owner=ctx.actor)
         try:
             spec = self.executor.resolve(request)
@@ -278,7 +287,8 @@ class ShellToolPlugin:
         job.background = True
         job.attach(execution)
         return ToolResult(
-            text=shapes.background_text(job.job_id), structured=shapes.background(job_id=job.job_id)
+            text=shapes.background_text(job.job_id, timeout_ignored=args.timeout_ms is not None),
+            structured=shapes.background(job_id=job.job_id),
         )
 
     async def _admit(self, args: _ShellArgs, ctx: CallContext) -> Job | None:
