@@ -176,3 +176,19 @@ async def test_pwsh_tool_comes_and_goes_with_the_discovery_chain(
         assert (await bash.handler(run("echo $0"), CallContext(actor="conv-pwsh"))).text == "bash"
     finally:
         await catalog.aclose()
+
+
+async def test_a_background_command_that_cannot_start_is_shell_spawn_not_a_job(tether_home: Path) -> None:
+    """ "SHELL_SPAWN 走 Killed 句柄，ResultAsync() 才抛": a foreground call that cannot start is the
+    SHELL_SPAWN error. With ``run_in_background`` the answer was "started background job …" for a
+    process that never existed; the job then read "killed" with the reason in its output."""
+    too_long = "echo " + "x" * 200_000  # over the 128 KiB one argument may hold
+    setup = make_setup(tether_home)
+    async with connected(setup) as client:
+        refused = await client.call_tool("bash", run(too_long, run_in_background=True))
+        assert refused.is_error, text_of(refused)
+        assert text_of(refused).startswith("SHELL_SPAWN: cannot start 'bash': an argument of it")
+        listed = (await client.call_tool("job_list", {})).structured_content
+        assert listed is not None and listed["jobs"] == []
+        started = await client.call_tool("bash", run("echo fine", run_in_background=True))
+        assert started.structured_content is not None and started.structured_content["kind"] == "background"

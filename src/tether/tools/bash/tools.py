@@ -281,6 +281,10 @@ class ShellToolPlugin:
         try:
             spec = self.executor.resolve(request)
             execution = await self.executor.execute(spec)
+            if execution.pid is None:
+                # It never started: a spawn refused is the SHELL_SPAWN a foreground call gets
+                # (result() raises it), not the id of a job that only ever says "killed".
+                await execution.result()
         except BaseException:
             jobs.release(job)
             raise
