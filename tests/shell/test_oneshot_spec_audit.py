@@ -76,3 +76,20 @@ async def test_a_settled_handles_result_is_memoized(tmp_path: Path) -> None:
     first = await execution.result()
     assert first.timed_out
     assert await execution.result() is first
+
+
+def test_the_configured_default_directory_is_expanded_and_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LocalShellOptions ``Cwd`` is the default working directory resolve fills in. Written as a
+    person writes it in config.toml, ``cwd = "~/proj"`` was used verbatim: every command failed
+    with ``SHELL_BAD_CWD: working directory '~/proj' does not exist`` (a ``workdir`` of ``~/x``
+    was expanded, the default was not); a relative one stayed relative in the spec."""
+    (tmp_path / "proj" / "sub").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    for configured in ("~/proj", "proj", "./proj/../proj"):
+        executor = LocalBashExecutor(LocalShellOptions(cwd=configured))
+        assert executor.resolve(ShellExecRequest("pwd")).cwd == str(tmp_path / "proj"), configured
+        assert executor.resolve(ShellExecRequest("pwd", workdir="sub")).cwd == str(tmp_path / "proj" / "sub")
+        assert executor.resolve(ShellExecRequest("pwd", workdir="/etc")).cwd == "/etc"

@@ -77,7 +77,11 @@ class LocalShellExecutor(ShellExecutor):
             raise UsageError(f"stdout_max_bytes must be ≥ 0 (got {request.stdout_max_bytes})")
         workdir = os.path.expanduser(request.workdir or "")
         # An absolute workdir needs no base: this process's own directory may have been removed.
-        base = "" if os.path.isabs(workdir) else opts.cwd or _current_directory()
+        # The configured default is a path as a person writes it (`~/projects`, `work`), made
+        # absolute here so the spec names the directory the command runs in.
+        base = "" if os.path.isabs(workdir) else os.path.expanduser(opts.cwd or "")
+        if not os.path.isabs(workdir) and not os.path.isabs(base):
+            base = os.path.join(_current_directory(), base)
         cwd = os.path.normpath(os.path.join(base, workdir))
         timeout_ms = min(request.timeout_ms, opts.max_timeout_ms) if request.timeout_ms else default_ms
         context = ShellEnvContext(command=request.command, cwd=cwd, session_id=request.session_id)
@@ -152,7 +156,8 @@ class LocalShellExecutor(ShellExecutor):
     def _check_cwd(cwd: str) -> None:
         if not os.path.isdir(cwd):
             raise ShellException(
-                f"working directory {cwd!r} does not exist or is not a directory; pass an existing workdir",
+                f"working directory {cwd!r} does not exist or is not a directory; pass an existing "
+                "workdir (a relative one is taken from [shell].cwd, else tether's own directory)",
                 code="SHELL_BAD_CWD",
             )
 
