@@ -14,6 +14,7 @@ from bash_tools_harness import connected, make_setup, text_of
 
 from hang import HANG_S
 from tether.config import load_config
+from tether.shell.env_registry import ShellEnvContributor
 from tether.shell.local import LocalBashExecutor
 from tether.shell.options import LocalShellOptions
 from tether.shell.types import ShellExecRequest, ShellExecSpec
@@ -192,3 +193,33 @@ async def test_a_background_command_that_cannot_start_is_shell_spawn_not_a_job(t
         assert listed is not None and listed["jobs"] == []
         started = await client.call_tool("bash", run("echo fine", run_in_background=True))
         assert started.structured_content is not None and started.structured_content["kind"] == "background"
+
+
+async def test_one_shell_env_registry_serves_both_tools(
+    tether_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "shell-env catalog 行提供 IShellEnvRegistry": one registry per catalog, whose contributors
+    reach every shell execution. Each tool built its own registry, reachable only through its
+    executor, so a plugin had nothing to register with (and would have had to find both)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    stand_in = bindir / "pwsh"
+    stand_in.write_text('#!/bin/sh\necho "pwsh sees $TETHER_BUILD_ID"\n')
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    catalog = build_catalog(load_config(tether_home))
+    try:
+        catalog.env_registry.register(
+            ShellEnvContributor(
+                name="builds",
+                variables={"TETHER_BUILD_ID": "the build this conversation works on"},
+                resolve=lambda context: {"TETHER_BUILD_ID": f"b-{context.session_id}"},
+            )
+        )
+        ctx = CallContext(actor="conv-env")
+        bash, pwsh = catalog.registry.get("bash"), catalog.registry.get("pwsh")
+        assert bash is not None and pwsh is not None
+        assert (await bash.handler(run("echo $TETHER_BUILD_ID"), ctx)).text == "b-conv-env"
+        assert (await pwsh.handler(run("x"), ctx)).text == "pwsh sees b-conv-env"
+    finally:
+        await catalog.aclose()

@@ -89,16 +89,19 @@ def pwsh_available(config: Config) -> bool:
     return shutil.which(discover_pwsh(_pwsh_explicit(config))) is not None
 
 
-def make_executor(config: Config, shell: ShellName) -> ShellExecutor:
-    """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults."""
+def make_executor(
+    config: Config, shell: ShellName, *, env_registry: ShellEnvRegistry | None = None
+) -> ShellExecutor:
+    """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults and
+    ``env_registry`` (the catalog's one, shared by both tools; a new one when None)."""
     options = LocalShellOptions.from_config(config)
+    # TETHER_HOME in the command is the home this configuration belongs to, as with `tether exec`
+    # (not $TETHER_HOME, which a library caller's load_config(home) may not be).
+    env_registry = env_registry or ShellEnvRegistry(home=config.home)
     if config.shell.provider == "sandbox":
         # Both tools are confined: asking for the sandbox never leaves one shell unconfined.
         opts = dataclasses.replace(options, executable=None) if shell == "pwsh" else options
-        return sandbox_executor(config, shell=shell, options=opts)
-    # TETHER_HOME in the command is the home this configuration belongs to, as with the sandbox
-    # and `tether exec` (not $TETHER_HOME, which a library caller's load_config(home) may not be).
-    env_registry = ShellEnvRegistry(home=config.home)
+        return sandbox_executor(config, shell=shell, options=opts, env_registry=env_registry)
     if shell == "pwsh":
         options = dataclasses.replace(options, executable=_pwsh_explicit(config))
         return LocalPwshExecutor(options, env_registry=env_registry)
