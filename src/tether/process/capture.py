@@ -217,8 +217,9 @@ class CapturedStream:
             # written, or the first kept byte of a cut tail) starts after that character.
             skip = _utf8_rest(self._buf, start - self._base)
         else:
-            # Nothing before it is in memory to tell: a dropped start skips stray continuations.
-            skip = _utf8_start(view) if lost or start > 0 else 0
+            # Nothing before it is in memory to tell: a read that lost its start skips stray
+            # continuation bytes (a cut character); one that did not takes the bytes it asked for.
+            skip = _utf8_start(view) if lost else 0
         view, start = view[skip:], start + skip
         hold = 0 if self._closed else _utf8_incomplete_tail(view)
         end = len(view) - hold
