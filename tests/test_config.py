@@ -120,6 +120,25 @@ def test_a_job_table_with_no_room_stops_every_door_clearly(tmp_path: Path, door:
     assert "Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("key", ["timeout_ms", "max_timeout_ms"])
+def test_a_one_shot_deadline_of_zero_is_refused_not_a_timeout_of_every_command(
+    tmp_path: Path, key: str
+) -> None:
+    # Spec 000: TimeoutMs is the default deadline, MaxTimeoutMs the cap of a call's own. 0 passed
+    # the check for a non-negative integer, and then every command "timed out after 0ms" before
+    # it started (`tether exec -- echo hi` exited 124 with nothing run).
+    (tmp_path / "config.toml").write_text(f"[shell]\n{key} = 0\n", encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        load_config(tmp_path)
+    assert info.value.message.startswith(f"config.toml: [shell].{key} = 0 is too small; ")
+    assert "at least 1" in info.value.message
+    done = _door(tmp_path, "exec", "--", "echo", "ran")
+    assert done.returncode == 2 and "ran" not in done.stdout, done
+    assert f"[shell].{key} = 0 is too small" in done.stderr and "Traceback" not in done.stderr
+    (tmp_path / "config.toml").write_text(f"[shell]\n{key} = 1\n", encoding="utf-8")
+    assert getattr(load_config(tmp_path).shell, key) == 1
+
+
 _EVERY_DOOR = [["mcp"], ["serve", "--port", "0"], ["exec", "--", "echo", "ran"], ["shell", "list"]]
 
 

@@ -161,6 +161,9 @@ _TYPED: dict[str, type[Any]] = {
 # (a job table with no room would refuse every job, so its owner refuses to be built with it).
 _AT_LEAST: dict[tuple[str, str], tuple[int, str]] = {
     ("jobs", "max_live"): (1, "the number of background jobs that may run at once"),
+    # 0 is no "no deadline": every one-shot command would time out before it started.
+    ("shell", "timeout_ms"): (1, "a one-shot command's default deadline in ms (0 is not 'none')"),
+    ("shell", "max_timeout_ms"): (1, "the longest deadline a call may ask for, in ms (0 is not 'none')"),
 }
 # Sections validated by the module that owns them.
 _OWNED_ELSEWHERE = ("guard", "sandbox", "vault")

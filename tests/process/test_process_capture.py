@@ -87,6 +87,25 @@ def test_reads_never_split_a_utf8_character() -> None:
     assert small.tail_text() == "☃"
 
 
+def test_a_read_from_an_offset_inside_a_character_starts_after_it() -> None:
+    # Spec 000: observed streams are read by byte offset without consuming them. An offset inside
+    # a character — ``total_bytes`` saved while a writer had written half of one ("what comes
+    # after now"), or any offset a caller computed — gave text starting with U+FFFD for each
+    # continuation byte; text handed out never starts inside a character.
+    stream = CapturedStream(max_bytes=100)
+    euro = "€".encode()  # 3 bytes
+    stream.feed(b"a" + euro[:2])
+    saved = stream.total_bytes  # 3: inside the euro sign
+    stream.feed(euro[2:] + b"b")
+    read = stream.read_from(saved)
+    assert (read.text, read.start, read.next_offset, read.lost) == ("b", 4, 5, False)
+    assert [stream.read_from(offset).text for offset in range(6)] == ["a€b", "€b", "b", "b", "b", ""]
+    # Continuation bytes with no character before them (binary output) are output, not skipped.
+    binary = CapturedStream(max_bytes=100)
+    binary.feed(b"\x80\x81x")
+    assert binary.read_from(1).text == "\ufffdx"
+
+
 def test_invalid_utf8_and_nul_are_replaced_not_raised() -> None:
     stream = CapturedStream(max_bytes=100)
     stream.feed(b"a\x00b\xff\xfe\xc3")

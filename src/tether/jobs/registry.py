@@ -147,6 +147,10 @@ class Job:
         """True only for the call that stopped it; later calls (or after it ended) are no-ops."""
         if self._kill_reason is not None or not self.running:
             return False
+        if self.execution is not None and self.execution.stopping:
+            # Its deadline (or the caller's abort) is already ending it: that cause is the one its
+            # result reports, not a "stopped" this call did not do.
+            return False
         self._kill_reason = reason
         if self.execution is None:
             return True  # attach() delivers the kill once the process exists

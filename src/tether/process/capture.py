@@ -26,6 +26,25 @@ def _utf8_start(data: bytes | bytearray | memoryview, limit: int = 3) -> int:
     return skip
 
 
+def _utf8_rest(data: bytes | bytearray | memoryview, pos: int) -> int:
+    """Bytes at ``pos`` that end a character which began before it (0 when ``pos`` is a boundary).
+
+    Looks back at most three bytes for the lead byte; continuation bytes with no lead before them
+    (binary output) are not a character's rest, and are kept."""
+    for back in range(1, 4):
+        if pos - back < 0:
+            return 0
+        byte = data[pos - back]
+        if 0x80 <= byte <= 0xBF:
+            continue
+        need = 2 if 0xC0 <= byte <= 0xDF else 3 if 0xE0 <= byte <= 0xEF else 4 if 0xF0 <= byte <= 0xF7 else 1
+        rest = 0
+        while rest < need - back and pos + rest < len(data) and 0x80 <= data[pos + rest] <= 0xBF:
+            rest += 1
+        return rest
+    return 0
+
+
 def _utf8_incomplete_tail(data: bytes | bytearray | memoryview) -> int:
     """Length of a trailing, still-incomplete UTF-8 sequence (0 when the end is a boundary)."""
     n = len(data)
@@ -193,9 +212,15 @@ class CapturedStream:
         if start >= total:
             return StreamRead(text="", start=total, next_offset=total, lost=lost, closed=self._closed)
         view = memoryview(self._buf)[start - self._base :]
-        if lost:
-            skip = _utf8_start(view)
-            view, start = view[skip:], start + skip
+        if start > self._base:
+            # An offset inside a character (a saved ``total_bytes`` taken while one was half
+            # written, or the first kept byte of a cut tail) starts after that character.
+            skip = _utf8_rest(self._buf, start - self._base)
+        else:
+            # Nothing before it is in memory to tell: a read that lost its start skips stray
+            # continuation bytes (a cut character); one that did not takes the bytes it asked for.
+            skip = _utf8_start(view) if lost else 0
+        view, start = view[skip:], start + skip
         hold = 0 if self._closed else _utf8_incomplete_tail(view)
         end = len(view) - hold
         text = decode(view[:end])

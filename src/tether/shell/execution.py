@@ -73,7 +73,6 @@ class SettledShellExecution(ShellExecution):
     ) -> None:
         self._timeout_ms = timeout_ms
         self._failure = failure
-        self._timed_out = timed_out
         stdout = CapturedStream(max_bytes=4096)
         stderr = CapturedStream(max_bytes=4096)
         if failure is not None:
@@ -85,6 +84,16 @@ class SettledShellExecution(ShellExecution):
         event = asyncio.Event()
         event.set()
         self._done = DoneSignal(event)
+        # Built once: result() is memoized on every handle (the same object each time).
+        self._result = ShellRunResult(
+            exit_code=None,
+            signal=None,
+            timed_out=timed_out,
+            aborted=False,
+            timeout_ms=timeout_ms,
+            stdout=ShellCollectedOutput(),
+            stderr=ShellCollectedOutput(),
+        )
 
     @property
     def status(self) -> ShellProcessStatus:
@@ -111,6 +120,10 @@ class SettledShellExecution(ShellExecution):
         return None
 
     @property
+    def stopping(self) -> bool:
+        return True
+
+    @property
     def done(self) -> DoneSignal:
         return self._done
 
@@ -131,15 +144,7 @@ class SettledShellExecution(ShellExecution):
     async def result(self) -> ShellRunResult:
         if self._failure is not None:
             raise self._failure
-        return ShellRunResult(
-            exit_code=None,
-            signal=None,
-            timed_out=self._timed_out,
-            aborted=False,
-            timeout_ms=self._timeout_ms,
-            stdout=ShellCollectedOutput(),
-            stderr=ShellCollectedOutput(),
-        )
+        return self._result
 
 
 class LocalShellExecution(ShellExecution):
@@ -189,7 +194,7 @@ class LocalShellExecution(ShellExecution):
 
     def _cut(self, cause: str) -> bool:
         """Record the first cause that ends the command; False when something already did."""
-        if self._process.settled.is_set() or self._process.kill_requested:
+        if self.stopping:
             return False
         if cause == "timed_out":
             self._timed_out = True
@@ -272,6 +277,10 @@ class LocalShellExecution(ShellExecution):
     @property
     def kill_reason(self) -> str | None:
         return self._kill_reason
+
+    @property
+    def stopping(self) -> bool:
+        return self._process.settled.is_set() or self._process.kill_requested
 
     @property
     def expired(self) -> bool:

@@ -67,18 +67,23 @@ class LocalShellExecutor(ShellExecutor):
     # -- resolve -------------------------------------------------------------------------------
     def resolve(self, request: ShellExecRequest) -> ShellExecSpec:
         opts = self.options
+        default_ms = min(opts.timeout_ms, opts.max_timeout_ms)
         if request.timeout_ms is not None and request.timeout_ms < 1:
             raise UsageError(
                 f"timeout_ms must be a positive number of milliseconds (got {request.timeout_ms}); "
-                f"omit it for the default {opts.timeout_ms} ms, at most {opts.max_timeout_ms} ms"
+                f"omit it for the default {default_ms} ms, at most {opts.max_timeout_ms} ms"
             )
         if request.stdout_max_bytes is not None and request.stdout_max_bytes < 0:
             raise UsageError(f"stdout_max_bytes must be ≥ 0 (got {request.stdout_max_bytes})")
         workdir = os.path.expanduser(request.workdir or "")
         # An absolute workdir needs no base: this process's own directory may have been removed.
-        base = "" if os.path.isabs(workdir) else opts.cwd or _current_directory()
+        # The configured default is a path as a person writes it (`~/projects`, `work`), made
+        # absolute here so the spec names the directory the command runs in.
+        base = "" if os.path.isabs(workdir) else os.path.expanduser(opts.cwd or "")
+        if not os.path.isabs(workdir) and not os.path.isabs(base):
+            base = os.path.join(_current_directory(), base)
         cwd = os.path.normpath(os.path.join(base, workdir))
-        timeout_ms = min(request.timeout_ms or opts.timeout_ms, opts.max_timeout_ms)
+        timeout_ms = min(request.timeout_ms, opts.max_timeout_ms) if request.timeout_ms else default_ms
         context = ShellEnvContext(command=request.command, cwd=cwd, session_id=request.session_id)
         env = {**self.env_registry.collect(context), **request.env}
         return ShellExecSpec(
@@ -108,12 +113,18 @@ class LocalShellExecutor(ShellExecutor):
             spec.argv[0], os.fsdecode(env.get(b"PATH", os.defpath.encode()))
         )
         self._check_cwd(spec.cwd)
-        if time.monotonic() >= spec.resolved_at + spec.timeout_ms / 1000:
+        if _expired(spec):
             # The deadline passed while preparing: settle timed out without spawning.
             return SettledShellExecution(timeout_ms=spec.timeout_ms, timed_out=True)
         argv, launch = spec.argv, None
         if self.confinement is not None:
             launch = await self.confinement.wrap(spec.argv, spec)
+            if _expired(spec):
+                # Wrapping is part of preparing (the sandbox snapshots repositories first): a
+                # deadline that passed meanwhile settles the same way, the command never started.
+                if launch.cleanup is not None:
+                    launch.cleanup()
+                return SettledShellExecution(timeout_ms=spec.timeout_ms, timed_out=True)
             argv, executable = launch.argv, None
             env.update({os.fsencode(k): os.fsencode(v) for k, v in launch.env.items()})
         request = SpawnRequest(
@@ -145,7 +156,8 @@ class LocalShellExecutor(ShellExecutor):
     def _check_cwd(cwd: str) -> None:
         if not os.path.isdir(cwd):
             raise ShellException(
-                f"working directory {cwd!r} does not exist or is not a directory; pass an existing workdir",
+                f"working directory {cwd!r} does not exist or is not a directory; pass an existing "
+                "workdir (a relative one is taken from [shell].cwd, else tether's own directory)",
                 code="SHELL_BAD_CWD",
             )
 
@@ -195,6 +207,11 @@ class LocalPwshExecutor(LocalShellExecutor):
 
     def argv(self, executable: str, command: str) -> tuple[str, ...]:
         return (executable, "-NoProfile", "-NonInteractive", "-Command", command)
+
+
+def _expired(spec: ShellExecSpec) -> bool:
+    """The spec's deadline (counted from resolve) has passed."""
+    return time.monotonic() >= spec.resolved_at + spec.timeout_ms / 1000
 
 
 def _current_directory() -> str:

@@ -309,6 +309,12 @@ class ShellExecution(ABC):
         in a handle without one)."""
         return False
 
+    @property
+    @abstractmethod
+    def stopping(self) -> bool:
+        """Settled, or something already ends it: its deadline (``on_expiry=KILL``), an abort or
+        ``kill()``. A later kill changes nothing, so it must not claim to have stopped it."""
+
     @abstractmethod
     def read_output(self) -> ShellProcessRead: ...
 

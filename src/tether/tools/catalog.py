@@ -15,6 +15,7 @@ import anyio
 
 from tether.config import Config
 from tether.jobs.registry import JobRegistry
+from tether.shell import ShellEnvRegistry
 from tether.shells import SafetyPolicy
 from tether.tools.audited import AuditMiddleware, MaskedResources
 from tether.tools.bash import ShellName, ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
@@ -41,6 +42,9 @@ class ToolCatalog:
     registry: ToolRegistry
     jobs: JobRegistry | None
     shell_plugins: dict[str, ShellToolPlugin] = field(default_factory=dict)
+    # The shell-env registry of every bash/pwsh command (spec 000 "shell-env"): a plugin adds its
+    # TETHER_* variables here once, and both tools' commands get them.
+    env_registry: ShellEnvRegistry = field(default_factory=ShellEnvRegistry)
     # System-prompt sections ("tool:bash" → text); MCP sends them as server instructions.
     hints: dict[str, str] = field(default_factory=dict)
     closers: list[Closer] = field(default_factory=list)
@@ -90,7 +94,9 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
         if with_jobs
         else None
     )
-    catalog = ToolCatalog(config=config, registry=registry, jobs=jobs)
+    catalog = ToolCatalog(
+        config=config, registry=registry, jobs=jobs, env_registry=ShellEnvRegistry(home=config.home)
+    )
     options = ShellToolOptions(
         enable_run_in_background=config.tools.enable_run_in_background,
         promote_on_timeout=config.tools.promote_on_timeout,
@@ -102,7 +108,7 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     for shell in shells:
         plugin = ShellToolPlugin(
             shell=shell,
-            executor=make_executor(config, shell),
+            executor=make_executor(config, shell, env_registry=catalog.env_registry),
             tools=registry,
             options=options,
             default_timeout_ms=config.shell.timeout_ms,

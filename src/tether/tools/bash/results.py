@@ -236,5 +236,8 @@ def background(*, job_id: str) -> dict[str, Any]:
     return {"kind": "background", "jobId": job_id}
 
 
-def background_text(job_id: str) -> str:
-    return f"started background job {job_id}; read its output with job_output, stop it with job_kill"
+def background_text(job_id: str, *, timeout_ignored: bool = False) -> str:
+    text = f"started background job {job_id}; read its output with job_output, stop it with job_kill"
+    if timeout_ignored:
+        text += "\n[timeoutMs does not apply to a background job: it runs until it ends or job_kill stops it]"
+    return text

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tether.config import Config
 from tether.errors import TetherError, UsageError
 from tether.jobs.registry import Job, JobLimitError, JobRegistry
+from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import dropped_marker, render_shell_result
@@ -88,19 +89,25 @@ def pwsh_available(config: Config) -> bool:
     return shutil.which(discover_pwsh(_pwsh_explicit(config))) is not None
 
 
-def make_executor(config: Config, shell: ShellName) -> ShellExecutor:
-    """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults."""
+def make_executor(
+    config: Config, shell: ShellName, *, env_registry: ShellEnvRegistry | None = None
+) -> ShellExecutor:
+    """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults and
+    ``env_registry`` (the catalog's one, shared by both tools; a new one when None)."""
     options = LocalShellOptions.from_config(config)
+    # TETHER_HOME in the command is the home this configuration belongs to, as with `tether exec`
+    # (not $TETHER_HOME, which a library caller's load_config(home) may not be).
+    env_registry = env_registry or ShellEnvRegistry(home=config.home)
     if config.shell.provider == "sandbox":
         # Both tools are confined: asking for the sandbox never leaves one shell unconfined.
         opts = dataclasses.replace(options, executable=None) if shell == "pwsh" else options
-        return sandbox_executor(config, shell=shell, options=opts)
+        return sandbox_executor(config, shell=shell, options=opts, env_registry=env_registry)
     if shell == "pwsh":
         options = dataclasses.replace(options, executable=_pwsh_explicit(config))
-        return LocalPwshExecutor(options)
+        return LocalPwshExecutor(options, env_registry=env_registry)
     if config.shell.provider == "pwsh":
         options = dataclasses.replace(options, executable=None)
-    return LocalBashExecutor(options)
+    return LocalBashExecutor(options, env_registry=env_registry)
 
 
 class ShellToolPlugin:
@@ -121,7 +128,8 @@ class ShellToolPlugin:
         self.executor = executor
         self.tools = tools
         self.options = options or ShellToolOptions()
-        self.default_timeout_ms = default_timeout_ms
+        # The default a call gets is capped like any other value (resolve): the schema says so.
+        self.default_timeout_ms = min(default_timeout_ms, max_timeout_ms)
         self.max_timeout_ms = max_timeout_ms
         self.grace_ms = grace_ms
         self.jobs: JobRegistry | None = None
@@ -268,18 +276,27 @@ class ShellToolPlugin:
         return granted
 
     async def _background(self, args: _ShellArgs, ctx: CallContext, jobs: JobRegistry) -> ToolResult:
-        request = await self._authorized(self._request(args, ctx, ShellExpiryPolicy.NONE), ctx)
+        # A background job has no deadline: the caller's timeoutMs is not one either. Passed on,
+        # it only bounded the preparation, so a small value settled the job as timed out before
+        # it ever ran; the deployment's default bounds the preparation instead.
+        request = dataclasses.replace(self._request(args, ctx, ShellExpiryPolicy.NONE), timeout_ms=None)
+        request = await self._authorized(request, ctx)
         job = jobs.reserve(command=args.command, description=args.description, owner=ctx.actor)
         try:
             spec = self.executor.resolve(request)
             execution = await self.executor.execute(spec)
+            if execution.pid is None:
+                # It never started: a spawn refused is the SHELL_SPAWN a foreground call gets
+                # (result() raises it), not the id of a job that only ever says "killed".
+                await execution.result()
         except BaseException:
             jobs.release(job)
             raise
         job.background = True
         job.attach(execution)
         return ToolResult(
-            text=shapes.background_text(job.job_id), structured=shapes.background(job_id=job.job_id)
+            text=shapes.background_text(job.job_id, timeout_ignored=args.timeout_ms is not None),
+            structured=shapes.background(job_id=job.job_id),
         )
 
     async def _admit(self, args: _ShellArgs, ctx: CallContext) -> Job | None:
