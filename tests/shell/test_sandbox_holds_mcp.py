@@ -323,3 +323,32 @@ async def test_workdir_tmp_is_the_private_tmp_even_with_unix_sockets(tether_home
     assert len(windows) == 1  # nothing was opened in the other server
     assert not _exists(f"/tmp/{name}")  # written in the private /tmp, gone with it
     assert data["sandbox"]["denials"] == [], data
+
+
+def _sizes(text: str) -> dict[str, int]:
+    """``df -B1 --output=size,target`` lines: each mount's size in bytes."""
+    sizes: dict[str, int] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0].isdigit():
+            sizes[fields[1]] = int(fields[0])
+    return sizes
+
+
+async def test_a_command_cannot_pin_the_machines_memory_in_the_sandboxs_own_tmpfs(
+    tether_home: Path, home: Path
+) -> None:
+    """The private /tmp, /run and bubblewrap's /dev are tmpfs: memory no process owns, so the OOM
+    killer cannot take it back while the sandbox lives. Unsized, each held half the machine's RAM
+    (a shell that filled them took the host's memory for its whole life); now each writable one
+    holds ``[sandbox].tmpfs_size_mb`` (1 GiB by default) and /dev itself is read-only."""
+    tail, marker = _benign(home)
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(
+            client, "df -B1 --output=size,target /tmp /run /dev/shm; echo x > /dev/planted" + tail
+        )
+    sizes = _sizes(text)
+    assert set(sizes) == {"/tmp", "/run", "/dev/shm"}, text
+    assert all(size <= 1 << 30 for size in sizes.values()), sizes
+    assert ("write", "/dev/planted") in denials(data), text
+    _benign_done(home, marker)

@@ -53,6 +53,9 @@ def _config(home: Path, table: dict[str, object]) -> Config:
         ({"allow_escalations": ["use_default"]}, "has 'use_default'"),
         ({"trace": "yes"}, "must be true or false"),
         ({"bwrap": ""}, "must be a non-empty string"),
+        ({"tmpfs_size_mb": 0}, "tmpfs_size_mb must be a whole number of MiB, at least 1"),
+        ({"tmpfs_size_mb": "1G"}, "(got '1G'; default 1024)"),
+        ({"tmpfs_size_mb": True}, "tmpfs_size_mb must be a whole number"),
     ],
 )
 def test_a_bad_sandbox_table_is_refused_with_the_fix(table: dict[str, object], message: str) -> None:

@@ -283,3 +283,50 @@ async def test_a_file_wait_looks_at_the_path_as_the_confined_shell_sees_it(
         linked_in = await met("../sub/made-in-sub")  # a relative walk that stays inside
     assert (made_inside, relative, linked_in, hidden) == (True, True, True, [False, False, False, False])
     assert not _exists(private) and (home / "sub" / "made-in-sub").exists()
+
+
+def _sizes(lines: list[str]) -> dict[str, int]:
+    """``df -B1 --output=size,target`` lines: each mount's size in bytes."""
+    return {f[1]: int(f[0]) for f in (line.split() for line in lines) if len(f) == 2 and f[0].isdigit()}
+
+
+async def test_a_confined_shell_cannot_fill_memory_through_its_own_tmpfs(
+    tether_home: Path, home: Path
+) -> None:
+    """A shell's private /tmp, /run and bubblewrap's /dev live as long as the shell, in memory no
+    process owns (the OOM killer cannot take it back). Unsized, each held half the machine's RAM;
+    now each writable one is bounded by ``[sandbox].tmpfs_size_mb`` (1 GiB by default) and /dev
+    itself is read-only."""
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        out = await _run(
+            client,
+            shell,
+            "df -B1 --output=size,target /tmp /run /dev/shm; echo x > /dev/planted; echo dev=$?",
+            past_guard=True,
+        )
+    sizes = _sizes(out["lines"])
+    assert set(sizes) == {"/tmp", "/run", "/dev/shm"}, out["lines"]
+    assert all(size <= 1 << 30 for size in sizes.values()), sizes
+    assert "dev=1" in out["lines"] and ("write", "/dev/planted") in _denied(out)
+
+
+async def test_what_a_confined_shell_stores_in_memory_stops_at_the_configured_size(
+    tether_home: Path, home: Path
+) -> None:
+    """Writing past ``[sandbox].tmpfs_size_mb`` fails (ENOSPC) in /tmp, /dev/shm and /run alike."""
+    (tether_home / "config.toml").write_text("[sandbox]\ntmpfs_size_mb = 2\n")
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        out = await _run(
+            client,
+            shell,
+            "for d in /tmp /dev/shm /run; do head -c 8M /dev/zero > $d/fill; echo $d=$?; done; "
+            "du -sk /tmp/fill /dev/shm/fill /run/fill",
+            past_guard=True,
+        )
+    lines = out["lines"]
+    assert {"/tmp=1", "/dev/shm=1", "/run=1"} <= set(lines), lines
+    assert any("No space left on device" in line for line in lines), lines
+    kib = [int(f[0]) for f in (line.split() for line in lines) if len(f) == 2 and f[1].endswith("/fill")]
+    assert len(kib) == 3 and all(k <= 2048 for k in kib), lines

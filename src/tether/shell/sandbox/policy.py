@@ -63,6 +63,9 @@ MODE_SUMMARIES: Final[dict[str, str]] = {
     "allow_host_write": "as use_default, but the whole filesystem is writable except protected paths",
     "require_escalated": "unconfined (no sandbox)",
 }
+# A sandbox's /tmp, /dev/shm and /run live in memory that no process owns: unbounded, one command
+# could fill half the machine's RAM in each, which the OOM killer cannot take back from it.
+DEFAULT_TMPFS_MB: Final = 1024
 _KEYS: Final = {
     "writable_roots": "list of absolute directories the sandbox may write besides the working directory",
     "allow_escalations": f"list of modes granted without a person, from {', '.join(ESCALATIONS)}",
@@ -72,6 +75,8 @@ _KEYS: Final = {
     "trace": "report denials by tracing the command with strace (default true)",
     "allow_unix_sockets": "let sandboxed commands create Unix sockets, which reach every host socket "
     "outside /tmp, /run and TETHER_HOME (default false)",
+    "tmpfs_size_mb": "the most each of a sandbox's own in-memory directories (/tmp, /dev/shm, /run) may "
+    f"hold, in MiB (default {DEFAULT_TMPFS_MB}, at least 1)",
 }
 
 
@@ -86,6 +91,7 @@ class SandboxSettings:
     bwrap: str = "bwrap"
     trace: bool = True
     allow_unix_sockets: bool = False
+    tmpfs_size_mb: int = DEFAULT_TMPFS_MB
 
     @classmethod
     def from_config(cls, config: Config) -> SandboxSettings:
@@ -119,6 +125,12 @@ class SandboxSettings:
         for key, value in (("trace", trace), ("allow_unix_sockets", unix_sockets)):
             if not isinstance(value, bool):
                 raise UsageError(f"config.toml: [sandbox].{key} must be true or false")
+        tmpfs_mb = table.get("tmpfs_size_mb", DEFAULT_TMPFS_MB)
+        if isinstance(tmpfs_mb, bool) or not isinstance(tmpfs_mb, int) or tmpfs_mb < 1:
+            raise UsageError(
+                f"config.toml: [sandbox].tmpfs_size_mb must be a whole number of MiB, at least 1 "
+                f"(got {tmpfs_mb!r}; default {DEFAULT_TMPFS_MB}): {_KEYS['tmpfs_size_mb']}"
+            )
         hidden = _paths(table, "hidden_paths", must_be_dir=False)
         tether_home = os.path.realpath(home) if home is not None else None
         for root in roots:
@@ -144,6 +156,7 @@ class SandboxSettings:
             bwrap=bwrap.strip(),
             trace=trace,
             allow_unix_sockets=unix_sockets,
+            tmpfs_size_mb=tmpfs_mb,
         )
 
     def bwrap_path(self) -> str:
@@ -234,6 +247,7 @@ class SandboxPolicy:
     protected_dirs: frozenset[str] = frozenset()  # protected paths that stand in as directories
     standins: frozenset[str] = frozenset()  # absent protected paths that get a placeholder
     unix_sockets: bool = False
+    tmpfs_bytes: int = DEFAULT_TMPFS_MB << 20  # the size of each of the sandbox's own tmpfs
     links: tuple[tuple[str, str], ...] = ()  # symlinks on the way to protected paths → their targets
 
     def may_stand_in(self, path: str) -> bool:
@@ -245,8 +259,9 @@ class SandboxPolicy:
         if self.is_protected(path) or _under(path, self.tether_home):
             return False
         if self.host_write:
-            return not path.startswith(("/proc/", "/sys/"))
-        return any(_under(path, root) for root in self.writable_roots) or _under(path, "/tmp")
+            return not path.startswith(("/proc/", "/sys/", "/dev/")) or _under(path, "/dev/shm")
+        own = _under(path, "/tmp") or _under(path, "/dev/shm")  # the sandbox's own tmpfs
+        return own or any(_under(path, root) for root in self.writable_roots)
 
     def is_protected(self, path: str) -> bool:
         return any(_under(path, p) for p in (*self.protected, *self.hidden))
@@ -382,5 +397,6 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
         protected_dirs=frozenset(p for p, item in protected.items() if item.kind == "dir"),
         standins=frozenset(p for p, item in protected.items() if item.placeholder),
         unix_sockets=settings.allow_unix_sockets,
+        tmpfs_bytes=settings.tmpfs_size_mb << 20,
         links=tuple(resolver.links.items()),
     )
