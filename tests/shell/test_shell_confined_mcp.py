@@ -330,3 +330,33 @@ async def test_what_a_confined_shell_stores_in_memory_stops_at_the_configured_si
     assert any("No space left on device" in line for line in lines), lines
     kib = [int(f[0]) for f in (line.split() for line in lines) if len(f) == 2 and f[1].endswith("/fill")]
     assert len(kib) == 3 and all(k <= 2048 for k in kib), lines
+
+
+async def test_shell_state_says_how_each_shell_is_confined(tether_home: Path, home: Path) -> None:
+    """An agent choosing a shell must not take an unconfined one for confined, nor believe ``cd``
+    widened its writable area: ``shell_state`` (text and structure) and ``shell_open`` name each
+    shell's mode, where it may write and its network, from its record."""
+    async with server(tether_home, home) as client:  # a deployment that did not confine
+        plain = await _open(client, label="plain")
+    (tether_home / "config.toml").write_text('[sandbox]\nallow_escalations = ["allow_network"]\n')
+    async with server(tether_home, home, "--sandbox") as client:
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        task = (opened.structured_content or {})["tasks"][0]
+        default = task["shell"]
+        assert f"[sandbox: use_default: writable {home}; network off]" in task["lines"], task
+        network = await _open(client, sandbox_permissions="allow_network", justification="fetch a fixture")
+        await _run(client, default, "cd /usr")  # where the shell stands is not where it may write
+        state = await client.call_tool("shell_state", {"scope": "*"})
+        rows = {row["shell"]: row for row in (state.structured_content or {})["shells"]}
+        text = "".join(getattr(block, "text", "") for block in state.content)
+    assert rows[default]["cwd"] == "/usr"
+    assert rows[default]["sandbox"] == f"use_default: writable {home}; network off", rows[default]
+    assert rows[network]["sandbox"] == (
+        f"allow_network: writable {home}; network allowed (granted by configuration)"
+    ), rows[network]
+    assert rows[plain]["sandbox"] == "unconfined (opened by a tether process that did not confine)"
+    assert (
+        f"cwd=/usr · last=`cd /usr` exit=0 by red-team · sandbox=use_default: writable {home}; network off"
+        in text
+    )
+    assert f"{plain} · plain" in text and "sandbox=unconfined" in text, text
