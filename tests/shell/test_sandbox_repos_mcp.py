@@ -137,3 +137,47 @@ def _git_denials(data: dict[str, object]) -> list[tuple[str, str, str]]:
     sandbox = data["sandbox"]
     assert isinstance(sandbox, dict)
     return [(d["kind"], d["target"], d["detail"]) for d in sandbox["denials"] if d["kind"] == "git"]
+
+
+@pytest.fixture
+def linked_hooks(home: Path) -> Path:
+    """A project whose hooks live in the work tree, ``.git/hooks -> ../.githooks`` (a common set-up),
+    and a nested repository whose ``config`` is a link too."""
+    repo = home / "proj"
+    (repo / ".githooks").mkdir()
+    hooks = repo / ".git" / "hooks"
+    for entry in hooks.iterdir():
+        entry.unlink()
+    hooks.rmdir()
+    hooks.symlink_to("../.githooks")
+    sub = repo / "sub" / ".git"
+    (sub / "config").rename(sub / "config.real")
+    (sub / "config").symlink_to("config.real")
+    return repo
+
+
+async def test_a_symlinked_hooks_directory_cannot_be_swapped_for_a_real_one(
+    tether_home: Path, home: Path, linked_hooks: Path, tmp_path: Path
+) -> None:
+    """The read-only bind sits on the link's target (a mount follows links), so the link itself was
+    a plain entry of the git directory: replaced by a real ``hooks`` with a ``pre-commit``, it had
+    existed "before" and was never neutralised — the person's next ``git commit`` ran it unconfined.
+    Now the link is put back before the result returns and what the command left is moved aside."""
+    marker = tmp_path / "hook-ran"
+    hook = HOOK.format(marker=marker).replace("\n", "\\n")
+    attack = (
+        f"rm .git/hooks && mkdir .git/hooks && printf '{hook}' > .git/hooks/pre-commit && "
+        "chmod +x .git/hooks/pre-commit && echo hooks-swapped; "
+        "rm sub/.git/config && printf '[core]\\n\\tfsmonitor = touch {marker}\\n' > sub/.git/config "
+        "&& echo config-swapped"
+    ).format(marker=marker)
+    async with server(tether_home, home / "proj", "--sandbox") as client:
+        text, data = await bash(client, attack)
+    assert "hooks-swapped" in text and "config-swapped" in text, text  # the links were plain entries
+    _unconfined_git_runs_no_hook(linked_hooks, marker)
+    _unconfined_git_runs_no_hook(linked_hooks / "sub", marker)
+    assert (linked_hooks / ".git/hooks").readlink() == Path("../.githooks")
+    assert (linked_hooks / "sub/.git/config").readlink() == Path("config.real")
+    found = denials(data)
+    assert ("write", str(linked_hooks / ".git/hooks")) in found, text
+    assert ("write", str(linked_hooks / "sub/.git/config")) in found, text

@@ -231,6 +231,8 @@ class RepoSnapshotLike(Protocol):
 
     def read_only(self) -> tuple[str, ...]: ...
 
+    def links(self) -> tuple[tuple[str, str], ...]: ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxPolicy:
@@ -273,9 +275,17 @@ class SandboxPolicy:
 
 
 def with_repositories(policy: SandboxPolicy, repos: RepoSnapshotLike) -> SandboxPolicy:
-    """``policy`` with the control files of the repositories under its roots protected too."""
+    """``policy`` with the control files of the repositories under its roots protected too.
+
+    A control file that is a symlink (``.git/hooks -> ../.githooks``, a shared hooks directory) is
+    bound read-only where it points — a mount cannot sit on a link — so the link itself is only an
+    entry of the git directory: ``rm .git/hooks; mkdir .git/hooks`` made a hooks directory that
+    existed "before" and was therefore never neutralised. Such links are kept with the persistence
+    paths' (``links``), and put back after the command like theirs (``sandbox.links``)."""
     extra = [p for p in repos.read_only() if p not in policy.protected]
-    return dataclasses.replace(policy, protected=(*policy.protected, *extra))
+    known = {path for path, _ in policy.links}
+    links = [link for link in repos.links() if link[0] not in known]
+    return dataclasses.replace(policy, protected=(*policy.protected, *extra), links=(*policy.links, *links))
 
 
 def _under(path: str, root: str) -> bool:

@@ -33,7 +33,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from tether.errors import RefusedError
@@ -61,6 +61,8 @@ class GitDirState:
     path: str
     ident: Ident | None
     control: dict[str, Ident | None]
+    # Control files that are symlinks, and where they point (``.git/hooks -> ../.githooks``).
+    links: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,12 +82,22 @@ class RepoSnapshot:
         ]
         return tuple(dict.fromkeys([*paths, *self.pointers]))
 
+    def links(self) -> tuple[tuple[str, str], ...]:
+        """The control files that were symlinks, with their targets: the read-only bind protects
+        the target only, so the link is put back after a command that replaced it."""
+        return tuple(
+            (os.path.join(state.path, name), target)
+            for state in self.gitdirs.values()
+            for name, target in state.links.items()
+        )
+
     def to_json(self) -> dict[str, object]:
         """A JSON value ``from_json`` turns back into this snapshot (a persistent shell keeps the
         one taken when it started, for every tether process that checks it later)."""
         return {
             "gitdirs": [
-                {"path": g.path, "ident": g.ident, "control": dict(g.control)} for g in self.gitdirs.values()
+                {"path": g.path, "ident": g.ident, "control": dict(g.control), "links": dict(g.links)}
+                for g in self.gitdirs.values()
             ],
             "pointers": list(self.pointers),
         }
@@ -97,7 +109,10 @@ class RepoSnapshot:
         gitdirs: dict[str, GitDirState] = {}
         for item in data.get("gitdirs", []):
             control = {name: _as_ident(ident) for name, ident in item["control"].items()}
-            state = GitDirState(path=str(item["path"]), ident=_as_ident(item["ident"]), control=control)
+            links = {str(name): str(target) for name, target in item.get("links", {}).items()}
+            state = GitDirState(
+                path=str(item["path"]), ident=_as_ident(item["ident"]), control=control, links=links
+            )
             gitdirs[state.path] = state
         return cls(gitdirs=gitdirs, pointers=tuple(str(p) for p in data.get("pointers", [])))
 
@@ -303,11 +318,20 @@ def _ident(path: str) -> Ident | None:
 
 
 def _state(gitdir: str) -> GitDirState:
-    return GitDirState(
-        path=gitdir,
-        ident=_ident(gitdir),
-        control={name: _ident(os.path.join(gitdir, name)) for name in CONTROL_FILES},
-    )
+    control: dict[str, Ident | None] = {}
+    links: dict[str, str] = {}
+    for name in CONTROL_FILES:
+        path = os.path.join(gitdir, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            control[name] = None
+            continue
+        control[name] = (st.st_dev, st.st_ino)
+        if stat.S_ISLNK(st.st_mode):
+            with contextlib.suppress(OSError):
+                links[name] = os.readlink(path)
+    return GitDirState(path=gitdir, ident=_ident(gitdir), control=control, links=links)
 
 
 def read_small(path: str) -> str | None:
