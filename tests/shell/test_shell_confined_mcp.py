@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from sandbox_mcp_harness import params, plant, server, tree
@@ -360,3 +361,31 @@ async def test_shell_state_says_how_each_shell_is_confined(tether_home: Path, ho
         in text
     )
     assert f"{plain} · plain" in text and "sandbox=unconfined" in text, text
+
+
+async def test_a_confined_shell_cannot_swap_a_symlinked_hooks_directory(
+    tether_home: Path, home: Path
+) -> None:
+    """``.git/hooks -> ../.githooks``: the read-only bind sits on the target, so the link is a plain
+    entry; a real ``hooks`` made in its place must never reach the person's unconfined ``git``."""
+    repo = home / "sub"
+    (repo / ".githooks").mkdir()
+    hooks = repo / ".git" / "hooks"
+    for entry in hooks.iterdir():
+        entry.unlink()
+    hooks.rmdir()
+    hooks.symlink_to("../.githooks")
+    marker = home / "hook-ran"
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        await _run(
+            client,
+            shell,
+            f"mkdir sub/.git/new; echo 'touch {marker}' > sub/.git/new/pre-commit; "
+            "chmod +x sub/.git/new/pre-commit; rm sub/.git/hooks; mv sub/.git/new sub/.git/hooks; true",
+            past_guard=True,
+        )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    await anyio.run_process([*git, "commit", "-q", "--allow-empty", "-m", "after"], check=True)
+    assert not marker.exists(), "an unconfined git ran a hook the confined shell planted"
+    assert hooks.readlink() == Path("../.githooks")
