@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from sandbox_mcp_harness import bash, denials, params, server, text_of, tree
 
@@ -352,3 +353,37 @@ async def test_a_command_cannot_pin_the_machines_memory_in_the_sandboxs_own_tmpf
     assert all(size <= 1 << 30 for size in sizes.values()), sizes
     assert ("write", "/dev/planted") in denials(data), text
     _benign_done(home, marker)
+
+
+async def test_a_working_directory_inside_a_protected_directory_or_git_hooks_is_refused(
+    tether_home: Path, home: Path
+) -> None:
+    """A protected directory *above* the working directory was only the read-only filesystem, which
+    the working directory's own writable bind covered: ``~/.config/fish/conf.d`` took a script the
+    user's next fish runs, ``repo/.git/hooks`` (whose git directory the scan below the roots never
+    sees) a hook the person's next ``git commit`` ran unconfined."""
+    conf_d = home / ".config" / "fish" / "conf.d"
+    wants = home / ".config" / "systemd" / "user" / "default.target.wants"
+    for directory in (conf_d, wants):
+        directory.mkdir(parents=True)
+    await anyio.run_process(["git", "init", "-q", str(home / "repo")], check=True)
+    hooks = home / "repo" / ".git" / "hooks"
+    attack = "printf '#!/bin/sh\\ntouch planted\\n' > pre-commit; chmod +x pre-commit; echo x > evil.fish"
+    async with server(tether_home, home, "--sandbox") as client:
+        for workdir in (hooks, conf_d):
+            result = await client.call_tool(
+                "bash", {"command": attack, "description": "red team", "workdir": str(workdir)}
+            )
+            text = text_of(result)
+            assert result.is_error and f"cannot make '{workdir}' writable" in text, text
+            assert "REFUSED" in text and "run the command in" in text, text
+        opened = await client.call_tool(
+            "shell_open", {"tasks": [{"action": {"kind": "open", "cwd": str(wants)}}]}
+        )
+        task = (opened.structured_content or {})["tasks"][0]
+        assert opened.is_error and task["errorCode"] == "REFUSED", task
+        assert f"inside {home}/.config/systemd/user" in task["error"], task
+        _, data = await bash(client, "echo fine > in-the-repo", workdir=str(home / "repo"))  # the work tree
+        assert data["exitCode"] == 0, data
+    assert not (hooks / "pre-commit").exists() and not (conf_d / "evil.fish").exists()
+    assert not list(wants.iterdir())

@@ -350,6 +350,40 @@ def root_refusal(
     return f"it is {where} {system}: {why}", True
 
 
+def _refuse_inside_protected(root: str, protected: dict[str, PersistencePath]) -> None:
+    """A writable root below a protected directory, or in a git directory's ``hooks``, is refused.
+
+    A protected path is bound read-only only where it lies inside a writable root; one *above* the
+    root was left to the read-only filesystem, which the root's own writable bind covers — so a
+    working directory of ``~/.config/fish/conf.d`` or ``~/.config/systemd/user/default.target.wants``
+    wrote what the user's next login runs, and one of ``repo/.git/hooks`` (whose git directory the
+    repository scan, which looks below the roots, never sees) wrote a hook the person's next ``git
+    commit`` ran unconfined. A root that *is* a protected path stays allowed: it is bound read-only
+    whole."""
+    inside = next((p for p in protected if root != p and _under(root, p)), None)
+    if inside is not None:
+        raise RefusedError(
+            f"the sandbox cannot make {root!r} writable: it lies inside {inside}, which the sandbox keeps "
+            "read-only in every mode (what is written there runs unconfined later: start-up files, "
+            "services, PATH programs); run the command in a project directory"
+        )
+    current = root
+    while current != "/":
+        parent = os.path.dirname(current)
+        if os.path.basename(current) == "hooks" and _is_git_directory(parent):
+            raise RefusedError(
+                f"the sandbox cannot make {root!r} writable: it lies in {current}, the hooks of the git "
+                "directory there, which an unconfined git runs; run the command in the repository's "
+                "work tree (the sandbox protects its hooks and configuration)"
+            )
+        current = parent
+
+
+def _is_git_directory(path: str) -> bool:
+    """Whether ``path`` holds what git needs to take it for a git directory."""
+    return os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "objects"))
+
+
 def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, home: Path) -> SandboxPolicy:
     """The policy for one command in ``cwd``; refuses writable roots the sandbox cannot honour."""
     real_cwd = os.path.realpath(cwd)
@@ -395,6 +429,8 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
         protected.setdefault(
             resolver.resolve(path), PersistencePath(path=path, kind="file", placeholder=True)
         )
+    for root in roots:
+        _refuse_inside_protected(root, protected)
     return SandboxPolicy(
         mode=mode,
         cwd=real_cwd,
