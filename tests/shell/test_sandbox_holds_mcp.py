@@ -387,3 +387,30 @@ async def test_a_working_directory_inside_a_protected_directory_or_git_hooks_is_
         assert data["exitCode"] == 0, data
     assert not (hooks / "pre-commit").exists() and not (conf_d / "evil.fish").exists()
     assert not list(wants.iterdir())
+
+
+async def test_a_background_job_reports_what_its_sandbox_denied(tether_home: Path, home: Path) -> None:
+    """A job ran confined, but ``job_output`` said nothing of its denials or of what the repository
+    check undid: the model saw ``Read-only file system`` at best, without the mode that would allow
+    it — where a foreground call gets both."""
+    target = f"/etc/tether-job-{secrets.token_hex(4)}"
+    async with server(tether_home, home, "--sandbox") as client:
+        started = await client.call_tool(
+            "bash",
+            {
+                "command": f"touch {target} 2>/dev/null; true",
+                "description": "red team",
+                "run_in_background": True,
+            },
+        )
+        job = (started.structured_content or {})["jobId"]
+        for _ in range(60):  # each call waits up to 5 s for the end: a bound for a busy machine
+            read = await client.call_tool("job_output", {"jobId": job, "timeoutMs": 5000})
+            data = read.structured_content or {}
+            if data["status"] != "running":
+                break
+    assert data["status"] == "completed", data
+    assert ("write", target) in denials(data), data
+    assert f"[sandbox denied: write {target}]" in text_of(read), text_of(read)
+    assert 'sandbox_permissions="allow_host_write"' in text_of(read)
+    assert not _exists(target)
