@@ -181,3 +181,27 @@ async def test_a_symlinked_hooks_directory_cannot_be_swapped_for_a_real_one(
     found = denials(data)
     assert ("write", str(linked_hooks / ".git/hooks")) in found, text
     assert ("write", str(linked_hooks / "sub/.git/config")) in found, text
+
+
+async def test_a_hooks_path_in_the_work_tree_is_read_only(
+    tether_home: Path, home: Path, tmp_path: Path
+) -> None:
+    """``core.hooksPath = .husky/_`` (husky) moves the hooks git runs into the work tree, where
+    every command may write: a planted ``pre-commit`` ran at the person's next ``git commit``.
+    The directory it names is protected like ``.git/hooks``, and the one above it pinned."""
+    repo = home / "proj"
+    (repo / ".husky" / "_").mkdir(parents=True)
+    git("config", "core.hooksPath", ".husky/_", cwd=repo)
+    marker = tmp_path / "hook-ran"
+    hook = HOOK.format(marker=marker).replace("\n", "\\n")
+    attempts = [
+        f"printf '{hook}' > .husky/_/pre-commit; chmod +x .husky/_/pre-commit",
+        f"mv .husky .husky-old; mkdir -p .husky/_ && printf '{hook}' > .husky/_/pre-commit",
+        "chmod +x .husky/_/pre-commit",
+        "echo benign > benign.txt",
+    ]
+    async with server(tether_home, repo, "--sandbox") as client:
+        text, data = await bash(client, "; ".join(attempts))
+    _unconfined_git_runs_no_hook(repo, marker)
+    assert (repo / "benign.txt").read_text() == "benign\n"
+    assert ("write", str(repo / ".husky/_/pre-commit")) in denials(data), text

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import threading
 import time
@@ -50,6 +51,7 @@ _TRUSTED_FILESYSTEMS: Final = frozenset(
     {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "zfs", "overlay", "bcachefs", "jfs", "ramfs"}
 )
 _POINTER_MAX: Final = 4096
+_CONFIG_MAX: Final = 1 << 20
 
 Ident = tuple[int, int]
 
@@ -63,6 +65,9 @@ class GitDirState:
     control: dict[str, Ident | None]
     # Control files that are symlinks, and where they point (``.git/hooks -> ../.githooks``).
     links: dict[str, str] = field(default_factory=dict)
+    # The existing directory its ``core.hooksPath`` names (husky's ``.husky/_``, a ``.githooks``
+    # in the work tree): git runs the hooks there instead of ``hooks``, so it is protected alike.
+    hooks_path: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +85,8 @@ class RepoSnapshot:
             for name, ident in state.control.items()
             if ident is not None
         ]
-        return tuple(dict.fromkeys([*paths, *self.pointers]))
+        hooks = [state.hooks_path for state in self.gitdirs.values() if state.hooks_path is not None]
+        return tuple(dict.fromkeys([*paths, *hooks, *self.pointers]))
 
     def links(self) -> tuple[tuple[str, str], ...]:
         """The control files that were symlinks, with their targets: the read-only bind protects
@@ -96,7 +102,13 @@ class RepoSnapshot:
         one taken when it started, for every tether process that checks it later)."""
         return {
             "gitdirs": [
-                {"path": g.path, "ident": g.ident, "control": dict(g.control), "links": dict(g.links)}
+                {
+                    "path": g.path,
+                    "ident": g.ident,
+                    "control": dict(g.control),
+                    "links": dict(g.links),
+                    "hooks_path": g.hooks_path,
+                }
                 for g in self.gitdirs.values()
             ],
             "pointers": list(self.pointers),
@@ -110,8 +122,13 @@ class RepoSnapshot:
         for item in data.get("gitdirs", []):
             control = {name: _as_ident(ident) for name, ident in item["control"].items()}
             links = {str(name): str(target) for name, target in item.get("links", {}).items()}
+            hooks_path = item.get("hooks_path")
             state = GitDirState(
-                path=str(item["path"]), ident=_as_ident(item["ident"]), control=control, links=links
+                path=str(item["path"]),
+                ident=_as_ident(item["ident"]),
+                control=control,
+                links=links,
+                hooks_path=str(hooks_path) if hooks_path is not None else None,
             )
             gitdirs[state.path] = state
         return cls(gitdirs=gitdirs, pointers=tuple(str(p) for p in data.get("pointers", [])))
@@ -331,7 +348,36 @@ def _state(gitdir: str) -> GitDirState:
         if stat.S_ISLNK(st.st_mode):
             with contextlib.suppress(OSError):
                 links[name] = os.readlink(path)
-    return GitDirState(path=gitdir, ident=_ident(gitdir), control=control, links=links)
+    return GitDirState(
+        path=gitdir, ident=_ident(gitdir), control=control, links=links, hooks_path=_hooks_path(gitdir)
+    )
+
+
+_HOOKS_PATH_LINE: Final = re.compile(r"\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def _hooks_path(gitdir: str) -> str | None:
+    """The real path of the directory ``core.hooksPath`` of ``gitdir``'s own ``config`` names, when it
+    exists (a relative one is taken from the work tree, where git runs hooks). Read here, not by
+    ``git config``: this runs for every git directory that changed, before and after each command.
+    What an ``include`` pulls in is not followed (the included file is the user's to protect)."""
+    data = read_regular(os.path.join(gitdir, "config"), _CONFIG_MAX)
+    if not data:
+        return None
+    section = ""
+    value: str | None = None
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line[1 : line.find("]")].strip().lower() if "]" in line else ""
+            line = line[line.find("]") + 1 :].strip() if "]" in line else ""
+        if section == "core" and (found := _HOOKS_PATH_LINE.match(line)) is not None:
+            value = found.group(1).split(" #")[0].split(" ;")[0].strip().strip('"')
+    if not value:
+        return None
+    work_tree = os.path.dirname(gitdir) if os.path.basename(gitdir) == ".git" else gitdir
+    path = os.path.realpath(os.path.join(work_tree, os.path.expanduser(value)))
+    return path if os.path.isdir(path) else None
 
 
 def read_small(path: str) -> str | None:
