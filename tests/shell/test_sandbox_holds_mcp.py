@@ -414,3 +414,18 @@ async def test_a_background_job_reports_what_its_sandbox_denied(tether_home: Pat
     assert f"[sandbox denied: write {target}]" in text_of(read), text_of(read)
     assert 'sandbox_permissions="allow_host_write"' in text_of(read)
     assert not _exists(target)
+
+
+async def test_the_global_hooks_directory_is_read_only(tether_home: Path, home: Path) -> None:
+    """``core.hooksPath = ~/.githooks`` in ``~/.gitconfig`` runs those hooks in every repository; with
+    the home as the working directory a planted ``pre-commit`` ran at the person's next commit."""
+    (home / ".gitconfig").write_text("[user]\n\tname = the user\n[core]\n\thooksPath = ~/.githooks\n")
+    (home / ".githooks").mkdir()
+    tail, marker = _benign(home)
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(
+            client, "printf '#!/bin/sh\\ntouch planted\\n' > .githooks/pre-commit; mv .githooks .gh" + tail
+        )
+    assert not (home / ".githooks" / "pre-commit").exists() and not (home / ".gh").exists(), text
+    assert ("write", str(home / ".githooks/pre-commit")) in denials(data), text
+    _benign_done(home, marker)

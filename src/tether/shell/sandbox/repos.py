@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 import threading
 import time
@@ -39,6 +38,7 @@ from typing import Final
 
 from tether.errors import RefusedError
 from tether.process.planted import read_regular
+from tether.shell.sandbox.persistence import hooks_path_setting
 from tether.shell.sandbox.policy import SandboxPolicy
 
 CTIME_MARGIN_NS: Final = 3_000_000_000
@@ -51,7 +51,6 @@ _TRUSTED_FILESYSTEMS: Final = frozenset(
     {"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "zfs", "overlay", "bcachefs", "jfs", "ramfs"}
 )
 _POINTER_MAX: Final = 4096
-_CONFIG_MAX: Final = 1 << 20
 
 Ident = tuple[int, int]
 
@@ -353,26 +352,10 @@ def _state(gitdir: str) -> GitDirState:
     )
 
 
-_HOOKS_PATH_LINE: Final = re.compile(r"\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
-
-
 def _hooks_path(gitdir: str) -> str | None:
     """The real path of the directory ``core.hooksPath`` of ``gitdir``'s own ``config`` names, when it
-    exists (a relative one is taken from the work tree, where git runs hooks). Read here, not by
-    ``git config``: this runs for every git directory that changed, before and after each command.
-    What an ``include`` pulls in is not followed (the included file is the user's to protect)."""
-    data = read_regular(os.path.join(gitdir, "config"), _CONFIG_MAX)
-    if not data:
-        return None
-    section = ""
-    value: str | None = None
-    for raw in data.decode("utf-8", "replace").splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            section = line[1 : line.find("]")].strip().lower() if "]" in line else ""
-            line = line[line.find("]") + 1 :].strip() if "]" in line else ""
-        if section == "core" and (found := _HOOKS_PATH_LINE.match(line)) is not None:
-            value = found.group(1).split(" #")[0].split(" ;")[0].strip().strip('"')
+    exists (a relative one is taken from the work tree, where git runs hooks)."""
+    value = hooks_path_setting(os.path.join(gitdir, "config"))
     if not value:
         return None
     work_tree = os.path.dirname(gitdir) if os.path.basename(gitdir) == ".git" else gitdir
