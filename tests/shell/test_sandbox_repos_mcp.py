@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sandbox_mcp_harness import bash, denials, server
+from sandbox_mcp_harness import bash, denials, server, text_of
 
 pytestmark = pytest.mark.timeout(180)
 HOOK = "#!/bin/sh\ntouch {marker}\n"
@@ -204,4 +204,37 @@ async def test_a_hooks_path_in_the_work_tree_is_read_only(
         text, data = await bash(client, "; ".join(attempts))
     _unconfined_git_runs_no_hook(repo, marker)
     assert (repo / "benign.txt").read_text() == "benign\n"
+    assert ("write", str(repo / ".husky/_/pre-commit")) in denials(data), text
+
+
+async def test_a_working_directory_in_or_above_a_hooks_path_cannot_plant_a_hook(
+    tether_home: Path, home: Path, tmp_path: Path
+) -> None:
+    """With ``.husky/_`` as ``core.hooksPath``, a working directory of ``.husky/_`` or ``.husky``
+    lies below the work tree: the repository scan, which looks below the roots, never saw the git
+    directory that names the hooks, so they were writable. The first is refused, the second keeps
+    ``_`` read-only."""
+    repo = home / "proj"
+    (repo / ".husky" / "_").mkdir(parents=True)
+    git("config", "core.hooksPath", ".husky/_", cwd=repo)
+    marker = tmp_path / "hook-ran"
+    hook = HOOK.format(marker=marker).replace("\n", "\\n")
+    async with server(tether_home, home, "--sandbox") as client:
+        inside = await client.call_tool(
+            "bash",
+            {
+                "command": f"printf '{hook}' > pre-commit; chmod +x pre-commit",
+                "description": "red team",
+                "workdir": str(repo / ".husky/_"),
+            },
+        )
+        assert inside.is_error and "a directory of git hooks" in text_of(inside), text_of(inside)
+        text, data = await bash(
+            client,
+            f"printf '{hook}' > _/pre-commit; chmod +x _/pre-commit; "
+            f"mv _ old; mkdir _ && printf '{hook}' > _/pre-commit && chmod +x _/pre-commit; echo x > fine",
+            workdir=str(repo / ".husky"),
+        )
+    _unconfined_git_runs_no_hook(repo, marker)
+    assert (repo / ".husky" / "fine").exists()
     assert ("write", str(repo / ".husky/_/pre-commit")) in denials(data), text

@@ -136,6 +136,17 @@ def hooks_path_setting(config_file: str) -> str | None:
     return value or None
 
 
+def hooks_directory(gitdir: str) -> str | None:
+    """The real path of the existing directory the ``core.hooksPath`` of ``gitdir``'s own
+    ``config`` names (a relative one is taken from the work tree, where git runs hooks)."""
+    value = hooks_path_setting(os.path.join(gitdir, "config"))
+    if not value:
+        return None
+    work_tree = os.path.dirname(gitdir) if os.path.basename(gitdir) == ".git" else gitdir
+    path = os.path.realpath(os.path.join(work_tree, os.path.expanduser(value)))
+    return path if os.path.isdir(path) else None
+
+
 class PathResolver:
     """``realpath`` for many paths at once, remembering every symlink it followed."""
 

@@ -45,7 +45,7 @@ from typing import Any, Final, Literal, Protocol
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
-from tether.shell.sandbox.persistence import PathResolver, PersistencePath, persistence_paths
+from tether.shell.sandbox.persistence import PathResolver, PersistencePath, hooks_directory, persistence_paths
 
 PermissionMode = Literal["use_default", "allow_network", "allow_host_write", "require_escalated"]
 DEFAULT_MODE: Final = "use_default"
@@ -350,7 +350,7 @@ def root_refusal(
     return f"it is {where} {system}: {why}", True
 
 
-def _refuse_inside_protected(root: str, protected: dict[str, PersistencePath]) -> None:
+def _refuse_inside_protected(root: str, protected: dict[str, PersistencePath]) -> list[str]:
     """A writable root below a protected directory, or in a git directory's ``hooks``, is refused.
 
     A protected path is bound read-only only where it lies inside a writable root; one *above* the
@@ -359,7 +359,9 @@ def _refuse_inside_protected(root: str, protected: dict[str, PersistencePath]) -
     wrote what the user's next login runs, and one of ``repo/.git/hooks`` (whose git directory the
     repository scan, which looks below the roots, never sees) wrote a hook the person's next ``git
     commit`` ran unconfined. A root that *is* a protected path stays allowed: it is bound read-only
-    whole."""
+    whole. Returns the hooks directories (``core.hooksPath``) of work trees *above* the root that
+    lie below it: the scan below the root never sees their git directory, so they are protected
+    here."""
     inside = next((p for p in protected if root != p and _under(root, p)), None)
     if inside is not None:
         raise RefusedError(
@@ -367,16 +369,24 @@ def _refuse_inside_protected(root: str, protected: dict[str, PersistencePath]) -
             "read-only in every mode (what is written there runs unconfined later: start-up files, "
             "services, PATH programs); run the command in a project directory"
         )
+    below: list[str] = []
     current = root
     while current != "/":
         parent = os.path.dirname(current)
-        if os.path.basename(current) == "hooks" and _is_git_directory(parent):
+        hooks = current if os.path.basename(current) == "hooks" and _is_git_directory(parent) else None
+        # A work tree's own hooks directory (core.hooksPath, husky's .husky/_) around the root.
+        configured = hooks_directory(f"{current}/.git") if os.path.isdir(f"{current}/.git") else None
+        if configured is not None and current != root and _under(configured, root) and configured != root:
+            below.append(configured)
+        hooks = hooks or (configured if configured is not None and _under(root, configured) else None)
+        if hooks is not None:
             raise RefusedError(
-                f"the sandbox cannot make {root!r} writable: it lies in {current}, the hooks of the git "
-                "directory there, which an unconfined git runs; run the command in the repository's "
-                "work tree (the sandbox protects its hooks and configuration)"
+                f"the sandbox cannot make {root!r} writable: it lies in {hooks}, a directory of git hooks, "
+                "which an unconfined git runs; run the command in the repository's work tree (the "
+                "sandbox protects its hooks and configuration)"
             )
         current = parent
+    return below
 
 
 def _is_git_directory(path: str) -> bool:
@@ -430,7 +440,8 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
             resolver.resolve(path), PersistencePath(path=path, kind="file", placeholder=True)
         )
     for root in roots:
-        _refuse_inside_protected(root, protected)
+        for hooks in _refuse_inside_protected(root, protected):
+            protected.setdefault(hooks, PersistencePath(path=hooks, kind="dir", placeholder=False))
     return SandboxPolicy(
         mode=mode,
         cwd=real_cwd,

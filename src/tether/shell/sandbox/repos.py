@@ -38,7 +38,7 @@ from typing import Final
 
 from tether.errors import RefusedError
 from tether.process.planted import read_regular
-from tether.shell.sandbox.persistence import hooks_path_setting
+from tether.shell.sandbox.persistence import hooks_directory
 from tether.shell.sandbox.policy import SandboxPolicy
 
 CTIME_MARGIN_NS: Final = 3_000_000_000
@@ -348,19 +348,8 @@ def _state(gitdir: str) -> GitDirState:
             with contextlib.suppress(OSError):
                 links[name] = os.readlink(path)
     return GitDirState(
-        path=gitdir, ident=_ident(gitdir), control=control, links=links, hooks_path=_hooks_path(gitdir)
+        path=gitdir, ident=_ident(gitdir), control=control, links=links, hooks_path=hooks_directory(gitdir)
     )
-
-
-def _hooks_path(gitdir: str) -> str | None:
-    """The real path of the directory ``core.hooksPath`` of ``gitdir``'s own ``config`` names, when it
-    exists (a relative one is taken from the work tree, where git runs hooks)."""
-    value = hooks_path_setting(os.path.join(gitdir, "config"))
-    if not value:
-        return None
-    work_tree = os.path.dirname(gitdir) if os.path.basename(gitdir) == ".git" else gitdir
-    path = os.path.realpath(os.path.join(work_tree, os.path.expanduser(value)))
-    return path if os.path.isdir(path) else None
 
 
 def read_small(path: str) -> str | None:
