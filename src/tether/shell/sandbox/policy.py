@@ -362,7 +362,11 @@ def _refuse_inside_protected(root: str, protected: dict[str, PersistencePath]) -
     whole. Returns the hooks directories (``core.hooksPath``) of work trees *above* the root that
     lie below it: the scan below the root never sees their git directory, so they are protected
     here."""
-    inside = next((p for p in protected if root != p and _under(root, p)), None)
+    # PATH directories excepted: only their own entries are looked up, never a directory below.
+    looked_up = {
+        os.path.realpath(e) for e in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)
+    }
+    inside = next((p for p in protected if root != p and _under(root, p) and p not in looked_up), None)
     if inside is not None:
         raise RefusedError(
             f"the sandbox cannot make {root!r} writable: it lies inside {inside}, which the sandbox keeps "
