@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from sandbox_mcp_harness import bash, denials, params, server, text_of, tree
 
@@ -323,3 +324,108 @@ async def test_workdir_tmp_is_the_private_tmp_even_with_unix_sockets(tether_home
     assert len(windows) == 1  # nothing was opened in the other server
     assert not _exists(f"/tmp/{name}")  # written in the private /tmp, gone with it
     assert data["sandbox"]["denials"] == [], data
+
+
+def _sizes(text: str) -> dict[str, int]:
+    """``df -B1 --output=size,target`` lines: each mount's size in bytes."""
+    sizes: dict[str, int] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0].isdigit():
+            sizes[fields[1]] = int(fields[0])
+    return sizes
+
+
+async def test_a_command_cannot_pin_the_machines_memory_in_the_sandboxs_own_tmpfs(
+    tether_home: Path, home: Path
+) -> None:
+    """The private /tmp, /run and bubblewrap's /dev are tmpfs: memory no process owns, so the OOM
+    killer cannot take it back while the sandbox lives. Unsized, each held half the machine's RAM
+    (a shell that filled them took the host's memory for its whole life); now each writable one
+    holds ``[sandbox].tmpfs_size_mb`` (1 GiB by default) and /dev itself is read-only."""
+    tail, marker = _benign(home)
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(
+            client, "df -B1 --output=size,target /tmp /run /dev/shm; echo x > /dev/planted" + tail
+        )
+    sizes = _sizes(text)
+    assert set(sizes) == {"/tmp", "/run", "/dev/shm"}, text
+    assert all(size <= 1 << 30 for size in sizes.values()), sizes
+    assert ("write", "/dev/planted") in denials(data), text
+    _benign_done(home, marker)
+
+
+async def test_a_working_directory_inside_a_protected_directory_or_git_hooks_is_refused(
+    tether_home: Path, home: Path
+) -> None:
+    """A protected directory *above* the working directory was only the read-only filesystem, which
+    the working directory's own writable bind covered: ``~/.config/fish/conf.d`` took a script the
+    user's next fish runs, ``repo/.git/hooks`` (whose git directory the scan below the roots never
+    sees) a hook the person's next ``git commit`` ran unconfined."""
+    conf_d = home / ".config" / "fish" / "conf.d"
+    wants = home / ".config" / "systemd" / "user" / "default.target.wants"
+    for directory in (conf_d, wants):
+        directory.mkdir(parents=True)
+    await anyio.run_process(["git", "init", "-q", str(home / "repo")], check=True)
+    hooks = home / "repo" / ".git" / "hooks"
+    attack = "printf '#!/bin/sh\\ntouch planted\\n' > pre-commit; chmod +x pre-commit; echo x > evil.fish"
+    async with server(tether_home, home, "--sandbox") as client:
+        for workdir in (hooks, conf_d):
+            result = await client.call_tool(
+                "bash", {"command": attack, "description": "red team", "workdir": str(workdir)}
+            )
+            text = text_of(result)
+            assert result.is_error and f"cannot make '{workdir}' writable" in text, text
+            assert "REFUSED" in text and "run the command in" in text, text
+        opened = await client.call_tool(
+            "shell_open", {"tasks": [{"action": {"kind": "open", "cwd": str(wants)}}]}
+        )
+        task = (opened.structured_content or {})["tasks"][0]
+        assert opened.is_error and task["errorCode"] == "REFUSED", task
+        assert f"inside {home}/.config/systemd/user" in task["error"], task
+        _, data = await bash(client, "echo fine > in-the-repo", workdir=str(home / "repo"))  # the work tree
+        assert data["exitCode"] == 0, data
+    assert not (hooks / "pre-commit").exists() and not (conf_d / "evil.fish").exists()
+    assert not list(wants.iterdir())
+
+
+async def test_a_background_job_reports_what_its_sandbox_denied(tether_home: Path, home: Path) -> None:
+    """A job ran confined, but ``job_output`` said nothing of its denials or of what the repository
+    check undid: the model saw ``Read-only file system`` at best, without the mode that would allow
+    it — where a foreground call gets both."""
+    target = f"/etc/tether-job-{secrets.token_hex(4)}"
+    async with server(tether_home, home, "--sandbox") as client:
+        started = await client.call_tool(
+            "bash",
+            {
+                "command": f"touch {target} 2>/dev/null; true",
+                "description": "red team",
+                "run_in_background": True,
+            },
+        )
+        job = (started.structured_content or {})["jobId"]
+        for _ in range(60):  # each call waits up to 5 s for the end: a bound for a busy machine
+            read = await client.call_tool("job_output", {"jobId": job, "timeoutMs": 5000})
+            data = read.structured_content or {}
+            if data["status"] != "running":
+                break
+    assert data["status"] == "completed", data
+    assert ("write", target) in denials(data), data
+    assert f"[sandbox denied: write {target}]" in text_of(read), text_of(read)
+    assert 'sandbox_permissions="allow_host_write"' in text_of(read)
+    assert not _exists(target)
+
+
+async def test_the_global_hooks_directory_is_read_only(tether_home: Path, home: Path) -> None:
+    """``core.hooksPath = ~/.githooks`` in ``~/.gitconfig`` runs those hooks in every repository; with
+    the home as the working directory a planted ``pre-commit`` ran at the person's next commit."""
+    (home / ".gitconfig").write_text("[user]\n\tname = the user\n[core]\n\thooksPath = ~/.githooks\n")
+    (home / ".githooks").mkdir()
+    tail, marker = _benign(home)
+    async with server(tether_home, home, "--sandbox") as client:
+        text, data = await bash(
+            client, "printf '#!/bin/sh\\ntouch planted\\n' > .githooks/pre-commit; mv .githooks .gh" + tail
+        )
+    assert not (home / ".githooks" / "pre-commit").exists() and not (home / ".gh").exists(), text
+    assert ("write", str(home / ".githooks/pre-commit")) in denials(data), text
+    _benign_done(home, marker)

@@ -53,6 +53,9 @@ def _config(home: Path, table: dict[str, object]) -> Config:
         ({"allow_escalations": ["use_default"]}, "has 'use_default'"),
         ({"trace": "yes"}, "must be true or false"),
         ({"bwrap": ""}, "must be a non-empty string"),
+        ({"tmpfs_size_mb": 0}, "tmpfs_size_mb must be a whole number of MiB, at least 1"),
+        ({"tmpfs_size_mb": "1G"}, "(got '1G'; default 1024)"),
+        ({"tmpfs_size_mb": True}, "tmpfs_size_mb must be a whole number"),
     ],
 )
 def test_a_bad_sandbox_table_is_refused_with_the_fix(table: dict[str, object], message: str) -> None:
@@ -468,3 +471,23 @@ def test_a_relative_path_without_a_directory_stays_relative(
     assert needed_mode(relative, policy) is None
     hint = hint_for(relative, policy, SandboxSettings())
     assert hint is not None and "sandbox_permissions" not in hint and "cannot be judged" in hint
+
+
+def test_a_root_below_a_protected_directory_is_refused_but_not_below_a_path_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below ``~/.config/fish`` (``conf.d`` runs at the next login) a root is refused; below a
+    ``PATH`` directory it is not: only the directory's own entries are ever looked up."""
+    user = tmp_path / "user"
+    conf_d, tools = user / ".config" / "fish" / "conf.d", tmp_path / "tools" / "bin"
+    for directory in (conf_d, tools / "sub"):
+        directory.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(user))
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    home = tmp_path / "th"
+    with pytest.raises(
+        RefusedError, match=r"lies inside .*/\.config/fish, which the sandbox keeps read-only"
+    ):
+        build_policy(SandboxSettings(), mode="use_default", cwd=str(conf_d), home=home)
+    policy = build_policy(SandboxSettings(), mode="use_default", cwd=str(tools / "sub"), home=home)
+    assert policy.writable_roots == (str(tools / "sub"),) and str(tools) in policy.protected

@@ -180,3 +180,30 @@ def test_a_directory_swapped_for_a_link_is_reported_not_followed(tmp_path: Path)
     found = neutralise(before, after)
     assert found and all("could not be checked" in d.detail for d in found)
     assert (target / "hooks/keep").read_text() == "not yours\n"
+
+
+@pytest.mark.parametrize(
+    ("config", "found"),
+    [
+        ("[core]\n\thooksPath = .husky/_\n", ".husky/_"),
+        ('[CORE]\n  HooksPath="hooks-dir" # shared\n', "hooks-dir"),
+        ("[core] hookspath = hooks-dir\n", "hooks-dir"),
+        ("[user]\n\thooksPath = hooks-dir\n", None),  # not core's
+        ("[core]\n\thooksPath = absent\n", None),  # nothing to bind: see docs/sandbox.md Limits
+    ],
+)
+def test_the_hooks_path_git_obeys_is_protected_with_the_control_files(
+    tmp_path: Path, config: str, found: str | None
+) -> None:
+    work = tmp_path / "work"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / ".husky" / "_").mkdir(parents=True)
+    (work / "hooks-dir").mkdir()
+    with (work / ".git" / "config").open("a") as out:
+        out.write(config)
+    snapshot = _snapshot(RepositoryIndex(str(tmp_path), excluded=frozenset()))
+    state = snapshot.gitdirs[f"{work}/.git"]
+    expected = str(work / found) if found is not None else None
+    assert state.hooks_path == expected
+    assert expected is None or expected in snapshot.read_only()
+    assert RepoSnapshot.from_json(snapshot.to_json()) == snapshot

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sandbox_mcp_harness import bash, denials, server
+from sandbox_mcp_harness import bash, denials, server, text_of
 
 pytestmark = pytest.mark.timeout(180)
 HOOK = "#!/bin/sh\ntouch {marker}\n"
@@ -137,3 +137,104 @@ def _git_denials(data: dict[str, object]) -> list[tuple[str, str, str]]:
     sandbox = data["sandbox"]
     assert isinstance(sandbox, dict)
     return [(d["kind"], d["target"], d["detail"]) for d in sandbox["denials"] if d["kind"] == "git"]
+
+
+@pytest.fixture
+def linked_hooks(home: Path) -> Path:
+    """A project whose hooks live in the work tree, ``.git/hooks -> ../.githooks`` (a common set-up),
+    and a nested repository whose ``config`` is a link too."""
+    repo = home / "proj"
+    (repo / ".githooks").mkdir()
+    hooks = repo / ".git" / "hooks"
+    for entry in hooks.iterdir():
+        entry.unlink()
+    hooks.rmdir()
+    hooks.symlink_to("../.githooks")
+    sub = repo / "sub" / ".git"
+    (sub / "config").rename(sub / "config.real")
+    (sub / "config").symlink_to("config.real")
+    return repo
+
+
+async def test_a_symlinked_hooks_directory_cannot_be_swapped_for_a_real_one(
+    tether_home: Path, home: Path, linked_hooks: Path, tmp_path: Path
+) -> None:
+    """The read-only bind sits on the link's target (a mount follows links), so the link itself was
+    a plain entry of the git directory: replaced by a real ``hooks`` with a ``pre-commit``, it had
+    existed "before" and was never neutralised — the person's next ``git commit`` ran it unconfined.
+    Now the link is put back before the result returns and what the command left is moved aside."""
+    marker = tmp_path / "hook-ran"
+    hook = HOOK.format(marker=marker).replace("\n", "\\n")
+    attack = (
+        f"rm .git/hooks && mkdir .git/hooks && printf '{hook}' > .git/hooks/pre-commit && "
+        "chmod +x .git/hooks/pre-commit && echo hooks-swapped; "
+        "rm sub/.git/config && printf '[core]\\n\\tfsmonitor = touch {marker}\\n' > sub/.git/config "
+        "&& echo config-swapped"
+    ).format(marker=marker)
+    async with server(tether_home, home / "proj", "--sandbox") as client:
+        text, data = await bash(client, attack)
+    assert "hooks-swapped" in text and "config-swapped" in text, text  # the links were plain entries
+    _unconfined_git_runs_no_hook(linked_hooks, marker)
+    _unconfined_git_runs_no_hook(linked_hooks / "sub", marker)
+    assert (linked_hooks / ".git/hooks").readlink() == Path("../.githooks")
+    assert (linked_hooks / "sub/.git/config").readlink() == Path("config.real")
+    found = denials(data)
+    assert ("write", str(linked_hooks / ".git/hooks")) in found, text
+    assert ("write", str(linked_hooks / "sub/.git/config")) in found, text
+
+
+async def test_a_hooks_path_in_the_work_tree_is_read_only(
+    tether_home: Path, home: Path, tmp_path: Path
+) -> None:
+    """``core.hooksPath = .husky/_`` (husky) moves the hooks git runs into the work tree, where
+    every command may write: a planted ``pre-commit`` ran at the person's next ``git commit``.
+    The directory it names is protected like ``.git/hooks``, and the one above it pinned."""
+    repo = home / "proj"
+    (repo / ".husky" / "_").mkdir(parents=True)
+    git("config", "core.hooksPath", ".husky/_", cwd=repo)
+    marker = tmp_path / "hook-ran"
+    hook = HOOK.format(marker=marker).replace("\n", "\\n")
+    attempts = [
+        f"printf '{hook}' > .husky/_/pre-commit; chmod +x .husky/_/pre-commit",
+        f"mv .husky .husky-old; mkdir -p .husky/_ && printf '{hook}' > .husky/_/pre-commit",
+        "chmod +x .husky/_/pre-commit",
+        "echo benign > benign.txt",
+    ]
+    async with server(tether_home, repo, "--sandbox") as client:
+        text, data = await bash(client, "; ".join(attempts))
+    _unconfined_git_runs_no_hook(repo, marker)
+    assert (repo / "benign.txt").read_text() == "benign\n"
+    assert ("write", str(repo / ".husky/_/pre-commit")) in denials(data), text
+
+
+async def test_a_working_directory_in_or_above_a_hooks_path_cannot_plant_a_hook(
+    tether_home: Path, home: Path, tmp_path: Path
+) -> None:
+    """With ``.husky/_`` as ``core.hooksPath``, a working directory of ``.husky/_`` or ``.husky``
+    lies below the work tree: the repository scan, which looks below the roots, never saw the git
+    directory that names the hooks, so they were writable. The first is refused, the second keeps
+    ``_`` read-only."""
+    repo = home / "proj"
+    (repo / ".husky" / "_").mkdir(parents=True)
+    git("config", "core.hooksPath", ".husky/_", cwd=repo)
+    marker = tmp_path / "hook-ran"
+    hook = HOOK.format(marker=marker).replace("\n", "\\n")
+    async with server(tether_home, home, "--sandbox") as client:
+        inside = await client.call_tool(
+            "bash",
+            {
+                "command": f"printf '{hook}' > pre-commit; chmod +x pre-commit",
+                "description": "red team",
+                "workdir": str(repo / ".husky/_"),
+            },
+        )
+        assert inside.is_error and "a directory of git hooks" in text_of(inside), text_of(inside)
+        text, data = await bash(
+            client,
+            f"printf '{hook}' > _/pre-commit; chmod +x _/pre-commit; "
+            f"mv _ old; mkdir _ && printf '{hook}' > _/pre-commit && chmod +x _/pre-commit; echo x > fine",
+            workdir=str(repo / ".husky"),
+        )
+    _unconfined_git_runs_no_hook(repo, marker)
+    assert (repo / ".husky" / "fine").exists()
+    assert ("write", str(repo / ".husky/_/pre-commit")) in denials(data), text

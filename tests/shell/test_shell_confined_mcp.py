@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from sandbox_mcp_harness import params, plant, server, tree
@@ -283,3 +284,108 @@ async def test_a_file_wait_looks_at_the_path_as_the_confined_shell_sees_it(
         linked_in = await met("../sub/made-in-sub")  # a relative walk that stays inside
     assert (made_inside, relative, linked_in, hidden) == (True, True, True, [False, False, False, False])
     assert not _exists(private) and (home / "sub" / "made-in-sub").exists()
+
+
+def _sizes(lines: list[str]) -> dict[str, int]:
+    """``df -B1 --output=size,target`` lines: each mount's size in bytes."""
+    return {f[1]: int(f[0]) for f in (line.split() for line in lines) if len(f) == 2 and f[0].isdigit()}
+
+
+async def test_a_confined_shell_cannot_fill_memory_through_its_own_tmpfs(
+    tether_home: Path, home: Path
+) -> None:
+    """A shell's private /tmp, /run and bubblewrap's /dev live as long as the shell, in memory no
+    process owns (the OOM killer cannot take it back). Unsized, each held half the machine's RAM;
+    now each writable one is bounded by ``[sandbox].tmpfs_size_mb`` (1 GiB by default) and /dev
+    itself is read-only."""
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        out = await _run(
+            client,
+            shell,
+            "df -B1 --output=size,target /tmp /run /dev/shm; echo x > /dev/planted; echo dev=$?",
+            past_guard=True,
+        )
+    sizes = _sizes(out["lines"])
+    assert set(sizes) == {"/tmp", "/run", "/dev/shm"}, out["lines"]
+    assert all(size <= 1 << 30 for size in sizes.values()), sizes
+    assert "dev=1" in out["lines"] and ("write", "/dev/planted") in _denied(out)
+
+
+async def test_what_a_confined_shell_stores_in_memory_stops_at_the_configured_size(
+    tether_home: Path, home: Path
+) -> None:
+    """Writing past ``[sandbox].tmpfs_size_mb`` fails (ENOSPC) in /tmp, /dev/shm and /run alike."""
+    (tether_home / "config.toml").write_text("[sandbox]\ntmpfs_size_mb = 2\n")
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        out = await _run(
+            client,
+            shell,
+            "for d in /tmp /dev/shm /run; do head -c 8M /dev/zero > $d/fill; echo $d=$?; done; "
+            "du -sk /tmp/fill /dev/shm/fill /run/fill",
+            past_guard=True,
+        )
+    lines = out["lines"]
+    assert {"/tmp=1", "/dev/shm=1", "/run=1"} <= set(lines), lines
+    assert any("No space left on device" in line for line in lines), lines
+    kib = [int(f[0]) for f in (line.split() for line in lines) if len(f) == 2 and f[1].endswith("/fill")]
+    assert len(kib) == 3 and all(k <= 2048 for k in kib), lines
+
+
+async def test_shell_state_says_how_each_shell_is_confined(tether_home: Path, home: Path) -> None:
+    """An agent choosing a shell must not take an unconfined one for confined, nor believe ``cd``
+    widened its writable area: ``shell_state`` (text and structure) and ``shell_open`` name each
+    shell's mode, where it may write and its network, from its record."""
+    async with server(tether_home, home) as client:  # a deployment that did not confine
+        plain = await _open(client, label="plain")
+    (tether_home / "config.toml").write_text('[sandbox]\nallow_escalations = ["allow_network"]\n')
+    async with server(tether_home, home, "--sandbox") as client:
+        opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        task = (opened.structured_content or {})["tasks"][0]
+        default = task["shell"]
+        assert f"[sandbox: use_default: writable {home}; network off]" in task["lines"], task
+        network = await _open(client, sandbox_permissions="allow_network", justification="fetch a fixture")
+        await _run(client, default, "cd /usr")  # where the shell stands is not where it may write
+        state = await client.call_tool("shell_state", {"scope": "*"})
+        rows = {row["shell"]: row for row in (state.structured_content or {})["shells"]}
+        text = "".join(getattr(block, "text", "") for block in state.content)
+    assert rows[default]["cwd"] == "/usr"
+    assert rows[default]["sandbox"] == f"use_default: writable {home}; network off", rows[default]
+    assert rows[network]["sandbox"] == (
+        f"allow_network: writable {home}; network allowed (granted by configuration)"
+    ), rows[network]
+    assert rows[plain]["sandbox"] == "unconfined (opened by a tether process that did not confine)"
+    assert (
+        f"cwd=/usr · last=`cd /usr` exit=0 by red-team · sandbox=use_default: writable {home}; network off"
+        in text
+    )
+    assert f"{plain} · plain" in text and "sandbox=unconfined" in text, text
+
+
+async def test_a_confined_shell_cannot_swap_a_symlinked_hooks_directory(
+    tether_home: Path, home: Path
+) -> None:
+    """``.git/hooks -> ../.githooks``: the read-only bind sits on the target, so the link is a plain
+    entry; a real ``hooks`` made in its place must never reach the person's unconfined ``git``."""
+    repo = home / "sub"
+    (repo / ".githooks").mkdir()
+    hooks = repo / ".git" / "hooks"
+    for entry in hooks.iterdir():
+        entry.unlink()
+    hooks.rmdir()
+    hooks.symlink_to("../.githooks")
+    marker = home / "hook-ran"
+    async with server(tether_home, home, "--sandbox") as client:
+        shell = await _open(client)
+        await _run(
+            client,
+            shell,
+            f"mkdir sub/.git/new; echo 'touch {marker}' > sub/.git/new/pre-commit; "
+            "chmod +x sub/.git/new/pre-commit; rm sub/.git/hooks; mv sub/.git/new sub/.git/hooks; true",
+            past_guard=True,
+        )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    await anyio.run_process([*git, "commit", "-q", "--allow-empty", "-m", "after"], check=True)
+    assert not marker.exists(), "an unconfined git ran a hook the confined shell planted"
+    assert hooks.readlink() == Path("../.githooks")

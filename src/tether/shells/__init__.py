@@ -4,7 +4,8 @@ The face (everything a layer above may use; nothing reaches past it)::
 
     Shells                       the shells of one TETHER_HOME in this process (``Shells.get``)
     ShellHost, LocalHost         the seam: one tmux server and what tether needs of it
-    Confinement                  a shell's sandbox, as its record carries it
+    Confinement, sandbox_of      a shell's sandbox, as its record carries it; what it may
+                                 write and reach, in one line
     SshHost, HostError,          a host on another machine (OpenSSH), and what it raises
     ConnectionLost
     operations                   open_shell · revive · run · steps · retry · send · read ·
@@ -125,7 +126,7 @@ from tether.shells.safety.call_notes import CallNotes, collecting
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
 from tether.shells.safety.policy import GuardBlockedError, SafetyPolicy
 from tether.shells.sends import send
-from tether.shells.state import HostDown, ShellRow
+from tether.shells.state import HostDown, ShellRow, sandbox_of
 from tether.shells.state import state as shell_state_rows
 from tether.shells.steps import steps
 from tether.shells.targets import check_capacity, resolve_target
@@ -254,6 +255,7 @@ __all__ = [
     "retry",
     "revive",
     "run",
+    "sandbox_of",
     "screen_text",
     "send",
     "session_exists",

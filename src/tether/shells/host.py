@@ -440,6 +440,11 @@ class ShellHost(ABC):
         if confinement.sandboxed:  # a host that cannot confine never started one
             raise refuse_unconfinable(self.name)
 
+    def sandbox_summary(self, shell_id: str, cwd: str, confinement: Confinement) -> str | None:
+        """What a confined shell may write and reach, as its sandbox was built (``None``: not
+        confined here)."""
+        return None
+
     # ---- people -----------------------------------------------------------------------------------
 
     @abstractmethod

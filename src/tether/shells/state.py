@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tether.errors import UsageError
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost
 from tether.shells.idle import SWEEP_S
@@ -47,6 +48,8 @@ class ShellRow:
     last_activity_ms: int | None
     last_command: LastCommand | None = None
     git: str | None = None
+    # How the shell is confined, as its record says (``sandbox_of``); None: nothing to say.
+    sandbox: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +60,23 @@ class HostDown:
     host: str
     error: str
     shells: tuple[str, ...]
+
+
+def sandbox_of(shells: Shells, host: ShellHost, shell_id: str, rec: ShellRecord | None) -> str | None:
+    """What the shell may write and reach, from its record — the confinement it started with, for
+    its whole life (``cd`` elsewhere widens nothing): ``None`` only where the deployment does not
+    confine and the shell was opened unconfined, so an agent never takes a shell for confined."""
+    if rec is None:
+        return "unknown (no record of how this shell started)" if shells.confines else None
+    try:
+        confinement = shells.confinement_of(shell_id)
+    except UsageError as exc:
+        return f"unknown ({exc.message})"
+    if confinement is None:
+        return "unconfined (opened by a tether process that did not confine)" if shells.confines else None
+    if not confinement.sandboxed:
+        return confinement.summary()
+    return host.sandbox_summary(shell_id, rec.cwd, confinement) or confinement.summary()
 
 
 def owner_of(rec: ShellRecord | None, actor: str) -> str:
@@ -173,6 +193,7 @@ async def state(
                 created_ms=rec.created_ms if rec else None,
                 last_activity_ms=rec.last_activity_ms if rec else None,
                 last_command=last_command(shells, shell_id),
+                sandbox=sandbox_of(shells, host, shell_id, rec),
             )
         )
     if q.with_git:

@@ -14,9 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.errors import NotFoundError
 from tether.jobs.registry import Job, JobInfo, JobRegistry
+from tether.shell import sandbox_lines
 from tether.shell.render import dropped_marker
 from tether.tools.arguments import JsonInt, parse_arguments, shown
-from tether.tools.bash import SPILL_PATHS_SCHEMA, SUSPENDED_SCHEMA, suspended_line
+from tether.tools.bash import (
+    SANDBOX_SCHEMA,
+    SPILL_PATHS_SCHEMA,
+    SUSPENDED_SCHEMA,
+    sandbox_json,
+    suspended_line,
+)
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
 MAX_WAIT_MS = 600_000
@@ -130,16 +137,23 @@ def job_list_tool(registry: JobRegistry) -> ToolDef:
 def job_output_tool(registry: JobRegistry) -> ToolDef:
     async def handler(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
         args = parse_arguments("job_output", _JobOutputArgs, arguments)
-        _own(registry, args.job_id, ctx)
+        job = _own(registry, args.job_id, ctx)
         wait_ms = min(args.timeout_ms, MAX_WAIT_MS)
         read = await registry.read_waiting(args.job_id, wait_ms / 1000)
+        # A confined job's report (what the sandbox denied, what it undid in repositories) is
+        # ready once the job has ended, as a foreground result's is.
+        ended = read.info.status in ("completed", "killed") and job.execution is not None
+        sandbox = job.execution.sandbox if ended and job.execution is not None else None
         text = read.text
         if (marker := dropped_marker(read.dropped)) is not None:
             text = f"{marker}\n{text}"
         if wait_ms != args.timeout_ms:
             note = f"[timeoutMs {shown(args.timeout_ms)} clamped to {wait_ms}, the longest job_output waits]"
             text = f"{note}\n{text}"
-        rendered = (text if text.endswith("\n") or not text else text + "\n") + _status_line(read.info)
+        closing = "".join(f"{line}\n" for line in sandbox_lines(sandbox))
+        rendered = (
+            (text if text.endswith("\n") or not text else text + "\n") + closing + _status_line(read.info)
+        )
         structured: dict[str, Any] = {
             **_job_fields(read.info),
             "output": read.text,
@@ -147,6 +161,8 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
         }
         if read.dropped:
             structured["spillPaths"] = dict(read.dropped)
+        if sandbox is not None:
+            structured["sandbox"] = sandbox_json(sandbox)
         if wait_ms != args.timeout_ms:
             structured["requestedTimeoutMs"] = args.timeout_ms
         return ToolResult(text=rendered, structured=structured)
@@ -178,6 +194,7 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
                 "output": {"type": "string"},
                 "lossy": {"type": "boolean"},
                 "spillPaths": SPILL_PATHS_SCHEMA,
+                "sandbox": SANDBOX_SCHEMA,
                 "requestedTimeoutMs": {
                     "type": "integer",
                     "description": f"Only when timeoutMs was above {MAX_WAIT_MS}: what was asked.",

@@ -2,13 +2,14 @@
 
 Invariant: bubblewrap applies mounts in argument order, and this module emits them so that every
 later mount can only *narrow* an earlier one — root (read-only, or writable for
-``allow_host_write``), then fresh ``/dev`` and ``/proc`` with every kernel interface in it bound
-read-only, private ``/tmp`` and ``/run``, then the writable roots, then self-binds of the
-directories that must not be renamed away (git directories, and those between a writable root and
-a protected path), then the protected paths read-only, then ``TETHER_HOME`` and hidden paths
-masked. Nothing the command can do inside the sandbox undoes a mount: it runs with every
-capability dropped, no new privileges, the system-call filter of ``sandbox.seccomp``, in its own
-PID/IPC/UTS (and, without ``allow_network``, network) namespace.
+``allow_host_write``), then fresh ``/dev`` (read-only but for its own ``/dev/shm``) and ``/proc``
+with every kernel interface in it bound read-only, private ``/tmp`` and ``/run``, then the
+writable roots, then self-binds of the directories that must not be renamed away (git
+directories, and those between a writable root and a protected path), then the protected paths
+read-only, then ``TETHER_HOME`` and hidden paths masked. Nothing the command can do inside the
+sandbox undoes a mount: it runs with every capability dropped, no new privileges, the system-call
+filter of ``sandbox.seccomp``, in its own PID/IPC/UTS (and, without ``allow_network``, network)
+namespace.
 
 Root inside is still uid 0 outside (no user namespace: files it writes in the roots keep their
 owner), and the kernel lets global uid 0 write sysctls without any capability — so ``/proc/sys``
@@ -37,6 +38,10 @@ placeholders: ``sandbox.git`` neutralises whatever appears there instead.
 The trace directory (under ``TETHER_HOME``) is bound read-only at ``TRACE_MOUNT``: the tracer
 inside still opens its FIFO for writing (a read-only mount refuses writes to regular files and
 directories only), but a command cannot store anything there.
+
+Every tmpfs the command may write (``/tmp``, ``/dev/shm``, ``/run``) is sized
+(``[sandbox].tmpfs_size_mb``): tmpfs pages are memory that no process owns, so an unsized one let a
+command pin half the machine's RAM per mount for as long as its sandbox lived.
 
 Reading is not narrowed: the whole filesystem stays readable except ``TETHER_HOME`` and the
 configured ``hidden_paths``. Unix sockets cannot be created at all (``sandbox.seccomp``), which is
@@ -218,13 +223,20 @@ class SandboxRun:
         return ["--bind-fd", OpenDir(path), path]
 
     def _kernel_mounts(self) -> list[str]:
-        args = ["--dev", "/dev", "--proc", "/proc"]
+        # bubblewrap's /dev is a writable tmpfs without a size: its own /dev/shm, sized, is the one
+        # place there a command may write (POSIX semaphores and shared memory), the rest read-only.
+        args = ["--dev", "/dev", *self._tmpfs("/dev/shm"), "--remount-ro", "/dev", "--proc", "/proc"]
         for interface in proc_kernel_interfaces():
             args += ["--ro-bind", interface, interface]
         if self.policy.host_write and os.path.isdir("/sys"):
             # Kernel state, not files: root-owned sysfs attributes need no capability to write.
             args += ["--ro-bind", "/sys", "/sys"]
         return args
+
+    def _tmpfs(self, path: str) -> list[str]:
+        """A private tmpfs at ``path`` that holds at most ``policy.tmpfs_bytes``: its pages belong to
+        no process, so the OOM killer could not take back what a command stored there."""
+        return ["--size", str(self.policy.tmpfs_bytes), "--tmpfs", path]
 
     def _placeholders(self, guarded: list[str]) -> None:
         for path in guarded:
@@ -247,8 +259,8 @@ class SandboxRun:
         args: list[PlanItem] = ["--bind" if policy.host_write else "--ro-bind", "/", "/"]
         args += self._kernel_mounts()
         if not policy.host_write:
-            args += ["--tmpfs", "/tmp"]
-        args += ["--tmpfs", "/run"]
+            args += self._tmpfs("/tmp")
+        args += self._tmpfs("/run")
         if policy.network:
             resolv = os.path.realpath("/etc/resolv.conf")
             if _under(resolv, "/run") and os.path.exists(resolv):

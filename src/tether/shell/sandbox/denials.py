@@ -351,7 +351,7 @@ def needed_mode(denials: Iterable[ShellSandboxDenial], policy: SandboxPolicy) ->
         elif denial.kind == "write" and not (
             policy.is_protected(denial.target)
             or _is_tether_home(denial.target, policy)
-            or denial.target.startswith(("/proc/", "/sys/"))
+            or denial.target.startswith(("/proc/", "/sys/", "/dev/"))  # the sandbox's own in every mode
             or "mount point" in denial.detail
             or denial.detail.startswith("the link to")  # a symlinked persistence path, put back
         ):

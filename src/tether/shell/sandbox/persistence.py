@@ -3,7 +3,8 @@
 Invariant: ``persistence_paths`` names every place of the user's account where a confined command
 could leave code that runs later outside the sandbox — shell start-up files and
 ``~/.bash_aliases``; ``~/.ssh`` (``authorized_keys``, ``rc``, ``config``, ``environment``); git's
-global configuration (``~/.gitconfig``, ``$XDG_CONFIG_HOME/git``); ``~/.local/bin``, ``~/bin`` and
+global configuration (``~/.gitconfig``, ``$XDG_CONFIG_HOME/git``) and the hooks directory an absolute
+``core.hooksPath`` there (or in ``/etc/gitconfig``) names; ``~/.local/bin``, ``~/bin`` and
 every absolute directory on ``PATH``; autostart entries; systemd user units and environment
 generators; the user's crontab spool; tmux's configuration. The sandbox keeps each of them
 read-only when a writable root contains it, and an absent one cannot be created (an empty
@@ -21,8 +22,11 @@ symlink it followed is remembered (``sandbox.links`` puts back one a command rep
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from tether.process.planted import read_regular
 
 # Read by bash, sh, zsh, fish, ksh, csh, readline, X sessions, PAM and tmux when they start.
 STARTUP_FILES: Final = (
@@ -87,15 +91,60 @@ def persistence_paths(
         for name in CONFIG_DIRECTORIES
     ]
     found += [PersistencePath(path=path, kind="dir", placeholder=False) for path in SYSTEM_DIRECTORIES]
+    # A hooks directory the global configuration names runs in every repository (``~/.githooks``).
+    git_configs = [os.path.join(user_home, ".gitconfig"), "/etc/gitconfig"]
+    git_configs += [os.path.join(base, "git", "config") for base in sorted(config_dirs)]
+    for config_file in git_configs:
+        value = hooks_path_setting(config_file)
+        if value is not None and (value.startswith("~/") or os.path.isabs(value)):
+            hooks = os.path.normpath(os.path.join(user_home, value[2:]) if value.startswith("~/") else value)
+            found.append(PersistencePath(path=hooks, kind="dir", placeholder=_inside(hooks, user_home)))
     for entry in path_env.split(os.pathsep):
         if os.path.isabs(entry):
             normal = os.path.normpath(entry)
-            inside_home = normal == user_home or normal.startswith(user_home.rstrip("/") + "/")
-            found.append(PersistencePath(path=normal, kind="dir", placeholder=inside_home))
+            found.append(PersistencePath(path=normal, kind="dir", placeholder=_inside(normal, user_home)))
     unique: dict[str, PersistencePath] = {}
     for item in found:
         unique.setdefault(item.path, item)
     return tuple(unique.values())
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+_HOOKS_PATH_LINE: Final = re.compile(r"\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE)
+_CONFIG_MAX: Final = 1 << 20
+
+
+def hooks_path_setting(config_file: str) -> str | None:
+    """The ``core.hooksPath`` a git configuration file sets, as written (``None``: unset, or no such
+    file). Read here, not by ``git config``: this runs for every git directory that changed, before
+    and after each command. What an ``include`` pulls in is not followed."""
+    data = read_regular(config_file, _CONFIG_MAX)
+    if not data:
+        return None
+    section = ""
+    value: str | None = None
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if line.startswith("[") and "]" in line:
+            section = line[1 : line.find("]")].strip().lower()
+            line = line[line.find("]") + 1 :].strip()
+        if section == "core" and (found := _HOOKS_PATH_LINE.match(line)) is not None:
+            value = found.group(1).split(" #")[0].split(" ;")[0].strip().strip('"')
+    return value or None
+
+
+def hooks_directory(gitdir: str) -> str | None:
+    """The real path of the existing directory the ``core.hooksPath`` of ``gitdir``'s own
+    ``config`` names (a relative one is taken from the work tree, where git runs hooks)."""
+    value = hooks_path_setting(os.path.join(gitdir, "config"))
+    if not value:
+        return None
+    work_tree = os.path.dirname(gitdir) if os.path.basename(gitdir) == ".git" else gitdir
+    path = os.path.realpath(os.path.join(work_tree, os.path.expanduser(value)))
+    return path if os.path.isdir(path) else None
 
 
 class PathResolver:

@@ -45,7 +45,7 @@ from typing import Any, Final, Literal, Protocol
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
-from tether.shell.sandbox.persistence import PathResolver, PersistencePath, persistence_paths
+from tether.shell.sandbox.persistence import PathResolver, PersistencePath, hooks_directory, persistence_paths
 
 PermissionMode = Literal["use_default", "allow_network", "allow_host_write", "require_escalated"]
 DEFAULT_MODE: Final = "use_default"
@@ -63,6 +63,9 @@ MODE_SUMMARIES: Final[dict[str, str]] = {
     "allow_host_write": "as use_default, but the whole filesystem is writable except protected paths",
     "require_escalated": "unconfined (no sandbox)",
 }
+# A sandbox's /tmp, /dev/shm and /run live in memory that no process owns: unbounded, one command
+# could fill half the machine's RAM in each, which the OOM killer cannot take back from it.
+DEFAULT_TMPFS_MB: Final = 1024
 _KEYS: Final = {
     "writable_roots": "list of absolute directories the sandbox may write besides the working directory",
     "allow_escalations": f"list of modes granted without a person, from {', '.join(ESCALATIONS)}",
@@ -72,6 +75,8 @@ _KEYS: Final = {
     "trace": "report denials by tracing the command with strace (default true)",
     "allow_unix_sockets": "let sandboxed commands create Unix sockets, which reach every host socket "
     "outside /tmp, /run and TETHER_HOME (default false)",
+    "tmpfs_size_mb": "the most each of a sandbox's own in-memory directories (/tmp, /dev/shm, /run) may "
+    f"hold, in MiB (default {DEFAULT_TMPFS_MB}, at least 1)",
 }
 
 
@@ -86,6 +91,7 @@ class SandboxSettings:
     bwrap: str = "bwrap"
     trace: bool = True
     allow_unix_sockets: bool = False
+    tmpfs_size_mb: int = DEFAULT_TMPFS_MB
 
     @classmethod
     def from_config(cls, config: Config) -> SandboxSettings:
@@ -119,6 +125,12 @@ class SandboxSettings:
         for key, value in (("trace", trace), ("allow_unix_sockets", unix_sockets)):
             if not isinstance(value, bool):
                 raise UsageError(f"config.toml: [sandbox].{key} must be true or false")
+        tmpfs_mb = table.get("tmpfs_size_mb", DEFAULT_TMPFS_MB)
+        if isinstance(tmpfs_mb, bool) or not isinstance(tmpfs_mb, int) or tmpfs_mb < 1:
+            raise UsageError(
+                f"config.toml: [sandbox].tmpfs_size_mb must be a whole number of MiB, at least 1 "
+                f"(got {tmpfs_mb!r}; default {DEFAULT_TMPFS_MB}): {_KEYS['tmpfs_size_mb']}"
+            )
         hidden = _paths(table, "hidden_paths", must_be_dir=False)
         tether_home = os.path.realpath(home) if home is not None else None
         for root in roots:
@@ -144,6 +156,7 @@ class SandboxSettings:
             bwrap=bwrap.strip(),
             trace=trace,
             allow_unix_sockets=unix_sockets,
+            tmpfs_size_mb=tmpfs_mb,
         )
 
     def bwrap_path(self) -> str:
@@ -218,6 +231,8 @@ class RepoSnapshotLike(Protocol):
 
     def read_only(self) -> tuple[str, ...]: ...
 
+    def links(self) -> tuple[tuple[str, str], ...]: ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxPolicy:
@@ -234,6 +249,7 @@ class SandboxPolicy:
     protected_dirs: frozenset[str] = frozenset()  # protected paths that stand in as directories
     standins: frozenset[str] = frozenset()  # absent protected paths that get a placeholder
     unix_sockets: bool = False
+    tmpfs_bytes: int = DEFAULT_TMPFS_MB << 20  # the size of each of the sandbox's own tmpfs
     links: tuple[tuple[str, str], ...] = ()  # symlinks on the way to protected paths → their targets
 
     def may_stand_in(self, path: str) -> bool:
@@ -245,8 +261,9 @@ class SandboxPolicy:
         if self.is_protected(path) or _under(path, self.tether_home):
             return False
         if self.host_write:
-            return not path.startswith(("/proc/", "/sys/"))
-        return any(_under(path, root) for root in self.writable_roots) or _under(path, "/tmp")
+            return not path.startswith(("/proc/", "/sys/", "/dev/")) or _under(path, "/dev/shm")
+        own = _under(path, "/tmp") or _under(path, "/dev/shm")  # the sandbox's own tmpfs
+        return own or any(_under(path, root) for root in self.writable_roots)
 
     def is_protected(self, path: str) -> bool:
         return any(_under(path, p) for p in (*self.protected, *self.hidden))
@@ -258,9 +275,17 @@ class SandboxPolicy:
 
 
 def with_repositories(policy: SandboxPolicy, repos: RepoSnapshotLike) -> SandboxPolicy:
-    """``policy`` with the control files of the repositories under its roots protected too."""
+    """``policy`` with the control files of the repositories under its roots protected too.
+
+    A control file that is a symlink (``.git/hooks -> ../.githooks``, a shared hooks directory) is
+    bound read-only where it points — a mount cannot sit on a link — so the link itself is only an
+    entry of the git directory: ``rm .git/hooks; mkdir .git/hooks`` made a hooks directory that
+    existed "before" and was therefore never neutralised. Such links are kept with the persistence
+    paths' (``links``), and put back after the command like theirs (``sandbox.links``)."""
     extra = [p for p in repos.read_only() if p not in policy.protected]
-    return dataclasses.replace(policy, protected=(*policy.protected, *extra))
+    known = {path for path, _ in policy.links}
+    links = [link for link in repos.links() if link[0] not in known]
+    return dataclasses.replace(policy, protected=(*policy.protected, *extra), links=(*policy.links, *links))
 
 
 def _under(path: str, root: str) -> bool:
@@ -325,6 +350,54 @@ def root_refusal(
     return f"it is {where} {system}: {why}", True
 
 
+def _refuse_inside_protected(root: str, protected: dict[str, PersistencePath]) -> list[str]:
+    """A writable root below a protected directory, or in a git directory's ``hooks``, is refused.
+
+    A protected path is bound read-only only where it lies inside a writable root; one *above* the
+    root was left to the read-only filesystem, which the root's own writable bind covers — so a
+    working directory of ``~/.config/fish/conf.d`` or ``~/.config/systemd/user/default.target.wants``
+    wrote what the user's next login runs, and one of ``repo/.git/hooks`` (whose git directory the
+    repository scan, which looks below the roots, never sees) wrote a hook the person's next ``git
+    commit`` ran unconfined. A root that *is* a protected path stays allowed: it is bound read-only
+    whole. Returns the hooks directories (``core.hooksPath``) of work trees *above* the root that
+    lie below it: the scan below the root never sees their git directory, so they are protected
+    here."""
+    # PATH directories excepted: only their own entries are looked up, never a directory below.
+    looked_up = {
+        os.path.realpath(e) for e in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)
+    }
+    inside = next((p for p in protected if root != p and _under(root, p) and p not in looked_up), None)
+    if inside is not None:
+        raise RefusedError(
+            f"the sandbox cannot make {root!r} writable: it lies inside {inside}, which the sandbox keeps "
+            "read-only in every mode (what is written there runs unconfined later: start-up files, "
+            "services, PATH programs); run the command in a project directory"
+        )
+    below: list[str] = []
+    current = root
+    while current != "/":
+        parent = os.path.dirname(current)
+        hooks = current if os.path.basename(current) == "hooks" and _is_git_directory(parent) else None
+        # A work tree's own hooks directory (core.hooksPath, husky's .husky/_) around the root.
+        configured = hooks_directory(f"{current}/.git") if os.path.isdir(f"{current}/.git") else None
+        if configured is not None and current != root and _under(configured, root) and configured != root:
+            below.append(configured)
+        hooks = hooks or (configured if configured is not None and _under(root, configured) else None)
+        if hooks is not None:
+            raise RefusedError(
+                f"the sandbox cannot make {root!r} writable: it lies in {hooks}, a directory of git hooks, "
+                "which an unconfined git runs; run the command in the repository's work tree (the "
+                "sandbox protects its hooks and configuration)"
+            )
+        current = parent
+    return below
+
+
+def _is_git_directory(path: str) -> bool:
+    """Whether ``path`` holds what git needs to take it for a git directory."""
+    return os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "objects"))
+
+
 def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, home: Path) -> SandboxPolicy:
     """The policy for one command in ``cwd``; refuses writable roots the sandbox cannot honour."""
     real_cwd = os.path.realpath(cwd)
@@ -370,6 +443,9 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
         protected.setdefault(
             resolver.resolve(path), PersistencePath(path=path, kind="file", placeholder=True)
         )
+    for root in roots:
+        for hooks in _refuse_inside_protected(root, protected):
+            protected.setdefault(hooks, PersistencePath(path=hooks, kind="dir", placeholder=False))
     return SandboxPolicy(
         mode=mode,
         cwd=real_cwd,
@@ -382,5 +458,6 @@ def build_policy(settings: SandboxSettings, *, mode: PermissionMode, cwd: str, h
         protected_dirs=frozenset(p for p, item in protected.items() if item.kind == "dir"),
         standins=frozenset(p for p, item in protected.items() if item.placeholder),
         unix_sockets=settings.allow_unix_sockets,
+        tmpfs_bytes=settings.tmpfs_size_mb << 20,
         links=tuple(resolver.links.items()),
     )

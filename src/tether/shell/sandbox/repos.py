@@ -33,11 +33,12 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from tether.errors import RefusedError
 from tether.process.planted import read_regular
+from tether.shell.sandbox.persistence import hooks_directory
 from tether.shell.sandbox.policy import SandboxPolicy
 
 CTIME_MARGIN_NS: Final = 3_000_000_000
@@ -61,6 +62,11 @@ class GitDirState:
     path: str
     ident: Ident | None
     control: dict[str, Ident | None]
+    # Control files that are symlinks, and where they point (``.git/hooks -> ../.githooks``).
+    links: dict[str, str] = field(default_factory=dict)
+    # The existing directory its ``core.hooksPath`` names (husky's ``.husky/_``, a ``.githooks``
+    # in the work tree): git runs the hooks there instead of ``hooks``, so it is protected alike.
+    hooks_path: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,14 +84,31 @@ class RepoSnapshot:
             for name, ident in state.control.items()
             if ident is not None
         ]
-        return tuple(dict.fromkeys([*paths, *self.pointers]))
+        hooks = [state.hooks_path for state in self.gitdirs.values() if state.hooks_path is not None]
+        return tuple(dict.fromkeys([*paths, *hooks, *self.pointers]))
+
+    def links(self) -> tuple[tuple[str, str], ...]:
+        """The control files that were symlinks, with their targets: the read-only bind protects
+        the target only, so the link is put back after a command that replaced it."""
+        return tuple(
+            (os.path.join(state.path, name), target)
+            for state in self.gitdirs.values()
+            for name, target in state.links.items()
+        )
 
     def to_json(self) -> dict[str, object]:
         """A JSON value ``from_json`` turns back into this snapshot (a persistent shell keeps the
         one taken when it started, for every tether process that checks it later)."""
         return {
             "gitdirs": [
-                {"path": g.path, "ident": g.ident, "control": dict(g.control)} for g in self.gitdirs.values()
+                {
+                    "path": g.path,
+                    "ident": g.ident,
+                    "control": dict(g.control),
+                    "links": dict(g.links),
+                    "hooks_path": g.hooks_path,
+                }
+                for g in self.gitdirs.values()
             ],
             "pointers": list(self.pointers),
         }
@@ -97,7 +120,15 @@ class RepoSnapshot:
         gitdirs: dict[str, GitDirState] = {}
         for item in data.get("gitdirs", []):
             control = {name: _as_ident(ident) for name, ident in item["control"].items()}
-            state = GitDirState(path=str(item["path"]), ident=_as_ident(item["ident"]), control=control)
+            links = {str(name): str(target) for name, target in item.get("links", {}).items()}
+            hooks_path = item.get("hooks_path")
+            state = GitDirState(
+                path=str(item["path"]),
+                ident=_as_ident(item["ident"]),
+                control=control,
+                links=links,
+                hooks_path=str(hooks_path) if hooks_path is not None else None,
+            )
             gitdirs[state.path] = state
         return cls(gitdirs=gitdirs, pointers=tuple(str(p) for p in data.get("pointers", [])))
 
@@ -303,10 +334,21 @@ def _ident(path: str) -> Ident | None:
 
 
 def _state(gitdir: str) -> GitDirState:
+    control: dict[str, Ident | None] = {}
+    links: dict[str, str] = {}
+    for name in CONTROL_FILES:
+        path = os.path.join(gitdir, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            control[name] = None
+            continue
+        control[name] = (st.st_dev, st.st_ino)
+        if stat.S_ISLNK(st.st_mode):
+            with contextlib.suppress(OSError):
+                links[name] = os.readlink(path)
     return GitDirState(
-        path=gitdir,
-        ident=_ident(gitdir),
-        control={name: _ident(os.path.join(gitdir, name)) for name in CONTROL_FILES},
+        path=gitdir, ident=_ident(gitdir), control=control, links=links, hooks_path=hooks_directory(gitdir)
     )
 
 

@@ -113,6 +113,8 @@ class Confinement:
                 bwrap=str(raw["bwrap"]),
                 trace=bool(raw["trace"]),
                 allow_unix_sockets=bool(raw["allow_unix_sockets"]),
+                # A record written before the size existed: the default, never unbounded.
+                tmpfs_size_mb=int(raw.get("tmpfs_size_mb", SandboxSettings().tmpfs_size_mb)),
             )
         except (ValueError, KeyError, TypeError, StopIteration) as exc:
             raise UsageError(

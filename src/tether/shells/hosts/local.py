@@ -21,6 +21,7 @@ import termios
 from pathlib import Path
 
 from tether.config import Config, ensure_home
+from tether.errors import TetherError
 from tether.home import current_directory, replace_file
 from tether.process.adopt import OWN_PROCESS, adopting_command
 from tether.process.container import read_proc
@@ -279,6 +280,15 @@ class LocalHost(ShellHost):
     async def check_confined(self, shell_id: str, cwd: str, confinement: Confinement) -> None:
         if confinement.sandboxed and self.confined.is_confined(shell_id):
             await self.confined.check(shell_id, cwd, confinement)
+
+    def sandbox_summary(self, shell_id: str, cwd: str, confinement: Confinement) -> str | None:
+        if not (confinement.sandboxed and self.confined.is_confined(shell_id)):
+            return None
+        try:
+            summary = self.confined.attach(shell_id, cwd, confinement).policy.summary()
+        except TetherError:  # its directory is gone now, say: the caller still has the mode
+            return None
+        return f"{summary} (granted by {confinement.granted_by})" if confinement.granted_by else summary
 
     async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
         try:

@@ -2,7 +2,8 @@
 
 Invariant: translation only — the states and filters are the shells layer's (``shells.state``).
 Each row also names who opened the shell (``openedBy``: a conversation id, ``panel``, ``cli``) with
-the client that conversation said it was (``client``), and a person's manual lock (``manualLock``),
+the client that conversation said it was (``client``), a person's manual lock (``manualLock``),
+and how the shell is confined (``sandbox``, from its record),
 so a front door needs nothing else to show the list. A host that could not be reached is named
 right after the count, with why and the shells recorded there that the query covers (and a shell
 named by id on it is reported out of reach, never absent): its shells are not in the rows.
@@ -53,6 +54,13 @@ STATE_SCHEMA: dict[str, Any] = {
                             "sinceMs": {"type": "integer"},
                             "reason": {"type": "string"},
                         },
+                    },
+                    "sandbox": {
+                        "type": ["string", "null"],
+                        "description": "How the shell is confined, fixed when it opened: the mode, "
+                        "where it may write and whether it has the network (e.g. 'use_default: "
+                        "writable /srv/app; network off'), or 'unconfined (…)'. null: this "
+                        "deployment does not confine and the shell runs as the user.",
                     },
                     "lastCommand": {
                         "type": ["object", "null"],
@@ -109,6 +117,7 @@ def _row(
         "git": r.git,
         "openedBy": opened_by,
         "client": clients.get(opened_by) if opened_by else None,
+        "sandbox": r.sandbox,
         "manualLock": None
         if lock is None
         else {"who": lock.who, "sinceMs": lock.since_ms, "reason": lock.why},
@@ -134,6 +143,8 @@ async def shell_state(shells: Shells, q: StateQuery, actor: str) -> ToolResult:
             text += f" · last=`{shown}` {code} by {last.by}"
         if r.host != "local":
             text += f" · host={r.host}"
+        if r.sandbox is not None:
+            text += f" · sandbox={r.sandbox}"
         if q.with_git:
             text += f" · git={r.git or '-'}"
         lines.append(text)

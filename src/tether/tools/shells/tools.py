@@ -40,6 +40,7 @@ from tether.shells import (
     retry,
     revive,
     run,
+    sandbox_of,
     send,
     steps,
 )
@@ -332,10 +333,8 @@ class ShellTools:
 
 def sandbox_note(shells: Shells, shell_id: str) -> list[str]:
     """How a new shell is confined, in one line (nothing for an unconfined deployment)."""
-    confinement = shells.confinement_of(shell_id)
-    if confinement is None:
-        return []
-    return [f"[sandbox: {confinement.summary()}]"]
+    summary = sandbox_of(shells, shells.host_of(shell_id), shell_id, shells.records.shell(shell_id))
+    return [] if summary is None else [f"[sandbox: {summary}]"]
 
 
 def _write(unit: Unit, actor: str) -> Write:
