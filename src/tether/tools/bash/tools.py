@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tether.config import Config
 from tether.errors import TetherError, UsageError
 from tether.jobs.registry import Job, JobLimitError, JobRegistry
+from tether.shell.env_registry import ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import dropped_marker, render_shell_result
@@ -89,18 +90,21 @@ def pwsh_available(config: Config) -> bool:
 
 
 def make_executor(config: Config, shell: ShellName) -> ShellExecutor:
-    """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults."""
+    """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults. Its
+    commands see ``config.home`` as ``$TETHER_HOME``, the home they run for, whatever this
+    process's own environment says (a program may name another home: ``tether.Tether(home=…)``)."""
     options = LocalShellOptions.from_config(config)
     if config.shell.provider == "sandbox":
         # Both tools are confined: asking for the sandbox never leaves one shell unconfined.
         opts = dataclasses.replace(options, executable=None) if shell == "pwsh" else options
         return sandbox_executor(config, shell=shell, options=opts)
+    env_registry = ShellEnvRegistry(home=config.home)
     if shell == "pwsh":
         options = dataclasses.replace(options, executable=_pwsh_explicit(config))
-        return LocalPwshExecutor(options)
+        return LocalPwshExecutor(options, env_registry=env_registry)
     if config.shell.provider == "pwsh":
         options = dataclasses.replace(options, executable=None)
-    return LocalBashExecutor(options)
+    return LocalBashExecutor(options, env_registry=env_registry)
 
 
 class ShellToolPlugin:

@@ -1,0 +1,119 @@
+"""A program using the library leaves nothing running when it ends: normally, by an exception, by
+Ctrl-C, or having forgotten to close. Each program below is a real interpreter; its command traps
+``SIGTERM`` and writes a file, so the file proves tether stopped it (a container's end would
+``SIGKILL`` it silently), and the program's own exit proves no thread held it up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hang import HANG_S
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _job(marks: Path) -> str:
+    """A command that says when it has started and, when stopped by ``SIGTERM``, that it was."""
+    return (
+        f"trap 'echo stopped > {marks}/stopped; exit 0' TERM; echo started; echo started > {marks}/started; "
+        "sleep 600 & wait"
+    )
+
+
+def _program(home: Path, body: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TETHER_HOME": str(home)}
+    return subprocess.Popen(
+        [sys.executable, "-X", "dev", "-c", textwrap.dedent(body)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _interrupt_when_started(marks: Path) -> str:
+    """Program text: a thread that sends the program SIGINT once its command has started."""
+    return f"""
+        import os, signal, threading, time
+        def interrupt():
+            deadline = time.monotonic() + {HANG_S}
+            while not os.path.exists("{marks}/started") and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=interrupt, daemon=True).start()
+    """
+
+
+@pytest.mark.parametrize("ending", ["normally", "by an exception"])
+def test_async_with_stops_the_background_jobs(tether_home: Path, tmp_path: Path, ending: str) -> None:
+    raising = "raise RuntimeError('the program failed')" if ending == "by an exception" else "pass"
+    program = _program(
+        tether_home,
+        f"""
+        import asyncio, tether
+        async def main():
+            async with tether.Tether() as t:
+                job = await t.call("bash", {{"command": {_job(tmp_path)!r}, "description": "trap",
+                                              "run_in_background": True}})
+                await t.call("job_output", {{"jobId": job.structured["jobId"], "timeoutMs": {HANG_S * 1000}}})
+                {raising}
+        asyncio.run(main())
+        """,
+    )
+    _out, err = program.communicate(timeout=HANG_S)
+    assert (tmp_path / "started").exists(), err
+    assert (tmp_path / "stopped").read_text() == "stopped\n"
+    if ending == "normally":
+        assert program.returncode == 0 and "Warning" not in err, err
+    else:
+        assert program.returncode == 1 and err.rstrip().endswith("RuntimeError: the program failed"), err
+
+
+def test_a_forgotten_blocking_tether_is_closed_at_exit(tether_home: Path, tmp_path: Path) -> None:
+    program = _program(
+        tether_home,
+        f"""
+        import tether
+        t = tether.BlockingTether()
+        job = t.call("bash", {{"command": {_job(tmp_path)!r}, "description": "trap",
+                               "run_in_background": True}})
+        t.call("job_output", {{"jobId": job.structured["jobId"], "timeoutMs": {HANG_S * 1000}}})
+        print("leaving without close")
+        """,
+    )
+    out, err = program.communicate(timeout=HANG_S)  # no thread of tether's holds the exit up
+    assert out == "leaving without close\n" and program.returncode == 0, err
+    assert (tmp_path / "stopped").read_text() == "stopped\n"
+
+
+@pytest.mark.parametrize("face", ["BlockingTether", "Tether"])
+def test_ctrl_c_during_a_call_stops_its_command(tether_home: Path, tmp_path: Path, face: str) -> None:
+    call = {"command": _job(tmp_path), "description": "trap"}
+    if face == "BlockingTether":
+        body = f"""
+            import tether
+            with tether.BlockingTether() as t:
+                t.call("bash", {call!r})
+            """
+    else:
+        body = f"""
+            import asyncio, tether
+            async def main():
+                async with tether.Tether() as t:
+                    await t.call("bash", {call!r})
+            asyncio.run(main())
+            """
+    program = _program(
+        tether_home, textwrap.dedent(_interrupt_when_started(tmp_path)) + textwrap.dedent(body)
+    )
+    _out, err = program.communicate(timeout=HANG_S)
+    assert program.returncode == -signal.SIGINT, err
+    assert err.rstrip().endswith("KeyboardInterrupt"), err
+    assert (tmp_path / "stopped").read_text() == "stopped\n"

@@ -1,0 +1,119 @@
+"""A program that misuses the library gets a ``TetherError`` with a stable code that says what to do,
+never a hang or a bare exception of tether's internals: a call from another event loop or thread,
+a blocking call inside a running loop, a closed object, a bad home, a tool's own failure."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tether
+from tether.tools.registry import CallContext, ToolDef, ToolResult
+
+ECHO = {"command": "echo hi", "description": "say hi"}
+
+
+async def test_a_call_from_another_event_loop_is_refused_not_hung(tether_home: Path) -> None:
+    async with tether.Tether() as t:
+        assert (await t.call("bash", ECHO)).text == "hi"
+        caught: list[BaseException] = []
+
+        def elsewhere() -> None:
+            try:
+                asyncio.run(t.call("bash", ECHO))
+            except BaseException as exc:
+                caught.append(exc)
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        await asyncio.to_thread(thread.join)
+        assert isinstance(caught[0], tether.UsageError), caught
+        assert caught[0].code == "INVALID_ARGUMENT"
+        assert "belongs to the event loop that first used it" in str(caught[0])
+        assert (await t.call("bash", ECHO)).text == "hi"  # still serving its own loop
+
+
+def test_a_tether_reused_by_a_second_asyncio_run_is_refused(tether_home: Path) -> None:
+    t = tether.Tether()
+    assert asyncio.run(t.call("bash", ECHO)).text == "hi"
+    with pytest.raises(tether.UsageError, match="event loop that has ended"):
+        asyncio.run(t.call("bash", ECHO))
+    asyncio.run(t.aclose())  # closing is still allowed, on the loop of the moment
+
+
+def test_tether_outside_an_event_loop_and_after_close(tether_home: Path) -> None:
+    async def closed_then_called() -> None:
+        t = tether.Tether()
+        await t.aclose()
+        await t.aclose()  # idempotent
+        with pytest.raises(tether.UsageError, match="is closed; create a new Tether"):
+            await t.call("bash", ECHO)
+
+    asyncio.run(closed_then_called())
+
+
+async def test_blocking_tether_inside_a_running_loop_is_refused(tether_home: Path) -> None:
+    with tether.BlockingTether() as t:
+        with pytest.raises(tether.UsageError, match="use Tether"):
+            t.call("bash", ECHO)
+        assert (await asyncio.to_thread(t.call, "bash", ECHO)).text == "hi"
+
+
+def test_blocking_tether_from_threads_and_after_close(tether_home: Path) -> None:
+    t = tether.BlockingTether()
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(t.call("bash", ECHO).text)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["hi"] * 4
+    t.close()
+    t.close()  # idempotent
+    with pytest.raises(tether.UsageError, match="is closed"):
+        t.call("bash", ECHO)
+
+
+def test_tool_refusals_are_the_error_tree(tether_home: Path) -> None:
+    with tether.BlockingTether() as t:
+        with pytest.raises(tether.NotFoundError) as unknown:
+            t.call("nope", {})
+        assert unknown.value.code == "NOT_FOUND"
+        assert "available tools: bash" in str(unknown.value)
+        with pytest.raises(tether.UsageError) as bad:
+            t.call("bash", {"command": 5})
+        assert bad.value.code == "INVALID_ARGUMENT"
+        assert "field 'description' is required" in str(bad.value)
+        with pytest.raises(tether.NotFoundError):  # a people-only tool: the panel's and the CLI's
+            t.call("shell_lock", {"shell": "dsh-aaaaaa", "reason": "mine"})
+        failed = t.call("bash", {"command": "exit 3", "description": "fail"})
+        assert failed.structured["exitCode"] == 3 and not failed.is_error  # a result, not an error
+
+
+def test_a_bad_home_or_conversation_is_a_usage_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(tether.UsageError, match="cannot hold tether's state"):
+        tether.Tether(home=blocker / "home")
+    with pytest.raises(tether.UsageError, match="conversation='bad id'"):
+        tether.Tether(home=tmp_path / "home", conversation="bad id")
+    with pytest.raises(tether.UsageError, match="home=''"):
+        tether.BlockingTether(home="")
+
+
+async def test_an_unexpected_failure_is_internal_with_its_cause(tether_home: Path) -> None:
+    async def broken(arguments: Mapping[str, Any], ctx: CallContext) -> ToolResult:
+        return {}["missing"]  # type: ignore[no-any-return]
+
+    async with tether.Tether() as t:
+        t._catalog.registry.add(ToolDef(name="broken", description="fails", input_schema={}, handler=broken))
+        with pytest.raises(tether.TetherError) as caught:
+            await t.call("broken", {})
+        assert caught.value.code == "INTERNAL"
+        assert "KeyError" in str(caught.value)
+        assert isinstance(caught.value.__cause__, KeyError)
