@@ -117,3 +117,32 @@ def test_ctrl_c_during_a_call_stops_its_command(tether_home: Path, tmp_path: Pat
     assert program.returncode == -signal.SIGINT, err
     assert err.rstrip().endswith("KeyboardInterrupt"), err
     assert (tmp_path / "stopped").read_text() == "stopped\n"
+
+
+def test_the_programs_own_orphans_are_not_adopted(tether_home: Path) -> None:
+    """tether makes its own processes child subreapers; a program that embeds it must stay as it
+    was, or every orphan of its own children would become a zombie of its process that nothing
+    reaps — while a ``Tether`` is open, and after it is closed."""
+    program = _program(
+        tether_home,
+        """
+        import os, subprocess, tether
+
+        def orphan_parent():
+            # sh starts a sleep and exits: the sleep is an orphan, handed to the nearest subreaper.
+            pid = int(subprocess.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"],
+                                     capture_output=True, text=True).stdout)
+            with open(f"/proc/{pid}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            os.kill(pid, 9)
+            return "the program" if parent == os.getpid() else "another"
+
+        with tether.BlockingTether() as t:
+            t.call("bash", {"command": "sh -c 'sleep 0 &'", "description": "a command with an orphan"})
+            print(orphan_parent())
+        print(orphan_parent())
+        """,
+    )
+    out, err = program.communicate(timeout=HANG_S)
+    assert program.returncode == 0, err
+    assert out.split("\n") == ["another", "another", ""]

@@ -12,7 +12,9 @@ It belongs to the asyncio event loop that first uses it: the tmux control client
 home are bound to one loop, so a call from another loop (another thread's, a second
 ``asyncio.run``) is refused with a ``UsageError`` instead of hanging on a loop that no longer runs.
 Closing it kills its background jobs (as a stdio server's end does); its persistent shells stay
-in the home's tmux server, as an MCP conversation's do, until closed or reaped when idle.
+in the home's tmux server, as an MCP conversation's do, until closed or reaped when idle. The
+program's process is left as it was found: no orphan of the program's own children is adopted
+(``PR_SET_CHILD_SUBREAPER``) while a ``Tether`` is open or after (``pause_adoption``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tether.config import load_config
 from tether.errors import TetherError, UsageError
 from tether.home import ensure_home, resolve_home
 from tether.mcp.ids import conversation_id
+from tether.process.tree import pause_adoption
 from tether.tools.bash import ToolAborted
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext, ToolResult
@@ -72,6 +75,10 @@ class Tether:
         self._catalog = build_catalog(load_config(self.home))
         self._context = CallContext(actor=self.conversation, source="tool", client=CLIENT)
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The program's process is not tether's: while this is open it takes no orphans, and
+        # afterwards only if it did before (a subreaper's orphans are its own to reap, and those
+        # of the program's own children would end as zombies that nothing reaps).
+        self._adopt_again = pause_adoption(as_before=True)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -118,8 +125,11 @@ class Tether:
             self._loop = None  # what was bound to that loop ended with it; close the rest here
         self._enter_loop("aclose")
         self._closed = True
-        with anyio.CancelScope(shield=True):  # a Ctrl-C or a cancelled task still ends the jobs
-            await self._catalog.aclose()
+        try:
+            with anyio.CancelScope(shield=True):  # a Ctrl-C or a cancelled task still ends the jobs
+                await self._catalog.aclose()
+        finally:
+            self._adopt_again()
 
     async def __aenter__(self) -> Tether:
         self._enter_loop("async with")
