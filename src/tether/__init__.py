@@ -79,8 +79,10 @@ def _on_interrupt(_signum: int, frame: "FrameType | None") -> None:
 # anything) are calls: a SIGINT that came before the handler was in place is caught here, in the
 # command's process only. ``_signal`` is the built-in module ``signal`` wraps (``signal`` itself
 # costs ~0.7 ms: its enums). ``python -m tether`` imports this package before it is
-# ``__main__``: ``tether.cli`` asks again.
-_COMMAND = _sys.argv[0][-6:] == "tether" if _sys.argv else False
+# ``__main__``: ``tether.cli`` asks again. The command is a program named exactly ``tether``: a
+# program of its own that imports the library (``my-tether``, ``agenttether``) keeps Python's own
+# Ctrl-C, its ``finally`` blocks and its clean-up, instead of ending at once with status 130.
+_COMMAND = (_sys.argv[0] == "tether" or _sys.argv[0][-7:] == "/tether") if _sys.argv else False
 try:
     if _COMMAND and "_signal" in _sys.modules:
         _signal = _sys.modules["_signal"]

@@ -146,3 +146,28 @@ def test_the_programs_own_orphans_are_not_adopted(tether_home: Path) -> None:
     out, err = program.communicate(timeout=HANG_S)
     assert program.returncode == 0, err
     assert out.split("\n") == ["another", "another", ""]
+
+
+def test_a_program_named_like_the_command_keeps_its_ctrl_c(tether_home: Path, tmp_path: Path) -> None:
+    """Only the ``tether`` command ends at once on Ctrl-C; a program of its own whose name merely
+    ends in "tether" gets Python's ``KeyboardInterrupt``, so its ``finally`` and clean-up run."""
+    program = tmp_path / "my-tether"
+    program.write_text(
+        f"#!{sys.executable}\n"
+        + textwrap.dedent(
+            """
+            import os, signal, time
+            import tether
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(600)
+            except KeyboardInterrupt:
+                print("interrupted, cleaning up")
+            """
+        ),
+        encoding="utf-8",
+    )
+    program.chmod(0o755)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TETHER_HOME": str(tether_home)}
+    done = subprocess.run([str(program)], env=env, capture_output=True, text=True, timeout=HANG_S)
+    assert (done.returncode, done.stdout) == (0, "interrupted, cleaning up\n"), done.stderr
