@@ -107,3 +107,7 @@ if not TYPE_CHECKING:  # outside the type checker's view, so that it still refus
         value = getattr(module, name)
         globals()[name] = value
         return value
+
+    def __dir__() -> list[str]:
+        """The module's names, the ones loaded on first use included (``dir(tether)``, ``help``)."""
+        return sorted({*globals(), *__all__})
