@@ -117,3 +117,15 @@ async def test_an_unexpected_failure_is_internal_with_its_cause(tether_home: Pat
         assert caught.value.code == "INTERNAL"
         assert "KeyError" in str(caught.value)
         assert isinstance(caught.value.__cause__, KeyError)
+
+
+def test_arguments_that_are_not_an_object_or_contain_themselves_are_usage_errors(tether_home: Path) -> None:
+    looped: dict[str, Any] = {"command": "true", "description": "loop"}
+    looped["self"] = looped
+    with tether.BlockingTether() as t:
+        with pytest.raises(tether.UsageError, match=r"'arguments' must be a JSON object .* got an array"):
+            t.call("bash", ["echo hi"])  # type: ignore[arg-type]
+        with pytest.raises(tether.UsageError, match="got a string; allowed fields: command, description"):
+            t.call("bash", "echo hi")  # type: ignore[arg-type]
+        with pytest.raises(tether.UsageError, match="field 'self' nests arrays/objects more than 32 levels"):
+            t.call("bash", looped)
