@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import tether
 from hang import HANG_S
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -171,3 +172,25 @@ def test_a_program_named_like_the_command_keeps_its_ctrl_c(tether_home: Path, tm
     env = {**os.environ, "PYTHONPATH": str(SRC), "TETHER_HOME": str(tether_home)}
     done = subprocess.run([str(program)], env=env, capture_output=True, text=True, timeout=HANG_S)
     assert (done.returncode, done.stdout) == (0, "interrupted, cleaning up\n"), done.stderr
+
+
+def test_the_programs_signal_handlers_are_left_as_they_were(tether_home: Path) -> None:
+    def handlers() -> dict[int, object]:
+        return {
+            sig: signal.getsignal(sig)
+            for sig in signal.valid_signals()
+            if sig not in (signal.SIGKILL, signal.SIGSTOP)
+        }
+
+    before = handlers()
+    with tether.BlockingTether() as t:
+        t.call("bash", {"command": "true", "description": "a command"})
+        opened = t.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+        shell = opened.structured["tasks"][0]["shell"]
+        run = {"kind": "run", "command": "true"}
+        t.call(
+            "shell_run", {"tasks": [{"target": {"sessions": shell}, "action": run, "wait": {"kind": "exit"}}]}
+        )
+        assert handlers() == before
+        t.call("shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]})
+    assert handlers() == before
