@@ -129,3 +129,43 @@ def test_arguments_that_are_not_an_object_or_contain_themselves_are_usage_errors
             t.call("bash", "echo hi")  # type: ignore[arg-type]
         with pytest.raises(tether.UsageError, match="field 'self' nests arrays/objects more than 32 levels"):
             t.call("bash", looped)
+
+
+def test_closing_while_other_threads_call_answers_every_call(tether_home: Path) -> None:
+    """``close`` from one thread while others call: each call gets its result or a
+    ``TetherError`` (cancelled, or closed), none hangs; a running command is stopped."""
+    t = tether.BlockingTether()
+    started = threading.Event()
+    outcomes: list[tuple[str, str]] = []
+
+    def caller(command: str) -> None:
+        try:
+            started.set()
+            t.call("bash", {"command": command, "description": "a call"})
+            outcomes.append((command, "result"))
+        except tether.TetherError as exc:
+            outcomes.append((command, exc.code))
+
+    threads = [threading.Thread(target=caller, args=("sleep 600",))]
+    threads += [threading.Thread(target=caller, args=("true",)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    t.close()
+    for thread in threads:
+        thread.join()
+    assert len(outcomes) == 9
+    assert {outcome for _command, outcome in outcomes} <= {"result", "TOOL_ABORTED", "INVALID_ARGUMENT"}
+    assert dict(outcomes)["sleep 600"] != "result"  # stopped by the close, not waited out
+
+
+def test_a_call_that_passed_its_check_as_another_thread_closed_is_a_usage_error(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window the test above rarely meets, held open: the call was checked while the object
+    was open, and another thread's ``close`` ended its loop before the call reached it."""
+    t = tether.BlockingTether()
+    t.close()
+    monkeypatch.setattr(t, "_check_caller", lambda what: None)  # checked before the close
+    with pytest.raises(tether.UsageError, match="is closed"):
+        t.call("bash", ECHO)

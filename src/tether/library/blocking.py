@@ -40,8 +40,18 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
     asyncio.set_event_loop(loop)
     try:
         loop.run_forever()
+        # A call another thread started while ``close`` ran: cancelled, so its caller is answered.
+        loop.run_until_complete(_cancel_the_rest())
     finally:
         loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of this loop and wait for them, until none is left."""
+    while others := [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]:
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
 
 class BlockingTether:
@@ -125,11 +135,7 @@ class BlockingTether:
 
     async def _shutdown(self) -> None:
         """On the loop: cancel every other call still running, then close the ``Tether``."""
-        current = asyncio.current_task()
-        running = [task for task in asyncio.all_tasks() if task is not current]
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await _cancel_the_rest()
         await self._tether.aclose()
 
     def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -144,7 +150,11 @@ class BlockingTether:
             task.add_done_callback(lambda _: ended.set())
             tasks.append(task)
 
-        self._loop.call_soon_threadsafe(start)
+        try:
+            self._loop.call_soon_threadsafe(start)
+        except RuntimeError:  # the loop has closed: ``close`` ran in another thread meanwhile
+            coro.close()
+            raise UsageError(f"call: {self!r} is closed; create a new BlockingTether") from None
         try:
             ended.wait()
         except BaseException:
