@@ -28,10 +28,12 @@ def _job(marks: Path) -> str:
     )
 
 
-def _program(home: Path, body: str) -> subprocess.Popen[str]:
+def _program(home: Path, body: str, *, dev: bool = True) -> subprocess.Popen[str]:
+    """``body`` run by a fresh interpreter, in Python's development mode (ResourceWarnings shown)
+    unless ``dev`` is false (its asyncio debug mode prints slow callbacks on stderr)."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "TETHER_HOME": str(home)}
     return subprocess.Popen(
-        [sys.executable, "-X", "dev", "-c", textwrap.dedent(body)],
+        [sys.executable, *(["-X", "dev"] if dev else []), "-c", textwrap.dedent(body)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -194,3 +196,29 @@ def test_the_programs_signal_handlers_are_left_as_they_were(tether_home: Path) -
         assert handlers() == before
         t.call("shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]})
     assert handlers() == before
+
+
+def test_an_internal_error_is_raised_not_printed(tether_home: Path) -> None:
+    """A program without a logging configuration gets the ``INTERNAL`` error, with its cause, and
+    no traceback of tether's on its stderr."""
+    program = _program(
+        tether_home,
+        """
+        import tether
+        from tether.tools.registry import ToolDef
+
+        async def broken(arguments, ctx):
+            raise KeyError("inside")
+
+        with tether.BlockingTether() as t:
+            tool = ToolDef(name="broken", description="", input_schema={}, handler=broken)
+            t._tether._catalog.registry.add(tool)
+            try:
+                t.call("broken", {})
+            except tether.TetherError as error:
+                print(error.code, type(error.__cause__).__name__)
+        """,
+        dev=False,
+    )
+    out, err = program.communicate(timeout=HANG_S)
+    assert (program.returncode, out, err) == (0, "INTERNAL KeyError\n", "")

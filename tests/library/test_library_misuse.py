@@ -104,6 +104,8 @@ def test_a_bad_home_or_conversation_is_a_usage_error(tmp_path: Path) -> None:
         tether.Tether(home=tmp_path / "home", conversation="bad id")
     with pytest.raises(tether.UsageError, match="home=''"):
         tether.BlockingTether(home="")
+    with pytest.raises(tether.UsageError, match="home=5 is not a directory path"):
+        tether.Tether(home=5)  # type: ignore[arg-type]
 
 
 async def test_an_unexpected_failure_is_internal_with_its_cause(tether_home: Path) -> None:

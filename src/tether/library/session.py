@@ -49,7 +49,10 @@ def home_path(home: str | os.PathLike[str] | None) -> Path:
     """The state directory a program names (absolute, normalized), else ``$TETHER_HOME``'s rule."""
     if home is None:
         return resolve_home()
-    text = os.fspath(home)
+    try:
+        text: str | bytes = os.fspath(home)
+    except TypeError:
+        text = b""  # refused below, named as given
     if not isinstance(text, str) or not text.strip():
         raise UsageError(
             f"home={home!r} is not a directory path; give a path such as '/tmp/agent-home', or None"
