@@ -57,7 +57,7 @@ def _blocks(lang: str) -> list[tuple[Path, str]]:
 
 def test_the_reference_pages_exist_and_the_readme_links_each() -> None:
     names = {"tools", "mcp", "oneshot", "shells", "hosts", "safety", "sandbox", "vault", "audit"}
-    names |= {"panel", "configuration", "development"}
+    names |= {"panel", "configuration", "development", "library"}
     readme = (REPO / "README.md").read_text()
     for name in sorted(names):
         assert (REPO / "docs" / f"{name}.md").is_file(), name

@@ -24,6 +24,7 @@ RANK = {
     "tools": 6,
     "mcp": 7,
     "panel": 7,
+    "library": 7,
     "cli": 8,
     "__main__": 8,
 }
@@ -32,6 +33,9 @@ FORBIDDEN_SIBLINGS = {
     ("jobs", "shells"),
     ("shells", "jobs"),
     ("mcp", "panel"),
+    ("mcp", "library"),
+    ("panel", "library"),
+    ("library", "panel"),
     ("store", "audit"),
     ("approvals", "process"),
     ("process", "approvals"),

@@ -1,8 +1,22 @@
 """tether: a shell for AI agents.
 
+As a library (docs/library.md)::
+
+    import tether
+    with tether.BlockingTether() as t:                   # or: async with tether.Tether() as t:
+        result = t.call("bash", {"command": "uname -a", "description": "show the kernel"})
+        print(result.text)
+
+``Tether`` (asyncio) and ``BlockingTether`` (synchronous, any thread) call the tools of
+docs/tools.md exactly as an agent does; ``ToolResult`` is what a call returns; what a call
+raises is a ``TetherError`` (``UsageError``, ``RefusedError``, ``NotFoundError``,
+``StorageError``) with a stable ``code``. These names load on first use, so the ``tether``
+command pays nothing for them.
+
 Layers import downward only (see docs/development.md and tests/test_layers.py)::
 
-    cli · mcp/ · panel/        front doors, thin
+    cli · mcp/ · panel/ ·      front doors, thin
+    library/
     tools/                     model-visible tools
     jobs/ · shells/           background jobs; persistent tmux shells
     shell/                     the one-shot executor seam and its providers
@@ -23,6 +37,23 @@ import sys as _sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import FrameType
+
+    from tether.errors import NotFoundError, RefusedError, StorageError, TetherError, UsageError
+    from tether.library import BlockingTether, Tether, ToolResult
+
+__all__ = [
+    "BlockingTether",
+    "NotFoundError",
+    "RefusedError",
+    "StorageError",
+    "Tether",
+    "TetherError",
+    "ToolResult",
+    "UsageError",
+    "__version__",
+]
+_LIBRARY = ("BlockingTether", "Tether", "ToolResult")
+_ERRORS = ("NotFoundError", "RefusedError", "StorageError", "TetherError", "UsageError")
 
 __version__ = "0.1.0"
 INTERRUPTED = 130  # the status of a command SIGINT ended, as a shell reports it
@@ -48,8 +79,10 @@ def _on_interrupt(_signum: int, frame: "FrameType | None") -> None:
 # anything) are calls: a SIGINT that came before the handler was in place is caught here, in the
 # command's process only. ``_signal`` is the built-in module ``signal`` wraps (``signal`` itself
 # costs ~0.7 ms: its enums). ``python -m tether`` imports this package before it is
-# ``__main__``: ``tether.cli`` asks again.
-_COMMAND = _sys.argv[0][-6:] == "tether" if _sys.argv else False
+# ``__main__``: ``tether.cli`` asks again. The command is a program named exactly ``tether``: a
+# program of its own that imports the library (``my-tether``, ``agenttether``) keeps Python's own
+# Ctrl-C, its ``finally`` blocks and its clean-up, instead of ending at once with status 130.
+_COMMAND = (_sys.argv[0] == "tether" or _sys.argv[0][-7:] == "/tether") if _sys.argv else False
 try:
     if _COMMAND and "_signal" in _sys.modules:
         _signal = _sys.modules["_signal"]
@@ -59,3 +92,22 @@ except KeyboardInterrupt:
     if not _COMMAND:
         raise
     _os._exit(INTERRUPTED)
+
+
+if not TYPE_CHECKING:  # outside the type checker's view, so that it still refuses a name not here
+
+    def __getattr__(name: str) -> object:
+        """The library's names (PEP 562), imported on first use: see the docstring."""
+        if name in _ERRORS:
+            from tether import errors as module
+        elif name in _LIBRARY:
+            from tether import library as module
+        else:
+            raise AttributeError(f"module 'tether' has no attribute {name!r}")
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        """The module's names, the ones loaded on first use included (``dir(tether)``, ``help``)."""
+        return sorted({*globals(), *__all__})

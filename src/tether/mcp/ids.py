@@ -20,14 +20,15 @@ def new_conversation_id() -> str:
     return "conv-" + os.urandom(8).hex()  # what secrets.token_hex does, without importing random
 
 
-def conversation_id(value: str) -> str:
-    """``value`` if it is a valid conversation id, else a fresh one when it is empty."""
+def conversation_id(value: str, *, name: str = "TETHER_CONVERSATION") -> str:
+    """``value`` if it is a valid conversation id, else a fresh one when it is empty; ``name`` is
+    where the value came from, as the error names it."""
     value = value.strip()
     if not value:
         return new_conversation_id()
     if not CONVERSATION_ID.match(value):
         raise UsageError(
-            f"TETHER_CONVERSATION={value[:40]!r} is not a valid conversation id; use 1-128 characters "
+            f"{name}={value[:40]!r} is not a valid conversation id; use 1-128 characters "
             "from A-Z a-z 0-9 . _ : - starting with a letter or digit"
         )
     return value

@@ -92,7 +92,7 @@ def become_subreaper() -> bool:
     return _subreaper_done
 
 
-def pause_adoption() -> Callable[[], None]:
+def pause_adoption(*, as_before: bool = False) -> Callable[[], None]:
     """Stop taking orphans until the returned function is called (idempotent; pauses nest).
 
     For a daemon started meanwhile that outlives us — the tmux server, which daemonizes away
@@ -100,9 +100,15 @@ def pause_adoption() -> Callable[[], None]:
     its shells orphan would end as a zombie of ours that nothing reaps. Meanwhile our own
     trees' orphans go to PID 1 too (those born in the command container go to its PID 1 anyway);
     a tree alive during a pause therefore also looks for escapees in ``/proc``.
+
+    ``as_before``: for a program that embeds tether (``tether.Tether``), whose process is not
+    tether's: once this pause ends, the process takes orphans only if it did before the pause
+    began, not because a command ran meanwhile. A subreaper's orphans are its own to reap, and
+    the program's own children's (``sh -c 'x &'``) would end as zombies nothing reaps.
     """
     global _paused, _pauses_begun
     with _adoption_lock:
+        adopting_before = _subreaper_done
         _paused += 1
         _pauses_begun += 1
         if _paused == 1 and _subreaper_done:
@@ -110,13 +116,15 @@ def pause_adoption() -> Callable[[], None]:
     resumed = False
 
     def resume() -> None:
-        global _paused
+        global _paused, _subreaper_done
         nonlocal resumed
         with _adoption_lock:
             if resumed:
                 return
             resumed = True
             _paused -= 1
+            if as_before and not adopting_before:
+                _subreaper_done = False  # the flag is off: a pause was on since it was first asked for
             if _paused == 0 and _subreaper_done:
                 _set_subreaper(True)
 

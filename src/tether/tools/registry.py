@@ -28,13 +28,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from tether.approvals import PersonChannel
 from tether.errors import STORAGE_ERRNOS, NotFoundError, StorageError, UsageError
 from tether.home import home_text
 
 logger = logging.getLogger(__name__)
+
+# No tool takes arguments nested more than a few levels; deeper input is a mistake or an attack
+# on the recursion of whatever reads it (or, from Python, a structure that contains itself), and
+# is refused before any tool code runs.
+MAX_ARGUMENT_DEPTH: Final = 32
 
 Source = Literal["tool", "panel", "host", "cli"]
 # The sources a person acts through: only they may call people-only tools.
@@ -192,6 +197,9 @@ class ToolRegistry:
             # A people-only tool called by anyone else is answered as a tool that does not exist.
             names = ", ".join(sorted(t.name for t in self.list())) or "(none)"
             raise NotFoundError(f"unknown tool {name!r}; available tools: {names}")
+        problem = argument_problem(name, arguments, self)
+        if problem is not None:
+            raise UsageError(problem)
         handler: Handler = _text_checked(tool)
         if audited:
             for layer in reversed(self.middleware):
@@ -281,3 +289,63 @@ def _bind(layer: Middleware, tool: ToolDef, inner: Handler) -> Handler:
         return await layer(tool, arguments, ctx, inner)
 
     return handler
+
+
+def argument_problem(name: Any, arguments: Any, registry: ToolRegistry) -> str | None:
+    """Why ``arguments`` cannot be tool ``name``'s arguments at all — not an object (``None`` is
+    ``{}``), or nested past ``MAX_ARGUMENT_DEPTH`` — as an ``INVALID_ARGUMENT`` message naming the
+    tool, the field and what is allowed; else ``None``. Checked by ``ToolRegistry.call``, and by the
+    MCP door before it (where the answer is a tool error the model reads)."""
+    if arguments is None or isinstance(arguments, Mapping):
+        field = _too_deep(arguments or {})
+        if field is None:
+            return None
+        return (
+            f"{name}: invalid arguments: field {field!r} nests arrays/objects more than "
+            f"{MAX_ARGUMENT_DEPTH} levels deep; no parameter takes input nested that deep"
+        )
+    return (
+        f"{name}: invalid arguments: 'arguments' must be a JSON object mapping parameter names to "
+        f"values, got {_kind(arguments)}; {_allowed(name, registry)}"
+    )
+
+
+def _allowed(name: Any, registry: ToolRegistry) -> str:
+    tool = registry.get(name) if isinstance(name, str) else None
+    if tool is None:
+        return "tools/list names the available tools and their parameters"
+    properties = tool.input_schema.get("properties")
+    fields = ", ".join(properties) if isinstance(properties, Mapping) else ""
+    return f"allowed fields: {fields}" if fields else "this tool takes an empty object {}"
+
+
+def _too_deep(arguments: Mapping[str, Any]) -> str | None:
+    """The parameter holding the first container nested past the limit, or ``None``.
+
+    Iterative (an explicit stack), so the check itself cannot exhaust the recursion limit.
+    """
+    stack: list[tuple[Any, str, int]] = [(v, str(k), 2) for k, v in arguments.items()]
+    while stack:
+        item, field, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: list[Any] = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > MAX_ARGUMENT_DEPTH:
+            return field
+        stack.extend((v, field, depth + 1) for v in children if isinstance(v, dict | list))
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return type(value).__name__

@@ -50,10 +50,15 @@ _NOT_INHERITED = frozenset({"TETHER_CONVERSATION", "TETHER_SESSION_ID", "TETHER_
 
 
 def server_environment(config: Config) -> dict[str, str]:
-    """What the tmux server (and so every shell) starts with: credentials scrubbed, and nothing
-    that names the process or conversation that happened to start it."""
+    """What the tmux server (and so every shell) starts with: credentials scrubbed, nothing that
+    names the process or conversation that happened to start it, and ``TETHER_HOME`` the home the
+    server belongs to — which that process's own environment may not say (unset for the default
+    ``~/.tether``, or another home than a program's ``tether.Tether(home=…)``), and which every
+    process of a shell carries as a marker its close looks for."""
     env = scrub_environment(os.environ, config.env)
-    return {k: v for k, v in env.items() if k not in _NOT_INHERITED}
+    shell_env = {k: v for k, v in env.items() if k not in _NOT_INHERITED}
+    shell_env["TETHER_HOME"] = str(config.home)
+    return shell_env
 
 
 class LocalHost(ShellHost):

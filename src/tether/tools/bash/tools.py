@@ -93,7 +93,9 @@ def make_executor(
     config: Config, shell: ShellName, *, env_registry: ShellEnvRegistry | None = None
 ) -> ShellExecutor:
     """The local executor behind one shell tool, with the deployment's ``[shell]`` defaults and
-    ``env_registry`` (the catalog's one, shared by both tools; a new one when None)."""
+    ``env_registry`` (the catalog's one, shared by both tools; a new one when None). Its commands
+    see ``config.home`` as ``$TETHER_HOME``, the home they run for, whatever this process's own
+    environment says (a program may name another home: ``tether.Tether(home=…)``)."""
     options = LocalShellOptions.from_config(config)
     # TETHER_HOME in the command is the home this configuration belongs to, as with `tether exec`
     # (not $TETHER_HOME, which a library caller's load_config(home) may not be).
