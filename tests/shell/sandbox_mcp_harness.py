@@ -99,6 +99,19 @@ def denials(data: dict[str, Any]) -> list[tuple[str, str]]:
     return [(d["kind"], d["target"]) for d in data["sandbox"]["denials"]]
 
 
+def link_hooks(repo: Path) -> Path:
+    """``repo/.git/hooks -> ../.githooks`` (a common set-up: hooks kept in the work tree); the
+    hooks directory the link names."""
+    target = repo / ".githooks"
+    target.mkdir()
+    hooks = repo / ".git" / "hooks"
+    for entry in hooks.iterdir():
+        entry.unlink()
+    hooks.rmdir()
+    hooks.symlink_to("../.githooks")
+    return target
+
+
 def tree(root: Path, *, skip: tuple[Path, ...] = ()) -> dict[str, str]:
     """Every path under ``root`` with its content (files), link target or kind: a before/after view."""
     seen: dict[str, str] = {}

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sandbox_mcp_harness import bash, denials, server, text_of
+from sandbox_mcp_harness import bash, denials, link_hooks, server, text_of
 
 pytestmark = pytest.mark.timeout(180)
 HOOK = "#!/bin/sh\ntouch {marker}\n"
@@ -144,12 +144,7 @@ def linked_hooks(home: Path) -> Path:
     """A project whose hooks live in the work tree, ``.git/hooks -> ../.githooks`` (a common set-up),
     and a nested repository whose ``config`` is a link too."""
     repo = home / "proj"
-    (repo / ".githooks").mkdir()
-    hooks = repo / ".git" / "hooks"
-    for entry in hooks.iterdir():
-        entry.unlink()
-    hooks.rmdir()
-    hooks.symlink_to("../.githooks")
+    link_hooks(repo)
     sub = repo / "sub" / ".git"
     (sub / "config").rename(sub / "config.real")
     (sub / "config").symlink_to("config.real")

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from sandbox_mcp_harness import params, plant, server, tree
+from sandbox_mcp_harness import link_hooks, params, plant, server, tree
 
 from hang import HANG_MS
 
@@ -369,12 +369,7 @@ async def test_a_confined_shell_cannot_swap_a_symlinked_hooks_directory(
     """``.git/hooks -> ../.githooks``: the read-only bind sits on the target, so the link is a plain
     entry; a real ``hooks`` made in its place must never reach the person's unconfined ``git``."""
     repo = home / "sub"
-    (repo / ".githooks").mkdir()
-    hooks = repo / ".git" / "hooks"
-    for entry in hooks.iterdir():
-        entry.unlink()
-    hooks.rmdir()
-    hooks.symlink_to("../.githooks")
+    link_hooks(repo)
     marker = home / "hook-ran"
     async with server(tether_home, home, "--sandbox") as client:
         shell = await _open(client)
@@ -388,4 +383,4 @@ async def test_a_confined_shell_cannot_swap_a_symlinked_hooks_directory(
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     await anyio.run_process([*git, "commit", "-q", "--allow-empty", "-m", "after"], check=True)
     assert not marker.exists(), "an unconfined git ran a hook the confined shell planted"
-    assert hooks.readlink() == Path("../.githooks")
+    assert (repo / ".git" / "hooks").readlink() == Path("../.githooks")
