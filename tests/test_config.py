@@ -151,3 +151,23 @@ def test_a_log_file_that_is_no_file_is_refused_not_waited_on(
     assert done.returncode == 2, done
     assert f"tether: INVALID_ARGUMENT: {path} is not a regular file" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+@pytest.mark.parametrize(
+    ("section", "key"), [("sessions", "user_busy_seconds"), ("cli", "door_idle_seconds")]
+)
+def test_a_number_of_seconds_must_be_finite(tmp_path: Path, section: str, key: str, value: str) -> None:
+    # TOML has nan and inf, and both passed "non-negative": user_busy_seconds = inf refused every
+    # shell_run for good ("a person is typing … within the last inf s"), nan never saw a person
+    # typing, and door_idle_seconds = inf kept the command line's tools process for ever.
+    (tmp_path / "config.toml").write_text(f"[{section}]\n{key} = {value}\n", encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        load_config(tmp_path)
+    assert info.value.message == (
+        f"config.toml: [{section}].{key} must be a non-negative number (a finite one; nan and inf "
+        f"are not allowed); got {value if value != '1e400' else 'inf'}"
+    )
+    done = _door(tmp_path, "mcp")
+    assert done.returncode == 2 and info.value.message in done.stderr, done
+    assert "Traceback" not in done.stderr
