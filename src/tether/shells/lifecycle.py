@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.errors import NotFoundError, UsageError
+from tether.errors import NotFoundError, StorageError, UsageError
 from tether.shells import ids
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost, ShellStart
@@ -82,9 +82,10 @@ def snapshots(shells: Shells) -> SnapshotStore:
 def scrollback(shells: Shells, shell_id: str) -> str:
     """The shell's output as read by ``shell_read`` history (markers removed), newest lines kept."""
     path = shells.log_of(shell_id)
-    if not path.exists():
-        return ""
-    return "\n".join(history_tail(path, SNAPSHOT_LINES).lines)
+    try:
+        return "\n".join(history_tail(path, SNAPSHOT_LINES).lines)
+    except StorageError as exc:  # something else in the log's place: the close goes on without it
+        return f"[tether: no scrollback kept: {exc.message}]"
 
 
 def record(shells: Shells, shell_id: str) -> ShellRecord:
@@ -145,7 +146,7 @@ def set_idle_minutes(shells: Shells, shell_id: str, minutes: int) -> None:
 async def resize(shells: Shells, shell_id: str, cols: int, rows: int) -> PaneInfo:
     """Resize the shell's window; returns once its terminal has the new size. ``resize-window``
     also pins ``window-size manual``, so an attached client of another size does not undo it."""
-    host, pane = await shells.pane(shell_id)
+    host, pane = await shells.pane(shell_id, output=False)
     await host.resize(pane, cols, rows)
     return await host.pane_now(shell_id)
 
@@ -161,7 +162,7 @@ def start_of(shell_id: str, nonce: str, confinement: Confinement | None = None) 
 
 async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
     """Restart the shell process in the same pane (same id, session environment and log)."""
-    host, pane = await shells.pane(shell_id)
+    host, pane = await shells.pane(shell_id, output=False)
     confinement = shells.confinement_of(shell_id)
     if confinement is None and shells.confines:
         confinement = shells.default_confinement()
