@@ -17,6 +17,7 @@ from tether.shells.records import now_ms
 from tether.shells.requests import Output, Safety, Wait
 from tether.store.db import Store
 from tether.store.vault import Vault
+from tether.store.workspaces import ShellDescriptor, WorkspaceStore
 
 
 async def manage(client: Client, *tasks: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -144,6 +145,27 @@ async def test_workspace_save_close_restore_delete_and_max_sessions(
         await manage(c, {"action": {"kind": "workspace-delete", "name": "dev"}})
         _, data = await manage(c, {"action": {"kind": "workspace-list"}})
         assert one(data)["data"]["workspaces"] == []
+
+
+async def test_a_workspace_that_cannot_be_restored_whole_opens_nothing(tether_home: Path) -> None:
+    # A workspace saved with a host since removed from config.toml: its first shell was opened, then
+    # the second's host was refused, and the error did not name the shell already opened; a retry
+    # opened it again. Every host is now checked before any shell is opened.
+    WorkspaceStore(Store.open(tether_home)).save(
+        "mixed",
+        [
+            ShellDescriptor(label="here", cwd="/tmp", cols=80, rows=24),
+            ShellDescriptor(label="there", cwd="/tmp", cols=80, rows=24, host="gone"),
+        ],
+        actor="earlier",
+    )
+    async with shell_client(tether_home) as c:
+        for _ in range(2):
+            _, data = await manage(c, {"action": {"kind": "workspace-restore", "name": "mixed"}})
+            assert one(data)["errorCode"] == "INVALID_ARGUMENT", data
+            assert "workspace 'mixed' shell 'there': host: no host 'gone' is configured" in one(data)["error"]
+            _, state = await call(c, "shell_state", {"scope": "*"})
+            assert state["shells"] == []  # nothing was opened
 
 
 def _closed(home: Path) -> set[str]:

@@ -223,9 +223,13 @@ def workspace_list(shells: Shells) -> Done:
 async def workspace_restore(shells: Shells, action: WorkspaceRestoreAction, actor: str) -> Done:
     descriptors = WorkspaceStore(shells.store).restore(action.name)
     await check_capacity(shells, len(descriptors), what=f"workspace {action.name!r}")
+    # Every host before any shell: a workspace refused half-way would leave shells the error does
+    # not name, and a retry would open them twice.
+    hosts = [
+        shells.check_host(d.host, f"workspace {action.name!r} shell {d.label!r}: host") for d in descriptors
+    ]
     lines, opened = [], []
-    for d in descriptors:
-        host = shells.check_host(d.host, f"workspace {action.name!r} shell {d.label!r}: host")
+    for d, host in zip(descriptors, hosts, strict=True):
         cwd = d.cwd if d.cwd and await host.start_dir(d.cwd) else None
         rec, _ = await lifecycle.open_shell(
             shells,
