@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-from shell_harness import call, open_shell, run, shell_client
+from shell_harness import call, open_shell, run, shell_client, tmux
 
 from tether import shells as sh
 from tether.config import load_config
@@ -166,6 +166,28 @@ async def test_a_workspace_that_cannot_be_restored_whole_opens_nothing(tether_ho
             assert "workspace 'mixed' shell 'there': host: no host 'gone' is configured" in one(data)["error"]
             _, state = await call(c, "shell_state", {"scope": "*"})
             assert state["shells"] == []  # nothing was opened
+
+
+async def test_a_shell_whose_pane_a_person_shrank_can_still_be_saved(tether_home: Path) -> None:
+    # A person's small terminal attached (or a resize) left the pane 12x3: workspace-save refused
+    # the whole workspace ("cols 12 is outside 20-1000"), which the agent could not fix. The size
+    # is saved as the nearest one a shell reopens with, and the result says so.
+    name = 'dev/é "q"; rm -rf ~'  # any printable name, kept as given
+    async with shell_client(tether_home) as c:
+        shell = await open_shell(c, label="small")
+        tmux(tether_home, "resize-window", "-t", shell, "-x", "12", "-y", "3")
+        text, data = await manage(
+            c, {"target": {"sessions": shell}, "action": {"kind": "workspace-save", "name": name}}
+        )
+        assert one(data)["ok"], data
+        assert f"[{shell}'s pane is 12x3; saved as 20x5]" in text
+        await manage(c, {"target": {"sessions": shell}, "action": {"kind": "close"}})
+        text, data = await manage(c, {"action": {"kind": "workspace-restore", "name": name}})
+        (opened,) = one(data)["data"]["opened"]
+        assert f"opened {opened['shell']} label=small" in text and " 20x5" in text
+        _, state = await call(c, "shell_state", {"scope": "*", "verbose": True})
+        (restored,) = state["shells"]
+        assert (restored["shell"], restored["label"]) == (opened["shell"], "small")
 
 
 def _closed(home: Path) -> set[str]:
