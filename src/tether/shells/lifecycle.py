@@ -29,7 +29,7 @@ from tether.shells.host import ShellHost, ShellStart
 from tether.shells.hosts import Confinement, HostError, rc_text
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
-from tether.shells.records import ShellRecord, now_ms
+from tether.shells.records import ShellRecord, closed_meanwhile, now_ms
 from tether.shells.safety.call_notes import note_host
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import SessionError
@@ -134,7 +134,9 @@ def take_snapshot(
 
 
 def set_label(shells: Shells, shell_id: str, label: str) -> None:
-    shells.store.execute("UPDATE shells SET label = ? WHERE id = ? AND closed_ms IS NULL", (label, shell_id))
+    sql = "UPDATE shells SET label = ? WHERE id = ? AND closed_ms IS NULL"
+    if not shells.store.execute(sql, (label, shell_id)):
+        raise closed_meanwhile(shell_id)
 
 
 def set_idle_minutes(shells: Shells, shell_id: str, minutes: int) -> None:
@@ -308,15 +310,31 @@ async def close(
     reason: SnapshotReason = "close",
     at_ms: int | None = None,
 ) -> Snapshot:
-    """Snapshot (with scrollback), kill the tmux session, mark the record closed."""
+    """Claim the close, snapshot (with scrollback), kill the tmux session.
+
+    The record is marked closed first, in one statement, so of two closes at once (two
+    conversations, the panel, another process's idle sweep) one closes and snapshots and the other
+    is ``NOT_FOUND``: a close is counted once. A snapshot that fails undoes the claim."""
     host = shells.host_of(shell_id)
     pane = (await host.panes()).get(shell_id)
-    snap = take_snapshot(shells, shell_id, reason=reason, actor=actor, pane=pane)
-    await check_confined(shells, host, shell_id)  # what a person left in git, before the sandbox goes
+    rec = shells.records.shell(shell_id)
+    confinement = shells.confinement_of(shell_id)  # read while the record is open
+    at = at_ms if at_ms is not None else now_ms()
+    claimed = (
+        shells.records.mark_closed(shell_id, at) if rec is not None else not shells.records.closed(shell_id)
+    )
+    if not claimed:
+        raise closed_meanwhile(shell_id)
+    try:
+        snap = take_snapshot(shells, shell_id, reason=reason, actor=actor, pane=pane, rec=rec)
+    except BaseException:
+        if rec is not None:
+            shells.records.reopen(shell_id, at)
+        raise
+    await check_confined(shells, host, shell_id, rec, confinement)  # before the sandbox goes
     if pane is not None:
         with contextlib.suppress(SessionError):  # already gone: closing is idempotent
             await host.kill(shell_id)
-    shells.records.mark_closed(shell_id, at_ms if at_ms is not None else now_ms())
     forget_delivered(shells, shell_id)
     WriteLocks(shells.home).discard(shell_id)
     shells.forget(shell_id)
@@ -328,11 +346,18 @@ def forget_delivered(shells: Shells, shell_id: str) -> None:
     Vault(shells.store, shells.home).delivered.forget(shell_id)
 
 
-async def check_confined(shells: Shells, host: ShellHost, shell_id: str) -> None:
+async def check_confined(
+    shells: Shells,
+    host: ShellHost,
+    shell_id: str,
+    rec: ShellRecord | None = None,
+    confinement: Confinement | None = None,
+) -> None:
     """Neutralise what a confined shell left in git directories (outside a run: a person's
-    commands, a background job); never fails the caller."""
-    confinement = shells.confinement_of(shell_id)
-    rec = shells.record(shell_id)
+    commands, a background job); never fails the caller. A close passes the record and the
+    confinement it read before it marked the record closed."""
+    confinement = confinement if confinement is not None else shells.confinement_of(shell_id)
+    rec = rec if rec is not None else shells.record(shell_id)
     if confinement is None or rec is None:
         return
     try:
