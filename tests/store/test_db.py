@@ -305,8 +305,10 @@ def test_a_database_of_another_shape_is_a_storage_error_naming_the_table(
     conn.commit()
     conn.close()
     path = tmp_path / "tether.db"
+    before = len(os.listdir("/proc/self/fd"))
     with pytest.raises(StorageError) as info:
         Store.open(tmp_path)
+    assert len(os.listdir("/proc/self/fd")) == before  # the refused store's connection is closed
     assert info.value.code == "STORAGE_UNAVAILABLE"
     assert f"{path} was made by another version of tether or another program ({why})" in info.value.message
     assert f"mv {path} {path}.broken" in info.value.message

@@ -77,7 +77,11 @@ class Store:
     def open(cls, home: Path) -> Store:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
         store = cls(home / "tether.db")
-        store.ensure_schemas()
+        try:
+            store.ensure_schemas()
+        except BaseException:  # a database tether cannot use: its connection is not left open
+            store.close()
+            raise
         return store
 
     def ensure_schemas(self) -> None:
