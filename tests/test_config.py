@@ -170,3 +170,49 @@ def test_a_log_file_that_is_no_file_is_refused_not_waited_on(
     assert done.returncode == 2, done
     assert f"tether: INVALID_ARGUMENT: {path} is not a regular file" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+@pytest.mark.parametrize(
+    ("section", "key"), [("sessions", "user_busy_seconds"), ("cli", "door_idle_seconds")]
+)
+def test_a_number_of_seconds_must_be_finite(tmp_path: Path, section: str, key: str, value: str) -> None:
+    # TOML has nan and inf, and both passed "non-negative": user_busy_seconds = inf refused every
+    # shell_run for good ("a person is typing … within the last inf s"), nan never saw a person
+    # typing, and door_idle_seconds = inf kept the command line's tools process for ever.
+    (tmp_path / "config.toml").write_text(f"[{section}]\n{key} = {value}\n", encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        load_config(tmp_path)
+    assert info.value.message == (
+        f"config.toml: [{section}].{key} must be a non-negative number (a finite one; nan and inf "
+        f"are not allowed); got {value if value != '1e400' else 'inf'}"
+    )
+    done = _door(tmp_path, "mcp")
+    assert done.returncode == 2 and info.value.message in done.stderr, done
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("door", _EVERY_DOOR)
+def test_a_home_other_users_may_write_is_refused_by_every_door(tmp_path: Path, door: list[str]) -> None:
+    # A home left 0777 (or 0775 in a shared group): another user put a token of their own in it,
+    # private to them, and `tether serve` adopted it, so they knew the key to a shell running as
+    # this user. Every door now refuses such a home, as ssh refuses such a ~/.ssh.
+    home = tmp_path / "shared"
+    home.mkdir(mode=0o700)
+    home.chmod(0o777)
+    planted = "planted-by-someone-else-" + "x" * 20
+    (home / "token").write_text(planted + "\n", encoding="utf-8")
+    (home / "token").chmod(0o600)
+    if os.geteuid() == 0:
+        os.chown(home / "token", 65534, 65534)  # nobody's, as the other user would leave it
+    done = _door(home, *door)
+    assert done.returncode == 2 and "ran" not in done.stdout, done
+    assert planted not in done.stdout + done.stderr
+    assert (
+        f"TETHER_HOME {home} may be written by other users (mode 777, owner uid {os.geteuid()})"
+        in done.stderr
+    )
+    assert f"chmod 700 {home}" in done.stderr and "Traceback" not in done.stderr
+    home.chmod(0o700)
+    ran = _door(home, "exec", "--", "echo", "ran")
+    assert (ran.returncode, ran.stdout) == (0, "ran\n"), ran.stderr

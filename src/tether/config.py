@@ -353,8 +353,12 @@ def _build_section(name: str, cls: type[Any], table: object) -> Any:
                     f"at least {floor[0]} (default {default})"
                 )
         elif isinstance(default, float):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise UsageError(f"config.toml: [{name}].{key} must be a non-negative number")
+            # TOML has nan and inf: neither is a length of time (`0 <= nan` is false too).
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise UsageError(
+                    f"config.toml: [{name}].{key} must be a non-negative number (a finite one; nan "
+                    f"and inf are not allowed); got {value!r}"
+                )
             value = float(value)
         elif isinstance(default, str) and not isinstance(value, str):
             raise UsageError(f"config.toml: [{name}].{key} must be a string")

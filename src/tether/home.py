@@ -60,9 +60,23 @@ def resolve_home(environ: Mapping[str, str] | None = None) -> Path:
 
 def ensure_home(home: Path) -> Path:
     """Create the state directory (mode 0700) and its fixed subdirectories; a ``UsageError`` when
-    that cannot be done (a file in the way, a read-only file system), which every door reports."""
+    that cannot be done (a file in the way, a read-only file system), which every door reports.
+
+    An existing home that another user owns or may write into is refused, as ssh refuses such a
+    ``~/.ssh``: whoever can create files there can put their own ``token`` (then known to them:
+    the HTTP server's key), ``config.toml`` (no sandbox) or ``tether.db`` where tether reads them."""
     try:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.stat(home)
+        if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            from tether.errors import UsageError
+
+            raise UsageError(
+                f"TETHER_HOME {home} may be written by other users (mode {stat.S_IMODE(info.st_mode):o}, "
+                f"owner uid {info.st_uid}): anyone who can create files there can plant tether's token, "
+                f"config.toml or database; make it yours and private (chown {os.geteuid()} {home}; "
+                f"chmod 700 {home}), or set TETHER_HOME to a directory of your own"
+            )
         for sub in ("audit", "spill", "logs"):
             (home / sub).mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:

@@ -458,15 +458,19 @@ async def test_a_flood_of_connections_waiting_to_send_a_head_cannot_use_up_the_d
     assert process.poll() is None
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "not-utf8"])
+@pytest.mark.parametrize("kind", ["directory", "fifo", "not-utf8", "unsendable"])
 def test_serve_names_a_token_file_it_cannot_use(tether_home: Path, kind: str) -> None:
     # A FIFO hung the start for ever (its read waited for a writer); a directory or bytes that are
-    # not UTF-8 were a traceback with exit 1.
+    # not UTF-8 were a traceback with exit 1. A token with a space or a control character in it
+    # was served, printed raw to the terminal, and no client could send it in a header.
     token = tether_home / "token"
     if kind == "directory":
         token.mkdir(mode=0o700)
     elif kind == "fifo":
         os.mkfifo(token, 0o600)
+    elif kind == "unsendable":
+        token.write_text("pasted token\twith\x01" + "d" * 20 + "\n", encoding="utf-8")
+        token.chmod(0o600)
     else:
         token.write_bytes(b"\xff\xfe" * 20)
         token.chmod(0o600)

@@ -230,3 +230,85 @@ def test_a_database_that_is_not_one_is_a_storage_error_naming_the_fix(tmp_path: 
     assert info.value.code == "STORAGE_UNAVAILABLE"
     assert f"{path} is not a database tether can open" in info.value.message
     assert f"mv {path} {path}.broken" in info.value.message
+
+
+def _wreck_table(path: Path, table: str) -> None:
+    """Overwrite the root page of ``table`` with bytes no page holds: the schema still reads, so the
+    database opens, and only a statement that reaches that table finds the damage."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+    conn.close()
+    with path.open("r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(b"\xff" * page_size)
+
+
+def test_a_database_damaged_past_its_schema_is_a_storage_error_at_the_statement(tmp_path: Path) -> None:
+    # A page of a table overwritten (a disk error, a crash of another program): the database opened
+    # and its schema applied, and the first statement that met the page was a bare
+    # "sqlite3.DatabaseError: database disk image is malformed", an INTERNAL error with a traceback.
+    store = Store.open(tmp_path)
+    store.execute("INSERT INTO test_pages (b) VALUES (?)", (b"kept",))
+    store.close()
+    _wreck_table(tmp_path / "tether.db", "test_pages")
+    store = Store.open(tmp_path)
+    path = tmp_path / "tether.db"
+    for attempt in (
+        lambda: store.query("SELECT b FROM test_pages"),
+        lambda: store.execute("INSERT INTO test_pages (b) VALUES (?)", (b"new",)),
+    ):
+        with pytest.raises(StorageError) as info:
+            attempt()
+        assert info.value.code == "STORAGE_UNAVAILABLE"
+        assert (
+            f"{path} is not a database tether can open (database disk image is malformed)"
+            in info.value.message
+        )
+        assert f"mv {path} {path}.broken" in info.value.message
+    store.execute("INSERT INTO test_counter (n) VALUES (1)")  # an undamaged table still serves
+    assert len(store.query("SELECT n FROM test_counter")) == 1
+    store.close()
+
+
+register_schema(
+    "test_db_shape",
+    "CREATE TABLE IF NOT EXISTS test_shape (id TEXT PRIMARY KEY, label TEXT NOT NULL DEFAULT '');"
+    "CREATE INDEX IF NOT EXISTS test_shape_by_label ON test_shape (label)",
+)
+
+
+@pytest.mark.parametrize(
+    ("table", "why"),
+    [
+        # Another program's table of the same name, or a version that had no such column: the
+        # index on it is the first to fail, or the check of its columns when it has none.
+        ("CREATE TABLE test_shape (id TEXT PRIMARY KEY)", "no such column: label"),
+        ("CREATE TABLE test_shape (id TEXT PRIMARY KEY, name TEXT)", "no such column: label"),
+        ("CREATE TABLE test_shape (label TEXT)", "table test_shape has no column id"),
+        # A later version's column this one does not fill: every insert would fail.
+        (
+            "CREATE TABLE test_shape (id TEXT PRIMARY KEY, label TEXT NOT NULL DEFAULT '', "
+            "kind TEXT NOT NULL)",
+            "table test_shape has a column kind that this version of tether does not fill",
+        ),
+    ],
+)
+def test_a_database_of_another_shape_is_a_storage_error_naming_the_table(
+    tmp_path: Path, table: str, why: str
+) -> None:
+    # A tether.db written by another version (or another program): the first statement on the
+    # table was "no such column" or "NOT NULL constraint failed", an INTERNAL error with a traceback.
+    conn = sqlite3.connect(tmp_path / "tether.db")
+    conn.execute(table)
+    conn.commit()
+    conn.close()
+    path = tmp_path / "tether.db"
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(StorageError) as info:
+        Store.open(tmp_path)
+    assert len(os.listdir("/proc/self/fd")) == before  # the refused store's connection is closed
+    assert info.value.code == "STORAGE_UNAVAILABLE"
+    assert f"{path} was made by another version of tether or another program ({why})" in info.value.message
+    assert f"mv {path} {path}.broken" in info.value.message

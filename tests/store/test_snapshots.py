@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tether.errors import UsageError
+from tether.errors import StorageError, UsageError
 from tether.store.db import Store
 from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore
 
@@ -157,3 +158,50 @@ def test_bad_input(store: Store, tmp_path: Path, kwargs: dict[str, object], mess
     }
     with pytest.raises(UsageError, match=message):
         SnapshotStore(store, tmp_path).take(**{**args, **kwargs})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+def test_a_scrollback_file_that_is_no_file_is_a_storage_error_never_waited_on(
+    store: Store, tmp_path: Path, kind: str
+) -> None:
+    # A FIFO in its place hung the whole server at `shell_open from` (its read waited for a writer
+    # for ever); a directory was an IsADirectoryError traceback.
+    snaps = SnapshotStore(store, tmp_path)
+    snap = _take(snaps)
+    snap.path.unlink()
+    if kind == "fifo":
+        os.mkfifo(snap.path, 0o600)
+    elif kind == "directory":
+        snap.path.mkdir()
+    else:
+        (tmp_path / "elsewhere").write_text("someone else's\n", encoding="utf-8")
+        snap.path.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(StorageError) as info:
+        snaps.read_text(snap)
+    assert info.value.code == "STORAGE_UNAVAILABLE"
+    assert info.value.message.startswith(
+        f"{snap.path}, the scrollback of snapshot {snap.id}, is not a regular file"
+    )
+    assert info.value.message.endswith(
+        f"remove it (rm -r {snap.path}) and the snapshot revives without its scrollback"
+    )
+    snap.path.unlink() if kind != "directory" else snap.path.rmdir()
+    assert snaps.read_text(snap) == ""  # removed: the documented way back
+
+
+@pytest.mark.parametrize("where", ["snapshots", "shell"])
+def test_a_file_where_the_snapshots_directory_goes_is_a_storage_error(
+    store: Store, tmp_path: Path, where: str
+) -> None:
+    # It was a FileExistsError traceback, and every close failed with it as INTERNAL.
+    snaps = SnapshotStore(store, tmp_path)
+    level = tmp_path / "snapshots" if where == "snapshots" else tmp_path / "snapshots" / A
+    level.parent.mkdir(mode=0o700, exist_ok=True)
+    level.write_text("x", encoding="utf-8")
+    with pytest.raises(StorageError) as info:
+        _take(snaps)
+    assert info.value.message.startswith(f"{level} is not a directory, so no snapshot can be kept there")
+    assert info.value.message.endswith(f"remove it (rm {level}) and tether makes the directory again")
+    assert store.query("SELECT * FROM snapshots") == []
+    level.unlink()
+    assert snaps.read_text(_take(snaps)) == "out\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
-from shell_harness import call, open_shell, run, shell_client
+from shell_harness import call, open_shell, run, shell_client, tmux
 
 from tether import shells as sh
 from tether.config import load_config
@@ -17,6 +17,7 @@ from tether.shells.records import now_ms
 from tether.shells.requests import Output, Safety, Wait
 from tether.store.db import Store
 from tether.store.vault import Vault
+from tether.store.workspaces import ShellDescriptor, WorkspaceStore
 
 
 async def manage(client: Client, *tasks: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -144,6 +145,49 @@ async def test_workspace_save_close_restore_delete_and_max_sessions(
         await manage(c, {"action": {"kind": "workspace-delete", "name": "dev"}})
         _, data = await manage(c, {"action": {"kind": "workspace-list"}})
         assert one(data)["data"]["workspaces"] == []
+
+
+async def test_a_workspace_that_cannot_be_restored_whole_opens_nothing(tether_home: Path) -> None:
+    # A workspace saved with a host since removed from config.toml: its first shell was opened, then
+    # the second's host was refused, and the error did not name the shell already opened; a retry
+    # opened it again. Every host is now checked before any shell is opened.
+    WorkspaceStore(Store.open(tether_home)).save(
+        "mixed",
+        [
+            ShellDescriptor(label="here", cwd="/tmp", cols=80, rows=24),
+            ShellDescriptor(label="there", cwd="/tmp", cols=80, rows=24, host="gone"),
+        ],
+        actor="earlier",
+    )
+    async with shell_client(tether_home) as c:
+        for _ in range(2):
+            _, data = await manage(c, {"action": {"kind": "workspace-restore", "name": "mixed"}})
+            assert one(data)["errorCode"] == "INVALID_ARGUMENT", data
+            assert "workspace 'mixed' shell 'there': host: no host 'gone' is configured" in one(data)["error"]
+            _, state = await call(c, "shell_state", {"scope": "*"})
+            assert state["shells"] == []  # nothing was opened
+
+
+async def test_a_shell_whose_pane_a_person_shrank_can_still_be_saved(tether_home: Path) -> None:
+    # A person's small terminal attached (or a resize) left the pane 12x3: workspace-save refused
+    # the whole workspace ("cols 12 is outside 20-1000"), which the agent could not fix. The size
+    # is saved as the nearest one a shell reopens with, and the result says so.
+    name = 'dev/é "q"; rm -rf ~'  # any printable name, kept as given
+    async with shell_client(tether_home) as c:
+        shell = await open_shell(c, label="small")
+        tmux(tether_home, "resize-window", "-t", shell, "-x", "12", "-y", "3")
+        text, data = await manage(
+            c, {"target": {"sessions": shell}, "action": {"kind": "workspace-save", "name": name}}
+        )
+        assert one(data)["ok"], data
+        assert f"[{shell}'s pane is 12x3; saved as 20x5]" in text
+        await manage(c, {"target": {"sessions": shell}, "action": {"kind": "close"}})
+        text, data = await manage(c, {"action": {"kind": "workspace-restore", "name": name}})
+        (opened,) = one(data)["data"]["opened"]
+        assert f"opened {opened['shell']} label=small" in text and " 20x5" in text
+        _, state = await call(c, "shell_state", {"scope": "*", "verbose": True})
+        (restored,) = state["shells"]
+        assert (restored["shell"], restored["label"]) == (opened["shell"], "small")
 
 
 def _closed(home: Path) -> set[str]:

@@ -3,7 +3,8 @@
 Invariant: ``$TETHER_HOME/token`` is created once, atomically, with mode 0600 and 256 random bits;
 later starts reuse it, so configured clients keep working. A token file readable by others is
 refused rather than trusted, and so is one that is not a regular file of text (a directory, a
-FIFO — whose read would block the start for ever —, bytes that are not UTF-8): each is one
+FIFO — whose read would block the start for ever —, bytes that are not UTF-8) or holds what a
+client cannot send in a header (a space, a control character, non-ASCII text): each is one
 ``UsageError`` naming the file and the fix, never a traceback or a hang.
 """
 
@@ -32,11 +33,21 @@ def load_or_create_token(home: Path) -> str:
     value = _read_token(path)
     if len(value) < 16:
         raise UsageError(f"{path} holds a token shorter than 16 characters; delete it to create a new one")
+    if not (value.isascii() and value.isprintable()) or any(c.isspace() for c in value):
+        # A client sends it in an Authorization header, and the banner prints it to a terminal.
+        raise UsageError(
+            f"{path} holds a token with a space, a control character or non-ASCII text in it, which "
+            f"no client can send as 'Authorization: Bearer <token>'; {_recreate(path)}"
+        )
     return value
 
 
+def _recreate(path: Path) -> str:
+    return f"delete it (rm -r {path}) and tether serve creates a new token"
+
+
 def _read_token(path: Path) -> str:
-    recreate = f"delete it (rm -r {path}) and tether serve creates a new token"
+    recreate = _recreate(path)
     try:
         # Non-blocking: opening a FIFO to read would wait for a writer that never comes.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)

@@ -140,7 +140,7 @@ from tether.shells.writes import Write
 
 async def screen_text(shells: Shells, shell_id: str) -> str:
     """The shell's visible screen as text, vault values masked."""
-    host, pane = await shells.pane(shell_id)
+    host, pane = await shells.pane(shell_id, output=False)
     return "\n".join(await screen_lines(shells, host, pane))
 
 

@@ -26,7 +26,7 @@ from tether.shells.host import ShellHost
 from tether.shells.hosts import Confinement, HostError, LocalHost, default_confinement, remote_hosts
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.integration.tracker import Activity, activity_of, last_activity
-from tether.shells.logs import log_size, read_range
+from tether.shells.logs import check_live, log_size, read_range
 from tether.shells.records import Records, ShellRecord
 from tether.shells.safety.call_notes import note_host
 from tether.shells.safety.hooks import SessionHooks
@@ -227,9 +227,15 @@ class Shells:
             found.update({k: p for k, p in panes.items() if p.dead})
         return found
 
-    async def pane(self, shell_id: str) -> tuple[ShellHost, PaneInfo]:
+    async def pane(self, shell_id: str, *, output: bool = True) -> tuple[ShellHost, PaneInfo]:
+        """The live shell's host and pane. ``output``: the caller follows the shell's output, which
+        tether reads only from its log, so a log removed or replaced is refused here, by name
+        (closing, renaming, resizing and the screen do without it)."""
         host = self.host_of(shell_id)
-        return host, await host.pane(shell_id)
+        pane = await host.pane(shell_id)
+        if output:
+            check_live(host.log_of(shell_id), shell_id)
+        return host, pane
 
     def log_of(self, shell_id: str) -> Path:
         return self.host_of(shell_id).log_of(shell_id)

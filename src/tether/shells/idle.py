@@ -16,6 +16,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from tether.errors import NotFoundError
 from tether.shells.records import now_ms
 from tether.shells.tmux.control import SessionError
 
@@ -52,7 +53,10 @@ async def close_idle(shells: Shells, now: int) -> list[str]:
         if now - last_input < limit or not (await host.foreground(pane)).shell_in_front:
             continue
         # A snapshot first (lifecycle.close), so shell_open from can revive it.
-        await lifecycle.close(shells, shell_id, actor="idle-sweep", reason="idle", at_ms=now)
+        try:
+            await lifecycle.close(shells, shell_id, actor="idle-sweep", reason="idle", at_ms=now)
+        except NotFoundError:
+            continue  # closed meanwhile by another call (another process's sweep, a person)
         closed.append(shell_id)
         logger.info("closed %s: idle for %d minutes", shell_id, (now - last_input) // 60_000)
     return closed

@@ -22,14 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.errors import NotFoundError, UsageError
+from tether.errors import NotFoundError, StorageError, UsageError
 from tether.shells import ids
 from tether.shells.domain import Shells
 from tether.shells.host import ShellHost, ShellStart
 from tether.shells.hosts import Confinement, HostError, rc_text
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
-from tether.shells.records import ShellRecord, now_ms
+from tether.shells.records import ShellRecord, closed_meanwhile, now_ms
 from tether.shells.safety.call_notes import note_host
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import SessionError
@@ -82,9 +82,10 @@ def snapshots(shells: Shells) -> SnapshotStore:
 def scrollback(shells: Shells, shell_id: str) -> str:
     """The shell's output as read by ``shell_read`` history (markers removed), newest lines kept."""
     path = shells.log_of(shell_id)
-    if not path.exists():
-        return ""
-    return "\n".join(history_tail(path, SNAPSHOT_LINES).lines)
+    try:
+        return "\n".join(history_tail(path, SNAPSHOT_LINES).lines)
+    except StorageError as exc:  # something else in the log's place: the close goes on without it
+        return f"[tether: no scrollback kept: {exc.message}]"
 
 
 def record(shells: Shells, shell_id: str) -> ShellRecord:
@@ -133,7 +134,9 @@ def take_snapshot(
 
 
 def set_label(shells: Shells, shell_id: str, label: str) -> None:
-    shells.store.execute("UPDATE shells SET label = ? WHERE id = ? AND closed_ms IS NULL", (label, shell_id))
+    sql = "UPDATE shells SET label = ? WHERE id = ? AND closed_ms IS NULL"
+    if not shells.store.execute(sql, (label, shell_id)):
+        raise closed_meanwhile(shell_id)
 
 
 def set_idle_minutes(shells: Shells, shell_id: str, minutes: int) -> None:
@@ -145,7 +148,7 @@ def set_idle_minutes(shells: Shells, shell_id: str, minutes: int) -> None:
 async def resize(shells: Shells, shell_id: str, cols: int, rows: int) -> PaneInfo:
     """Resize the shell's window; returns once its terminal has the new size. ``resize-window``
     also pins ``window-size manual``, so an attached client of another size does not undo it."""
-    host, pane = await shells.pane(shell_id)
+    host, pane = await shells.pane(shell_id, output=False)
     await host.resize(pane, cols, rows)
     return await host.pane_now(shell_id)
 
@@ -161,7 +164,7 @@ def start_of(shell_id: str, nonce: str, confinement: Confinement | None = None) 
 
 async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
     """Restart the shell process in the same pane (same id, session environment and log)."""
-    host, pane = await shells.pane(shell_id)
+    host, pane = await shells.pane(shell_id, output=False)
     confinement = shells.confinement_of(shell_id)
     if confinement is None and shells.confines:
         confinement = shells.default_confinement()
@@ -307,15 +310,31 @@ async def close(
     reason: SnapshotReason = "close",
     at_ms: int | None = None,
 ) -> Snapshot:
-    """Snapshot (with scrollback), kill the tmux session, mark the record closed."""
+    """Claim the close, snapshot (with scrollback), kill the tmux session.
+
+    The record is marked closed first, in one statement, so of two closes at once (two
+    conversations, the panel, another process's idle sweep) one closes and snapshots and the other
+    is ``NOT_FOUND``: a close is counted once. A snapshot that fails undoes the claim."""
     host = shells.host_of(shell_id)
     pane = (await host.panes()).get(shell_id)
-    snap = take_snapshot(shells, shell_id, reason=reason, actor=actor, pane=pane)
-    await check_confined(shells, host, shell_id)  # what a person left in git, before the sandbox goes
+    rec = shells.records.shell(shell_id)
+    confinement = shells.confinement_of(shell_id)  # read while the record is open
+    at = at_ms if at_ms is not None else now_ms()
+    claimed = (
+        shells.records.mark_closed(shell_id, at) if rec is not None else not shells.records.closed(shell_id)
+    )
+    if not claimed:
+        raise closed_meanwhile(shell_id)
+    try:
+        snap = take_snapshot(shells, shell_id, reason=reason, actor=actor, pane=pane, rec=rec)
+    except BaseException:
+        if rec is not None:
+            shells.records.reopen(shell_id, at)
+        raise
+    await check_confined(shells, host, shell_id, rec, confinement)  # before the sandbox goes
     if pane is not None:
         with contextlib.suppress(SessionError):  # already gone: closing is idempotent
             await host.kill(shell_id)
-    shells.records.mark_closed(shell_id, at_ms if at_ms is not None else now_ms())
     forget_delivered(shells, shell_id)
     WriteLocks(shells.home).discard(shell_id)
     shells.forget(shell_id)
@@ -327,11 +346,18 @@ def forget_delivered(shells: Shells, shell_id: str) -> None:
     Vault(shells.store, shells.home).delivered.forget(shell_id)
 
 
-async def check_confined(shells: Shells, host: ShellHost, shell_id: str) -> None:
+async def check_confined(
+    shells: Shells,
+    host: ShellHost,
+    shell_id: str,
+    rec: ShellRecord | None = None,
+    confinement: Confinement | None = None,
+) -> None:
     """Neutralise what a confined shell left in git directories (outside a run: a person's
-    commands, a background job); never fails the caller."""
-    confinement = shells.confinement_of(shell_id)
-    rec = shells.record(shell_id)
+    commands, a background job); never fails the caller. A close passes the record and the
+    confinement it read before it marked the record closed."""
+    confinement = confinement if confinement is not None else shells.confinement_of(shell_id)
+    rec = rec if rec is not None else shells.record(shell_id)
     if confinement is None or rec is None:
         return
     try:

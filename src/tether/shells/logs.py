@@ -11,6 +11,11 @@ next one that sees the shell print. On a filesystem without hole punching the lo
 
 Nothing here needs the event loop: the render worker reads logs with these functions and imports
 no more (``tether.shells.worker``). The wake-ups when a log grows are ``wakeups``.
+
+A log is only ever opened as a regular file, without blocking and without following a link:
+something else in its place (a directory, a symbolic link, a FIFO, whose open would wait for a
+writer for ever) is a ``StorageError`` naming it, and
+``check_live`` says when a live shell's log is gone, the one place tether reads its output from.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ import errno
 import functools
 import logging
 import os
+import stat
 from pathlib import Path
+
+from tether.errors import StorageError
+from tether.home import open_regular
 
 logger = logging.getLogger(__name__)
 
@@ -38,18 +47,57 @@ def log_path(logs_dir: Path, shell_id: str) -> Path:
     return logs_dir / f"{shell_id}.log"
 
 
+def _not_a_file(path: Path) -> StorageError:
+    return StorageError(
+        f"{path}, a shell's output log, is not a regular file (a directory, a FIFO, a device or a "
+        "symbolic link was put in its place); tether reads the shell's output only from it: "
+        "remove it, then close the shell (shell_manage close) and open another, which starts a "
+        "log of its own"
+    )
+
+
+def _open(path: Path, flags: int) -> int | None:
+    """The log opened (``None``: there is none); never blocks, and only a regular file is opened."""
+    try:
+        return open_regular(path, flags | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.ENXIO, errno.EISDIR, errno.ELOOP):
+            raise _not_a_file(path) from exc
+        raise
+
+
 def log_size(path: Path) -> int:
     try:
-        return os.stat(path).st_size
+        info = os.lstat(path)
     except FileNotFoundError:
         return 0
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_a_file(path)
+    return info.st_size
+
+
+def check_live(path: Path, shell_id: str) -> None:
+    """Refuse to follow a live shell whose log is gone or replaced: its offsets would name nothing,
+    and every wait would end in a misleading timeout ("did not reach its prompt")."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise StorageError(
+            f"the output log of shell {shell_id}, {path}, was removed while the shell ran; tether "
+            "reads the shell's output only from it, so it cannot follow this shell any more: close "
+            f"it (shell_manage close) and open another (shell_open from={shell_id} starts in its "
+            "directory)"
+        ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_a_file(path)
 
 
 def data_start(path: Path) -> int:
     """The first retained offset (0 unless the cap punched the head of the log)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    fd = _open(path, os.O_RDONLY)
+    if fd is None:
         return 0
     try:
         return os.lseek(fd, 0, os.SEEK_DATA)
@@ -61,9 +109,8 @@ def data_start(path: Path) -> int:
 
 def read_range(path: Path, start: int, end: int | None = None) -> bytes:
     """Bytes ``[start, end)`` of a log (clipped to what exists; punched bytes are dropped)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+    fd = _open(path, os.O_RDONLY)
+    if fd is None:
         return b""
     try:
         size = os.fstat(fd).st_size
@@ -82,9 +129,8 @@ def read_range(path: Path, start: int, end: int | None = None) -> bytes:
 
 def read_at(path: Path, offset: int, limit: int) -> bytes:
     """Up to ``limit`` bytes of a log from ``offset`` as they are (``b""``: none, or no log)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+    fd = _open(path, os.O_RDONLY)
+    if fd is None:
         return b""
     try:
         # Clipped to what exists: a buffer of ``limit`` bytes would be allocated whatever is read.
@@ -107,9 +153,8 @@ def _pread_all(fd: int, offset: int, length: int) -> bytes:
 
 def enforce_cap(path: Path, cap: int) -> bool:
     """Punch the oldest bytes so at most ``cap`` bytes remain (keeping ~cap/2 after a trim)."""
-    try:
-        fd = os.open(path, os.O_WRONLY)
-    except FileNotFoundError:
+    fd = _open(path, os.O_WRONLY)
+    if fd is None:
         return False
     try:
         size = os.fstat(fd).st_size

@@ -31,6 +31,7 @@ from tether.shells.host import ShellHost
 from tether.shells.hosts import Confinement, rc_text
 from tether.shells.integration.tracker import Activity
 from tether.shells.logs import log_size
+from tether.shells.records import closed_meanwhile
 from tether.shells.tmux.commands import PaneInfo, sh_quote
 from tether.shells.waits import ShellReplaced, WaitSpec
 
@@ -255,6 +256,8 @@ async def reinstall(shells: Shells, host: ShellHost, pane: PaneInfo) -> None:
     that removes itself from history; then wait for the prompt it draws."""
     rec = shells.record(pane.shell_id)
     if rec is None:
+        if shells.records.closed(pane.shell_id):
+            raise closed_meanwhile(pane.shell_id)
         raise NotFoundError(f"shell {pane.shell_id} has no record: it was not opened by tether")
     # The same nonce: a wait already following the shell's events keeps recognising them.
     nonce = rec.nonce or ids.new_nonce()

@@ -12,6 +12,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
+from tether.errors import NotFoundError
 from tether.store.db import Store, register_schema
 
 register_schema(
@@ -63,6 +64,15 @@ register_schema(
         ("shell_runs", "prompt_before", "INTEGER NOT NULL DEFAULT 0"),
     ),
 )
+
+
+def closed_meanwhile(shell_id: str) -> NotFoundError:
+    """What a call on a shell that another call closed while it ran is told."""
+    return NotFoundError(
+        f"shell {shell_id} was closed meanwhile by another call (another conversation, the panel "
+        f"or the idle sweep); nothing more was done. shell_open with action.from={shell_id} opens "
+        "a new shell in its directory with its scrollback"
+    )
 
 
 def now_ms() -> int:
@@ -172,9 +182,25 @@ class Records:
     def known_ids(self) -> set[str]:
         return {r["id"] for r in self.store.query("SELECT id FROM shells")}
 
-    def mark_closed(self, shell_id: str, at_ms: int) -> None:
+    def mark_closed(self, shell_id: str, at_ms: int) -> bool:
+        """Close the record; ``False``: it was closed already (by this call's rival, in any process)."""
+        return (
+            self.store.execute(
+                "UPDATE shells SET closed_ms = ? WHERE id = ? AND closed_ms IS NULL", (at_ms, shell_id)
+            )
+            == 1
+        )
+
+    def closed(self, shell_id: str) -> bool:
+        """Whether the shell has a record, and it is closed."""
+        return bool(
+            self.store.query("SELECT 1 FROM shells WHERE id = ? AND closed_ms IS NOT NULL", (shell_id,))
+        )
+
+    def reopen(self, shell_id: str, closed_ms: int) -> None:
+        """Undo ``mark_closed`` of a close that failed before the shell was ended."""
         self.store.execute(
-            "UPDATE shells SET closed_ms = ? WHERE id = ? AND closed_ms IS NULL", (at_ms, shell_id)
+            "UPDATE shells SET closed_ms = NULL WHERE id = ? AND closed_ms = ?", (shell_id, closed_ms)
         )
 
     def touch(self, shell_id: str) -> None:

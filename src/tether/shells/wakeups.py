@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from tether import inotify
+from tether.errors import StorageError
 from tether.shells.logs import data_start, enforce_cap, log_path, log_size
 from tether.shells.timing import OutputClock
 from tether.shells.tmux.control import SessionError
@@ -101,8 +102,11 @@ class LogWatcher:
                 event.set()
             # One stat per batch of writes (microseconds), shared by the cap and the clock.
             path = log_path(self.logs_dir, name)
-            size = log_size(path)
-            self._check_cap(name, path, size)
+            try:
+                size = log_size(path)
+                self._check_cap(name, path, size)
+            except StorageError:
+                continue  # something else in the log's place: each call on the shell says so
             self.clock.note(name, size)
 
     def _check_cap(self, shell_id: str, path: Path, size: int) -> None:

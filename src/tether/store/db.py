@@ -6,7 +6,10 @@ home never interleave half-written records. Feature modules declare their own ta
 ``register_schema``; ``Store.open`` applies every registered schema idempotently.
 
 A write the file system refuses (full, read-only) is a ``StorageError`` naming the database, and
-its transaction is rolled back, never left open for the next one to join.
+its transaction is rolled back, never left open for the next one to join. So is a database tether
+cannot use: not one at all, damaged (at open or at the first statement that meets the damage), or
+of another shape (a table of another program or version lacking a column tether reads, or holding
+one it does not fill) — each message says to move the file aside.
 
 Connections are per thread (``sqlite3`` objects must not cross threads); async callers run the
 short statements inline — each is sub-millisecond on a local WAL database.
@@ -74,7 +77,11 @@ class Store:
     def open(cls, home: Path) -> Store:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
         store = cls(home / "tether.db")
-        store.ensure_schemas()
+        try:
+            store.ensure_schemas()
+        except BaseException:  # a database tether cannot use: its connection is not left open
+            store.close()
+            raise
         return store
 
     def ensure_schemas(self) -> None:
@@ -86,13 +93,47 @@ class Store:
             return
         with self.transaction() as conn:
             for name, ddl in pending.items():
-                for statement in _statements(ddl):
-                    conn.execute(statement)
+                try:
+                    for statement in _statements(ddl):
+                        conn.execute(statement)
+                except sqlite3.OperationalError as exc:  # an index on a column the table lacks
+                    if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_ERROR:
+                        raise
+                    raise self._other_shape(str(exc)) from exc
                 for table, column, decl in _COLUMNS.get(name, ()):
                     have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
                     if column not in have:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                for table, wanted in _shape(name).items():
+                    _check_shape(self, conn, table, wanted)
                 self._applied.add(name)
+
+    def _other_shape(self, why: str) -> StorageError:
+        return StorageError(
+            f"{self.path} was made by another version of tether or another program ({why}); "
+            f"move it aside (mv {self.path} {self.path}.broken) and tether starts a new one: the "
+            "shells live on in tmux, the records, locks, macros and vault items it held do not"
+        )
+
+    def _unusable(self, exc: sqlite3.Error) -> StorageError | None:
+        """The ``StorageError`` for what SQLite answered, when it is the file's or the file system's
+        condition rather than tether's mistake (``None``: it is a bug, raised as it is)."""
+        code = exc.sqlite_errorcode & 0xFF
+        if code in _STORAGE_CODES:
+            return StorageError(
+                f"the file system refused tether's write to {self.path} ({exc}); "
+                "free space there, or make it writable, and call again"
+            )
+        if code in _UNUSABLE_CODES:
+            return self._not_a_database(exc)
+        return None
+
+    def _not_a_database(self, exc: sqlite3.Error) -> StorageError:
+        return StorageError(
+            f"{self.path} is not a database tether can open ({exc}); move it aside "
+            f"(mv {self.path} {self.path}.broken) and tether starts a new one: the shells "
+            "live on in tmux, the records, locks, macros and vault items it held do not"
+        )
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -107,13 +148,12 @@ class Store:
                         f"{self.path} cannot be opened ({exc}); make its directory writable, or "
                         "let this process open more files, and call again"
                     ) from exc
-                if code not in _UNUSABLE_CODES and code != sqlite3.SQLITE_CANTOPEN:
+                if code == sqlite3.SQLITE_CANTOPEN:  # something else stands in its place
+                    raise self._not_a_database(exc) from exc
+                unusable = self._unusable(exc)
+                if unusable is None:
                     raise
-                raise StorageError(
-                    f"{self.path} is not a database tether can open ({exc}); move it aside "
-                    f"(mv {self.path} {self.path}.broken) and tether starts a new one: the shells "
-                    "live on in tmux, the records, locks, macros and vault items it held do not"
-                ) from exc
+                raise unusable from exc
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -154,12 +194,10 @@ class Store:
                     conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            if exc.sqlite_errorcode & 0xFF not in _STORAGE_CODES:
+            unusable = self._unusable(exc)
+            if unusable is None:
                 raise
-            raise StorageError(
-                f"the file system refused tether's write to {self.path} ({exc}); "
-                "free space there, or make it writable, and call again"
-            ) from exc
+            raise unusable from exc
         self._committed()
 
     def _committed(self) -> None:
@@ -194,7 +232,13 @@ class Store:
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         self.ensure_schemas()
-        return list(self._conn().execute(sql, params).fetchall())
+        try:
+            return list(self._conn().execute(sql, params).fetchall())
+        except sqlite3.Error as exc:
+            unusable = self._unusable(exc)
+            if unusable is None:
+                raise
+            raise unusable from exc
 
     def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
         """Run one write statement in its own transaction; returns the affected row count."""
@@ -232,6 +276,41 @@ def _enter_wal(conn: sqlite3.Connection) -> None:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+
+
+_SHAPES: dict[str, dict[str, frozenset[str]]] = {}
+
+
+def _shape(name: str) -> dict[str, frozenset[str]]:
+    """The tables a registered schema makes and the columns of each (``added`` ones included: the
+    ``CREATE`` declares them too), built once per process in a database of its own in memory."""
+    shape = _SHAPES.get(name)
+    if shape is None:
+        conn = sqlite3.connect(":memory:")
+        try:
+            for statement in _statements(_SCHEMAS[name]):
+                conn.execute(statement)
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            shape = {t: frozenset(row[1] for row in conn.execute(f"PRAGMA table_info({t})")) for t in tables}
+        finally:
+            conn.close()
+        _SHAPES[name] = shape
+    return shape
+
+
+def _check_shape(store: Store, conn: sqlite3.Connection, table: str, wanted: frozenset[str]) -> None:
+    """Refuse a table that lacks a column tether uses, or holds a ``NOT NULL`` one without a
+    default that tether does not fill (a later version's, another program's): every statement on
+    it would fail, each as a bare SQLite error."""
+    have = list(conn.execute(f"PRAGMA table_info({table})"))  # cid, name, type, notnull, default, pk
+    missing = sorted(wanted - {row[1] for row in have})
+    if missing:
+        raise store._other_shape(f"table {table} has no column {missing[0]}")
+    unfilled = [row[1] for row in have if row[1] not in wanted and row[3] and row[4] is None and not row[5]]
+    if unfilled:
+        raise store._other_shape(
+            f"table {table} has a column {unfilled[0]} that this version of tether does not fill"
+        )
 
 
 def _stands_in_place(path: Path) -> bool:

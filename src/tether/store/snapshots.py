@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import os
 import sqlite3
 import time
@@ -32,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from tether.errors import UsageError
-from tether.home import replace_file
+from tether.errors import StorageError, UsageError
+from tether.home import open_regular, replace_file
 from tether.store.db import Store, register_schema
 from tether.store.manual_locks import check_shell_id
 
@@ -127,8 +128,14 @@ class SnapshotStore:
         data, dropped = _bounded(text, self.max_bytes)
         shell_dir = self.dir / shell_id
         # Each level its own mode: ``parents=True`` would make ``snapshots/`` itself 0755.
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        shell_dir.mkdir(mode=0o700, exist_ok=True)
+        for level in (self.dir, shell_dir):
+            try:
+                level.mkdir(mode=0o700, exist_ok=True)
+            except (FileExistsError, NotADirectoryError) as exc:  # a file where a directory goes
+                raise StorageError(
+                    f"{level} is not a directory, so no snapshot can be kept there (and a shell is not "
+                    f"closed without one); remove it (rm {level}) and tether makes the directory again"
+                ) from exc
         self.store.ensure_schemas()
         with self.store.transaction() as conn:
             row = conn.execute(
@@ -173,11 +180,23 @@ class SnapshotStore:
         return [self._snapshot(r) for r in rows]
 
     def read_text(self, snapshot: Snapshot) -> str:
-        """The saved scrollback (invalid UTF-8 is replaced, never an error)."""
+        """The saved scrollback (invalid UTF-8 is replaced, never an error; none when its file is
+        gone). Anything but a regular file in its place is a ``StorageError``, never waited on (a
+        FIFO's open would wait for a writer for ever)."""
         try:
-            return snapshot.path.read_bytes().decode("utf-8", "replace")
+            fd = open_regular(snapshot.path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             return ""
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENXIO, errno.EISDIR, errno.ELOOP):
+                raise
+            raise StorageError(
+                f"{snapshot.path}, the scrollback of snapshot {snapshot.id}, is not a regular file (a "
+                f"directory, a FIFO or a link was put in its place); remove it (rm -r {snapshot.path}) "
+                "and the snapshot revives without its scrollback"
+            ) from exc
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
 
     # ---- internals ------------------------------------------------------------------------
 

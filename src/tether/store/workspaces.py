@@ -24,6 +24,8 @@ from tether.store.db import Store, register_schema
 MAX_NAME_CHARS = 64
 MAX_SHELLS = 64
 MAX_LABEL_CHARS = 32
+COLS = (20, 1000)  # the terminal sizes a saved shell may reopen with
+ROWS = (5, 500)
 
 register_schema(
     "workspaces",
@@ -97,14 +99,20 @@ def _check_descriptor(i: int, d: ShellDescriptor) -> None:
     problems = []
     if len(d.label) > MAX_LABEL_CHARS:
         problems.append(f"label is longer than {MAX_LABEL_CHARS} characters")
-    if not 20 <= d.cols <= 1000:
-        problems.append(f"cols {d.cols} is outside 20-1000")
-    if not 5 <= d.rows <= 500:
-        problems.append(f"rows {d.rows} is outside 5-500")
+    if not COLS[0] <= d.cols <= COLS[1]:
+        problems.append(f"cols {d.cols} is outside {COLS[0]}-{COLS[1]}")
+    if not ROWS[0] <= d.rows <= ROWS[1]:
+        problems.append(f"rows {d.rows} is outside {ROWS[0]}-{ROWS[1]}")
     if d.idle_minutes is not None and not 0 <= d.idle_minutes <= 1440:
         problems.append(f"idleMinutes {d.idle_minutes} is outside 0-1440")
     if problems:
         raise UsageError(f"workspace shell {i}: {'; '.join(problems)}")
+
+
+def fit_size(cols: int, rows: int) -> tuple[int, int]:
+    """A live pane's size as a workspace can hold it: a person's small terminal attached (or a
+    resize) may have shrunk the pane below what a shell reopens with."""
+    return min(max(cols, COLS[0]), COLS[1]), min(max(rows, ROWS[0]), ROWS[1])
 
 
 class WorkspaceStore:

@@ -29,7 +29,7 @@ from tether.shells.targets import check_capacity
 from tether.store.macros import Macro, MacroEvent, MacroStore, MacroView
 from tether.store.manual_locks import utc_text
 from tether.store.vault import Vault
-from tether.store.workspaces import ShellDescriptor, WorkspaceStore
+from tether.store.workspaces import ShellDescriptor, WorkspaceStore, fit_size
 
 
 async def reap(shells: Shells, actor: str, dryrun: bool) -> Done:
@@ -177,15 +177,18 @@ async def workspace_save(
 ) -> Done:
     live = await shells.live()
     records = shells.records.shells()
-    descriptors = []
+    descriptors, notes = [], []
     for shell_id in shell_ids:
         pane, rec = live[shell_id], records.get(shell_id)
+        cols, rows = fit_size(pane.cols, pane.rows)
+        if (cols, rows) != (pane.cols, pane.rows):
+            notes.append(f"[{shell_id}'s pane is {pane.cols}x{pane.rows}; saved as {cols}x{rows}]")
         descriptors.append(
             ShellDescriptor(
                 label=rec.label if rec is not None else shell_id,
                 cwd=pane.cwd or (rec.cwd if rec is not None else ""),
-                cols=pane.cols,
-                rows=pane.rows,
+                cols=cols,
+                rows=rows,
                 idle_minutes=rec.idle_minutes if rec is not None else None,
                 host=shells.host_of(shell_id).name,
             )
@@ -196,6 +199,7 @@ async def workspace_save(
         lines=(
             f"{verb} workspace {ws.name!r} with {len(descriptors)} shells",
             *(_descriptor_line(d) for d in descriptors),
+            *notes,
         ),
         data={"workspace": ws.name, "replaced": replaced, "shells": [d.to_json() for d in descriptors]},
     )
@@ -223,9 +227,13 @@ def workspace_list(shells: Shells) -> Done:
 async def workspace_restore(shells: Shells, action: WorkspaceRestoreAction, actor: str) -> Done:
     descriptors = WorkspaceStore(shells.store).restore(action.name)
     await check_capacity(shells, len(descriptors), what=f"workspace {action.name!r}")
+    # Every host before any shell: a workspace refused half-way would leave shells the error does
+    # not name, and a retry would open them twice.
+    hosts = [
+        shells.check_host(d.host, f"workspace {action.name!r} shell {d.label!r}: host") for d in descriptors
+    ]
     lines, opened = [], []
-    for d in descriptors:
-        host = shells.check_host(d.host, f"workspace {action.name!r} shell {d.label!r}: host")
+    for d, host in zip(descriptors, hosts, strict=True):
         cwd = d.cwd if d.cwd and await host.start_dir(d.cwd) else None
         rec, _ = await lifecycle.open_shell(
             shells,

@@ -81,7 +81,7 @@ async def shell_kind(shells: Shells, shell_id: str, action: ManageAction, actor:
         except RefusedError as exc:
             note_outcome(shell_id, "refused", exc.message)
             raise
-    _, pane = await shells.pane(shell_id)
+    _, pane = await shells.pane(shell_id, output=False)
     if isinstance(action, RenameAction):
         rec = lifecycle.record(shells, shell_id)
         label = lifecycle.check_label(action.new_name, "action.newName")
