@@ -216,3 +216,27 @@ def test_a_home_other_users_may_write_is_refused_by_every_door(tmp_path: Path, d
     home.chmod(0o700)
     ran = _door(home, "exec", "--", "echo", "ran")
     assert (ran.returncode, ran.stdout) == (0, "ran\n"), ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "least"),
+    [
+        ("log_max_bytes", 0, 1024 * 1024),
+        ("result_max_bytes", 5, 1024),
+        ("default_cols", 0, 20),
+        ("default_rows", 2, 5),
+    ],
+)
+def test_a_persistent_shell_setting_below_what_works_is_refused(
+    tmp_path: Path, key: str, value: int, least: int
+) -> None:
+    # Taken silently before: a log capped at 0 bytes was emptied as the shell printed (a wait saw
+    # nothing), a result budget of 5 bytes was raised to 1024 without a word, a shell reopened
+    # with 0 columns.
+    (tmp_path / "config.toml").write_text(f"[sessions]\n{key} = {value}\n", encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        load_config(tmp_path)
+    assert info.value.message.startswith(f"config.toml: [sessions].{key} = {value} is too small; ")
+    assert f"at least {least}" in info.value.message
+    (tmp_path / "config.toml").write_text(f"[sessions]\n{key} = {least}\n", encoding="utf-8")
+    assert getattr(load_config(tmp_path).sessions, key) == least

@@ -164,6 +164,15 @@ _AT_LEAST: dict[tuple[str, str], tuple[int, str]] = {
     # 0 is no "no deadline": every one-shot command would time out before it started.
     ("shell", "timeout_ms"): (1, "a one-shot command's default deadline in ms (0 is not 'none')"),
     ("shell", "max_timeout_ms"): (1, "the longest deadline a call may ask for, in ms (0 is not 'none')"),
+    # A log capped below a screenful of output loses what a wait or a read is about to look at.
+    ("sessions", "log_max_bytes"): (
+        MIB,
+        "the disk a shell's full-output log may use, in bytes (1 MiB or more)",
+    ),
+    ("sessions", "result_max_bytes"): (1024, "the text of one task's result, in bytes"),
+    # The smallest terminal a shell opens with (shell_open's own cols and rows: 20 and 5).
+    ("sessions", "default_cols"): (20, "the columns of a shell opened without a size"),
+    ("sessions", "default_rows"): (5, "the rows of a shell opened without a size"),
 }
 # Sections validated by the module that owns them.
 _OWNED_ELSEWHERE = ("guard", "sandbox", "vault")

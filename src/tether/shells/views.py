@@ -45,8 +45,9 @@ def with_dropped(lines: Lines) -> list[str]:
 
 
 def budget(shells: Shells) -> int:
-    """The bytes one task's result may hold (``[sessions] result_max_bytes``, at least 1 KiB)."""
-    return max(1024, shells.config.sessions.result_max_bytes)
+    """The bytes one task's result may hold (``[sessions] result_max_bytes``; the configuration
+    refuses less than 1 KiB)."""
+    return shells.config.sessions.result_max_bytes
 
 
 def fit(lines: list[str] | tuple[str, ...], max_bytes: int, *, keep: str = "tail") -> tuple[str, ...]:
