@@ -240,3 +240,18 @@ def test_a_persistent_shell_setting_below_what_works_is_refused(
     assert f"at least {least}" in info.value.message
     (tmp_path / "config.toml").write_text(f"[sessions]\n{key} = {least}\n", encoding="utf-8")
     assert getattr(load_config(tmp_path).sessions, key) == least
+
+
+@pytest.mark.parametrize(("key", "value", "most"), [("default_cols", 1001, 1000), ("default_rows", 501, 500)])
+def test_a_shell_size_above_what_a_call_may_ask_is_refused(
+    tmp_path: Path, key: str, value: int, most: int
+) -> None:
+    # Taken before: every shell opened without a size got a terminal no call could ask for
+    # (shell_open's cols are 20-1000, rows 5-500).
+    (tmp_path / "config.toml").write_text(f"[sessions]\n{key} = {value}\n", encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        load_config(tmp_path)
+    assert info.value.message.startswith(f"config.toml: [sessions].{key} = {value} is too large; ")
+    assert f"at most {most}" in info.value.message
+    (tmp_path / "config.toml").write_text(f"[sessions]\n{key} = {most}\n", encoding="utf-8")
+    assert getattr(load_config(tmp_path).sessions, key) == most

@@ -174,6 +174,12 @@ _AT_LEAST: dict[tuple[str, str], tuple[int, str]] = {
     ("sessions", "default_cols"): (20, "the columns of a shell opened without a size"),
     ("sessions", "default_rows"): (5, "the rows of a shell opened without a size"),
 }
+# Integer settings with a ceiling: the sizes shell_open and shell_manage's resize accept (a shell
+# opened without a size must be one a call could have asked for).
+_AT_MOST: dict[tuple[str, str], int] = {
+    ("sessions", "default_cols"): 1000,
+    ("sessions", "default_rows"): 500,
+}
 # Sections validated by the module that owns them.
 _OWNED_ELSEWHERE = ("guard", "sandbox", "vault")
 
@@ -360,6 +366,12 @@ def _build_section(name: str, cls: type[Any], table: object) -> Any:
                 raise UsageError(
                     f"config.toml: [{name}].{key} = {value} is too small; it is {floor[1]}, "
                     f"at least {floor[0]} (default {default})"
+                )
+            ceiling = _AT_MOST.get((name, key))
+            if ceiling is not None and value > ceiling:
+                raise UsageError(
+                    f"config.toml: [{name}].{key} = {value} is too large; it is at most {ceiling}, "
+                    f"the most a call may ask for (default {default})"
                 )
         elif isinstance(default, float):
             # TOML has nan and inf: neither is a length of time (`0 <= nan` is false too).
