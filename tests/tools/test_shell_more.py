@@ -315,3 +315,20 @@ async def test_labels_filters_and_human_states(tether_home: Path, tmp_path: Path
                 await anyio.sleep(0.05)
             assert data["shells"][0]["shell"] == a and "busy" in data["shells"][0]["states"]
             await anyio.to_thread.run_sync(gate.write_text, "go\n")  # the run ends; the group too
+
+
+async def test_a_megabyte_of_text_then_enter_runs(tether_home: Path) -> None:
+    # shell_send types its text at the cursor and asks the guard's reporter for the line before
+    # Enter. The reporter was allowed 5 s whatever came before it; bash reads the text typed
+    # before it unbuffered (and, with the cursor put at the end by number, spent 16 s on its
+    # place): a megabyte of text then Enter was refused, nothing run, the shell busy half a minute.
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client)
+        word = "a" * 1_000_000
+        send = {"kind": "send", "text": f"echo {word} | wc -c", "keys": ["Enter"]}
+        text, data = await call(
+            client, "shell_send", {"tasks": [{"target": {"sessions": shell}, "action": send}]}
+        )
+        assert data["tasks"][0]["ok"] is True, text[:2000]
+        done = await _read(client, shell, wait={"kind": "idle"})
+        assert done["met"] is True and "1000001" in done["lines"], str(done)[-3000:]

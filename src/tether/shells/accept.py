@@ -44,6 +44,9 @@ from tether.shells.safety.hooks import WriteDecision
 from tether.shells.tmux.commands import PaneInfo
 
 _REPORT_TIMEOUT_S = 5.0
+# The reporter answers after bash has read what was typed before it, which the loader's ``read``
+# takes from the terminal unbuffered: up to 4 s a megabyte on a busy 2-core machine.
+_REPORT_S_PER_MB = 10.0
 _READ_CHUNK = 1 << 20
 # Keys that make readline accept the line (tmux names, compared in lower case).
 _ACCEPT = frozenset({"enter", "kpenter", "c-m", "c-j", "^m", "^j", "0xd", "0x0d", "0xa", "0x0a", "c-o", "^o"})
@@ -101,9 +104,10 @@ def capable(host: ShellHost, shell_id: str) -> bool:
 
 
 async def report(
-    shells: Shells, host: ShellHost, pane: PaneInfo, keys: bytes = b"", text: str = ""
+    shells: Shells, host: ShellHost, pane: PaneInfo, keys: bytes = b"", text: str = "", *, typed: int = 0
 ) -> Report:
-    """Type ``keys`` + ``text`` (a line for readline), then ask the reporter; its answer."""
+    """Type ``keys`` + ``text`` (a line for readline), then ask the reporter; its answer.
+    ``typed``: how many characters were typed just before (the reporter answers after them)."""
     nonce = shells.nonce_of(pane.shell_id)
     if nonce is None:
         raise RefusedError(f"shell {pane.shell_id} has no shell integration; the guard cannot read its line")
@@ -115,7 +119,8 @@ async def report(
         if keys or text:
             await host.type_keys_then_text(pane, keys, text)
         await host.type_keys_then_text(pane, REPORT_KEYS, payload.report_payload(seq))
-        deadline = time.monotonic() + _REPORT_TIMEOUT_S
+        allowed = _REPORT_TIMEOUT_S + _REPORT_S_PER_MB * (typed + len(text)) / 1e6
+        deadline = time.monotonic() + allowed
         while True:
             waker.clear()
             while scanner.pos < log_size(log):
@@ -134,7 +139,7 @@ async def report(
             if remaining <= 0:
                 raise RefusedError(
                     f"shell {pane.shell_id} did not show the guard its command line within "
-                    f"{_REPORT_TIMEOUT_S:g} s; nothing was run. Retry, or clear the line with keys ['C-u']"
+                    f"{allowed:.3g} s; nothing was run. Retry, or clear the line with keys ['C-u']"
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waker.wait(), timeout=remaining)
@@ -312,8 +317,9 @@ async def send(
     for index, (kind, item) in enumerate(items):
         if kind == "key" and is_accept_key(item):
             await _type_plain(host, pane, batch, decision, buffer=buffer, loader=True)
+            typed = sum(len(text) for kind, text in batch if kind == "text")
             batch = []
-            answer = await report(shells, host, pane)
+            answer = await report(shells, host, pane, typed=typed)
             pending = shells.activity(shell_id)
             try:
                 verdict = await decision.judge(

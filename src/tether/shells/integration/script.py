@@ -181,6 +181,7 @@ __tether_report() {
   [[ -z ${!__TETHER_V_*} ]] || local -- ${!__TETHER_V_@}
   __tether_dump "${__tether_sf%.state}.report" all
   printf '\e]6973;%s;L;%s;%s\a' "$__tether_n" "${__tether_p%%|*}" "${READLINE_LINE@Q}"
+  unset -v READLINE_POINT  # the cursor stays where it is, without bash's scan of the line
 }
 __tether_load() {
   local __tether_p __tether_f __tether_i
@@ -203,17 +204,23 @@ __tether_load() {
   done
   local __tether_t
   printf -v __tether_t '%b' "${__tether_f[2]}"
+  # Where the cursor goes. In a UTF-8 locale bash turns a READLINE_POINT of N characters into
+  # bytes by scanning the rest of the line once per character: a cursor put at the end of a 1 MB
+  # line cost 16 s (quadratic). Unset, READLINE_POINT is not read back, and a line that changed
+  # leaves readline's cursor at its end (bash inserts the new line whole), at no cost.
   if [[ ${__tether_f[0]} == i ]]; then
-    READLINE_LINE=${READLINE_LINE:0:READLINE_POINT}$__tether_t${READLINE_LINE:READLINE_POINT}
-    READLINE_POINT=$(( READLINE_POINT + ${#__tether_t} ))
+    if (( READLINE_POINT == ${#READLINE_LINE} )); then
+      READLINE_LINE+=$__tether_t; unset -v READLINE_POINT
+    else  # inside the line: the cursor after the text (bash's scan is as long as the line)
+      READLINE_LINE=${READLINE_LINE:0:READLINE_POINT}$__tether_t${READLINE_LINE:READLINE_POINT}
+      READLINE_POINT=$(( READLINE_POINT + ${#__tether_t} ))
+    fi
   elif [[ ${__tether_f[0]} == a ]]; then
-    READLINE_LINE+=$__tether_t; READLINE_POINT=${#READLINE_LINE}
+    READLINE_LINE+=$__tether_t; unset -v READLINE_POINT
   elif [[ ${__tether_f[0]} == h ]]; then
-    READLINE_LINE=$__tether_t; READLINE_POINT=${#READLINE_LINE}  # held: the next line continues it
+    READLINE_LINE=$__tether_t; unset -v READLINE_POINT  # held: the next line continues it
   else
-    # The cursor at the start: the line is accepted next. In a UTF-8 locale bash turns a
-    # READLINE_POINT of N characters into bytes by scanning the rest of the line once per
-    # character, which made typing a 1 MB command take 16 s (quadratic); from 0 it scans nothing.
+    # The cursor at the start: the line is accepted next, and from 0 bash scans nothing.
     __tether_tok=${__tether_f[1]}; READLINE_LINE=$__tether_t; READLINE_POINT=0
   fi
   __tether_arm
