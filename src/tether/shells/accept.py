@@ -317,9 +317,9 @@ async def send(
     for index, (kind, item) in enumerate(items):
         if kind == "key" and is_accept_key(item):
             await _type_plain(host, pane, batch, decision, buffer=buffer, loader=True)
-            typed = sum(len(text) for kind, text in batch if kind == "text")
+            before = sum(len(text) for kind, text in batch if kind == "text")
             batch = []
-            answer = await report(shells, host, pane, typed=typed)
+            answer = await report(shells, host, pane, typed=before)
             pending = shells.activity(shell_id)
             try:
                 verdict = await decision.judge(
