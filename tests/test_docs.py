@@ -159,3 +159,150 @@ def test_every_tool_call_example_passes_the_tools_validation() -> None:
                 assert arguments["command"] and arguments["description"]
         except TetherError as exc:
             pytest.fail(f"{page.name}: example call of {name} is refused: {exc.message}\n{arguments}")
+
+
+# ---- what the code offers, each named in the docs (and the configuration table, each in the code) ----
+
+_REFERENCE = [page for page in PAGES if page.name != "development.md"]  # a probe's notes are no reference
+
+
+def _reference_text() -> str:
+    return "\n".join(page.read_text(encoding="utf-8") for page in _REFERENCE)
+
+
+def _without_parentheses(text: str) -> str:
+    while True:
+        shorter = re.sub(r"\([^()]*\)", "", text)
+        if shorter == text:
+            return text
+        text = shorter
+
+
+def _configuration_table() -> dict[str, set[str]]:
+    """``[section]`` -> the keys its row of docs/configuration.md names (values, in parentheses, left out)."""
+    rows: dict[str, set[str]] = {}
+    for line in (REPO / "docs" / "configuration.md").read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^\| \[`\[([a-z.A-Z]+)\]`\]\([^)]*\) \| [^|]* \| (.*) \|$", line)
+        if m is None:
+            continue
+        section, keys = m.group(1), _without_parentheses(m.group(2))
+        names = set(re.findall(r"`([a-z_]+)`", keys))
+        names |= {k.rpartition(".")[2] for k in re.findall(r"`\[\[([a-z_.]+)\]\]`", keys)}
+        rows[section] = names
+    return rows
+
+
+def _configuration_schema() -> dict[str, set[str]]:
+    import dataclasses
+
+    from tether import config
+    from tether.shells.guard import config as guard_config
+    from tether.store.vault.rules import VaultSettings
+
+    schema = {name: set(cls._fields) for name, cls in config._TYPED.items()}
+    schema["hosts.NAME"] = set(config._HOST_KEYS)
+    schema["guard"] = set(guard_config._SECTION_KEYS)
+    schema["sandbox"] = {f.name for f in dataclasses.fields(SandboxSettings)}
+    schema["vault"] = set(VaultSettings.__annotations__)
+    known = {*config._TYPED, *config._OWNED_ELSEWHERE, "hosts"}
+    assert {name.partition(".")[0] for name in schema} == known, "a section the test does not know"
+    return schema
+
+
+def test_the_configuration_table_names_every_section_and_key_and_no_other() -> None:
+    table, schema = _configuration_table(), _configuration_schema()
+    assert set(table) == set(schema), f"sections: documented {sorted(table)}, in the code {sorted(schema)}"
+    wrong = {
+        section: {
+            "undocumented": sorted(schema[section] - keys),
+            "no such key": sorted(keys - schema[section]),
+        }
+        for section, keys in table.items()
+        if keys != schema[section]
+    }
+    assert not wrong, f"docs/configuration.md's table and the configuration schema differ: {wrong}"
+
+
+def _commands() -> list[tuple[str, list[str]]]:
+    """Every leaf command of ``tether`` (``"vault group create"``) with its long options."""
+    import argparse
+
+    from tether.cli import build_parser
+
+    found: list[tuple[str, list[str]]] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+            found.append((path, [o for o in options if o != "--help"]))
+        for sub in subs:
+            for name, child in sub.choices.items():
+                walk(child, f"{path} {name}".strip())
+
+    walk(build_parser(), "")
+    return found
+
+
+def test_every_command_and_option_of_the_command_line_is_documented() -> None:
+    pages = {page: page.read_text(encoding="utf-8") for page in _REFERENCE}
+    missing = []
+    commands = _commands()
+    assert {path for path, _ in commands} >= {"exec", "mcp", "serve", "shell lock", "vault group create"}
+    for path, options in commands:
+        mentioning = [text for text in pages.values() if f"tether {path}" in text]
+        if not mentioning:
+            missing.append(f"tether {path}")
+            continue
+        missing += [f"tether {path} {o}" for o in options if not any(o in text for text in mentioning)]
+    assert not missing, f"not in the README or docs/*.md (outside development.md): {missing}"
+
+
+# Codes that never reach a caller: the base class's default (every raise names its code), and the
+# spawn layer's, which each executor turns into SHELL_SPAWN before it leaves.
+_INTERNAL_CODES = {"TETHER_ERROR", "SPAWN_FAILED"}
+_CODE = re.compile(r"""\bcode(?:: str)? ?= ?"([A-Z][A-Z_]+)"|\bcode="([A-Z][A-Z_]+)\"""")
+
+
+def test_every_error_code_is_documented() -> None:
+    codes = set()
+    for source in (REPO / "src" / "tether").rglob("*.py"):
+        codes |= {a or b for a, b in _CODE.findall(source.read_text(encoding="utf-8"))}
+    assert {"INVALID_ARGUMENT", "STORAGE_UNAVAILABLE", "SHELL_SPAWN", "HASH_MISMATCH"} <= codes
+    text = _reference_text()
+    missing = sorted(c for c in codes - _INTERNAL_CODES if not re.search(rf"\b{c}\b", text))
+    assert not missing, f"error codes in the code that no page names: {missing}"
+
+
+async def test_every_tool_and_parameter_is_documented(tmp_path: Path) -> None:
+    from tether.tools.catalog import build_catalog
+    from tether.tools.shells.args.actions import KINDS
+    from tether.tools.shells.args.blocks import (
+        _COMMON_WAIT_FIELDS,
+        _KIND_FIELDS,
+        OUTPUT_FIELDS,
+        SAFETY_FIELDS,
+    )
+
+    tools_page = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
+    panel_page = (REPO / "docs" / "panel.md").read_text(encoding="utf-8")
+    catalog = build_catalog(load_config(tmp_path))
+    try:
+        model = {t.name: set(t.input_schema.get("properties", {})) for t in catalog.registry.list()}
+        people = [t.name for t in catalog.registry.list(people=True)]
+    finally:
+        await catalog.aclose()
+    missing = [f"tool {name}" for name in model if f"`{name}`" not in tools_page]
+    missing += [f"{name}.{p}" for name, params in model.items() for p in params if f"`{p}`" not in tools_page]
+    for tool, kinds in KINDS.items():
+        for kind, (fields, _) in kinds.items():
+            missing += [f"{tool} kind {kind}"] if f"`{kind}`" not in tools_page else []
+            missing += [f"{tool} {kind}.{f}" for f in fields if f"`{f}`" not in tools_page]
+    blocks = {**_COMMON_WAIT_FIELDS, **OUTPUT_FIELDS, **SAFETY_FIELDS}
+    fields_of = [f for fields in blocks.values() for f in fields]
+    fields_of += [f for kinds in _KIND_FIELDS.values() for fields in kinds.values() for f in fields]
+    missing += [f"block field {f}" for f in fields_of if f"`{f}`" not in tools_page]
+    missing += [
+        f"people-only tool {name} (docs/panel.md)" for name in people if f"`{name}`" not in panel_page
+    ]
+    assert not missing, f"offered by the code, named nowhere in docs/tools.md: {missing}"
