@@ -306,3 +306,13 @@ async def test_every_tool_and_parameter_is_documented(tmp_path: Path) -> None:
         f"people-only tool {name} (docs/panel.md)" for name in people if f"`{name}`" not in panel_page
     ]
     assert not missing, f"offered by the code, named nowhere in docs/tools.md: {missing}"
+
+
+def test_every_guard_rule_and_rule_key_is_documented() -> None:
+    from tether.shells.guard import config as guard_config
+    from tether.shells.guard.rules import DEFAULT_RULES
+
+    safety = (REPO / "docs" / "safety.md").read_text(encoding="utf-8")
+    missing = [f"rule {r.id}" for r in DEFAULT_RULES if f"| `{r.id}` |" not in safety]
+    missing += [f"rules.{k}" for k in guard_config._RULE_KEYS if f"`rules.{k}`" not in safety]
+    assert not missing, f"docs/safety.md does not name: {missing}"
