@@ -316,3 +316,50 @@ def test_every_guard_rule_and_rule_key_is_documented() -> None:
     missing = [f"rule {r.id}" for r in DEFAULT_RULES if f"| `{r.id}` |" not in safety]
     missing += [f"rules.{k}" for k in guard_config._RULE_KEYS if f"`rules.{k}`" not in safety]
     assert not missing, f"docs/safety.md does not name: {missing}"
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int) and value >= 1024 * 1024 and value % (1024 * 1024) == 0:
+        return f"{value // (1024 * 1024)} MiB"
+    return str(value)
+
+
+def test_the_configuration_tables_defaults_are_the_codes() -> None:
+    from tether import config
+
+    wrong = []
+    for line in (REPO / "docs" / "configuration.md").read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^\| \[`\[([a-z]+)\]`\]", line)
+        if m is None or m.group(1) not in config._TYPED:
+            continue
+        defaults = config._TYPED[m.group(1)]._field_defaults
+        for key, given in re.findall(r"`([a-z_]+)` \(([^;:)]+)", line):
+            if (
+                key in defaults
+                and "`" not in given
+                and not given.startswith("at least")
+                and given.strip() != _shown(defaults[key])
+            ):
+                wrong.append(
+                    f"[{m.group(1)}] {key}: documented {given.strip()!r}, default {_shown(defaults[key])!r}"
+                )
+    assert not wrong, wrong
+
+
+def test_the_settings_tables_defaults_are_the_codes() -> None:
+    """``| `key` | `default` | …`` rows of a page's settings table against the section's defaults."""
+    from tether import config
+
+    tables = {"oneshot.md": config.ShellSection._field_defaults}
+    wrong = []
+    for page, defaults in tables.items():
+        for key, given in re.findall(
+            r"^\| `([a-z_]+)` \| `([^`]+)` \|", (REPO / "docs" / page).read_text(), re.M
+        ):
+            if key in defaults and given != str(defaults[key]):
+                wrong.append(f"{page} {key}: documented {given!r}, default {defaults[key]!r}")
+    assert not wrong, wrong
