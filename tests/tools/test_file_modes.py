@@ -81,3 +81,18 @@ async def test_every_path_tether_creates_is_private(tmp_path: Path) -> None:
     assert expected <= set(modes), sorted(modes)
     assert any(name.startswith("logs/dsh-") for name in modes), sorted(modes)
     assert bad == [], bad
+    # docs/configuration.md names everything a home holds.
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    entries = {
+        name for name in modes if name != "." and (name.count("/") == 0 or name.startswith("logs/times"))
+    }
+    undocumented = sorted(
+        name
+        for name in entries
+        if name != "logs/times"
+        and not name.startswith("logs/times/")
+        and f"`{name}" not in page
+        or name == "logs/times"
+        and "`logs/times/" not in page
+    )
+    assert undocumented == [], f"in a home, named nowhere in docs/configuration.md: {undocumented}"
