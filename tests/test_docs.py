@@ -363,3 +363,24 @@ def test_the_settings_tables_defaults_are_the_codes() -> None:
             if key in defaults and given != str(defaults[key]):
                 wrong.append(f"{page} {key}: documented {given!r}, default {defaults[key]!r}")
     assert not wrong, wrong
+
+
+def test_the_actions_table_is_the_validators_kinds_and_fields() -> None:
+    """docs/tools.md's Actions table: each tool's kinds, and each kind's fields, exactly."""
+    from tether.tools.shells.args.actions import KINDS
+
+    text = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
+    table = text[text.index("### Actions") : text.index("tmux types a key name")]
+    documented: dict[str, dict[str, set[str]]] = {}
+    tool = ""
+    for line in table.splitlines():
+        m = re.match(r"^\| (`[a-z_]+`)? ?\| (.+?) \| (.*) \|$", line)
+        if m is None or m.group(2) == "kind":
+            continue
+        tool = m.group(1).strip("`") if m.group(1) else tool
+        described = _without_parentheses(m.group(3)).split(". ")[0]
+        fields = set(re.findall(r"(?<!: )(?<!\\\| )`([A-Za-z_]+)`", described))
+        for kind in re.findall(r"`([a-z-]+)`", m.group(2)):
+            documented.setdefault(tool, {})[kind] = fields
+    code = {t: {k: set(fields) for k, (fields, _) in kinds.items()} for t, kinds in KINDS.items()}
+    assert documented == code
