@@ -384,3 +384,24 @@ def test_the_actions_table_is_the_validators_kinds_and_fields() -> None:
             documented.setdefault(tool, {})[kind] = fields
     code = {t: {k: set(fields) for k, (fields, _) in kinds.items()} for t, kinds in KINDS.items()}
     assert documented == code
+
+
+def _table_fields(heading: str) -> set[str]:
+    """The first column's names of the first table under ``heading`` in docs/tools.md."""
+    text = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
+    section = text[text.index(heading) + len(heading) :]
+    section = section[: section.index("\n### ")]
+    names: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            names |= set(re.findall(r"`([A-Za-z_]+)`", line.split(" | ")[0]))
+    return names
+
+
+def test_the_output_safety_and_shell_state_tables_are_the_validators_fields() -> None:
+    from tether.tools.shells.args.blocks import OUTPUT_FIELDS, SAFETY_FIELDS
+    from tether.tools.shells.args.parse import STATE_FIELDS
+
+    assert _table_fields("### `output`") == {f for fields in OUTPUT_FIELDS.values() for f in fields}
+    assert _table_fields("### `safety`") == {f for fields in SAFETY_FIELDS.values() for f in fields}
+    assert _table_fields("### `shell_state`") == set(STATE_FIELDS)
