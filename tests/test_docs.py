@@ -405,3 +405,17 @@ def test_the_output_safety_and_shell_state_tables_are_the_validators_fields() ->
     assert _table_fields("### `output`") == {f for fields in OUTPUT_FIELDS.values() for f in fields}
     assert _table_fields("### `safety`") == {f for fields in SAFETY_FIELDS.values() for f in fields}
     assert _table_fields("### `shell_state`") == set(STATE_FIELDS)
+
+
+async def test_every_section_of_the_servers_instructions_is_named(tmp_path: Path) -> None:
+    from tether.tools.catalog import build_catalog
+
+    catalog = build_catalog(load_config(tmp_path))
+    try:
+        sections = set(catalog.hints)
+    finally:
+        await catalog.aclose()
+    assert {"tool:bash", "tool:shell"} <= sections
+    tools_page = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
+    missing = sorted(s for s in sections | {"tool:pwsh"} if f"`{s}`" not in tools_page)
+    assert not missing, f"MCP instructions sections docs/tools.md does not name: {missing}"
