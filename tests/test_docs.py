@@ -419,3 +419,23 @@ async def test_every_section_of_the_servers_instructions_is_named(tmp_path: Path
     tools_page = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
     missing = sorted(s for s in sections | {"tool:pwsh"} if f"`{s}`" not in tools_page)
     assert not missing, f"MCP instructions sections docs/tools.md does not name: {missing}"
+
+
+def test_the_non_interactive_defaults_table_is_the_codes() -> None:
+    from tether.process.env import NONINTERACTIVE_DEFAULTS
+
+    text = (REPO / "docs" / "oneshot.md").read_text(encoding="utf-8")
+    text = text[text.index("| variable | value | why |") :].split("\n\n")[0]
+    documented = {}
+    for names, value in re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| `([^`]*)` \|", text, re.M):
+        documented |= dict.fromkeys(re.findall(r"`(\w+)`", names), value)
+    assert documented == dict(NONINTERACTIVE_DEFAULTS)
+
+
+def test_the_scrubbed_names_are_the_codes() -> None:
+    from tether.config import DEFAULT_SCRUB_PATTERNS
+
+    text = (REPO / "docs" / "oneshot.md").read_text(encoding="utf-8")
+    paragraph = text[text.index("**Scrubbed**") : text.index("plus any variable, whatever its name")]
+    paragraph = _without_parentheses(paragraph)
+    assert re.findall(r"`([A-Z_*]+)`", paragraph) == list(DEFAULT_SCRUB_PATTERNS)
