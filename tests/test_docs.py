@@ -352,16 +352,27 @@ def test_the_configuration_tables_defaults_are_the_codes() -> None:
 
 def test_the_settings_tables_defaults_are_the_codes() -> None:
     """``| `key` | `default` | …`` rows of a page's settings table against the section's defaults."""
+    import dataclasses
+
     from tether import config
 
-    tables = {"oneshot.md": config.ShellSection._field_defaults}
+    def toml(value: object) -> str:
+        if isinstance(value, tuple):
+            return json.dumps(list(value))
+        return json.dumps(value) if isinstance(value, bool | str) else str(value)
+
+    sandbox = {f.name: f.default for f in dataclasses.fields(SandboxSettings)}
+    tables: dict[str, tuple[dict[str, Any], Any]] = {
+        "oneshot.md": (config.ShellSection._field_defaults, str),
+        "sandbox.md": (sandbox, toml),
+        "hosts.md": (config.HostSection._field_defaults, lambda v: v if isinstance(v, str) else toml(v)),
+    }
     wrong = []
-    for page, defaults in tables.items():
-        for key, given in re.findall(
-            r"^\| `([a-z_]+)` \| `([^`]+)` \|", (REPO / "docs" / page).read_text(), re.M
-        ):
-            if key in defaults and given != str(defaults[key]):
-                wrong.append(f"{page} {key}: documented {given!r}, default {defaults[key]!r}")
+    for page, (defaults, shown) in tables.items():
+        text = (REPO / "docs" / page).read_text(encoding="utf-8")
+        for key, given in re.findall(r"^\| `([a-z_]+)` \| `([^`]+)` \|", text, re.M):
+            if key in defaults and given != shown(defaults[key]):
+                wrong.append(f"{page} {key}: documented {given!r}, default {shown(defaults[key])!r}")
     assert not wrong, wrong
 
 
