@@ -450,3 +450,20 @@ def test_the_scrubbed_names_are_the_codes() -> None:
     paragraph = text[text.index("**Scrubbed**") : text.index("plus any variable, whatever its name")]
     paragraph = _without_parentheses(paragraph)
     assert re.findall(r"`([A-Z_*]+)`", paragraph) == list(DEFAULT_SCRUB_PATTERNS)
+
+
+def test_the_audit_verify_outputs_shown_have_the_codes_shape() -> None:
+    """What ``VerifyReport.summary`` prints: ``BROKEN at FILE line N[ (record seq N)] [CODE]: …``."""
+    from tether.audit import BREAK_CODES
+
+    text = (REPO / "docs" / "audit.md").read_text(encoding="utf-8")
+    shown = re.findall(r"^audit log (?:BROKEN|intact).*$", text, re.M)
+    assert len(shown) >= 4
+    broken = re.compile(r"audit log BROKEN at \S+\.jsonl line \d+(?: \(record seq \d+\))? \[([A-Z_]+)\]: \S")
+    intact = re.compile(r"audit log intact: \d+ records in \d+ day files; head [0-9a-f]{16}…$")
+    wrong = [
+        line
+        for line in shown
+        if not (intact.match(line) or ((m := broken.match(line)) and m[1] in BREAK_CODES))
+    ]
+    assert not wrong, wrong
