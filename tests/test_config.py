@@ -255,3 +255,24 @@ def test_a_shell_size_above_what_a_call_may_ask_is_refused(
     assert f"at most {most}" in info.value.message
     (tmp_path / "config.toml").write_text(f"[sessions]\n{key} = {most}\n", encoding="utf-8")
     assert getattr(load_config(tmp_path).sessions, key) == most
+
+
+@pytest.mark.parametrize("shell", ["zsh", "/usr/bin/fish", "sh"])
+def test_a_sessions_shell_that_is_not_bash_is_refused_at_start(tmp_path: Path, shell: str) -> None:
+    # It was taken at start and refused at every shell_open instead: a server configured with zsh
+    # served, and then could open no persistent shell at all.
+    (tmp_path / "config.toml").write_text(f'[sessions]\nshell = "{shell}"\n', encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        load_config(tmp_path)
+    assert info.value.message.startswith(
+        f"config.toml: [sessions].shell = {shell!r}; persistent shells run bash"
+    )
+    done = _door(tmp_path, "mcp")
+    assert done.returncode == 2 and info.value.message in done.stderr, done
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "/bin/bash", "/opt/bash-5.2/bin/bash5"])
+def test_a_sessions_shell_that_is_a_bash_is_taken(tmp_path: Path, shell: str) -> None:
+    (tmp_path / "config.toml").write_text(f'[sessions]\nshell = "{shell}"\n', encoding="utf-8")
+    assert load_config(tmp_path).sessions.shell == shell

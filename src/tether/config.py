@@ -417,5 +417,13 @@ def load_config(home: Path | None = None) -> Config:
             f"config.toml: [shell].provider = {provider!r} is not available; choose one of: "
             f"{', '.join(PROVIDERS)}"
         )
+    shell = sections.get("sessions", SessionsSection()).shell
+    if shell and not Path(shell).name.startswith("bash"):
+        # Refused here, at every door's start, not at the first shell_open: a server that starts
+        # with it would refuse every persistent shell it is asked for.
+        raise UsageError(
+            f"config.toml: [sessions].shell = {shell!r}; persistent shells run bash (their shell "
+            "integration is bash's PS0/PS1/PROMPT_COMMAND): set it to 'bash' or a path to a bash executable"
+        )
     hosts = _hosts(raw["hosts"]) if "hosts" in raw else ()
     return Config(home=home, raw=raw, hosts=hosts, **sections)

@@ -20,6 +20,9 @@ from shell_harness import call, open_shell, run, shell_client
 from tether.cli.door import stop_door
 
 TETHER = str(Path(sys.executable).parent / "tether")
+_CONFIGURATION_PAGE = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(
+    encoding="utf-8"
+)
 
 
 def _walk(home: Path) -> dict[str, int]:
@@ -81,3 +84,8 @@ async def test_every_path_tether_creates_is_private(tmp_path: Path) -> None:
     assert expected <= set(modes), sorted(modes)
     assert any(name.startswith("logs/dsh-") for name in modes), sorted(modes)
     assert bad == [], bad
+    # docs/configuration.md names everything a home holds (its top level, and logs/times/).
+    entries = {name.split("/")[0] for name in modes if name != "."}
+    entries |= {"logs/times/"} if any(name.startswith("logs/times/") for name in modes) else set()
+    undocumented = sorted(name for name in entries if f"`{name}" not in _CONFIGURATION_PAGE)
+    assert undocumented == [], f"in a home, named nowhere in docs/configuration.md: {undocumented}"

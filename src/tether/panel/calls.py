@@ -37,8 +37,9 @@ PANEL_ACTOR = "panel"
 PANEL_CONTEXT = CallContext(actor=PANEL_ACTOR, source="panel")
 
 
-# The codes of a policy's no (a 403 for the page): a lock, a person typing, the guard, a locked vault.
-POLICY_CODES = frozenset({"REFUSED", "BLOCKED", "MAX_SESSIONS", "VAULT_LOCKED"})
+# The codes of a policy's no (a 403 for the page): a lock, a person typing and a locked vault group
+# (REFUSED), the guard (BLOCKED), the shell limit (MAX_SESSIONS).
+POLICY_CODES = frozenset({"REFUSED", "BLOCKED", "MAX_SESSIONS"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,7 +20,6 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from tether.errors import NotFoundError, StorageError, UsageError
 from tether.shells import ids
@@ -225,12 +224,6 @@ async def open_shell(
         where = "" if host.name == "local" else f" on host {host.name}"
         raise UsageError(
             f"open.cwd {cwd!r} is not a directory{where}; give an existing directory or omit cwd"
-        )
-    shell = shells.config.sessions.shell or "bash"
-    if not Path(shell).name.startswith("bash"):
-        raise UsageError(
-            f"config.toml: [sessions] shell = {shell!r}; persistent shells run bash (their shell "
-            "integration is bash's PS0/PS1/PROMPT_COMMAND): set it to 'bash' or a path to a bash executable"
         )
     known = shells.records.known_ids() | set(await host.panes())
     for attempt in range(5):
