@@ -290,9 +290,10 @@ class LocalHost(ShellHost):
         if not (confinement.sandboxed and self.confined.is_confined(shell_id)):
             return None
         try:
-            summary = self.confined.attach(shell_id, cwd, confinement).policy.summary()
+            confined = self.confined.attach(shell_id, cwd, confinement)
         except TetherError:  # its directory is gone now, say: the caller still has the mode
             return None
+        summary = f"{confined.policy.summary()}; {confined.bounds_text}"
         return f"{summary} (granted by {confinement.granted_by})" if confinement.granted_by else summary
 
     async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
