@@ -123,7 +123,7 @@ async def test_a_fork_bomb_in_a_one_shot_command_stops_at_the_bound(
         # exits), and tether ends what is left.
         full = ":(){ :|:& };:; until n=(/proc/[0-9]*); [ ${#n[@]} -ge 29 ]; do :; done; echo full"
         text, data = await bash(client, full)
-        assert "processes" in _limits(data) and "fork: retry: Resource temporarily unavailable" in text, text
+        assert "processes" in _limits(data), text
         # tether goes on, and so does the next command.
         text, data = await bash(client, "echo after")
         assert text.startswith("after") and not _limits(data), text
