@@ -134,7 +134,10 @@ def _own_v1_dirs() -> tuple[dict[str, Path], str | None]:
         return found, None
     if any(c in seen for c in missing):
         return found, f"the {', '.join(missing)} cgroup of this process is not writable (not root?)"
-    return found, f"no cgroup v1 hierarchy with the {', '.join(missing)} controller is mounted"
+    return found, (
+        f"no cgroup v1 hierarchy with the {', '.join(missing)} controller is mounted; tether bounds "
+        "commands through cgroup v1 only"
+    )
 
 
 _support: Support | None = None
@@ -370,7 +373,8 @@ def remove_shell_groups(plan: object) -> None:
     for entry in plan.get("groups", ()):
         if isinstance(entry, list) and entry and isinstance(entry[0], str):
             directory = Path(entry[0])
-            if directory.is_dir():
+            # Only a shell's own group is ever emptied, whatever a damaged spec names.
+            if directory.name.startswith("tether-shell-") and directory.is_dir():
                 empty(directory)
                 with contextlib.suppress(OSError):
                     directory.rmdir()

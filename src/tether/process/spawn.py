@@ -449,14 +449,18 @@ def _popen(
     return future.result()
 
 
-_spawner: concurrent.futures.ThreadPoolExecutor | None = None
+_spawner: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
 
 def _bounded_spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that forks bounded commands (made again in a forked child of this process)."""
     global _spawner
-    if _spawner is None:
-        _spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-bounded")
-    return _spawner
+    if _spawner is None or _spawner[0] != os.getpid():
+        _spawner = (
+            os.getpid(),
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tether-bounded"),
+        )
+    return _spawner[1]
 
 
 def _popen_here(

@@ -293,8 +293,10 @@ class LocalHost(ShellHost):
             confined = self.confined.attach(shell_id, cwd, confinement)
         except TetherError:  # its directory is gone now, say: the caller still has the mode
             return None
-        summary = f"{confined.policy.summary()}; {confined.bounds_text}"
-        return f"{summary} (granted by {confinement.granted_by})" if confinement.granted_by else summary
+        summary = confined.policy.summary()
+        if confinement.granted_by:
+            summary += f" (granted by {confinement.granted_by})"
+        return f"{summary}; {confined.bounds_text}"
 
     async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
         try:
