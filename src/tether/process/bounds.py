@@ -25,7 +25,7 @@ sets the group up on first use), and CPU is a share, not a stock: a command that
 the machine, it does not take it down, and its timeout ends it.
 
 Persistent shells do the same from their launcher (``tether.shell.sandbox.launch``): it is
-started by the tmux server, so it creates and joins the group itself (``Group.plan`` gives it
+started by the tmux server, so it creates and joins the group itself (``shell_plan`` gives it
 the directories and the values), right before it executes bubblewrap.
 """
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
+import logging
 import os
 import signal
 import threading
@@ -41,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+logger = logging.getLogger(__name__)
 # The controllers tether bounds, in the order their groups are created and joined.
 CONTROLLERS = ("pids", "memory")
 _ROUNDS = 64  # SIGKILL rounds when a group without cgroup.kill is emptied
@@ -180,8 +182,10 @@ def empty(directory: Path) -> None:
         with contextlib.suppress(OSError):
             _write(kill, "1")
         return
+    me = os.getpid()
     for _ in range(_ROUNDS):
-        members = _members(directory)
+        # Never this process: a thread of ours that could not move back out would list it here.
+        members = [pid for pid in _members(directory) if pid != me]
         if not members:
             return
         for pid in members:
@@ -335,7 +339,15 @@ class Group:
             yield
         finally:
             for controller in entered:
-                _write(own[controller] / "tasks", "0")
+                try:
+                    _write(own[controller] / "tasks", "0")
+                except OSError as exc:
+                    # Raising here would lose the child just forked. The thread stays in the group
+                    # until the next bounded spawn moves it; the group outlives its command then
+                    # (its rmdir is refused), and goes with this process.
+                    logger.warning(
+                        "bounds: the spawning thread could not leave %s: %s", self.dirs[controller], exc
+                    )
 
     def reached(self) -> Reached:
         return read_reached(self.dirs)
