@@ -37,6 +37,7 @@ repository under the roots (added per command from ``sandbox.repos``), and ``TET
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ MIN_PROCESSES: Final = 16  # bubblewrap, its init, the tracer and the shell, wit
 MIN_MEMORY_MB: Final = 32
 
 
+@functools.cache
 def default_memory_mb() -> int:
     """Half the machine's memory, in MiB (4096 where ``/proc/meminfo`` cannot be read)."""
     try:
