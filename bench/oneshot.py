@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import resource
 import statistics
 import subprocess
@@ -57,9 +58,9 @@ def raw_subprocess_once() -> float:
     return time.perf_counter() - start
 
 
-async def executor_once(executor: ShellExecutor) -> float:
+async def executor_once(executor: ShellExecutor, command: str = "true") -> float:
     start = time.perf_counter()
-    execution = await executor.execute(executor.resolve(ShellExecRequest("true")))
+    execution = await executor.execute(executor.resolve(ShellExecRequest(command)))
     await execution.result()
     return time.perf_counter() - start
 
@@ -124,15 +125,51 @@ async def drain_gib(cfg: BenchConfig) -> list[Measurement]:
     ]
 
 
-def _sandbox_executor(cfg: BenchConfig, *, trace: bool) -> ShellExecutor:
+def _sandbox_executor(cfg: BenchConfig, *, trace: bool, bounded: bool = True) -> ShellExecutor:
     home = cfg.spill_dir / "home"
     work = cfg.spill_dir / "work"
     work.mkdir(exist_ok=True)
+    settings = SandboxSettings(trace=trace)
+    if not bounded:
+        settings = dataclasses.replace(settings, max_processes=0, memory_mb=0)
     return SandboxBashExecutor(
         LocalShellOptions(cwd=str(work), spill_dir=cfg.spill_dir),
-        settings=SandboxSettings(trace=trace),
+        settings=settings,
         home=home,
     )
+
+
+async def bounds_cost(cfg: BenchConfig) -> list[Measurement]:
+    """What ``[sandbox].max_processes`` and ``memory_mb`` add to a confined ``echo`` (the command
+    born in its own pids and memory groups, which go when it ends): the same executor with the
+    bounds and without, alternated, traced as deployed."""
+    bounded = _sandbox_executor(cfg, trace=True)
+    unbounded = _sandbox_executor(cfg, trace=True, bounded=False)
+    for _ in range(5):
+        await executor_once(bounded, "echo hi")
+        await executor_once(unbounded, "echo hi")
+    runs = max(10, cfg.runs // 4)
+    with_bounds: list[float] = []
+    without: list[float] = []
+    for _ in range(runs):
+        with_bounds.append(await executor_once(bounded, "echo hi"))
+        without.append(await executor_once(unbounded, "echo hi"))
+    ratio = _median_ms(with_bounds) / _median_ms(without)
+    return [
+        Measurement(
+            name="sandbox echo, bounded / unbounded ratio",
+            value=ratio,
+            unit="x",
+            budget="<= 1.10",
+            ok=ratio <= 1.10,
+        ),
+        Measurement(
+            name="sandbox echo, bounded median", value=_median_ms(with_bounds), unit="ms", budget="-", ok=True
+        ),
+        Measurement(
+            name="sandbox echo, unbounded median", value=_median_ms(without), unit="ms", budget="-", ok=True
+        ),
+    ]
 
 
 async def sandbox_overhead(cfg: BenchConfig) -> list[Measurement]:
@@ -306,12 +343,15 @@ MEASUREMENTS: list[Callable[[BenchConfig], Awaitable[list[Measurement]]]] = [
     drain_gib,
     sandbox_overhead,
     sandbox_policy_cost,
+    bounds_cost,
 ]
 
 
-async def run_all(cfg: BenchConfig) -> list[Measurement]:
+async def run_all(cfg: BenchConfig, *, only: str | None = None) -> list[Measurement]:
     results: list[Measurement] = []
     for measure in MEASUREMENTS:
+        if only is not None and measure.__name__ != only:
+            continue
         results.extend(await measure(cfg))
     return results
 
@@ -322,10 +362,11 @@ def main(argv: list[str] | None = None) -> int:
         "--runs", type=int, default=400, help="command pairs for the overhead ratio (default 400)"
     )
     parser.add_argument("--gib", type=float, default=1.0, help="GiB of stdout to drain (default 1)")
+    parser.add_argument("--only", help="run only the measurement of this name (e.g. bounds_cost)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         cfg = BenchConfig(runs=max(5, args.runs), gib=args.gib, spill_dir=Path(tmp))
-        results = asyncio.run(run_all(cfg))
+        results = asyncio.run(run_all(cfg, only=args.only))
     for measurement in results:
         print(measurement.line())
     return 0 if all(m.ok for m in results) else 1

@@ -16,6 +16,7 @@ import pytest
 
 from tether.cli.door import stop_door
 from tether.config import load_config
+from tether.process import bounds
 from tether.shells import Shells
 
 
@@ -39,6 +40,10 @@ def tether_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
         doomed = _server_and_its_processes(socket)
         subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
         _reap_ours(doomed)
+        # Confined shells ended with their tmux server, not through tether: their (now empty)
+        # bounding groups go here, as the next tether process's first command would remove them.
+        for base in bounds.support().dirs.values():
+            bounds.sweep_stale(base)
 
 
 def _server_and_its_processes(socket: Path) -> set[int]:

@@ -23,6 +23,7 @@ from mcp import Client
 from sandbox_mcp_harness import link_hooks, params, plant, server, tree
 
 from hang import HANG_MS
+from tether.shell.sandbox import SandboxSettings
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -340,25 +341,27 @@ async def test_shell_state_says_how_each_shell_is_confined(tether_home: Path, ho
     async with server(tether_home, home) as client:  # a deployment that did not confine
         plain = await _open(client, label="plain")
     (tether_home / "config.toml").write_text('[sandbox]\nallow_escalations = ["allow_network"]\n')
+    # What each confined shell may take (tether.process.bounds), or what is not bounded here.
+    bounds = SandboxSettings.from_table({}).bounds_text()
     async with server(tether_home, home, "--sandbox") as client:
         opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
         task = (opened.structured_content or {})["tasks"][0]
         default = task["shell"]
-        assert f"[sandbox: use_default: writable {home}; network off]" in task["lines"], task
+        assert f"[sandbox: use_default: writable {home}; network off; {bounds}]" in task["lines"], task
         network = await _open(client, sandbox_permissions="allow_network", justification="fetch a fixture")
         await _run(client, default, "cd /usr")  # where the shell stands is not where it may write
         state = await client.call_tool("shell_state", {"scope": "*"})
         rows = {row["shell"]: row for row in (state.structured_content or {})["shells"]}
         text = "".join(getattr(block, "text", "") for block in state.content)
     assert rows[default]["cwd"] == "/usr"
-    assert rows[default]["sandbox"] == f"use_default: writable {home}; network off", rows[default]
+    assert rows[default]["sandbox"] == f"use_default: writable {home}; network off; {bounds}", rows[default]
     assert rows[network]["sandbox"] == (
-        f"allow_network: writable {home}; network allowed (granted by configuration)"
+        f"allow_network: writable {home}; network allowed (granted by configuration); {bounds}"
     ), rows[network]
     assert rows[plain]["sandbox"] == "unconfined (opened by a tether process that did not confine)"
     assert (
-        f"cwd=/usr · last=`cd /usr` exit=0 by red-team · sandbox=use_default: writable {home}; network off"
-        in text
+        f"cwd=/usr · last=`cd /usr` exit=0 by red-team · sandbox=use_default: writable {home}; network off; "
+        f"{bounds}" in text
     )
     assert f"{plain} · plain" in text and "sandbox=unconfined" in text, text
 

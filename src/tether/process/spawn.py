@@ -15,6 +15,7 @@ the cgroup move happens from the parent right after exec (see ``tree``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import enum
 import errno
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.errors import TetherError
+from tether.process.bounds import Bounds, Group, reached_lines
 from tether.process.capture import CapturedStream
 from tether.process.container import Container, ContainerError, container
 from tether.process.tree import TREE_MARKER, ProcessTree, become_subreaper, cgroup_root
@@ -86,6 +88,8 @@ class SpawnRequest:
     keep_background: bool = False
     # Descriptors the child inherits with the same numbers (the caller keeps and closes its copies).
     pass_fds: tuple[int, ...] = ()
+    # Born in a group of its own that holds it to these (``tether.process.bounds``); None: unbounded.
+    bounds: Bounds | None = None
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -131,6 +135,9 @@ class ManagedProcess:
         self._on_settled: list[Callable[[], None]] = []
         self._cgroup_timer: asyncio.TimerHandle | None = None
         self._read_size: dict[int, int] = {}
+        self.group: Group | None = None
+        # What the command met at its bounds, read as it settles (before its group goes).
+        self.bounds_reached: tuple[tuple[str, str], ...] = ()  # (processes | memory, sentence)
 
     @property
     def pid(self) -> int:
@@ -314,6 +321,12 @@ class ManagedProcess:
         self._close_stdin()
         self.tree.reap()
         self.tree.release(keep_running=self.detached)
+        group = self.group
+        if group is not None and group.bounds is not None:
+            with contextlib.suppress(OSError):
+                self.bounds_reached = tuple(reached_lines(group.reached(), group.bounds))
+            if not self.detached:  # one left running keeps its bound; the next sweep removes it
+                group.remove()
         self.state = ProcessState.KILLED if self.kill_requested else ProcessState.EXITED
         self.settled.set()
         callbacks, self._on_settled = self._on_settled, []
@@ -375,6 +388,12 @@ def spawn(request: SpawnRequest) -> ManagedProcess:
     opened: list[int] = []
     in_r: int | None = None
     in_w: int | None = None
+    group: Group | None = None
+    if request.bounds is not None:
+        try:
+            group = Group.create(request.bounds)
+        except OSError as exc:
+            raise SpawnError(_describe_group(exc, request), errno_value=exc.errno) from exc
     try:
         # A command asked to outlive us (``tether exec`` with background children) stays outside.
         box = None if request.keep_background else container()
@@ -386,19 +405,24 @@ def spawn(request: SpawnRequest) -> ManagedProcess:
     except OSError as exc:  # no descriptor or process left: close the pipes already made
         for made in opened:
             os.close(made)
+        if group is not None:
+            group.remove()
         raise SpawnError(_describe(exc, request), errno_value=exc.errno) from exc
     try:
-        popen, box = _popen(request, env, box, stdin=in_r, stdout=out_w, stderr=err_w)
+        popen, box = _popen(request, env, box, stdin=in_r, stdout=out_w, stderr=err_w, group=group)
     except OSError as exc:
         for fd in (out_r, out_w, err_r, err_w, in_r, in_w):
             if fd is not None:
                 os.close(fd)
+        if group is not None:
+            group.remove()
         raise SpawnError(_describe(exc, request), errno_value=exc.errno) from exc
     for fd in (out_w, err_w, in_r):
         if fd is not None:
             os.close(fd)
     tree = ProcessTree.adopt(popen.pid, marker, box)
     process = ManagedProcess(request, popen, tree, streams[0], streams[1], (out_r, err_r, in_w))
+    process.group = group
     process._start()
     return process
 
@@ -411,22 +435,58 @@ def _popen(
     stdin: int | None,
     stdout: int,
     stderr: int,
+    group: Group | None = None,
 ) -> tuple[subprocess.Popen[bytes], Container | None]:
-    """Start the process, inside ``box`` when given (falling back to outside if it cannot enter)."""
+    """Start the process, inside ``box`` when given (falling back to outside if it cannot enter),
+    born in ``group`` when given."""
+    if group is None:
+        return _popen_here(request, env, box, stdin=stdin, stdout=stdout, stderr=stderr)
+    # The forking thread moves into the group and back (``Group.born_inside``): never the main
+    # thread, whose memory group is where the memory controller charges the whole process.
+    future = _bounded_spawner().submit(
+        _popen_here, request, env, box, stdin=stdin, stdout=stdout, stderr=stderr, group=group
+    )
+    return future.result()
 
-    def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            list(request.argv),
-            executable=request.executable,
-            stdin=stdin if stdin is not None else subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            cwd=request.cwd,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=request.pass_fds,
+
+_spawner: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+
+
+def _bounded_spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that forks bounded commands (made again in a forked child of this process)."""
+    global _spawner
+    if _spawner is None or _spawner[0] != os.getpid():
+        _spawner = (
+            os.getpid(),
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tether-bounded"),
         )
+    return _spawner[1]
+
+
+def _popen_here(
+    request: SpawnRequest,
+    env: dict[bytes, bytes],
+    box: Container | None,
+    *,
+    stdin: int | None,
+    stdout: int,
+    stderr: int,
+    group: Group | None = None,
+) -> tuple[subprocess.Popen[bytes], Container | None]:
+    def start() -> subprocess.Popen[bytes]:
+        with group.born_inside() if group is not None else contextlib.nullcontext():
+            return subprocess.Popen(
+                list(request.argv),
+                executable=request.executable,
+                stdin=stdin if stdin is not None else subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                cwd=request.cwd,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=request.pass_fds,
+            )
 
     if box is None:
         return start(), None
@@ -441,6 +501,15 @@ def _popen(
         return start(), box
     finally:
         box.leave(here)
+
+
+def _describe_group(exc: OSError, request: SpawnRequest) -> str:
+    what = request.argv[0] if request.argv else "(empty argv)"
+    return (
+        f"cannot start {what!r}: its group for the sandbox's bounds cannot be made ({exc}); the sandbox "
+        "never runs a command without the bounds it reports. Check that /sys/fs/cgroup is writable, "
+        "or set [sandbox].max_processes = 0 and memory_mb = 0 to turn the bounds off"
+    )
 
 
 def _describe(exc: OSError, request: SpawnRequest) -> str:

@@ -41,6 +41,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tether.process.bounds import remove_quietly, sweep_stale
+from tether.process.bounds import support as bounds_support
 from tether.process.container import Container
 from tether.process.container import read_proc as _read
 
@@ -162,7 +164,7 @@ class CgroupRoot:
         base = _own_cgroup2_dir()
         if base is None:
             return None
-        _sweep_stale(base)
+        sweep_stale(base)
         root = base / f"tether-{os.getpid()}"
         try:
             root.mkdir(exist_ok=True)
@@ -174,7 +176,7 @@ class CgroupRoot:
             return None
         if not ok:
             return None
-        atexit.register(_remove_quietly, root)
+        atexit.register(remove_quietly, root)
         return cls(root)
 
     def new_leaf(self) -> Path | None:
@@ -195,34 +197,6 @@ class CgroupRoot:
         return any(line.startswith("0::") and marker in line + "/" for line in text.splitlines())
 
 
-def _remove_quietly(root: Path) -> None:
-    with contextlib.suppress(OSError):
-        for leaf in root.iterdir():
-            if leaf.is_dir():
-                with contextlib.suppress(OSError):
-                    leaf.rmdir()
-        root.rmdir()
-
-
-def _sweep_stale(base: Path) -> None:
-    """Kill and remove the tree cgroups of tether processes that died without cleaning up."""
-    with contextlib.suppress(OSError):
-        for entry in base.iterdir():
-            name = entry.name
-            if not name.startswith("tether-") or not name[7:].isdigit():
-                continue
-            if int(name[7:]) == os.getpid() or Path(f"/proc/{name[7:]}").exists():
-                continue
-            for leaf in entry.iterdir():
-                if leaf.is_dir():
-                    with contextlib.suppress(OSError):
-                        (leaf / "cgroup.kill").write_text("1")
-                    with contextlib.suppress(OSError):
-                        leaf.rmdir()
-            with contextlib.suppress(OSError):
-                entry.rmdir()
-
-
 _cgroup_root: CgroupRoot | None = None
 _cgroup_probed = False
 
@@ -232,6 +206,7 @@ def cgroup_root() -> CgroupRoot | None:
     if not _cgroup_probed:
         _cgroup_probed = True
         _cgroup_root = CgroupRoot.probe()
+        bounds_support()  # its first probe sweeps what crashed tethers left in the v1 hierarchies
     return _cgroup_root
 
 

@@ -9,6 +9,7 @@ kept for ``[stopped: …]``) — and later causes never overwrite it, which is w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from tether.shell.types import (
     ShellProcessRead,
     ShellProcessStatus,
     ShellRunResult,
+    ShellSandboxDenial,
     ShellSandboxInfo,
 )
 
@@ -226,7 +228,15 @@ class LocalShellExecution(ShellExecution):
     async def _finish(self, launch: ConfinedLaunch) -> None:
         try:
             if launch.report is not None:
-                self._sandbox = await launch.report(self._process.stderr.tail_text())
+                sandbox = await launch.report(self._process.stderr.tail_text())
+                # A bound the command met: the kernel refused its forks, or killed it for memory.
+                reached = tuple(
+                    ShellSandboxDenial(kind="limit", target=what, detail=sentence)
+                    for what, sentence in self._process.bounds_reached
+                )
+                if reached:
+                    sandbox = dataclasses.replace(sandbox, denials=(*sandbox.denials, *reached))
+                self._sandbox = sandbox
         except Exception:
             # A report that fails must never leave the result hanging (or become a traceback).
             logger.exception("confinement %r: the sandbox report failed", self._spec.argv[:1])

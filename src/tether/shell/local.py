@@ -140,6 +140,7 @@ class LocalShellExecutor(ShellExecutor):
             grace_ms=spec.grace_ms,
             keep_background=self.keep_background,
             pass_fds=launch.pass_fds if launch is not None else (),
+            bounds=launch.bounds if launch is not None else None,
         )
         try:
             process = spawn(request)

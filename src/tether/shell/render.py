@@ -58,13 +58,19 @@ def _has_content(output: ShellCollectedOutput) -> bool:
 def sandbox_lines(sandbox: ShellSandboxInfo | None) -> list[str]:
     if sandbox is None or not sandbox.denied:
         return []
+    # A bound the command met (its forks refused, a process killed for memory) is its own line:
+    # no sandbox mode lifts it.
+    limits = [f"[sandbox limit: {d.detail}]" for d in sandbox.denials if d.kind == "limit"]
+    others = [d for d in sandbox.denials if d.kind != "limit"]
+    if not others:
+        return limits
     # A write at a relative path: the directory it was written from is not known (sandbox.denials).
     denied = ", ".join(
         f"{d.kind} {d.target}".strip()
         + (" (relative)" if d.kind == "write" and not d.target.startswith("/") else "")
-        for d in sandbox.denials
+        for d in others
     )
-    lines = [f"[sandbox denied: {denied}]"]
+    lines = [f"[sandbox denied: {denied}]", *limits]
     if sandbox.escalation_hint:
         lines.append(f"[sandbox: {sandbox.escalation_hint}]")
     return lines

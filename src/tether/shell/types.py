@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tether.errors import TetherError
+from tether.process.bounds import Bounds
 from tether.process.reads import ObservedStreams
 
 ShellErrorCode = Literal["SHELL_MISSING", "SHELL_BAD_CWD", "SHELL_SPAWN"]
@@ -200,6 +201,9 @@ class ShellSandboxInfo:
     permissions: str
     denials: tuple[ShellSandboxDenial, ...] = ()
     escalation_hint: str | None = None
+    # What the command could take (``at most 1024 processes and 2048 MiB of memory``), or what was
+    # not bounded here and why; None for an unconfined command.
+    bounds: str | None = None
 
     @property
     def denied(self) -> bool:
@@ -362,6 +366,8 @@ class ConfinedLaunch:
     cleanup: Callable[[], None] | None = None
     pass_fds: tuple[int, ...] = ()
     started: Callable[[int], None] | None = None
+    # The command is born in a group that holds it to these (``tether.process.bounds``).
+    bounds: Bounds | None = None
 
 
 class ShellConfinement(ABC):

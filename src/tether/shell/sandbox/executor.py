@@ -170,6 +170,7 @@ class BubblewrapConfinement(ShellConfinement):
             run.cleanup()
             raise
         keeper = CommandKeeper(run.kept) if run.kept else None
+        bounds_text = self.settings.bounds_text()
 
         async def report(stderr_tail: str) -> ShellSandboxInfo:
             denials = list(self._denials(run, policy, stderr_tail))
@@ -203,6 +204,7 @@ class BubblewrapConfinement(ShellConfinement):
                 permissions=mode,
                 denials=unique,
                 escalation_hint=hint_for(unique, policy, self.settings),
+                bounds=bounds_text,
             )
 
         def cleanup() -> None:
@@ -218,6 +220,7 @@ class BubblewrapConfinement(ShellConfinement):
             cleanup=cleanup,
             pass_fds=run.pass_fds,
             started=keeper.started if keeper is not None else None,
+            bounds=self.settings.bounds,
         )
 
     async def _snapshot(self, policy: SandboxPolicy) -> RepoSnapshot:

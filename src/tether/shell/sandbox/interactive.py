@@ -31,6 +31,7 @@ what appeared since the shell started and reports it (idempotent: it reports onl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -41,11 +42,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from tether.config import EnvSection
 from tether.errors import UsageError
 from tether.home import replace_file
+from tether.process.bounds import Reached, reached_lines, remove_shell_groups, shell_plan, shell_reached
+from tether.process.bounds import support as bounds_support
 from tether.process.env import build_child_env
 from tether.shell.sandbox import launch
 from tether.shell.sandbox.bwrap import TRACE_FILE, ExtraBind, SandboxRun
@@ -87,6 +90,20 @@ class ConfinedShell:
     _base: SandboxPolicy
     _guard: RepositoryGuard = field(default_factory=lambda: _GUARD)
     _placeholders: ShellPlaceholders | None = None
+    # The launcher's plan of bounds (``tether.process.bounds.shell_plan``; None: none apply), and
+    # what its groups had met when this process last reported (each event is reported once here).
+    bounds: dict[str, Any] | None = None
+    _reported: Reached = field(default_factory=Reached)
+
+    @property
+    def bounds_text(self) -> str:
+        """What the shell may take, as its ``sandbox`` summary says it."""
+        if self.bounds is not None and isinstance(self.bounds.get("text"), str):
+            return str(self.bounds["text"])
+        if self.settings.bounds is not None and bounds_support().dirs:
+            # Bounds apply here, but this shell's launcher joined none (it started before they did).
+            return "processes and memory not bounded (the shell started without bounds; open a new one)"
+        return self.settings.bounds_text()
 
     @classmethod
     def attach(
@@ -106,6 +123,7 @@ class ConfinedShell:
             started = RepoSnapshot.from_json(json.loads((state_dir / REPOS_FILE).read_text()))
         except (OSError, ValueError, KeyError, TypeError):
             started = RepoSnapshot(gitdirs={}, pointers=())
+        plan = _bounds_of(state_dir)
         return cls(
             state_dir=state_dir,
             policy=with_repositories(base, started),
@@ -114,6 +132,8 @@ class ConfinedShell:
             traced=(state_dir / RUNS_DIR).is_dir(),
             _base=base,
             _guard=guard or _GUARD,
+            bounds=plan,
+            _reported=shell_reached(plan),
         )
 
     def shell_command(self) -> str:
@@ -165,18 +185,32 @@ class ConfinedShell:
         denials += denials_from_filter(output)
         denials += repositories
         unique = tuple(dict.fromkeys(denials))
+        hint = hint_for(unique, self.policy, self.settings, again="open a new shell with")
         return ShellSandboxInfo(
             provider=PROVIDER,
             permissions=self.policy.mode,
-            denials=unique,
-            escalation_hint=hint_for(unique, self.policy, self.settings, again="open a new shell with"),
+            denials=unique + self._bounds_reached(),
+            escalation_hint=hint,
+            bounds=self.bounds_text,
         )
+
+    def _bounds_reached(self) -> tuple[ShellSandboxDenial, ...]:
+        """The bounds the shell's tree met since the last report (the kernel refused forks, or
+        killed a process for memory): whatever ran in the shell meanwhile met them."""
+        bounds = self.settings.bounds
+        if self.bounds is None or bounds is None:
+            return ()
+        now = shell_reached(self.bounds)
+        lines = reached_lines(now, bounds, since=self._reported)
+        self._reported = now
+        return tuple(ShellSandboxDenial(kind="limit", target=what, detail=text) for what, text in lines)
 
     @staticmethod
     def release(state_dir: Path, *, home: Path) -> None:
         """The shell has ended: its placeholders go (unless another sandbox uses them), then its
         state directory (idempotent)."""
         ShellPlaceholders.release(state_dir / LEDGER_FILE, home=str(home))
+        remove_shell_groups(_bounds_of(state_dir))
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
@@ -225,7 +259,17 @@ def confine_interactive(
         shell_placeholders=held,
     )
     plan = run.plan(bwrap, strace, command, session=False)
-    spec = {"plan": launch.encode(plan), "collect": collect, "keep": [list(entry) for entry in run.kept]}
+    bounds = settings.bounds
+    # Named by the shell's state directory: unique per home and shell, and the same at a respawn.
+    key = hashlib.sha256(os.fsencode(os.path.realpath(state_dir))).hexdigest()[:16]
+    groups = shell_plan(key, bounds) if bounds is not None else None
+    joined = groups if groups is not None and groups["groups"] else None
+    spec = {
+        "plan": launch.encode(plan),
+        "collect": collect,
+        "keep": [list(entry) for entry in run.kept],
+        "bounds": joined,
+    }
     _write_private(state_dir / SPEC_FILE, json.dumps(spec))
     argv = (sys.executable, "-I", os.path.abspath(launch.__file__), str(state_dir / SPEC_FILE))
     return ConfinedShell(
@@ -238,6 +282,8 @@ def confine_interactive(
         _base=base,
         _guard=repositories,
         _placeholders=held,
+        bounds=joined,
+        _reported=shell_reached(joined),
     )
 
 
@@ -288,6 +334,15 @@ def _tracer_check(settings: SandboxSettings, bwrap: str, strace: str, home: Path
         return False
     finally:
         run.cleanup()
+
+
+def _bounds_of(state_dir: Path) -> dict[str, Any] | None:
+    """The plan of bounds the shell's launcher joined (its spec's ``bounds``), if any."""
+    try:
+        value = json.loads((state_dir / SPEC_FILE).read_text()).get("bounds")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -12,6 +12,8 @@ written by ``sandbox.interactive``; importing the tether package there would cos
 start-up 100 ms for nothing. bubblewrap is exec'd without tmux's ``TMUX`` and ``TMUX_PANE``
 (``DROPPED_ENV``: they name tmux's socket, and bubblewrap is the sandbox's readable pid 1), nor
 the mark of tether's own processes, which the tmux server carries.
+When the spec names bounds (``bounds``), the launcher joins the shell's cgroups right before the
+exec (``join_groups``), so the shell's whole tree is born inside them.
 When the spec names a trace (``collect``), the launcher first forks the collector of
 ``sandbox.collect`` (loaded from its file beside this one, never through ``sys.path``: this
 directory holds a ``trace.py``, a standard-library name), which outlives the exec and ends with it;
@@ -203,6 +205,37 @@ def keep_command(spec: object) -> int:
         os.close(keeper.fd)
 
 
+def _write(path: str, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def join_groups(bounds: object) -> None:
+    """Create the shell's bounding groups (``tether.process.bounds.shell_plan``: ``groups``, each
+    ``[directory, [[file, value], ...]]``), set their limits and move this process in, so that
+    bubblewrap and everything the shell starts are born inside. Through v1's ``tasks`` with ``0``:
+    this process has one thread, and a thread moving itself costs the kernel no global lock."""
+    if not isinstance(bounds, dict) or not isinstance(bounds.get("groups"), list):
+        raise ValueError(f"not a plan of bounds: {bounds!r}")
+    for entry in bounds["groups"]:
+        directory, pairs = entry
+        for attempt in range(3):
+            try:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(directory, 0o755)
+                for name, value in pairs:
+                    _write(os.path.join(directory, name), str(value))
+                _write(os.path.join(directory, "tasks"), "0")
+                break
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise  # removed again and again: something else owns these groups
+                # A sweep removed the empty group between its mkdir and the join: make it again.
+
+
 def _detached(body: Callable[[int], None], *, keep_fd: int = -1) -> None:
     """Run ``body(pid of this process)`` in a forked child of its own session that holds no
     descriptor of the pane but ``keep_fd``, ignores the terminal's signals, and exits after it
@@ -246,6 +279,8 @@ def main(argv: Sequence[str]) -> int:
         if spec.get("collect") is not None:
             start_collector(spec["collect"])
         args, fds = materialise(plan)
+        if spec.get("bounds") is not None:
+            join_groups(spec["bounds"])  # last: the keeper and the collector stay outside the bound
     except (OSError, ValueError, KeyError, TypeError) as exc:
         # Printed in the pane: the shell never starts unconfined.
         print(f"tether: cannot start the confined shell: {exc}", file=sys.stderr)

@@ -37,6 +37,7 @@ repository under the roots (added per command from ``sandbox.repos``), and ``TET
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ from typing import Any, Final, Literal, Protocol
 
 from tether.config import Config
 from tether.errors import RefusedError, UsageError
+from tether.process.bounds import Bounds
+from tether.process.bounds import support as bounds_support
 from tether.shell.sandbox.persistence import PathResolver, PersistencePath, hooks_directory, persistence_paths
 
 PermissionMode = Literal["use_default", "allow_network", "allow_host_write", "require_escalated"]
@@ -66,6 +69,26 @@ MODE_SUMMARIES: Final[dict[str, str]] = {
 # A sandbox's /tmp, /dev/shm and /run live in memory that no process owns: unbounded, one command
 # could fill half the machine's RAM in each, which the OOM killer cannot take back from it.
 DEFAULT_TMPFS_MB: Final = 1024
+# What one confined command (a one-shot command's whole tree, or a persistent shell's) may take at
+# once (``tether.process.bounds``): a fork bomb stops here, not at the machine's pid_max.
+DEFAULT_MAX_PROCESSES: Final = 1024
+MIN_PROCESSES: Final = 16  # bubblewrap, its init, the tracer and the shell, with room to run something
+MIN_MEMORY_MB: Final = 32
+
+
+@functools.cache
+def default_memory_mb() -> int:
+    """Half the machine's memory, in MiB (4096 where ``/proc/meminfo`` cannot be read)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return max(MIN_MEMORY_MB, int(line.split()[1]) // 1024 // 2)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4096
+
+
 _KEYS: Final = {
     "writable_roots": "list of absolute directories the sandbox may write besides the working directory",
     "allow_escalations": f"list of modes granted without a person, from {', '.join(ESCALATIONS)}",
@@ -77,6 +100,10 @@ _KEYS: Final = {
     "outside /tmp, /run and TETHER_HOME (default false)",
     "tmpfs_size_mb": "the most each of a sandbox's own in-memory directories (/tmp, /dev/shm, /run) may "
     f"hold, in MiB (default {DEFAULT_TMPFS_MB}, at least 1)",
+    "max_processes": "the most processes (and threads) one confined command or shell may have at once "
+    f"(default {DEFAULT_MAX_PROCESSES}; at least {MIN_PROCESSES}, or 0 for no bound)",
+    "memory_mb": "the most memory one confined command or shell may use, in MiB, its in-memory /tmp "
+    f"included (default half the machine's memory; at least {MIN_MEMORY_MB}, or 0 for no bound)",
 }
 
 
@@ -92,6 +119,22 @@ class SandboxSettings:
     trace: bool = True
     allow_unix_sockets: bool = False
     tmpfs_size_mb: int = DEFAULT_TMPFS_MB
+    max_processes: int = DEFAULT_MAX_PROCESSES
+    memory_mb: int = dataclasses.field(default_factory=default_memory_mb)
+
+    @property
+    def bounds(self) -> Bounds | None:
+        """What each confined command may take (``tether.process.bounds``); None: nothing."""
+        if not self.max_processes and not self.memory_mb:
+            return None
+        return Bounds(processes=self.max_processes, memory_mb=self.memory_mb)
+
+    def bounds_text(self) -> str:
+        """The bounds as a report says them: what applies on this machine, and what does not."""
+        bounds = self.bounds
+        if bounds is None:
+            return "processes and memory not bounded ([sandbox].max_processes and memory_mb are 0)"
+        return bounds_support().describe(bounds)
 
     @classmethod
     def from_config(cls, config: Config) -> SandboxSettings:
@@ -131,6 +174,8 @@ class SandboxSettings:
                 f"config.toml: [sandbox].tmpfs_size_mb must be a whole number of MiB, at least 1 "
                 f"(got {tmpfs_mb!r}; default {DEFAULT_TMPFS_MB}): {_KEYS['tmpfs_size_mb']}"
             )
+        max_processes = _bound(table, "max_processes", DEFAULT_MAX_PROCESSES, MIN_PROCESSES, "")
+        memory_mb = _bound(table, "memory_mb", None, MIN_MEMORY_MB, " of MiB")
         hidden = _paths(table, "hidden_paths", must_be_dir=False)
         tether_home = os.path.realpath(home) if home is not None else None
         for root in roots:
@@ -157,6 +202,8 @@ class SandboxSettings:
             trace=trace,
             allow_unix_sockets=unix_sockets,
             tmpfs_size_mb=tmpfs_mb,
+            max_processes=DEFAULT_MAX_PROCESSES if max_processes is None else max_processes,
+            memory_mb=default_memory_mb() if memory_mb is None else memory_mb,
         )
 
     def bwrap_path(self) -> str:
@@ -200,6 +247,19 @@ def _as_mode(name: str) -> PermissionMode:
         if mode == name:
             return mode
     raise UsageError(f"unknown sandbox mode {name!r}")
+
+
+def _bound(table: dict[str, Any], key: str, default: int | None, floor: int, unit: str) -> int | None:
+    """A bound's value: absent → ``default``; else 0 (off) or a whole number ≥ ``floor``."""
+    if key not in table:
+        return default
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int) or (value != 0 and value < floor):
+        raise UsageError(
+            f"config.toml: [sandbox].{key} must be a whole number{unit}, at least {floor}, or 0 "
+            f"for no bound (got {value!r}): {_KEYS[key]}"
+        )
+    return value
 
 
 def _strings(table: dict[str, Any], key: str) -> tuple[str, ...]:

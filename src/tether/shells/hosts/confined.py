@@ -115,6 +115,10 @@ class Confinement:
                 allow_unix_sockets=bool(raw["allow_unix_sockets"]),
                 # A record written before the size existed: the default, never unbounded.
                 tmpfs_size_mb=int(raw.get("tmpfs_size_mb", SandboxSettings().tmpfs_size_mb)),
+                # A record written before the bounds existed: the defaults, as its launcher read them
+                # (its spec says whether it joined any).
+                max_processes=int(raw.get("max_processes", SandboxSettings().max_processes)),
+                memory_mb=int(raw.get("memory_mb", SandboxSettings().memory_mb)),
             )
         except (ValueError, KeyError, TypeError, StopIteration) as exc:
             raise UsageError(

@@ -290,10 +290,13 @@ class LocalHost(ShellHost):
         if not (confinement.sandboxed and self.confined.is_confined(shell_id)):
             return None
         try:
-            summary = self.confined.attach(shell_id, cwd, confinement).policy.summary()
+            confined = self.confined.attach(shell_id, cwd, confinement)
         except TetherError:  # its directory is gone now, say: the caller still has the mode
             return None
-        return f"{summary} (granted by {confinement.granted_by})" if confinement.granted_by else summary
+        summary = confined.policy.summary()
+        if confinement.granted_by:
+            summary += f" (granted by {confinement.granted_by})"
+        return f"{summary}; {confined.bounds_text}"
 
     async def pty_size(self, pane: PaneInfo) -> tuple[int, int] | None:
         try:

@@ -69,6 +69,11 @@ SANDBOX_SCHEMA: dict[str, Any] = {
             },
         },
         "escalationHint": {"type": ["string", "null"]},
+        "bounds": {
+            "type": "string",
+            "description": "What the command could take (at most N processes and M MiB of memory), or "
+            "what was not bounded here and why. A bound it met is a denial of kind 'limit'.",
+        },
     },
     "required": ["provider", "permissions", "denied"],
 }
@@ -158,6 +163,7 @@ def sandbox_json(info: ShellSandboxInfo) -> dict[str, Any]:
         "denied": info.denied,
         "denials": [{"kind": d.kind, "target": d.target, "detail": d.detail} for d in info.denials],
         "escalationHint": info.escalation_hint,
+        **({"bounds": info.bounds} if info.bounds is not None else {}),
     }
 
 
