@@ -151,7 +151,7 @@ async def test_stdio_answers_fuzzed_calls_with_coded_errors_and_keeps_serving(te
             answered = await _fuzz(
                 client,
                 seed=20261207,
-                cases=200,
+                cases=150,
                 sleeper=sleeper,
                 checkpoint=lambda: fds.append(_fd_count(server.pid)),
             )
@@ -175,7 +175,7 @@ async def test_http_answers_fuzzed_calls_with_coded_errors_and_keeps_serving(
     try:
         with caplog.at_level(logging.WARNING, logger="tether"):
             async with serving(door) as url, http_client(url) as client:
-                answered = await _fuzz(client, seed=1207, cases=120, sleeper=sleeper)
+                answered = await _fuzz(client, seed=1207, cases=100, sleeper=sleeper)
     finally:
         await catalog.aclose()
     assert answered.get("ok", 0) > 3 and answered.get("INVALID_ARGUMENT", 0) > 30, answered

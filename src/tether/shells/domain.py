@@ -236,10 +236,12 @@ class Shells:
         if not isinstance(exc, SessionError):
             return exc
         try:
-            gone = shell_id not in await self.live(lean=True)
+            # Its own host only: a remote host that cannot be reached now lists nothing, which
+            # says nothing about the shell (it raises, and tmux's words stand).
+            pane = (await self.host_of(shell_id).panes(lean=True)).get(shell_id)
         except TetherError:
             return exc  # cannot tell: tmux's own words are the best there is
-        if not gone:
+        if pane is not None and not pane.dead:
             return exc
         return NotFoundError(
             f"shell {shell_id} was closed while this task worked on it (by another call, a person or "
