@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from tether.config import Config, ensure_home
-from tether.errors import NotFoundError, RefusedError, UsageError
+from tether.errors import NotFoundError, RefusedError, TetherError, UsageError
 from tether.shell import SandboxSettings
 from tether.shells.host import ShellHost
 from tether.shells.hosts import Confinement, HostError, LocalHost, default_confinement, remote_hosts
@@ -31,6 +31,7 @@ from tether.shells.records import Records, ShellRecord
 from tether.shells.safety.call_notes import note_host
 from tether.shells.safety.hooks import SessionHooks
 from tether.shells.tmux.commands import PaneInfo
+from tether.shells.tmux.control import SessionError
 from tether.shells.waits import WaitEngine
 from tether.store.db import Store
 
@@ -226,6 +227,27 @@ class Shells:
         for panes in (await self._panes_everywhere()).values():
             found.update({k: p for k, p in panes.items() if p.dead})
         return found
+
+    async def closed_meanwhile(self, shell_id: str, exc: TetherError) -> TetherError:
+        """What a caller is told for ``exc``, which an operation on ``shell_id`` raised after the
+        shell was found live: when tmux refused a command (``SessionError``, such as "can't find
+        pane: %12") because the shell has been closed since — by a concurrent call, a person, the
+        idle sweep — a ``NotFoundError`` naming the shell and the fix; otherwise ``exc`` itself."""
+        if not isinstance(exc, SessionError):
+            return exc
+        try:
+            # Its own host only: a remote host that cannot be reached now lists nothing, which
+            # says nothing about the shell (it raises, and tmux's words stand).
+            pane = (await self.host_of(shell_id).panes(lean=True)).get(shell_id)
+        except TetherError:
+            return exc  # cannot tell: tmux's own words are the best there is
+        if pane is not None and not pane.dead:
+            return exc
+        return NotFoundError(
+            f"shell {shell_id} was closed while this task worked on it (by another call, a person or "
+            "the idle sweep); what the task had done by then stays done; list live shells with "
+            "shell_state scope='*', or open a new one with shell_open"
+        )
 
     async def pane(self, shell_id: str, *, output: bool = True) -> tuple[ShellHost, PaneInfo]:
         """The live shell's host and pane. ``output``: the caller follows the shell's output, which

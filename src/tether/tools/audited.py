@@ -185,6 +185,8 @@ class AuditMiddleware:
             fields = tool.audit_fields(arguments)
             action, targets = fields.action, sorted(set(fields.targets))
             reasons = [fields.reason] if fields.reason else []
+        if not action.strip():
+            action = tool.name  # the log refuses a blank action, and the call must still be recorded
         extra: dict[str, Any] = {}
         if code is not None:
             extra["code"] = code
@@ -261,7 +263,9 @@ def _action_of(task: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _action(name: str, arguments: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]]) -> str:
-    kinds = _distinct(str(_action_of(t).get("kind")) for t in tasks if _action_of(t).get("kind"))
+    # The kinds as the caller wrote them, refused or not; a kind that is no text (a number, a
+    # blank) names nothing and the record falls back to the tool's own action.
+    kinds = _distinct(k for t in tasks if isinstance(k := _action_of(t).get("kind"), str) and k.strip())
     if kinds:
         return ",".join(kinds)
     if name in _ONE_SHOT:

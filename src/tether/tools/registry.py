@@ -185,7 +185,7 @@ class ToolRegistry:
             logger.exception("preparing for a %s call failed", name)
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any], ctx: CallContext, *, audited: bool = True
+        self, name: str, arguments: Mapping[str, Any] | None, ctx: CallContext, *, audited: bool = True
     ) -> ToolResult:
         """Run tool ``name`` through the middleware: the one door every front door uses.
 
@@ -200,6 +200,8 @@ class ToolRegistry:
         problem = argument_problem(name, arguments, self)
         if problem is not None:
             raise UsageError(problem)
+        if arguments is None:  # taken as ``{}`` (argument_problem says so): no handler sees None
+            arguments = {}
         handler: Handler = _text_checked(tool)
         if audited:
             for layer in reversed(self.middleware):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
@@ -215,7 +215,9 @@ def _vault_fields(arguments: Mapping[str, Any]) -> AuditFields:
     else:
         names = [arguments.get("group")]
     return AuditFields(
-        action=action if isinstance(action, str) else "vault",
+        # Only an action the tool knows: the record of a call that named none (a blank, a typo,
+        # a megabyte) says "vault", and its detail says what was refused.
+        action=action if isinstance(action, str) and action in get_args(VaultAction) else "vault",
         targets=tuple(n for n in names if isinstance(n, str) and n),
     )
 

@@ -73,7 +73,9 @@ async def run_units(
             try:
                 return await work(unit)
             except TetherError as exc:
-                return TaskOutcome.failed(unit.task.index, unit.task.label, exc, shell=unit.shell_id)
+                # tmux's "can't find pane" when the shell was closed under the task is said as such
+                told = await shells.closed_meanwhile(unit.shell_id, exc)
+                return TaskOutcome.failed(unit.task.index, unit.task.label, told, shell=unit.shell_id)
             finally:
                 busy.discard(actor)
                 if not busy and shells.ai_busy.get(unit.shell_id) is busy:
