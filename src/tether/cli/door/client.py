@@ -141,7 +141,24 @@ def stop_door(home: Path) -> int | None:
         return None  # it ended meanwhile
     finally:
         tools.close()
+    _wait_gone(pid, START_TIMEOUT_S)  # its connection closes a moment before the process is gone
     return pid
+
+
+def _wait_gone(pid: int, timeout_s: float) -> None:
+    """Until process ``pid`` (not this process's child) has exited, or ``timeout_s`` passed."""
+    import select  # only here: no command that calls a tool needs it
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)  # readable once the process has exited
+        poller.poll(timeout_s * 1000)
+    finally:
+        os.close(fd)
 
 
 def _connect(path: Path) -> socket.socket | None:
