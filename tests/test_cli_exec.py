@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -203,3 +204,57 @@ def test_a_removed_working_directory_is_a_named_error_not_a_traceback(
         done = in_a_removed_directory(*args, home="relative-home")
         assert done.returncode == 2 and "Traceback" not in done.stderr, done
         assert "TETHER_HOME='relative-home' is a relative path and the current directory" in done.stderr
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="running tether without CAP_SYS_ADMIN needs root and setpriv",
+)
+def test_a_tether_without_a_command_container_keeps_the_commands_stderr_its_own(tether_home: Path) -> None:
+    """As every user but root: no namespaces, so no command container. Its warning printed itself
+    into the command's stderr at every run (Python's last-resort handler); it goes to the log."""
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--bounding-set=-sys_admin",
+            sys.executable,
+            "-m",
+            "tether",
+            "exec",
+            "--",
+            "echo out; echo err >&2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "out\n", "err\n")
+    assert "commands run without a container" in (tether_home / "logs" / "exec.log").read_text()
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="running tether as a user other than root in a user namespace needs root"
+)
+def test_without_a_container_or_cgroup_what_clears_its_environment_still_ends_with_the_command(
+    tether_home: Path,
+) -> None:
+    """As a user other than root: no command container and no writable cgroup, so the marker
+    variable was the only trace of an orphan, and `env -i x &` (or `env -i nohup x &`) outlived its
+    command and tether. The root's process group and session still say whose it is."""
+    plain, forked = unique_sleep_arg(), unique_sleep_arg()
+    no_userns = str(Path(__file__).resolve().parent / "no_userns.py")
+    command = f"env -i sleep {plain} & (env -i sleep {forked} &); echo done"
+    try:
+        done = subprocess.run(
+            [sys.executable, no_userns, sys.executable, "-m", "tether", "exec", "--", command],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, "done\n"), done
+        assert "commands run without a container" in (tether_home / "logs" / "exec.log").read_text()
+        assert alive_with(plain) == [] and alive_with(forked) == []
+    finally:
+        kill_all(alive_with(plain) + alive_with(forked))

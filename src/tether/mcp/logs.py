@@ -1,8 +1,11 @@
-"""Logging for the long-running front doors.
+"""Logging for the front doors.
 
 Invariant: log records go to stderr and to ``$TETHER_HOME/logs/<name>.log`` — never to stdout,
 which on ``tether mcp`` carries nothing but MCP messages. A log file that cannot be written (a
 full disk) costs one line on stderr, where every record still goes, not a traceback per record.
+``tether exec`` logs to its file only (``stderr=False``): its stderr is the command's, byte for
+byte, and a warning of tether's own (no command container, as for every user but root) would
+otherwise be printed into it by Python's last-resort handler at every run.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from tether.home import open_log
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def configure_logging(home: Path, name: str, *, level: int = logging.INFO) -> Path:
-    """Send the root logger to stderr and to ``logs/<name>.log``; returns the log file path."""
+def configure_logging(home: Path, name: str, *, level: int = logging.INFO, stderr: bool = True) -> Path:
+    """Send the root logger to stderr (unless ``stderr`` is false) and to ``logs/<name>.log``;
+    returns the log file path."""
     logs = home / "logs"
     logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = logs / f"{name}.log"
@@ -29,7 +33,8 @@ def configure_logging(home: Path, name: str, *, level: int = logging.INFO) -> Pa
     for handler in list(root.handlers):
         root.removeHandler(handler)
     formatter = logging.Formatter(_FORMAT)
-    for handler in (logging.StreamHandler(sys.stderr), _LogFile(path)):
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)] if stderr else []
+    for handler in (*handlers, _LogFile(path, stderr=stderr)):
         handler.setFormatter(formatter)
         root.addHandler(handler)
     root.setLevel(level)
@@ -42,8 +47,9 @@ def configure_logging(home: Path, name: str, *, level: int = logging.INFO) -> Pa
 class _LogFile(logging.FileHandler):
     """``logs/<name>.log``; a failed write says so once on stderr until a write succeeds again."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, stderr: bool = True) -> None:
         super().__init__(path, encoding="utf-8")
+        self._stderr = stderr  # records also go to stderr (else a failed write loses them)
         self._failing = False  # said so on stderr, and no write has succeeded since
         self._failed = False  # this record's write failed (``emit`` calls ``handleError``)
 
@@ -63,5 +69,9 @@ class _LogFile(logging.FileHandler):
             self._failing = True
             sys.stderr.write(
                 f"tether: the log file {self.baseFilename} could not be written ({exc.strerror}); "
-                "log records go to stderr only until it can be\n"
+                + (
+                    "log records go to stderr only until it can be\n"
+                    if self._stderr
+                    else "its records are lost until it can be\n"
+                )
             )

@@ -283,6 +283,21 @@ def _stat_fields(pid: int) -> tuple[str, int, int] | None:
     return rest[0].decode(), int(rest[1]), int(rest[2])
 
 
+def _of_session(pid: int, leader: int) -> bool:
+    """``pid`` is in the process group or the session that ``leader`` created.
+
+    Proof of membership without the marker: a tree's root is spawned as the leader of a new
+    session and group, and the kernel keeps that number from any new process while a group or
+    session of that id has a member, so one found with it came from the root, however it cleared
+    its environment (``env -i x &``, ``env -i nohup x &``)."""
+    try:
+        raw = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return False
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    return leader in (int(rest[2]), int(rest[3]))
+
+
 def reap_adopted(pid: int) -> bool:
     """Collect ``pid`` if it is already a zombie child of ours — a daemon that double-forked away
     from a child we spawned (the tmux server) was handed to us, the subreaper — and report whether
@@ -444,11 +459,13 @@ class ProcessTree:
         if self._marker is not None:
             if _subreaper_done:
                 # Escapees whose parent died were re-parented to us; the inherited marker says
-                # which tree they came from (race-free, unlike the cgroup move after exec).
+                # which tree they came from (race-free, unlike the cgroup move after exec), and so
+                # does the root's group or session, which an emptied environment keeps.
                 seeds.update(
                     pid
                     for pid in _adopted_candidates()
-                    if pid not in _live and _has_marker(pid, self._marker)
+                    if pid not in _live
+                    and (_has_marker(pid, self._marker) or _of_session(pid, self.root_pid))
                 )
             paused = self.container is None and _pauses_begun != self._pauses_at_birth
             if not _subreaper_done or paused:

@@ -54,6 +54,7 @@ _FROM_SANDBOX = frozenset(
         "PermissionMode",
         "SandboxSettings",
         "confine_interactive",
+        "ensure_sandbox_usable",
         "mark_path",
         "sweep_placeholders",
     }
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         PermissionMode,
         SandboxSettings,
         confine_interactive,
+        ensure_sandbox_usable,
         mark_path,
         sweep_placeholders,
     )
@@ -122,6 +124,7 @@ __all__ = [
     "ShellSandboxInfo",
     "confine_interactive",
     "discover_pwsh",
+    "ensure_sandbox_usable",
     "footer_lines",
     "mark_path",
     "render_shell_result",

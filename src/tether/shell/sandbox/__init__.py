@@ -20,6 +20,8 @@ The face::
     confine_interactive, ConfinedShell    a persistent shell's pane under the one-shot policy
     ExtraBind, mark_path                  a pane's extra bind; the path its prompt hook marks
     sweep_placeholders                    removes the placeholders that dead sandboxes left
+    ensure_sandbox_usable                 returns once bubblewrap built a sandbox here, or refuses
+                                          saying what forbids it (``usable``)
 
 The executor and the gate are loaded on first use: they bring the approvals queue and the audit
 log (sqlite3 among them), which importing ``tether.shell`` never did.
@@ -38,6 +40,7 @@ from tether.shell.sandbox.policy import (
     PermissionMode,
     SandboxSettings,
 )
+from tether.shell.sandbox.usable import ensure_usable as ensure_sandbox_usable
 
 _FROM_EXECUTOR = frozenset({"SandboxBashExecutor", "SandboxPwshExecutor", "sandbox_executor", "with_sandbox"})
 
@@ -79,6 +82,7 @@ __all__ = [
     "SandboxPwshExecutor",
     "SandboxSettings",
     "confine_interactive",
+    "ensure_sandbox_usable",
     "mark_path",
     "sandbox_executor",
     "sweep_placeholders",

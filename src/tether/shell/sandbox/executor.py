@@ -33,14 +33,13 @@ from typing import Final, Literal
 
 from tether.approvals import Approvals, PersonChannel
 from tether.audit.log import AuditLog
-from tether.config import Config, EnvSection, ensure_home
+from tether.config import Config, ensure_home
 from tether.errors import RefusedError, TetherError
-from tether.process.env import build_child_env
-from tether.process.spawn import SpawnError, SpawnRequest, spawn
 from tether.shell.env_registry import ShellEnvRegistry
+from tether.shell.execution import SettledShellExecution
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions
-from tether.shell.sandbox import placeholders
+from tether.shell.sandbox import placeholders, usable
 from tether.shell.sandbox.bwrap import SandboxRun, sweep_stale_traces
 from tether.shell.sandbox.denials import (
     denials_from_filter,
@@ -91,8 +90,8 @@ class BubblewrapConfinement(ShellConfinement):
         self.home = home
         self.bwrap = settings.bwrap_path()
         self.strace = shutil.which("strace") if settings.trace else None
-        self._tracer_checked = False
-        self._tracer_lock = asyncio.Lock()
+        self._checked = False
+        self._check_lock = asyncio.Lock()
         self.repositories = RepositoryGuard()
         if settings.trace and self.strace is None:
             logger.warning(
@@ -100,43 +99,34 @@ class BubblewrapConfinement(ShellConfinement):
                 "(install strace, or set [sandbox].trace = false to silence this)"
             )
 
-    def _tracer_unchecked(self, cwd: str) -> bool:
-        # One stat, as local.py does: a missing cwd is execute's SHELL_BAD_CWD, not the tracer's fault.
-        return self.strace is not None and not self._tracer_checked and os.path.isdir(cwd)
+    def _unchecked(self, cwd: str) -> bool:
+        # One stat, as local.py does: a missing cwd is execute's SHELL_BAD_CWD, not the sandbox's.
+        return not self._checked and os.path.isdir(cwd)
 
-    async def check_tracer(self, cwd: str) -> None:
-        """Once per confinement: run ``true`` under the tracer in a sandbox; if that fails (a kernel
-        or container that forbids ptrace), report denials from stderr instead of failing every
-        command."""
-        if not self._tracer_unchecked(cwd):
+    async def check(self, cwd: str) -> None:
+        """Before this process's first confined command (and after each that could not start):
+        run ``true`` in a sandbox (``sandbox.usable``). bubblewrap refused: ``ShellException``
+        (``SHELL_SPAWN``) naming the cause and the fix. Only the tracer failed (a kernel or
+        container that forbids ptrace): denials are reported from stderr from then on, rather than
+        failing every command."""
+        if not self._unchecked(cwd):
             return
-        async with self._tracer_lock:
-            if self._tracer_checked:
+        async with self._check_lock:
+            if self._checked:
                 return
-            run = SandboxRun(self.policy(DEFAULT_MODE, cwd), trace=True)
-            try:
-                argv = run.argv(self.bwrap, self.strace, ("true",))
-                request = SpawnRequest(
-                    argv=argv, cwd=cwd, env=build_child_env(None, EnvSection()), pass_fds=run.pass_fds
-                )
-                process = spawn(request)
-                await process.wait()
-                failure = process.exit_code != 0
-                detail = process.stderr.tail_text().strip()[-300:]
-            except SpawnError as exc:
-                failure, detail = True, str(exc)
-            finally:
-                run.cleanup()
-            self._tracer_checked = True
-            if failure and detail.startswith("bwrap:"):
-                # bubblewrap itself cannot build a sandbox here: every command will fail with this
-                # message, traced or not; the tracer is not the problem.
-                logger.warning("sandbox: bubblewrap cannot create a sandbox on this machine: %s", detail)
-            elif failure:
+            if self.strace is None and usable.known_usable(self.bwrap):
+                self._checked = True
+                return
+            found = await usable.probe(self.settings, home=self.home, cwd=cwd, strace=self.strace)
+            if not found.ok and found.bwrap:
+                raise usable.unusable(self.bwrap, found.detail)
+            self._checked = True
+            usable.note_usable(self.bwrap)
+            if not found.ok:
                 logger.warning(
                     "sandbox: strace cannot trace inside the sandbox here (%s); denials are reported from "
                     "stderr messages only",
-                    detail or "no message",
+                    found.detail,
                 )
                 self.strace = None
 
@@ -309,7 +299,10 @@ class _SandboxedExecutor(LocalShellExecutor):
 
     async def execute(self, spec: ShellExecSpec, *, abort: AbortSignal | None = None) -> ShellExecution:
         if (abort is None or not abort.fired) and spec.sandbox_permissions != "require_escalated":
-            await self.sandbox.check_tracer(spec.cwd)
+            try:
+                await self.sandbox.check(spec.cwd)
+            except ShellException as exc:  # nothing started: a settled SHELL_SPAWN, as a refused spawn
+                return SettledShellExecution(timeout_ms=spec.timeout_ms, failure=exc)
         return await super().execute(spec, abort=abort)
 
     async def authorize(self, request: ShellExecRequest, *, person: PersonChannel | None) -> ShellExecRequest:

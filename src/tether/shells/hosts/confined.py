@@ -48,6 +48,7 @@ from tether.shell import (
     ShellSandboxDenial,
     ShellSandboxInfo,
     confine_interactive,
+    ensure_sandbox_usable,
     mark_path,
     sweep_placeholders,
 )
@@ -178,6 +179,11 @@ class ConfinedPanes:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         replace_file(path, text.encode("utf-8"))  # the directory is bound: the shell sees the new file
         return f"{RC_MOUNT}/{RC_NAME}"
+
+    async def ensure_usable(self, cwd: str, confinement: Confinement) -> None:
+        """Before a confined pane starts: bubblewrap can build a sandbox on this machine, else the
+        open (or respawn) is refused with why (``SHELL_SPAWN``), not a pane that is dead at once."""
+        await ensure_sandbox_usable(confinement.settings, home=self.home, cwd=cwd)
 
     def command(
         self, shell_id: str, *, shell: str, cwd: str, rc_text: str, nonce: str, confinement: Confinement

@@ -172,7 +172,12 @@ class LocalHost(ShellHost):
         self._configured = True
         return commands.server_options()
 
+    async def _check_confinement(self, start: ShellStart, cwd: str) -> None:
+        if start.confinement is not None and start.confinement.sandboxed:
+            await self.confined.ensure_usable(cwd, start.confinement)
+
     async def create(self, shell_id: str, *, cwd: str, cols: int, rows: int, start: ShellStart) -> None:
+        await self._check_confinement(start, cwd)
         log = self.log_of(shell_id)
         command = self.pane_command(shell_id, start, cwd)
         # One write: tmux runs these before its event loop reads the new pane, so the log gets the
@@ -201,6 +206,7 @@ class LocalHost(ShellHost):
             self.confined.started(shell_id, (await self.pane_now(shell_id)).pid)
 
     async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
+        await self._check_confinement(start, cwd or pane.cwd)
         command = self.pane_command(pane.shell_id, start, cwd or pane.cwd)
         log = str(self.log_of(pane.shell_id))
         # What the old shell started ends with it, as at close; found before the new shell
