@@ -125,8 +125,12 @@ __tether_pc() {
   # DCS/OSC/APC string still open (CAN and ST end them: tmux would swallow the prompt), scroll margins (reset
   # between saving and restoring the cursor, which stays where it is), the alternate screen, a DEC
   # graphics charset (also through SO), insert mode, reverse video, application keys, mouse
-  # reporting, a hidden cursor, no autowrap.
-  printf '\x18\e\\\e7\e[r\e8\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>'
+  # reporting, a hidden cursor, no autowrap. The alternate screen is left by entering it first:
+  # tmux restores the cursor a program saved on entering it at every later ESC[?1049l, even one
+  # printed outside it (the prompt would go back to that row, over what came since); entering
+  # saves the cursor where it is, unless the screen is still the alternate one (then the
+  # program's saved cursor is restored, as it should be).
+  printf '\x18\e\\\e7\e[r\e8\e[?1049h\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>'
   printf '\e[?1000l\e[?1002l\e[?1003l\e[?1006l\e[?25h\e[?7h'
 }
 __tether_swallow() {
