@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shell_harness import open_shell, read, run, shell_client
+from shell_harness import call, open_shell, read, run, send, shell_client
+
+from hang import HANG_MS
 
 
 async def test_commands_after_a_full_screen_program_stay_on_the_screen(tether_home: Path) -> None:
@@ -30,3 +32,40 @@ async def test_commands_after_a_full_screen_program_stay_on_the_screen(tether_ho
         # each output under its own command line
         commands = [i for i, line in enumerate(screen) if "echo " in line and "-$((40+2))" in line]
         assert [screen[i + 1] for i in commands] == ["one-42", "two-42", "three-42"], screen
+
+
+async def test_the_pager_of_a_pipeline_is_what_holds_the_terminal(tether_home: Path) -> None:
+    """`seq … | less`: the group's leader (`seq`) ends at once and `less` holds the terminal. The
+    foreground was named after the leader alone, so it read as nothing: `fg=` empty in
+    shell_state, no "send q" note after a timeout, a `foreground` wait for less never met."""
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, label="pager")
+        out = await run(client, shell, "seq 1 200 | less", wait={"kind": "none"})
+        assert out["ok"], out
+        task = await read(
+            client,
+            shell,
+            {"mode": "screen"},
+            wait={"kind": "foreground", "proc": "less", "timeoutMs": HANG_MS},
+        )
+        assert task["met"], task  # before the fix: never met
+        _, data = await call(client, "shell_state", {"sessions": shell})
+        assert data["shells"][0]["fg"] == "less", data
+
+
+async def test_a_tab_typed_to_a_readline_program_is_a_tab(tether_home: Path) -> None:
+    """Text for a program in front goes through a paste buffer, which tmux brackets only when asked
+    (``paste-buffer -p``); it was not asked, so a readline program (a nested bash, python's REPL)
+    took the tab as a completion key and the text arrived without it."""
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, label="nested")
+        out = await run(
+            client,
+            shell,
+            "PS1='nested> ' bash --norc",
+            wait={"kind": "match", "pattern": "nested> ", "timeoutMs": HANG_MS},
+        )
+        assert out["met"], out
+        out = await send(client, shell, "printf '%s' 'a\tb' | od -An -c", ["Enter"])
+        assert any(line.split() == ["a", "\\t", "b"] for line in out["lines"]), out
+        await send(client, shell, "exit", ["Enter"])

@@ -304,8 +304,10 @@ def delete_buffer(name: str) -> Cmd:
 
 
 def paste_buffer(name: str, pane_id: str) -> Cmd:
-    """Paste and delete a buffer; ``-r`` keeps line feeds as they are (no LF → CR)."""
-    return ("paste-buffer", "-d", "-r", "-b", name, "-t", pane_id)
+    """Paste and delete a buffer; ``-r`` keeps line feeds as they are (no LF → CR), ``-p`` brackets
+    the text when the program asked for bracketed paste (readline then inserts a tab instead of
+    completing)."""
+    return ("paste-buffer", "-d", "-p", "-r", "-b", name, "-t", pane_id)
 
 
 def capture(pane_id: str, *, history: int = 0, escapes: bool = False, above_only: bool = False) -> Cmd:
