@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 from shell_harness import call, open_shell, run, shell_client
 
 from hang import HANG_MS
@@ -31,8 +32,7 @@ async def test_a_replayed_log_neither_ends_the_run_nor_sets_its_status(tether_ho
             client, shell, command, wait={"kind": "match", "pattern": "REPLAYED-2", "timeoutMs": HANG_MS}
         )
         assert out["met"] and out["exitCode"] is None, out
-        with open(fifo, "w") as gate:  # opened once the command reads it
-            gate.write("go\n")
+        await anyio.to_thread.run_sync(fifo.write_text, "go\n")  # opened once the command reads it
         _, data = await call(
             client,
             "shell_read",

@@ -127,7 +127,8 @@ __tether_pc0() {
 }
 __tether_pc() {
   if (( __tether_ran && ! __tether_cur )); then
-    printf '\e]6973;%s;H;%s;' "$__tether_n" "$((++__tether_sq))"; HISTTIMEFORMAT= builtin history 1; printf '\a'
+    printf '\e]6973;%s;H;%s;' "$__tether_n" "$((++__tether_sq))"
+    HISTTIMEFORMAT= builtin history 1; printf '\a'
   fi
   __tether_ran=0 __tether_cur=0
   unset -v "${!__TETHER_V_@}"
