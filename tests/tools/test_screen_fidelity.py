@@ -69,3 +69,33 @@ async def test_a_tab_typed_to_a_readline_program_is_a_tab(tether_home: Path) -> 
         out = await send(client, shell, "printf '%s' 'a\tb' | od -An -c", ["Enter"])
         assert any(line.split() == ["a", "\\t", "b"] for line in out["lines"]), out
         await send(client, shell, "exit", ["Enter"])
+
+
+_READER = (
+    "import os, sys, termios, tty; tty.setraw(0); "
+    "sys.stdout.write('\\x1b[?2004hREADY\\r\\n'); sys.stdout.flush(); "
+    "[sys.stdout.write(repr(os.read(0, 100)) + '\\r\\n') or sys.stdout.flush() for _ in range(2)]; "
+    "termios.tcsetattr(0, termios.TCSADRAIN, termios.tcgetattr(0))"
+)
+
+
+async def test_text_without_a_tab_is_typed_even_to_a_program_that_asked_for_bracketed_paste(
+    tether_home: Path,
+) -> None:
+    """Only text holding a tab is pasted bracketed: vim's normal mode inserts a paste as text, so
+    `:q!` sent bracketed would land in the file instead of quitting."""
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, label="reader")
+        script = tether_home / "reader.py"
+        script.write_text(_READER)
+        out = await run(
+            client,
+            shell,
+            f"python3 {script}; stty sane",
+            wait={"kind": "match", "pattern": "READY", "timeoutMs": HANG_MS},
+        )
+        assert out["met"], out
+        out = await send(client, shell, ":q!")
+        assert "b':q!'" in out["lines"], out
+        out = await send(client, shell, "a\tb")
+        assert "b'\\x1b[200~a\\tb\\x1b[201~'" in out["lines"], out
