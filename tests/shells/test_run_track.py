@@ -43,3 +43,32 @@ def test_a_line_end_before_the_runs_own_start_is_not_its_end() -> None:
     track = _track(ev("E;9") + ev("C;42;1.0") + ev("E;0"), at_exit=True)
     assert (track.verdict, track.status) == ("ended", 0)
     assert _track(ev("C;41;1.0") + ev("E;1"), at_exit=True).verdict == "pending"
+
+
+def test_events_printed_again_are_dropped() -> None:
+    """A ``cat`` of the shell's own log prints its old events, nonce and all; their numbers are
+    not above the last event read, so neither a replayed prompt nor a replayed status ends the run."""
+    old = (
+        ev("P;0;2;1.0;7") + ev("C;9;1.1;8") + ev("E;0;1.2;9") + ev("H;10;  4  echo old") + ev("P;0;3;1.3;11")
+    )
+    data = ev("P;0;3;1.3;11") + ev("C;42;2.0;12") + old + b"out\r\n" + ev("E;3;3.0;13") + ev("P;3;4;3.1;14")
+    events = EventScanner(NONCE, 0).feed(data)
+    assert [(e.kind, e.number) for e in events] == [("P", 11), ("C", 12), ("E", 13), ("P", 14)]
+    track = _track(data, at_exit=True)
+    assert (track.verdict, track.status) == ("ended", 3)
+    # A scanner told the number reached before its start drops a replay that comes first.
+    assert EventScanner(NONCE, 0, after=12).feed(old) == []
+    # A history number of six digits is no event number.
+    (h,) = EventScanner(NONCE, 0).feed(ev("H;123456  ls"))
+    assert (h.number, h.text) == (None, "ls")
+
+
+def test_a_shell_that_does_not_number_its_events_is_read_as_before() -> None:
+    data = ev("P;0;3;1.0") + ev("C;42;2.0") + ev("E;3;3.0") + ev("Q") + ev("X;3")
+    assert [(e.kind, e.number) for e in EventScanner(NONCE, 0).feed(data)] == [
+        ("P", None),
+        ("C", None),
+        ("E", None),
+        ("Q", None),
+        ("X", None),
+    ]

@@ -69,7 +69,7 @@ class Shells:
         # Hosts the latest look could not reach, with why (their shells are not live from here).
         self.down: dict[str, HostError] = {}
         self._waits: dict[str, WaitEngine] = {
-            name: WaitEngine(h, seen=self._seen) for name, h in self.hosts.items()
+            name: WaitEngine(h, seen=self._seen, numbered=self._numbered) for name, h in self.hosts.items()
         }
         self.pending: dict[str, PendingRun] = {}
         # Live shells without a record (opened by another state directory on a shared remote
@@ -366,6 +366,15 @@ class Shells:
         if known is None or known[0].nonce != scanner.nonce or known[0].pos != start or known[0].open:
             return
         self._phases[shell_id] = (scanner, activity_of(events, known[1]))
+
+    def _numbered(self, shell_id: str, nonce: str, start: int) -> int:
+        """The highest event number of the shell known to have been printed before log offset
+        ``start`` (0: none known): a wait's scanner starting there drops events not above it, so a
+        program that prints the shell's own log cannot end the wait with an old event."""
+        known = self._phases.get(shell_id)
+        if known is None or known[0].nonce != nonce.encode() or known[0].pos > start:
+            return 0
+        return known[0].number
 
     def _phase(self, shell_id: str, nonce: str) -> Activity:
         path = self.log_of(shell_id)

@@ -320,16 +320,19 @@ class ShellHost(ABC):
         )
 
     async def type_raw(self, pane: PaneInfo, data: bytes, *, buffer: str) -> None:
-        """Exact bytes to whatever reads the terminal, through a paste buffer (bracketed when the
-        program asked for bracketed paste, so a readline program inserts a tab instead of
-        completing); the buffer is deleted by the paste."""
+        """Exact bytes to whatever reads the terminal, through a paste buffer; the buffer is
+        deleted by the paste. Bytes holding a tab are bracketed when the program asked for
+        bracketed paste, so a readline program (a nested bash, python's REPL) inserts the tab
+        instead of taking it as completion; others arrive as typed keys, since a program may
+        take a paste otherwise than keys (vim's normal mode inserts pasted text: ``:q!`` would
+        be text, not a command)."""
         if not data:
             return
         await self.control.run_many(
             [
                 commands.leave_copy_mode(pane.pane_id),
                 commands.set_buffer(buffer, data.decode("utf-8", "surrogateescape")),
-                commands.paste_buffer(buffer, pane.pane_id),
+                commands.paste_buffer(buffer, pane.pane_id, bracket=b"\t" in data),
             ]
         )
 

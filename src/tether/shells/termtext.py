@@ -6,13 +6,16 @@ every other escape sequence. What a person typed or tether loaded appears exactl
 echoed it: there is no wrapper to hide.
 
 Rendering is a line model, not a terminal emulator: escape sequences are dropped, ``\\r`` returns
-to column 0 and overwrites (progress bars keep their last state), ``\\b`` steps back. Screen-exact
-views come from tmux itself (``capture-pane``).
+to column 0 and overwrites (progress bars keep their last state), ``\\b`` steps back, a tab moves
+to the next multiple of 8 columns as a terminal's tab stops do (a wide character counts two, a
+combining one none), so columns printed with tabs line up as on the screen. Screen-exact views
+come from tmux itself (``capture-pane``).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _OSC_RE = re.compile(rb"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _ESC_RE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|[PX^_][^\x1b]*\x1b\\|[()*+][0-~]|[@-Z\\-_=>78])")
@@ -79,9 +82,48 @@ def _overlay_lines(text: str) -> str:
     return "".join(out)
 
 
+_TAB = 8
+_ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufe0e\ufe0f")
+
+
+def _cells(ch: str) -> int:
+    """Columns ``ch`` takes on a terminal: two for a wide (East Asian wide or full-width) one,
+    none for a combining mark or a joiner."""
+    if ch < "\u0300":
+        return 1
+    if ch in _ZERO_WIDTH or unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def expand_tabs(text: str) -> str:
+    """Each tab → the blanks up to the next tab stop of its line (every 8 columns), linear."""
+    if "\t" not in text:
+        return text
+    if text.isascii():
+        return text.expandtabs(_TAB)
+    out: list[str] = []
+    for line in text.split("\n"):
+        if "\t" not in line or line.isascii():
+            out.append(line.expandtabs(_TAB))
+            continue
+        col = 0
+        parts: list[str] = []
+        for ch in line:
+            if ch == "\t":
+                blanks = _TAB - col % _TAB
+                parts.append(" " * blanks)
+                col += blanks
+            else:
+                parts.append(ch)
+                col += _cells(ch)
+        out.append("".join(parts))
+    return "\n".join(out)
+
+
 def clean_line(line: str) -> str:
     """Filter one already-rendered line (a screen row): control characters out."""
-    return _CTRL_RE.sub("", line.replace("\t", "    ")).rstrip()
+    return expand_tabs(_CTRL_RE.sub("", line)).rstrip()
 
 
 # The look-behind makes a run of blanks match only from its first character: ``[ \t]+$`` alone
@@ -147,7 +189,7 @@ def _render_plain(raw: bytes, keep_trailing: bool) -> str:
     text = _ESC_RE.sub(b"", raw).decode("utf-8", "replace").replace("\r\n", "\n")
     if "\r" in text or "\b" in text:
         text = _overlay_lines(text)
-    text = _CTRL_RE.sub("", text.replace("\t", "    "))
+    text = expand_tabs(_CTRL_RE.sub("", text))
     return text if keep_trailing else _TRAILING_RE.sub("", text)
 
 

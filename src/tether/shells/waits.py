@@ -61,6 +61,8 @@ _T = TypeVar("_T")
 
 # Told what a wait read of a shell's log: (shell, where it started, its scanner, every event read).
 Seen = Callable[[str, int, EventScanner, list[ShellEvent]], None]
+# The highest event number the shell printed before a log offset, if known (shell, nonce, offset).
+Numbered = Callable[[str, str, int], int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,9 +226,10 @@ def _after_start(scan: _Scan, data: bytes, events: list[ShellEvent]) -> bytes:
 class WaitEngine:
     """Runs one ``WaitSpec`` against one shell of one host."""
 
-    def __init__(self, host: ShellHost, seen: Seen | None = None) -> None:
+    def __init__(self, host: ShellHost, seen: Seen | None = None, numbered: Numbered | None = None) -> None:
         self.host = host
         self._seen = seen
+        self._numbered = numbered
 
     async def wait(
         self,
@@ -254,7 +257,7 @@ class WaitEngine:
             path=self.host.log_of(pane.shell_id),
             pos=start,
             spec=spec,
-            events=EventScanner(nonce, start) if nonce else None,
+            events=self._scanner(pane.shell_id, nonce, start) if nonce else None,
             last_output=t0 if spec.kind == "settle" else _mtime(self.host.log_of(pane.shell_id), t0),
             match_gate=(
                 run.token
@@ -280,6 +283,10 @@ class WaitEngine:
         if self._seen is not None and scan.events is not None and scan.seen is not None:
             self._seen(pane.shell_id, start, scan.events, scan.seen)
         return outcome
+
+    def _scanner(self, shell_id: str, nonce: str, start: int) -> EventScanner:
+        after = self._numbered(shell_id, nonce, start) if self._numbered is not None else 0
+        return EventScanner(nonce, start, after=after)
 
     async def _loop(
         self,

@@ -34,7 +34,9 @@ import psutil
 class Foreground:
     pgid: int  # the terminal's foreground process group (0 = unknown)
     shell_in_front: bool  # the shell itself owns the terminal
-    command: str  # name of the foreground group's leader ("bash" when the shell is in front)
+    # Name of the foreground group's leader ("bash" when the shell is in front), or of its first
+    # member still there once the leader ended (what holds the terminal after `seq 9 | less`).
+    command: str
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -87,7 +89,21 @@ def foreground(shell_pid: int) -> Foreground:
     in_front = tpgid == int(fields[3])
     # The shell's own name is the stat line's "(comm)": the same field /proc/PID/comm holds.
     command = fields[0][fields[0].find("(") + 1 : -1] if in_front else _comm(tpgid)
+    if not command and not in_front:
+        # The group's leader (a pipeline's first command: `seq 1 200 | less`) has ended while the
+        # rest of the group holds the terminal: the first member still there names it.
+        command = next(
+            (name for pid in sorted(_descendants(shell_pid)) if (name := _member_name(pid, tpgid))), ""
+        )
     return Foreground(pgid=tpgid, shell_in_front=in_front, command=command)
+
+
+def _member_name(pid: int, pgid: int) -> str:
+    """The name of process ``pid`` if it is a live member of process group ``pgid``, else ""."""
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 4 or int(fields[3]) != pgid or fields[1] in ENDED_STATES:
+        return ""
+    return fields[0][fields[0].find("(") + 1 : -1]
 
 
 def foreground_busy(shell_pid: int) -> bool:

@@ -41,6 +41,7 @@ class ShellEvent:
     text: str = ""  # H: the command as bash's history holds it; L: readline's line (@Q-quoted)
     seq: str = ""  # L: the request it answers
     at: float | None = None  # P, C, E: when the shell printed it (epoch seconds), if it said
+    number: int | None = None  # the shell's count of its events (``None``: a shell that does not say)
 
 
 def _time(fields: list[bytes], index: int) -> float | None:
@@ -59,6 +60,17 @@ def _int(raw: bytes) -> int:
         return 0
 
 
+def _number(fields: list[bytes], index: int) -> int | None:
+    """The event's number, if the shell wrote one there (shells started before tether numbered
+    their events write none)."""
+    if len(fields) <= index or not fields[index].isdigit():
+        return None
+    return int(fields[index])
+
+
+_H_NUMBER_RE = re.compile(rb"(\d+);")
+
+
 def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end: int) -> ShellEvent | None:
     fields = (payload or b"").split(b";")
     k = kind.decode()
@@ -70,15 +82,25 @@ def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end:
             status=_int(fields[0]),
             prompt=_int(fields[1]) if len(fields) > 1 else 0,
             at=_time(fields, 2),
+            number=_number(fields, 3),
         )
     if k == "C":
-        return ShellEvent(kind="C", start=start, end=end, token=_int(fields[0]), at=_time(fields, 1))
+        return ShellEvent(
+            kind="C",
+            start=start,
+            end=end,
+            token=_int(fields[0]),
+            at=_time(fields, 1),
+            number=_number(fields, 2),
+        )
     if k == "E":
         # No status: a hook ran before tether's, so the ``$?`` it saw was not the line's.
         status = _int(fields[0]) if fields[0] else None
-        return ShellEvent(kind="E", start=start, end=end, status=status, at=_time(fields, 1))
+        return ShellEvent(
+            kind="E", start=start, end=end, status=status, at=_time(fields, 1), number=_number(fields, 2)
+        )
     if k == "X":
-        return ShellEvent(kind="X", start=start, end=end, status=_int(fields[0]))
+        return ShellEvent(kind="X", start=start, end=end, status=_int(fields[0]), number=_number(fields, 1))
     if k == "L":
         seq, _, line = (payload or b"").partition(b";")
         return ShellEvent(
@@ -89,20 +111,32 @@ def parse_event(nonce: str, kind: bytes, payload: bytes | None, start: int, end:
             text=line.decode("utf-8", "surrogateescape"),
         )
     if k == "H":
-        text = (payload or b"").decode("utf-8", "replace").replace("\r\n", "\n")
+        # ``history 1`` starts with blanks or the history number and two blanks, never "N;".
+        numbered = _H_NUMBER_RE.match(payload or b"")
+        number = int(numbered.group(1)) if numbered else None
+        raw = (payload or b"")[numbered.end() :] if numbered else (payload or b"")
+        text = raw.decode("utf-8", "replace").replace("\r\n", "\n")
         # ``history 1`` prints "  123  command"; the number is bash's, not the command's.
         head, _, rest = text.lstrip(" ").partition("  ")
         cmd = rest if head.isdigit() else text
-        return ShellEvent(kind="H", start=start, end=end, text=cmd.rstrip("\n"))
-    return ShellEvent(kind="Q", start=start, end=end)
+        return ShellEvent(kind="H", start=start, end=end, text=cmd.rstrip("\n"), number=number)
+    return ShellEvent(kind="Q", start=start, end=end, number=_number(fields, 0))
 
 
 class EventScanner:
-    """Feeds log bytes forward and yields the shell's events (``nonce`` only)."""
+    """Feeds log bytes forward and yields the shell's events (``nonce`` only), each once.
 
-    def __init__(self, nonce: str, start: int) -> None:
+    The shell numbers its events; one whose number is not above the last one read is not the
+    shell speaking now: a program printed it again (the shell's own log holds its nonce, so a
+    ``cat`` of that log prints events of the shell's own) or readline redrew a prompt. It is
+    dropped. ``after``: the highest number the shell had used before ``start`` (or any event
+    before ``start`` showed), when the caller knows it: a scanner that starts inside such a
+    replay learns the real numbers only from the shell's next event."""
+
+    def __init__(self, nonce: str, start: int, *, after: int = 0) -> None:
         self.nonce = nonce.encode()
         self.pos = start  # offset of the next byte fed
+        self.number = after  # the highest event number read so far
         self._carry = b""
 
     @property
@@ -120,8 +154,13 @@ class EventScanner:
             if m.group(1) != self.nonce:
                 continue
             ev = parse_event(self.nonce.decode(), m.group(2), m.group(3), base + m.start(), base + m.end())
-            if ev is not None:
-                events.append(ev)
+            if ev is None:
+                continue
+            if ev.number is not None:
+                if ev.number <= self.number:
+                    continue  # printed again (a replay of the log, or a redrawn prompt)
+                self.number = ev.number
+            events.append(ev)
         # A sequence still open at the end of this read continues in the next one.
         tail = buf.rfind(_OPEN, max(0, len(buf) - _MAX_MARKER))
         if tail >= 0 and _MARKER_RE.match(buf, tail) is None and b"\x07" not in buf[tail:]:

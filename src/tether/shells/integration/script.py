@@ -5,19 +5,26 @@ line a person or an agent types is exactly what runs (``history`` and up-arrow s
 Every fact tether learns about commands comes from invisible OSC 6973 sequences the shell prints
 itself, each carrying the shell's secret nonce so that program output cannot forge them::
 
-    ESC ] 6973 ; NONCE ; P ; STATUS ; N ; TIME BEL   the shell reads its next line (start of PS1):
-                                                    the last line ended with STATUS; the prompt
-                                                    hooks are done; N numbers the prompt
-    ESC ] 6973 ; NONCE ; C ; TOKEN ; TIME BEL        a command line starts running (PS0); TOKEN is
+    ESC ] 6973 ; NONCE ; P ; STATUS ; N ; TIME ; S BEL   the shell reads its next line (start of
+                                                    PS1): the last line ended with STATUS; the
+                                                    prompt hooks are done; N numbers the prompt
+    ESC ] 6973 ; NONCE ; C ; TOKEN ; TIME ; S BEL    a command line starts running (PS0); TOKEN is
                                                     the run's (0: not tether's)
-    ESC ] 6973 ; NONCE ; E ; STATUS ; TIME BEL        the line ended with STATUS; the prompt hooks
+    ESC ] 6973 ; NONCE ; E ; STATUS ; TIME ; S BEL    the line ended with STATUS; the prompt hooks
                                                     start (STATUS empty: a hook of the user's ran
                                                     first)
-    ESC ] 6973 ; NONCE ; Q BEL                        bash waits for a continuation line (PS2)
-    ESC ] 6973 ; NONCE ; H ; <history 1> BEL          the text of a command a person typed
-    ESC ] 6973 ; NONCE ; X ; STATUS BEL               the shell exits (EXIT trap)
+    ESC ] 6973 ; NONCE ; Q ; S BEL                    bash waits for a continuation line (PS2)
+    ESC ] 6973 ; NONCE ; H ; S ; <history 1> BEL      the text of a command a person typed
+    ESC ] 6973 ; NONCE ; X ; STATUS ; S BEL           the shell exits (EXIT trap)
     ESC ] 6973 ; NONCE ; L ; SEQ ; LINE BEL           the reporter ran: LINE is readline's line now
                                                     (``${READLINE_LINE@Q}``), SEQ the request's
+
+S numbers the shell's events, one up each time from the integration's start time in microseconds
+(a redraw of a prompt repeats its P whole; a bash that replaced this one starts above it). The
+shell's own log holds its nonce, so a program that prints that log (``cat``, ``tail``, ``grep``)
+prints events the nonce alone cannot tell from the shell's; their S is never above the last
+event the shell printed before them, and the scanner (``events.EventScanner``) drops such an
+event: a replayed prompt cannot end a run early, nor a replayed E forge its exit status.
 
 A confined shell's first prompt hook also marks the end of each command for the tracer (``mark``).
 
@@ -75,9 +82,15 @@ elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi
 __tether_n='@NONCE@'
 __tether_sf=@STATE@
 __tether_tok=0 __tether_cur=0 __tether_ran=0 __tether_pn=0 __tether_vn=()
-__tether_ps0='\e]6973;@NONCE@;C;$((__tether_cur=__tether_tok?__tether_tok:__tether_cur,__tether_tok=0,__tether_ran=1,__tether_cur));${EPOCHREALTIME-}\a'
-__tether_ps1='\[\e]6973;@NONCE@;P;$?;$((__tether_tok=0,++__tether_pn));${EPOCHREALTIME-}\a\]'
-__tether_ps2='\[\e]6973;@NONCE@;Q\a\]'
+# Events are numbered on from when the integration starts (in microseconds), so a bash that takes
+# this one's place (`exec bash`, given the integration again with the same nonce) numbers above
+# every event before it.
+__tether_sq=${EPOCHREALTIME-}
+__tether_sq=${__tether_sq//[.,]/}
+[[ -n $__tether_sq ]] || printf -v __tether_sq '%(%s)T000000' -1
+__tether_ps0='\e]6973;@NONCE@;C;$((__tether_cur=__tether_tok?__tether_tok:__tether_cur,__tether_tok=0,__tether_ran=1,__tether_cur));${EPOCHREALTIME-};$((++__tether_sq))\a'
+__tether_ps1='\[\e]6973;@NONCE@;P;$?;$((__tether_tok=0,++__tether_pn));${EPOCHREALTIME-};$((++__tether_sq))\a\]'
+__tether_ps2='\[\e]6973;@NONCE@;Q;$((++__tether_sq))\a\]'
 __tether_arm() {
   [[ ${PS0-} == "$__tether_ps0"* ]] || PS0=$__tether_ps0${PS0-}
   [[ ${PS1-} == "$__tether_ps1"* ]] || PS1=$__tether_ps1${PS1-}
@@ -109,12 +122,13 @@ __tether_pc0() {
   # scalar assignment put one in front) the E event carries none, and the run ends at its prompt.
   local s=$? f=
 @MARK@  [[ ${PROMPT_COMMAND-} == __tether_pc0 || ${PROMPT_COMMAND-} == "__tether_pc0;"* ]] && f=$s
-  printf '\e]6973;%s;E;%s;%s\a' "$__tether_n" "$f" "${EPOCHREALTIME-}"
+  printf '\e]6973;%s;E;%s;%s;%s\a' "$__tether_n" "$f" "${EPOCHREALTIME-}" "$((++__tether_sq))"
   return $s
 }
 __tether_pc() {
   if (( __tether_ran && ! __tether_cur )); then
-    printf '\e]6973;%s;H;' "$__tether_n"; HISTTIMEFORMAT= builtin history 1; printf '\a'
+    printf '\e]6973;%s;H;%s;' "$__tether_n" "$((++__tether_sq))"
+    HISTTIMEFORMAT= builtin history 1; printf '\a'
   fi
   __tether_ran=0 __tether_cur=0
   unset -v "${!__TETHER_V_@}"
@@ -125,8 +139,12 @@ __tether_pc() {
   # DCS/OSC/APC string still open (CAN and ST end them: tmux would swallow the prompt), scroll margins (reset
   # between saving and restoring the cursor, which stays where it is), the alternate screen, a DEC
   # graphics charset (also through SO), insert mode, reverse video, application keys, mouse
-  # reporting, a hidden cursor, no autowrap.
-  printf '\x18\e\\\e7\e[r\e8\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>'
+  # reporting, a hidden cursor, no autowrap. The alternate screen is left by entering it first:
+  # tmux restores the cursor a program saved on entering it at every later ESC[?1049l, even one
+  # printed outside it (the prompt would go back to that row, over what came since); entering
+  # saves the cursor where it is, unless the screen is still the alternate one (then the
+  # program's saved cursor is restored, as it should be).
+  printf '\x18\e\\\e7\e[r\e8\e[?1049h\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>'
   printf '\e[?1000l\e[?1002l\e[?1003l\e[?1006l\e[?25h\e[?7h'
 }
 __tether_swallow() {
@@ -225,7 +243,7 @@ __tether_load() {
   fi
   __tether_arm
 }
-__tether_exit() { printf '\e]6973;%s;X;%d\a' "$__tether_n" "$1"; }
+__tether_exit() { printf '\e]6973;%s;X;%d;%s\a' "$__tether_n" "$1" "$((++__tether_sq))"; }
 trap '__tether_exit $?' EXIT
 for __tether_m in emacs vi-insert vi-command; do
   bind -m "$__tether_m" -x '"@LOAD@": __tether_load'

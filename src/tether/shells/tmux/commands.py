@@ -303,9 +303,10 @@ def delete_buffer(name: str) -> Cmd:
     return ("delete-buffer", "-b", name)
 
 
-def paste_buffer(name: str, pane_id: str) -> Cmd:
-    """Paste and delete a buffer; ``-r`` keeps line feeds as they are (no LF → CR)."""
-    return ("paste-buffer", "-d", "-r", "-b", name, "-t", pane_id)
+def paste_buffer(name: str, pane_id: str, *, bracket: bool = False) -> Cmd:
+    """Paste and delete a buffer; ``-r`` keeps line feeds as they are (no LF → CR); ``bracket``
+    (``-p``) brackets the text when the program asked for bracketed paste."""
+    return ("paste-buffer", "-d", *(("-p",) if bracket else ()), "-r", "-b", name, "-t", pane_id)
 
 
 def capture(pane_id: str, *, history: int = 0, escapes: bool = False, above_only: bool = False) -> Cmd:
