@@ -65,13 +65,10 @@ class _LogFile(logging.FileHandler):
         if not isinstance(exc, OSError):
             super().handleError(record)
             return
-        if not self._failing:
+        if not self._failing and self._stderr:
+            # Without stderr (``tether exec``: stderr is the command's) the records are lost, unsaid.
             self._failing = True
             sys.stderr.write(
                 f"tether: the log file {self.baseFilename} could not be written ({exc.strerror}); "
-                + (
-                    "log records go to stderr only until it can be\n"
-                    if self._stderr
-                    else "its records are lost until it can be\n"
-                )
+                "log records go to stderr only until it can be\n"
             )

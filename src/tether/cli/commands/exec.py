@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from tether.config import ensure_home, load_config, resolve_home
-    from tether.errors import UsageError
+    from tether.errors import TetherError, UsageError
     from tether.mcp.logs import configure_logging
     from tether.process.container import prepare as prepare_container
     from tether.process.seal import seal_environment
@@ -88,8 +88,12 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(ensure_home(resolve_home()))
     seal_environment(config.env)  # the command cannot read our credentials in /proc/$PPID/environ
     # Our own warnings (no command container, as for every user but root) go to logs/exec.log:
-    # stderr is the command's, byte for byte.
-    configure_logging(config.home, "exec", level=logging.WARNING, stderr=False)
+    # stderr is the command's, byte for byte. A home tether cannot write (read-only, full) keeps
+    # no log, and the command still runs; nothing then reaches stderr either (no last resort).
+    try:
+        configure_logging(config.home, "exec", level=logging.WARNING, stderr=False)
+    except (TetherError, OSError):
+        logging.getLogger().addHandler(logging.NullHandler())
     prepare_container()
     # asyncio imports ssl only to offer TLS transports and runs without it (the import is optional
     # there, on every Python tether supports); nothing in this process speaks TLS, and loading
