@@ -324,9 +324,8 @@ async def panel_visit(port: int, token: str, shell: str | None, n: int, counts: 
         counts.calls["panel events"] += 1
         if shell is None:
             return
-        ws = await websockets.connect(
-            f"{base}/term/{shell}?cols=100&rows=30", origin=origin, additional_headers=headers
-        )  # type: ignore[arg-type]
+        term = f"{base}/term/{shell}?cols=100&rows=30"
+        ws = await websockets.connect(term, origin=origin, additional_headers=headers)  # type: ignore[arg-type]
         await ws.send(json.dumps({"type": "input", "data": f"echo panel-{n}\r", "typed": True}))
         seen = b""
         with contextlib.suppress(TimeoutError):
@@ -534,7 +533,7 @@ def servers_mode(args: argparse.Namespace) -> None:
     subprocess.run([TETHER, "vault", "set", "SOAK_SECRET"], input=SECRET, text=True, env=env, check=True)
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
     serve = subprocess.Popen([TETHER, "serve", "--port", str(args.port)], env=env, **quiet)  # type: ignore[call-overload]
-    counts, rows = Counts(), []
+    counts, rows = Counts(), list[dict[str, float]]()
     try:
         token = wait_ready(args.port, home, time.monotonic() + 60)
         url = f"http://127.0.0.1:{args.port}/mcp"
