@@ -715,8 +715,11 @@ async def library_mode(args: argparse.Namespace) -> None:
             for stat in stats[: args.top]:
                 if stat.size_diff <= 0:
                     break
-                frames = stat.traceback.format()
-                where = frames[-2].strip() if frames else ""
+                try:
+                    frames = stat.traceback.format()
+                except IndexError:  # a frame without a source line (a file since changed)
+                    frames = [f"  {frame.filename}:{frame.lineno}" for frame in stat.traceback]
+                where = frames[-2].strip() if len(frames) > 1 else (frames[0].strip() if frames else "")
                 print(f"  {stat.size_diff / 1024:+8.1f} KiB {stat.count_diff:+6d} blocks  {where}")
                 for line in frames[:-2][-2 * (args.frames - 1) :]:
                     print(f"  {'':28s}{line.strip()}")
