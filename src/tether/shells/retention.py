@@ -34,7 +34,6 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tether.shells import records as _records  # noqa: F401 - its schema (``shells``) comes first
 from tether.shells.ids import is_shell_id
 from tether.shells.logs import log_path
 from tether.shells.timing import times_path
@@ -56,7 +55,6 @@ BATCH = 500  # shells removed per sweep at most: a sweep stays short even after 
 register_schema(
     "retention",
     """
-    CREATE INDEX IF NOT EXISTS shells_by_closed ON shells (closed_ms);
     CREATE TABLE IF NOT EXISTS retention (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         last_ms INTEGER NOT NULL,
