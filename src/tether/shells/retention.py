@@ -18,8 +18,9 @@ Invariants:
   older than the cut-off): a rival that deleted it first makes it skip that shell; files go after
   the commit (a crash between leaves files no row names, which the next sweep cannot find — they
   are only the bytes of a shell already forgotten);
-- cheap: one indexed query for the candidates, at most ``BATCH`` shells a sweep (a backlog goes
-  over the following hours).
+- cheap: one read of the ``retention`` row per idle sweep, and once an hour one query for the
+  candidates on ``shells_by_closed`` (the index is in the ``sessions`` schema, ``records``), at
+  most ``BATCH`` shells a sweep (a backlog goes over the following hours).
 
 The ``retention`` row also counts what was ever removed, so ``shell_open from`` an id this home
 no longer knows can say that retention removed it (``gone_text``); no list of removed ids is kept
@@ -66,7 +67,12 @@ register_schema(
 
 def claim(store: Store, now: int) -> bool:
     """Whether this call may sweep now: no sweep of this home (any process) in the last hour."""
-    store.execute("INSERT OR IGNORE INTO retention (id, last_ms) VALUES (1, 0)")
+    rows = store.query("SELECT last_ms FROM retention WHERE id = 1")
+    if rows and rows[0]["last_ms"] > now - EVERY_MS:
+        return False  # the usual answer, from a read: no write transaction every 30 s
+    if not rows:
+        store.execute("INSERT OR IGNORE INTO retention (id, last_ms) VALUES (1, 0)")
+    # The claim itself: of two processes that both read an old time, one updates the row.
     return (
         store.execute("UPDATE retention SET last_ms = ? WHERE id = 1 AND last_ms <= ?", (now, now - EVERY_MS))
         == 1
