@@ -120,6 +120,9 @@ class SessionsSection(NamedTuple):
     idle_close: bool = False  # the idle master switch
     idle_close_minutes: int = 60
     log_max_bytes: int = 256 * MIB  # per-shell full-output log cap
+    # A closed shell's log, timing samples, snapshots and rows go this many days after its close
+    # (``shells.retention``); 0 keeps them for ever.
+    keep_closed_days: int = 30
     result_max_bytes: int = 64_000  # the text of one task's result (at least 1024)
     user_busy_seconds: float = 3.0
     default_cols: int = 120

@@ -17,6 +17,8 @@ from typing import Any
 from tether.config import load_config
 from tether.shells import Shells
 from tether.shells.idle import sweep_once
+from tether.store.vault import Vault
+from tether.tools.audited import AuditMiddleware
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
 
@@ -97,5 +99,40 @@ async def test_a_shell_another_process_closed_is_forgotten_at_the_next_sweep(tet
         assert other in engine.held()  # nothing here has looked since
         await sweep_once(engine, set())
         assert other not in engine.held() and kept in engine.held()
+    finally:
+        await catalog.aclose()
+
+
+async def test_a_vault_value_given_to_many_shells_is_kept_once(tether_home: Path) -> None:
+    """Each shell handed `{{vault.NAME}}` left a per-shell entry in the process's masker, kept after
+    the close and walked at every masked call: a server that gives one token to a shell a minute
+    held a thousand entries a day for one value. It keeps one per value, still masked after the
+    shells are gone."""
+    Vault.open(load_config(tether_home)).set("SOAK_TOKEN", "soak-canary-Pq73Wz")
+    catalog = build_catalog(load_config(tether_home), with_jobs=False)
+    registry = catalog.registry
+    (redactor,) = {m.redactor for m in registry.middleware if isinstance(m, AuditMiddleware)}
+    try:
+        for _ in range(3):
+            opened = await registry.call(
+                "shell_open", {"tasks": [{"action": {"kind": "open", "count": 2}}]}, CTX
+            )
+            shells = [t["shell"] for t in opened.structured["tasks"]]
+            ran = await registry.call(
+                "shell_run",
+                _tasks(
+                    shells, {"kind": "run", "command": "echo {{vault.SOAK_TOKEN}}"}, wait={"kind": "exit"}
+                ),
+                CTX,
+            )
+            assert all(t["exitCode"] == 0 for t in ran.structured["tasks"]), ran.text
+            await registry.call("shell_manage", _tasks(shells, {"kind": "close"}), CTX)
+        assert redactor.held() == 1  # six shells, one value
+        # Still masked after every shell it went to is closed (and the vault no longer has it).
+        Vault.open(load_config(tether_home)).remove("SOAK_TOKEN")
+        echoed = await registry.call(
+            "bash", {"command": "echo soak-canary-Pq73Wz", "description": "the value, typed"}, CTX
+        )
+        assert "soak-canary-Pq73Wz" not in echoed.text, echoed.text
     finally:
         await catalog.aclose()

@@ -10,7 +10,7 @@ import pytest
 
 from tether.errors import StorageError, UsageError
 from tether.store.db import Store
-from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore
+from tether.store.snapshots import Snapshot, SnapshotReason, SnapshotStore, on_disk
 
 A = "dsh-snap0a"
 B = "dsh-snap0b"
@@ -99,23 +99,39 @@ def test_text_cap_keeps_the_newest_lines(store: Store, tmp_path: Path) -> None:
 
 
 def test_per_shell_and_total_caps(store: Store, tmp_path: Path) -> None:
-    snaps = SnapshotStore(store, tmp_path, keep_per_shell=3, max_total_bytes=10_000)
+    snaps = SnapshotStore(store, tmp_path, keep_per_shell=3, max_total_bytes=8 * 4096)
     taken = [_take(snaps, A, text=f"{i}\n") for i in range(5)]
     kept = snaps.list(A)
     assert [s.id for s in kept] == [s.id for s in taken[:1:-1]]
     assert sorted(p.name for p in (tmp_path / "snapshots" / A).iterdir()) == sorted(s.path.name for s in kept)
-    # Total cap: big snapshots of B push out the oldest snapshots of any shell; the new one stays.
-    big = "x" * 4000 + "\n"
+    # Total cap (in whole 4 KiB blocks): big snapshots of B (3 blocks each) push out the oldest
+    # snapshots of any shell; the new one stays.
+    big = "x" * 12000 + "\n"
     _take(snaps, B, text=big)
     _take(snaps, B, text=big)
     newest = _take(snaps, B, text=big)
-    total = sum(s.size for s in snaps.list(A) + snaps.list(B))
-    assert total <= 10_000
+    total = sum(on_disk(s.size) for s in snaps.list(A) + snaps.list(B))
+    assert total <= 8 * 4096
     assert snaps.latest(B) == newest
     assert len(snaps.list(B)) == 2
-    for shell in (A, B):
-        on_disk = {p.name for p in (tmp_path / "snapshots" / shell).iterdir()}
-        assert on_disk == {s.path.name for s in snaps.list(shell)}
+    assert snaps.list(A) == [] and not (tmp_path / "snapshots" / A).exists()
+    files = {p.name for p in (tmp_path / "snapshots" / B).iterdir()}
+    assert files == {s.path.name for s in snaps.list(B)}
+
+
+def test_the_total_cap_counts_the_disk_small_snapshots_take(store: Store, tmp_path: Path) -> None:
+    """A close snapshot of a shell that printed little is a few hundred bytes of text but a 4 KiB
+    block and a directory: counted by their text, 256 MiB of them took about 5 GiB of disk."""
+    snaps = SnapshotStore(store, tmp_path, max_total_bytes=10 * 4096)
+    shells = [f"dsh-tiny{i:02d}" for i in range(30)]
+    for shell in shells:
+        _take(snaps, shell, text="$ echo hi\nhi\n")
+    files = list((tmp_path / "snapshots").rglob("*.txt"))
+    assert len(files) <= 10
+    assert sum(-(-max(f.stat().st_size, 1) // 4096) * 4096 for f in files) <= 10 * 4096
+    # Nor does a shell whose snapshots all went keep an empty directory.
+    assert len(list((tmp_path / "snapshots").iterdir())) == len(files)
+    assert snaps.latest(shells[-1]) is not None  # the newest are the ones kept
 
 
 def test_redaction_before_disk(store: Store, tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ shell itself in front (no foreground command) — and its limit is positive: ``i
 given at open, else ``idle_close_minutes`` when the ``idle_close`` master switch is on, else never.
 Closing snapshots the shell (``lifecycle.close``), kills the tmux session and marks the record
 closed. Every tether process may run the
-sweep; closing an already-closed shell is a no-op.
+sweep; closing an already-closed shell is a no-op. The same sweep removes closed shells past
+``[sessions] keep_closed_days`` (``retention``), at most once an hour per home.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from tether.errors import NotFoundError
+from tether.shells import retention
 from tether.shells.records import now_ms
 from tether.shells.tmux.control import SessionError
 
@@ -94,7 +96,7 @@ async def sweep_forever(shells: Shells) -> None:
             logger.exception("idle sweep failed")
 
 
-async def sweep_once(shells: Shells, seen: set[str]) -> set[str]:
+async def sweep_once(shells: Shells, seen: set[str], *, now: int | None = None) -> set[str]:
     """One sweep; returns the ended shells seen now (for ``remove_ended`` next time).
 
     A home without an open shell has nothing to sweep, and asking its hosts would start a tmux
@@ -104,7 +106,10 @@ async def sweep_once(shells: Shells, seen: set[str]) -> set[str]:
     shells.prune(records)
     if not records:
         return set()
-    await close_idle(shells, now_ms())
+    at = now if now is not None else now_ms()  # a test's clock, or the real one
+    await close_idle(shells, at)
+    # Closed shells past [sessions] keep_closed_days (at most once an hour per home).
+    await retention.sweep(shells, at)
     seen = await remove_ended(shells, seen)
     await check_confined(shells)
     return seen

@@ -31,6 +31,8 @@ register_schema(
         nonce TEXT NOT NULL DEFAULT '',
         confinement TEXT NOT NULL DEFAULT ''
     );
+    -- retention's candidates (closed long ago) without a scan of every shell
+    CREATE INDEX IF NOT EXISTS shells_by_closed ON shells (closed_ms);
     CREATE TABLE IF NOT EXISTS shell_runs (
         run_id TEXT PRIMARY KEY,
         shell_id TEXT NOT NULL,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from tether.errors import NotFoundError, RefusedError, UsageError
+from tether.shells import retention
 from tether.shells.domain import Shells
 from tether.shells.requests import Target
 
@@ -80,8 +81,9 @@ def _why_not_live(shells: Shells, missing: list[str]) -> str:
         )
     if unknown:
         parts.append(
-            f"no live shell {', '.join(unknown)}; list live shells with shell_state scope='*' or "
-            "open one with shell_open"
+            f"no live shell {', '.join(unknown)}"
+            f"{retention.unknown_note(shells.store, shells.config.sessions.keep_closed_days)}; list "
+            "live shells with shell_state scope='*' or open one with shell_open"
         )
     return "; ".join(parts)
 

@@ -10,8 +10,11 @@ Bounds, so snapshots never grow without limit (each documented in docs/shells.md
 - the text keeps at most ``max_bytes`` (default 1 MiB) UTF-8 bytes — the *newest* ones, starting
   at a line boundary; ``dropped_bytes`` says how much older text was cut;
 - at most ``keep_per_shell`` (default 20) snapshots per shell — taking one more deletes the oldest;
-- at most ``max_total_bytes`` (default 256 MiB) of snapshot text in the home — the oldest
-  snapshots of any shell go first (the one just taken is always kept).
+- at most ``max_total_bytes`` (default 256 MiB) of snapshots on disk in the home, each counted as
+  the whole blocks its file takes (``BLOCK``, 4 KiB: a snapshot of a few lines takes one) — the
+  oldest snapshots of any shell go first (the one just taken is always kept), and the directory of
+  a shell left with none goes with them. Counting the text alone let small snapshots take about
+  twenty times the cap (a 200-byte close snapshot is a 4 KiB block and a directory).
 
 Secrets: the caller passes the vault's masker as ``redact``; it runs over the label, cwd and text
 before anything is written, so a secret a program printed never reaches the disk in clear.
@@ -44,6 +47,14 @@ SNAPSHOTS_DIR = "snapshots"
 MAX_BYTES = 1024 * 1024
 KEEP_PER_SHELL = 20
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
+BLOCK = 4096  # what a small file takes on the usual file systems (ext4, xfs, btrfs)
+# A snapshot's ``size`` in whole blocks, as SQL (integer division) and as Python.
+_ON_DISK_SQL = f"((MAX(size, 1) + {BLOCK - 1}) / {BLOCK}) * {BLOCK}"
+
+
+def on_disk(size: int) -> int:
+    return -(-max(size, 1) // BLOCK) * BLOCK
+
 
 register_schema(
     "snapshots",
@@ -156,6 +167,9 @@ class SnapshotStore:
                 conn.execute("DELETE FROM snapshots WHERE id = ?", (old["id"],))
         for old in doomed:
             _unlink(self.dir / old["shell_id"] / old["file"])
+            if old["shell_id"] != shell_id:
+                with contextlib.suppress(OSError):  # not empty: the shell still has snapshots
+                    (self.dir / old["shell_id"]).rmdir()
         self._sweep(shell_id)
         found = self.get(int(snap_id or 0))
         assert found is not None
@@ -210,8 +224,8 @@ class SnapshotStore:
         ).fetchall()
         for old in mine[max(self.keep_per_shell, 1) :]:
             doomed[old["id"]] = old
-        total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM snapshots").fetchone()[0]
-        total -= sum(r["size"] for r in doomed.values())
+        total = conn.execute(f"SELECT COALESCE(SUM({_ON_DISK_SQL}), 0) FROM snapshots").fetchone()[0]
+        total -= sum(on_disk(r["size"]) for r in doomed.values())
         if total > self.max_total_bytes:
             for old in conn.execute("SELECT id, shell_id, file, size FROM snapshots ORDER BY taken_ms, id"):
                 if total <= self.max_total_bytes:
@@ -219,7 +233,7 @@ class SnapshotStore:
                 if old["id"] == keep_id or old["id"] in doomed:
                     continue
                 doomed[old["id"]] = old
-                total -= old["size"]
+                total -= on_disk(old["size"])
         return list(doomed.values())
 
     def _sweep(self, shell_id: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tether.audit import AuditLog
 from tether.errors import NotFoundError, RefusedError
-from tether.shells import lifecycle
+from tether.shells import lifecycle, retention
 from tether.shells.domain import Shells
 from tether.shells.hosts import Confinement, default_confinement
 from tether.shells.requests import (
@@ -171,6 +171,9 @@ async def revive(
     store = lifecycle.snapshots(shells)
     snap = store.latest(old)
     if snap is None:
+        keep_days = shells.config.sessions.keep_closed_days
+        if shells.records.any_shell(old) is None and retention.removed_any(shells.store):
+            raise NotFoundError(f"{path}.from: {retention.gone_text(old, keep_days)}")
         raise NotFoundError(
             f"{path}.from: no snapshot of {old} exists; close, idle reclaim, resize, rename and "
             "shell_manage kind=snapshot take one (list them with shell_manage kind=snapshot-list)"

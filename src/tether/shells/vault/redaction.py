@@ -8,6 +8,11 @@ rotated or removed, or the shell is closed). A name delivered with two values (r
 two runs) has both masked: neither overwrites the other. Values in memory never leave it: nothing
 here writes them anywhere (the vault seals what it keeps).
 
+What this process keeps of delivered values is one entry per distinct (name, value), whatever
+shell it went to: which shell got a value does not change what must be masked, and a server that
+opens shells for weeks, each handed the same `{{vault.NAME}}`, must not keep one entry per shell
+(it kept one per shell ever given a value, and walked them all at every masked call).
+
 The compiled masker is cached by the set of values, so an unchanged vault costs two small queries
 per call and no regex compilation.
 """
@@ -26,24 +31,25 @@ class SecretRedactor:
 
     def __init__(self, vault: Callable[[], Vault | None]) -> None:
         self._vault = vault
-        self._delivered: dict[str, dict[tuple[str, str], None]] = {}  # shell → {(name, value)}
+        self._delivered: dict[tuple[str, str], None] = {}  # (name, value), in the order first delivered
         self._lock = threading.Lock()
         self._cache: tuple[frozenset[tuple[str, str]], SecretMasker] | None = None
 
     def remember(self, shell_id: str, values: Mapping[str, str]) -> None:
-        """``values`` (name → value) were delivered to ``shell_id``: mask them from now on."""
+        """``values`` (name → value) were delivered to ``shell_id``: mask them from now on, in
+        every text, whichever shell it comes from."""
         if values:
             with self._lock:
-                kept = self._delivered.setdefault(shell_id, {})
-                kept.update(dict.fromkeys(values.items()))
+                self._delivered.update(dict.fromkeys(values.items()))
 
-    def delivered(self, shell_id: str) -> list[tuple[str, str]]:
+    def held(self) -> int:
+        """How many delivered (name, value) pairs this process keeps."""
         with self._lock:
-            return list(self._delivered.get(shell_id, {}))
+            return len(self._delivered)
 
     def _values(self) -> list[tuple[str, str]]:
         with self._lock:
-            pairs = [pair for per_shell in self._delivered.values() for pair in per_shell]
+            pairs = list(self._delivered)
         vault = self._vault()
         if vault is not None:
             pairs.extend(masked_values(vault))

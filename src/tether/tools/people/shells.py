@@ -29,6 +29,7 @@ from tether.shells import (
     asciicast,
     check_shell_id,
     command_output,
+    retention,
     session_exists,
     timeline,
     window_size,
@@ -91,8 +92,9 @@ class PeopleShellTools:
         check_shell_id(shell_id)
         if shell_id not in shells.records.known_ids():
             raise NotFoundError(
-                f"no shell {shell_id} is recorded in this TETHER_HOME; the panel and `tether shell list` "
-                "show the shells there are"
+                f"no shell {shell_id} is recorded in this TETHER_HOME"
+                f"{retention.unknown_note(shells.store, shells.config.sessions.keep_closed_days)}; the "
+                "panel and `tether shell list` show the shells there are"
             )
         return shell_id
 

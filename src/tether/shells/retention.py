@@ -1,0 +1,161 @@
+"""Retention of closed shells: their log, timing samples, snapshots and rows go after a while.
+
+``[sessions] keep_closed_days`` (default 30; 0 keeps everything for ever): a shell *closed* more
+than that many days ago loses ``logs/<id>.log``, ``logs/times/<id>.times`` (under
+``hosts/<name>/logs`` for a remote shell's local copy), ``snapshots/<id>/`` and its rows in
+``tether.db`` (``shells``, ``shell_runs``, ``shell_reads``, ``snapshots``).
+
+Invariants:
+
+- only a shell whose record is closed (``closed_ms`` set) is removed, never one whose record is
+  open, nor one whose tmux pane still exists on a host this process asked (a close that failed
+  after its claim leaves such a pane: it is left alone until it is gone);
+- the audit log is never touched: its day files keep every call, also on removed shells;
+- it runs from the idle sweep (``idle.sweep_once``), no timer of its own, at most once an hour per
+  home: the hour is claimed with one conditional ``UPDATE`` of the ``retention`` row, so of two
+  servers on one home one sweeps and the other does nothing;
+- each shell's rows go in one transaction that first deletes its closed record (``closed_ms``
+  older than the cut-off): a rival that deleted it first makes it skip that shell; files go after
+  the commit (a crash between leaves files no row names, which the next sweep cannot find — they
+  are only the bytes of a shell already forgotten);
+- cheap: one read of the ``retention`` row per idle sweep, and once an hour one query for the
+  candidates on ``shells_by_closed`` (the index is in the ``sessions`` schema, ``records``), at
+  most ``BATCH`` shells a sweep (a backlog goes over the following hours).
+
+The ``retention`` row also counts what was ever removed, so ``shell_open from`` an id this home
+no longer knows can say that retention removed it (``gone_text``); no list of removed ids is kept
+(it would grow as the rows did).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tether.shells.ids import is_shell_id
+from tether.shells.logs import log_path
+from tether.shells.timing import times_path
+from tether.store.db import Store, register_schema
+from tether.store.snapshots import SNAPSHOTS_DIR
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from tether.shells.domain import Shells
+
+logger = logging.getLogger(__name__)
+
+SETTING = "[sessions] keep_closed_days"
+EVERY_MS = 3_600_000  # at most one sweep an hour per home
+DAY_MS = 86_400_000
+BATCH = 500  # shells removed per sweep at most: a sweep stays short even after a long pause
+
+register_schema(
+    "retention",
+    """
+    CREATE TABLE IF NOT EXISTS retention (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        last_ms INTEGER NOT NULL,
+        removed INTEGER NOT NULL DEFAULT 0
+    )
+    """,
+)
+
+
+def claim(store: Store, now: int) -> bool:
+    """Whether this call may sweep now: no sweep of this home (any process) in the last hour."""
+    rows = store.query("SELECT last_ms FROM retention WHERE id = 1")
+    if rows and rows[0]["last_ms"] > now - EVERY_MS:
+        return False  # the usual answer, from a read: no write transaction every 30 s
+    if not rows:
+        store.execute("INSERT OR IGNORE INTO retention (id, last_ms) VALUES (1, 0)")
+    # The claim itself: of two processes that both read an old time, one updates the row.
+    return (
+        store.execute("UPDATE retention SET last_ms = ? WHERE id = 1 AND last_ms <= ?", (now, now - EVERY_MS))
+        == 1
+    )
+
+
+async def sweep(shells: Shells, now: int) -> list[str]:
+    """The idle sweep's part: remove what expired, if retention is on and this hour is ours."""
+    keep_days = shells.config.sessions.keep_closed_days
+    if keep_days <= 0 or not claim(shells.store, now):
+        return []
+    # Every pane on every host, a dead one too: a closed record whose pane is still there is kept.
+    panes = set(await shells.live()) | set(await shells.ended())
+    removed = remove_expired(shells.store, shells.home, keep_days=keep_days, now=now, panes=panes)
+    if removed:
+        logger.info("retention removed %d shells closed over %d days ago", len(removed), keep_days)
+    return removed
+
+
+def remove_expired(
+    store: Store, home: Path, *, keep_days: int, now: int, panes: Collection[str]
+) -> list[str]:
+    """Remove the shells closed more than ``keep_days`` days before ``now`` (epoch ms), except
+    those in ``panes`` (a tmux pane of theirs still exists); returns the ids removed. Does not
+    claim the hour: the caller does (``sweep``)."""
+    if keep_days <= 0:
+        return []
+    cutoff = now - keep_days * DAY_MS
+    rows = store.query(
+        "SELECT id, host FROM shells WHERE closed_ms IS NOT NULL AND closed_ms < ? "
+        "ORDER BY closed_ms LIMIT ?",
+        (cutoff, BATCH),
+    )
+    removed: list[str] = []
+    for row in rows:
+        shell_id, host = str(row["id"]), str(row["host"])
+        if shell_id in panes or not is_shell_id(shell_id):
+            continue
+        with store.transaction() as conn:
+            gone = conn.execute(
+                "DELETE FROM shells WHERE id = ? AND closed_ms IS NOT NULL AND closed_ms < ?",
+                (shell_id, cutoff),
+            ).rowcount
+            if gone != 1:
+                continue  # removed meanwhile by another process's sweep
+            for table in ("shell_runs", "shell_reads", "snapshots"):
+                conn.execute(f"DELETE FROM {table} WHERE shell_id = ?", (shell_id,))  # fixed names
+            conn.execute("UPDATE retention SET removed = removed + 1 WHERE id = 1")
+        _remove_files(home, shell_id, host)
+        removed.append(shell_id)
+    return removed
+
+
+def removed_any(store: Store) -> bool:
+    """Whether retention ever removed a shell of this home (so an unknown id may be one)."""
+    rows = store.query("SELECT removed FROM retention WHERE id = 1")
+    return bool(rows and rows[0]["removed"])
+
+
+def gone_text(shell_id: str, keep_days: int) -> str:
+    """What a call naming a shell this home no longer knows is told, once retention has run."""
+    return (
+        f"no shell {shell_id} is known in this home, so there is no snapshot to revive: a shell closed "
+        f"more than {SETTING} ({keep_days}) days ago has its snapshots, log and records removed by "
+        f"retention (raise {SETTING}, or set it to 0 to keep closed shells for ever), or the id is "
+        "mistyped; shell_state scope='*' lists live shells"
+    )
+
+
+def unknown_note(store: Store, keep_days: int) -> str:
+    """What a call naming an id this home does not know adds, once retention removed a shell."""
+    if not removed_any(store):
+        return ""
+    return (
+        f" (a shell closed more than {SETTING} ({keep_days}) days ago has its log, snapshots and "
+        "records removed by retention)"
+    )
+
+
+def _remove_files(home: Path, shell_id: str, host: str) -> None:
+    logs_dir = home / "logs" if host == "local" else home / "hosts" / host / "logs"
+    for path in (log_path(logs_dir, shell_id), times_path(logs_dir, shell_id)):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            path.unlink()
+    # ``is_shell_id`` held (the caller checked): the name cannot leave the directory.
+    shutil.rmtree(home / SNAPSHOTS_DIR / shell_id, ignore_errors=True)
