@@ -169,6 +169,9 @@ def served(tether_home: Path) -> Iterator[tuple[list[str], subprocess.Popen[str]
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        for pipe in (process.stdout, process.stderr):  # not left for the collector (a ResourceWarning)
+            if pipe is not None:
+                pipe.close()
 
 
 @pytest.mark.browser
