@@ -5,7 +5,7 @@ fetches the panel's assets from the npm registry), installs it with pip into a f
 Python version (3.11, 3.12, 3.13) outside the checkout, and runs this file with that venv's
 pytest. Each test drives the installed ``tether`` beside the venv's interpreter, as a user would:
 an MCP round trip over stdio, one one-shot command (through MCP and ``tether exec``), one
-persistent shell, ``tether serve`` with
+persistent shell, the library with warnings as errors, ``tether serve`` with
 the panel page loading in chromium.
 """
 
@@ -78,6 +78,31 @@ def test_tether_exec_runs_a_command_and_ends_with_its_status(tether_home: Path) 
     assert (done.returncode, done.stdout, done.stderr) == (3, "one-42\n", "err\n[exit code: 3]\n")
 
 
+_LIBRARY = """
+import tether
+
+with tether.BlockingTether() as t:
+    print(t.call("bash", {"command": "echo one-$((40+2))", "description": "smoke"}).text)
+    missing = t.call("shell_run", {"tasks": [{"target": {"sessions": "dsh-zzzzzz"},
+                                              "action": {"kind": "run", "command": "true"}}]})
+    print(missing.structured["tasks"][0]["errorCode"])
+"""
+
+
+def test_the_library_leaves_nothing_to_the_garbage_collector(tether_home: Path) -> None:
+    # Each interpreter warns of its own things: 3.13 of every SQLite connection the collector
+    # closes (the stores of the one-shot path and of the shells were, before 0285404).
+    done = subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-W", "error::DeprecationWarning", "-c", _LIBRARY],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        env={**os.environ, "TETHER_HOME": str(tether_home)},
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "one-42\nNOT_FOUND\n", "")
+
+
 async def _tasks(client: Client, tool: str, task: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, {"tasks": [task]})
     assert not result.is_error, text_of(result)
@@ -144,6 +169,9 @@ def served(tether_home: Path) -> Iterator[tuple[list[str], subprocess.Popen[str]
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        for pipe in (process.stdout, process.stderr):  # not left for the collector (a ResourceWarning)
+            if pipe is not None:
+                pipe.close()
 
 
 @pytest.mark.browser

@@ -104,7 +104,8 @@ def parse_line(line: bytes) -> Message | Rejected:
         return _reject(
             rid,
             INVALID_REQUEST,
-            "the message nests arrays/objects too deeply to parse (hundreds of levels); "
+            "the message nests arrays/objects too deeply to parse "
+            "(past 1,000 to 10,000 levels, by Python version); "
             "MCP messages and tool arguments are only a few levels deep",
         )
     except ValueError as exc:

@@ -62,6 +62,7 @@ class Shells:
         self.config = config
         self.home = ensure_home(config.home)
         self.store = store if store is not None else Store.open(self.home)
+        self._own_store = store is None  # closed with these shells (a given one is its giver's)
         self.records = Records(self.store)
         self.hooks = hooks if hooks is not None else SessionHooks()
         self.local = LocalHost(config)
@@ -142,6 +143,8 @@ class Shells:
         for key, found in list(self._instances.items()):
             if found is self:
                 del self._instances[key]
+        if self._own_store:  # its connections, not the garbage collector's (3.13 warns of those)
+            self.store.close()
 
     # ---- hosts and panes ------------------------------------------------------------------------
 

@@ -85,6 +85,13 @@ class ToolCatalog:
             self._closed.set()
 
 
+def _closer(close: Callable[[], None]) -> Closer:
+    async def aclose() -> None:
+        close()
+
+    return aclose
+
+
 def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     """Assemble the tools of one process: bash, pwsh (where it resolves), jobs, persistent shells,
     and the people-only tools the panel and the CLI act through."""
@@ -125,6 +132,7 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     # Safety (spec 003 §4): every write passes the policy's hooks; every call is audited once and
     # masked by the middleware (so shell_audit does not log itself).
     policy = SafetyPolicy.from_config(config)
+    catalog.closers.append(_closer(policy.close))  # first in, so closed after the shells it serves
     conversations = ConversationNotes(config.home)
     registry.middleware.append(conversations)
     registry.middleware.append(AuditMiddleware(config.home, policy.redactor))

@@ -82,6 +82,9 @@ class SafetyPolicy:
     redactor: SecretRedactor = field(init=False)
     approvals: Approvals = field(init=False)
     _vaults: dict[int, Vault] = field(default_factory=dict)
+    # The vault ``_any_vault`` opened on a store of its own (no ``Shells`` existed yet): ``close``
+    # closes that store; the others' stores are their ``Shells``'.
+    _own: Vault | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> SafetyPolicy:
@@ -97,9 +100,17 @@ class SafetyPolicy:
     def _any_vault(self) -> Vault:
         found = next(iter(self._vaults.values()), None)
         if found is None:  # a call before any ``Shells`` exists (bash, job_*): open our own
-            found = Vault.open(self.config)
+            found = self._own = Vault.open(self.config)
             self._vaults = {0: found}
         return found
+
+    def close(self) -> None:
+        """Close the store of the vault this policy opened itself: its connections are not left
+        for the garbage collector (Python 3.13 warns of each one it closes)."""
+        own, self._own = self._own, None
+        if own is not None:
+            self._vaults = {k: v for k, v in self._vaults.items() if v is not own}
+            own.store.close()
 
     def vault_for(self, shells: Shells) -> Vault:
         vault = self._vaults.get(id(shells.store))
