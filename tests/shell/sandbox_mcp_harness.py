@@ -4,6 +4,7 @@ server's environment only (never in the test process's own)."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -162,4 +163,31 @@ async def shell_command(client: Client, command: str) -> dict[str, Any]:
     }
     result = await client.call_tool("shell_run", {"tasks": [task]})
     out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
+    return out
+
+
+async def open_task(client: Client, **action: Any) -> dict[str, Any]:
+    """``shell_open`` of one shell (``action``'s fields); its task, checked ok."""
+    opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open", **action}}]})
+    task: dict[str, Any] = (opened.structured_content or {})["tasks"][0]
+    assert task["ok"], task
+    return task
+
+
+async def run_to_exit(
+    client: Client, shell: str, command: str, *, past_guard: bool = False
+) -> dict[str, Any]:
+    """``shell_run`` of ``command`` in ``shell`` to its exit; the task, checked met (it came back at
+    the command's exit, never by a timeout). ``past_guard``: the guard is a speed bump, so the
+    attacker steps past it and the sandbox alone must hold."""
+    task: dict[str, Any] = {
+        "target": {"sessions": shell},
+        "action": {"kind": "run", "command": command},
+        "wait": {"kind": "exit"},
+    }
+    if past_guard:
+        task["safety"] = {"bypassGuard": True, "reason": "red team: the sandbox alone must hold"}
+    result = await client.call_tool("shell_run", {"tasks": [task]})
+    out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
+    assert out["met"] is True, json.dumps(out)
     return out

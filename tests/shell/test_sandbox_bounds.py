@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from sandbox_mcp_harness import bash, server, text_of
+from sandbox_mcp_harness import bash, open_task, run_to_exit, server, text_of
 
 from tether.process import bounds
 from tether.shell.sandbox import SandboxSettings
@@ -108,6 +108,10 @@ def _groups(outer: dict[str, Path]) -> list[str]:
     return sorted(str(p) for group in outer.values() for p in group.rglob("*") if p.is_dir())
 
 
+async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
+    return await run_to_exit(client, shell, command, past_guard=True)  # the sandbox alone must hold
+
+
 async def test_a_fork_bomb_in_a_one_shot_command_stops_at_the_bound(
     bounded_home: Path, home: Path, outer: dict[str, Path]
 ) -> None:
@@ -163,31 +167,11 @@ async def test_a_confined_command_cannot_leave_its_group(
     assert "pids:/\n" in text, text  # its own cgroup namespace: it sees no path to climb from
 
 
-async def _open(client: Client) -> dict[str, Any]:
-    opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
-    task: dict[str, Any] = (opened.structured_content or {})["tasks"][0]
-    assert task["ok"], task
-    return task
-
-
-async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
-    task = {
-        "target": {"sessions": shell},
-        "action": {"kind": "run", "command": command},
-        "wait": {"kind": "exit"},
-        "safety": {"bypassGuard": True, "reason": "red team: the bounds alone must hold"},
-    }
-    result = await client.call_tool("shell_run", {"tasks": [task]})
-    out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
-    assert out["met"] is True, text_of(result)
-    return out
-
-
 async def test_a_confined_shell_is_bounded_and_its_group_goes_with_it(
     bounded_home: Path, home: Path, outer: dict[str, Path]
 ) -> None:
     async with server(bounded_home, home, "--sandbox") as client:
-        task = await _open(client)
+        task = await open_task(client)
         shell = str(task["shell"])
         state = await client.call_tool("shell_state", {})
         assert _BOUND in text_of(state), text_of(state)

@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from sandbox_mcp_harness import server
+from sandbox_mcp_harness import run_to_exit, server
 
 from tether import inotify
 from tether.process.tree import alive
@@ -50,19 +50,6 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
-    task = {
-        "target": {"sessions": shell},
-        "action": {"kind": "run", "command": command},
-        "wait": {"kind": "exit"},
-        "safety": {"bypassGuard": True, "reason": "red team: the sandbox alone must hold"},
-    }
-    result = await client.call_tool("shell_run", {"tasks": [task]})
-    out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
-    assert out["met"] is True, json.dumps(out)
-    return out
-
-
 async def _until(client: Client, shell: str, test: str) -> None:
     """Ask the shell ``test`` (a command that writes nothing) until it prints ``yes``."""
     deadline = time.monotonic() + COVERED_WITHIN_S
@@ -78,6 +65,10 @@ def _replace(path: Path, text: str) -> None:
     fresh = path.with_name(f".{path.name}.{secrets.token_hex(3)}")
     fresh.write_text(text)
     fresh.rename(path)
+
+
+async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
+    return await run_to_exit(client, shell, command, past_guard=True)  # the sandbox alone must hold
 
 
 async def test_a_path_the_host_replaces_stays_protected_in_a_living_shell(

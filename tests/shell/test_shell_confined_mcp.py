@@ -9,7 +9,6 @@ nothing), while a benign write in the workdir from the same shell succeeds.
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from sandbox_mcp_harness import link_hooks, params, plant, server, tree
+from sandbox_mcp_harness import link_hooks, open_task, params, plant, run_to_exit, server, tree
 
 from hang import HANG_MS
 from tether.shell.sandbox import SandboxSettings
@@ -44,24 +43,7 @@ def _exists(path: str) -> bool:
 
 
 async def _open(client: Client, **action: Any) -> str:
-    opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open", **action}}]})
-    task = (opened.structured_content or {})["tasks"][0]
-    assert task["ok"], task
-    return str(task["shell"])
-
-
-async def _run(client: Client, shell: str, command: str, *, past_guard: bool = False) -> dict[str, Any]:
-    task: dict[str, Any] = {
-        "target": {"sessions": shell},
-        "action": {"kind": "run", "command": command},
-        "wait": {"kind": "exit"},
-    }
-    if past_guard:  # the guard is a speed bump: the attacker steps past it, the sandbox must hold
-        task["safety"] = {"bypassGuard": True, "reason": "red team: the sandbox alone must hold"}
-    result = await client.call_tool("shell_run", {"tasks": [task]})
-    out: dict[str, Any] = (result.structured_content or {})["tasks"][0]
-    assert out["met"] is True, json.dumps(out)  # came back at the command's exit, never by a timeout
-    return out
+    return str((await open_task(client, **action))["shell"])
 
 
 def _denied(out: dict[str, Any]) -> list[tuple[str, str]]:
@@ -101,16 +83,18 @@ async def test_a_confined_shell_cannot_step_around_the_sandbox(tether_home: Path
         async with server(tether_home, home, "--sandbox", extra_env=env) as client:
             shell = await _open(client)
             marker = secrets.token_hex(4)
-            benign = await _run(client, shell, f"echo {marker} > benign.txt; cat benign.txt")
+            benign = await run_to_exit(client, shell, f"echo {marker} > benign.txt; cat benign.txt")
             assert marker in benign["lines"] and benign["exitCode"] == 0
             assert benign["sandbox"]["denials"] == []
 
-            outside = await _run(client, shell, f"touch {target}; echo x >> ~/.bashrc; echo x > ~/.gitconfig")
+            outside = await run_to_exit(
+                client, shell, f"touch {target}; echo x >> ~/.bashrc; echo x > ~/.gitconfig"
+            )
             assert ("write", target) in _denied(outside)
             assert ("write", str(home / ".bashrc")) in _denied(outside)
             assert "sandbox_permissions" in outside["sandbox"]["escalationHint"]
 
-            state = await _run(
+            state = await run_to_exit(
                 client,
                 shell,
                 f"ls {tether_home}; echo x > {tether_home}/planted; echo home=$?; "
@@ -122,15 +106,15 @@ async def test_a_confined_shell_cannot_step_around_the_sandbox(tether_home: Path
             assert "new=1" in state["lines"]
             assert ("write", f"{tether_home}/planted") in _denied(state)
 
-            proc1 = await _run(client, shell, "touch /proc/1/root/etc/x; echo rc=$?")
+            proc1 = await run_to_exit(client, shell, "touch /proc/1/root/etc/x; echo rc=$?")
             assert "rc=1" in proc1["lines"] and _denied(proc1)
 
             port = listener.getsockname()[1]
-            net = await _run(client, shell, f"echo hi > /dev/tcp/127.0.0.1/{port}; echo net=$?")
+            net = await run_to_exit(client, shell, f"echo hi > /dev/tcp/127.0.0.1/{port}; echo net=$?")
             assert "net=1" in net["lines"]
             assert ("network", f"127.0.0.1:{port}") in _denied(net)
 
-            repos = await _run(
+            repos = await run_to_exit(
                 client,
                 shell,
                 "echo x > sub/.git/hooks/pre-commit; echo '[core] hooksPath=/tmp' >> sub/.git/config; "
@@ -138,10 +122,10 @@ async def test_a_confined_shell_cannot_step_around_the_sandbox(tether_home: Path
             )
             assert _denied(repos)
 
-            kill = await _run(client, shell, f"kill -9 {victim.pid}; echo kill=$?")
+            kill = await run_to_exit(client, shell, f"kill -9 {victim.pid}; echo kill=$?")
             assert "kill=1" in kill["lines"]
 
-            environ = await _run(
+            environ = await run_to_exit(
                 client, shell, "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done; echo read-all"
             )
             assert "read-all" in environ["lines"]
@@ -172,10 +156,10 @@ async def test_a_confined_shell_revived_by_an_unconfined_server_stays_confined(
         opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open", "from": old}}]})
         new = (opened.structured_content or {})["tasks"][0]["shell"]
         assert new != old
-        out = await _run(client, new, f"touch {target}; echo rc=$?")
+        out = await run_to_exit(client, new, f"touch {target}; echo rc=$?")
         assert "rc=1" in out["lines"] and ("write", target) in _denied(out)
         fresh = await _open(client)  # a new shell of this deployment is unconfined, as configured
-        plain = await _run(client, fresh, "echo plain")
+        plain = await run_to_exit(client, fresh, "echo plain")
         assert plain["sandbox"] is None and "plain" in plain["lines"]
     assert not _exists(target)
 
@@ -198,14 +182,14 @@ async def test_a_confined_shells_program_is_idle_once_it_waits(tether_home: Path
         answered = await typed(shell, "x = sum(range(3 * 10**7)); print('do' + 'ne')", idle)
         assert answered["met"] is True and "done" in answered["lines"], answered
         assert (await typed(shell, "exit()", idle))["met"] is True
-        assert (await _run(client, shell, "echo back"))["lines"] == ["back"]
+        assert (await run_to_exit(client, shell, "echo back"))["lines"] == ["back"]
 
 
 async def test_a_confined_shell_cannot_write_into_its_trace_directory(tether_home: Path, home: Path) -> None:
     # The trace directory (TETHER_HOME/sandbox/shells/ID/trace-*) was bound writable.
     async with server(tether_home, home, "--sandbox") as client:
         shell = await _open(client)
-        out = await _run(
+        out = await run_to_exit(
             client,
             shell,
             "head -c 5M /dev/zero > /run/tether-sandbox/big; echo big=$?; ls -A /run/tether-sandbox; "
@@ -227,13 +211,13 @@ async def test_a_relative_cwd_is_stored_absolute_for_every_later_process(
     first = params(tether_home, home, "--sandbox").model_copy(update={"cwd": str(home / "work")})
     async with Client(first) as client:
         shell = await _open(client, cwd="..")
-        assert "v=" + str(home) in (await _run(client, shell, 'echo "v=$PWD"'))["lines"]
+        assert "v=" + str(home) in (await run_to_exit(client, shell, 'echo "v=$PWD"'))["lines"]
     elsewhere = params(tether_home, home, "--sandbox").model_copy(update={"cwd": str(home / "tools" / "bin")})
     async with Client(elsewhere) as client:
         manage = {"target": {"sessions": shell}, "action": {"kind": "respawn"}}
         respawned = (await client.call_tool("shell_manage", {"tasks": [manage]})).structured_content or {}
         assert respawned["tasks"][0]["ok"], respawned
-        out = await _run(client, shell, 'echo "v=$PWD"; touch made-here; echo rc=$?')
+        out = await run_to_exit(client, shell, 'echo "v=$PWD"; touch made-here; echo rc=$?')
         await client.call_tool("shell_manage", {"tasks": [{**manage, "action": {"kind": "close"}}]})
     assert "v=" + str(home) in out["lines"] and "rc=0" in out["lines"], out
     assert (home / "made-here").exists() and not (home / "tools" / "made-here").exists()
@@ -245,7 +229,7 @@ async def test_tmux_socket_path_is_not_in_the_sandboxs_environment(tether_home: 
     # holding it would be spared when the shell ends).
     async with server(tether_home, home, "--sandbox") as client:
         shell = await _open(client)
-        out = await _run(
+        out = await run_to_exit(
             client,
             shell,
             "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done "
@@ -267,7 +251,7 @@ async def test_a_file_wait_looks_at_the_path_as_the_confined_shell_sees_it(
         shell = await _open(client)
         assert db.exists()
         # An absolute link to the hidden file, in the shell's writable root, then into a subdirectory.
-        await _run(client, shell, f"ln -s {db} db-link; ln -s ../db-link chain; mkdir -p sub; cd sub")
+        await run_to_exit(client, shell, f"ln -s {db} db-link; ln -s ../db-link chain; mkdir -p sub; cd sub")
 
         async def met(path: str, command: str = "sleep 0.3") -> bool:
             wait = {"kind": "file", "path": path, "timeoutMs": 2000}
@@ -301,7 +285,7 @@ async def test_a_confined_shell_cannot_fill_memory_through_its_own_tmpfs(
     itself is read-only."""
     async with server(tether_home, home, "--sandbox") as client:
         shell = await _open(client)
-        out = await _run(
+        out = await run_to_exit(
             client,
             shell,
             "df -B1 --output=size,target /tmp /run /dev/shm; echo x > /dev/planted; echo dev=$?",
@@ -320,7 +304,7 @@ async def test_what_a_confined_shell_stores_in_memory_stops_at_the_configured_si
     (tether_home / "config.toml").write_text("[sandbox]\ntmpfs_size_mb = 2\n")
     async with server(tether_home, home, "--sandbox") as client:
         shell = await _open(client)
-        out = await _run(
+        out = await run_to_exit(
             client,
             shell,
             "for d in /tmp /dev/shm /run; do head -c 8M /dev/zero > $d/fill; echo $d=$?; done; "
@@ -349,7 +333,7 @@ async def test_shell_state_says_how_each_shell_is_confined(tether_home: Path, ho
         default = task["shell"]
         assert f"[sandbox: use_default: writable {home}; network off; {bounds}]" in task["lines"], task
         network = await _open(client, sandbox_permissions="allow_network", justification="fetch a fixture")
-        await _run(client, default, "cd /usr")  # where the shell stands is not where it may write
+        await run_to_exit(client, default, "cd /usr")  # where the shell stands is not where it may write
         state = await client.call_tool("shell_state", {"scope": "*"})
         rows = {row["shell"]: row for row in (state.structured_content or {})["shells"]}
         text = "".join(getattr(block, "text", "") for block in state.content)
@@ -376,7 +360,7 @@ async def test_a_confined_shell_cannot_swap_a_symlinked_hooks_directory(
     marker = home / "hook-ran"
     async with server(tether_home, home, "--sandbox") as client:
         shell = await _open(client)
-        await _run(
+        await run_to_exit(
             client,
             shell,
             f"mkdir sub/.git/new; echo 'touch {marker}' > sub/.git/new/pre-commit; "
