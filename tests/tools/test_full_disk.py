@@ -5,6 +5,7 @@ works again once there is room. The home is a small tmpfs of the test's own (roo
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,3 +122,39 @@ async def test_a_call_that_ran_but_could_not_be_audited_says_it_ran(small_home: 
         assert verify.returncode == 0, verify.stdout + verify.stderr
     finally:
         await anyio.run_process(["umount", "-l", str(audit)], check=False)
+
+
+async def test_output_whose_spill_file_the_disk_refused_says_why(small_home: Path) -> None:
+    """A ``bash`` call printed more than its result holds while ``spill/`` was full: the result
+    ended in ``full output: (unavailable)``, the same words as for output past ``max_spill_bytes``,
+    so the agent could not tell that a full disk cost it the output nor what to free. The marker
+    now names the file and the file system's reason; once there is room the next call keeps its
+    output whole again. ``spill/`` is a full tmpfs of its own: the audit log has room."""
+    spill = small_home / "spill"
+    spill.mkdir(mode=0o700)
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(spill)])
+    filler = spill / "filler"
+    try:
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            with pytest.raises(OSError, match="No space left"):
+                while True:
+                    os.write(fd, b"\0" * 4096)
+        finally:
+            os.close(fd)
+        async with shell_client(small_home) as client:
+            big = {"command": "seq 1 100000", "description": "d"}
+            text = text_of(await client.call_tool("bash", big))
+            marker = text.rsplit("\n", 1)[-1]
+            assert re.fullmatch(
+                rf"\[output truncated; full output: \(unavailable: tether could not write "
+                rf"{re.escape(str(spill))}/[^ ]+\.stdout \(No space left on device\); free space there "
+                r"for later calls to keep theirs\)\]",
+                marker,
+            ), marker
+            filler.unlink()
+            text = text_of(await client.call_tool("bash", big))
+            kept = text.rsplit("\n", 1)[-1].removeprefix("[output truncated; full output: ").removesuffix("]")
+            assert Path(kept).read_bytes().endswith(b"\n99999\n100000\n"), text[-300:]
+    finally:
+        await anyio.run_process(["umount", "-l", str(spill)], check=False)

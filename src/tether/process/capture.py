@@ -80,6 +80,7 @@ class CapturedStream:
         "_spill_fd",
         "_spill_gone",
         "_spill_path",
+        "_spill_refused",
         "_waiters",
     )
 
@@ -92,6 +93,7 @@ class CapturedStream:
         self._spill_path = spill_path
         self._spill_fd: int | None = None
         self._spill_gone = False  # the spill outgrew its cap (or failed) and was deleted
+        self._spill_refused: str | None = None  # why the file system would not keep it, if it did not
         self._waiters: list[asyncio.Future[None]] = []
 
     # -- writing -----------------------------------------------------------------------------
@@ -132,13 +134,19 @@ class CapturedStream:
                 )
                 # Nothing has been dropped from memory yet, so the buffer is the whole stream.
                 self._write_all(bytes(self._buf))
-            except OSError:
-                self._drop_spill()
+            except OSError as exc:
+                self._refused(exc)
                 return
         try:
             self._write_all(chunk)
-        except OSError:
-            self._drop_spill()
+        except OSError as exc:
+            self._refused(exc)
+
+    def _refused(self, exc: OSError) -> None:
+        # A full disk (or a read-only one) cost the whole stream: the result says so, and where.
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        self._spill_refused = f"tether could not write {self._spill_path} ({why})"
+        self._drop_spill()
 
     def _write_all(self, data: bytes) -> None:
         assert self._spill_fd is not None
@@ -199,6 +207,11 @@ class CapturedStream:
         if self._spill_gone or self._spill_path is None or not self.truncated:
             return None
         return str(self._spill_path)
+
+    @property
+    def spill_refused(self) -> str | None:
+        """Why no spill file holds the stream when the file system refused it (a full disk), else None."""
+        return self._spill_refused
 
     def _kept_start(self) -> int:
         return max(self._base, self.total_bytes - self._max_bytes)

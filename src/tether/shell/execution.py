@@ -46,7 +46,10 @@ class CapturedPair:
 
 def collected(stream: CapturedStream) -> ShellCollectedOutput:
     return ShellCollectedOutput(
-        text=stream.tail_text(), truncated=stream.truncated, spill_path=stream.spill_path
+        text=stream.tail_text(),
+        truncated=stream.truncated,
+        spill_path=stream.spill_path,
+        spill_refused=stream.spill_refused,
     )
 
 

@@ -6,7 +6,8 @@ Invariant: the rules are fixed and applied in this order (spec 000 "结果如何
 2. when stderr is non-empty, a block headed ``[stderr]``;
 3. when both are empty, ``(no output)``;
    a truncated stream ends with ``[output truncated; full output: PATH]`` (``(unavailable)`` when
-   no spill file holds it);
+   no spill file holds it, ``(unavailable: tether could not write PATH (REASON); …)`` when the
+   file system refused it);
 4. when the sandbox denied something, a deny marker and the escalation hint;
 5. ``[timed out after Nms]`` on timeout; ``[stopped: REASON]`` when something external killed it;
 6. the closing marker: ``[killed by signal: X]``, else ``[exit code: N]`` for a non-zero exit.
@@ -28,7 +29,14 @@ from tether.shell.types import ShellCollectedOutput, ShellRunResult, ShellSandbo
 def truncation_marker(output: ShellCollectedOutput) -> str | None:
     if not output.truncated:
         return None
-    return f"[output truncated; full output: {output.spill_path or '(unavailable)'}]"
+    if output.spill_path is not None:
+        return f"[output truncated; full output: {output.spill_path}]"
+    if output.spill_refused is not None:
+        return (
+            f"[output truncated; full output: (unavailable: {output.spill_refused}; free space "
+            "there for later calls to keep theirs)]"
+        )
+    return "[output truncated; full output: (unavailable)]"
 
 
 def dropped_marker(dropped: Sequence[tuple[str, str | None]]) -> str | None:

@@ -173,11 +173,13 @@ class ShellExecSpec:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShellCollectedOutput:
     """One captured stream: ``text`` is the tail when ``truncated``; ``spill_path`` holds the whole
-    stream, or is None (no spill kept, or the stream outgrew ``max_spill_bytes``)."""
+    stream, or is None (no spill kept, or the stream outgrew ``max_spill_bytes``); ``spill_refused``
+    says why when the file system refused the spill file (a full disk)."""
 
     text: str = ""
     truncated: bool = False
     spill_path: str | None = None
+    spill_refused: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
