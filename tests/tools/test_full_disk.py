@@ -34,6 +34,17 @@ def small_home(tether_home: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(tether_home)], check=False)
 
 
+def _fill(path: Path) -> None:
+    """Write zeros to ``path`` until its file system refuses the next page."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            while True:
+                os.write(fd, b"\0" * 4096)
+    finally:
+        os.close(fd)
+
+
 async def _screen_shows(home: Path, shell: str, text: str) -> None:
     with anyio.fail_after(HANG_S):
         while text not in tmux(home, "capture-pane", "-p", "-t", f"={shell}:"):
@@ -135,13 +146,7 @@ async def test_output_whose_spill_file_the_disk_refused_says_why(small_home: Pat
     await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(spill)])
     filler = spill / "filler"
     try:
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            with pytest.raises(OSError, match="No space left"):
-                while True:
-                    os.write(fd, b"\0" * 4096)
-        finally:
-            os.close(fd)
+        _fill(filler)
         async with shell_client(small_home) as client:
             big = {"command": "seq 1 100000", "description": "d"}
             text = text_of(await client.call_tool("bash", big))
@@ -155,6 +160,34 @@ async def test_output_whose_spill_file_the_disk_refused_says_why(small_home: Pat
             filler.unlink()
             text = text_of(await client.call_tool("bash", big))
             kept = text.rsplit("\n", 1)[-1].removeprefix("[output truncated; full output: ").removesuffix("]")
-            assert Path(kept).read_bytes().endswith(b"\n99999\n100000\n"), text[-300:]
+            assert (await anyio.Path(kept).read_bytes()).endswith(b"\n99999\n100000\n"), text[-300:]
     finally:
         await anyio.run_process(["umount", "-l", str(spill)], check=False)
+
+
+async def test_a_server_started_on_a_full_disk_says_the_disk_is_full_and_serves_once_it_is_not(
+    small_home: Path,
+) -> None:
+    """``tether mcp`` started on a home whose disk had filled since the last run: SQLite cannot
+    grow the database's WAL index there, and every call was refused with "the file system refused
+    tether's write to …/tether.db (disk I/O error)", which reads as a failing drive. The error now
+    says how much room is left; the same server serves once space is freed, and the audit log that
+    the refusals were written to verifies."""
+    async with shell_client(small_home) as client:
+        assert (
+            text_of(await client.call_tool("bash", {"command": "echo first", "description": "d"})) == "first"
+        )
+    filler = small_home / "filler"
+    _fill(filler)
+    async with shell_client(small_home) as client:
+        refused = await client.call_tool("bash", {"command": "echo hi", "description": "d"})
+        assert refused.is_error, text_of(refused)
+        assert text_of(refused) == (
+            f"STORAGE_UNAVAILABLE: the file system refused tether's write to {small_home}/tether.db "
+            "(disk I/O error; 0 KiB free on its file system); free space there, or make it writable, "
+            "and call again"
+        )
+        filler.unlink()
+        assert text_of(await client.call_tool("bash", {"command": "echo back", "description": "d"})) == "back"
+    verify = await anyio.run_process([TETHER, "audit", "verify"], check=False)
+    assert verify.returncode == 0, verify.stdout + verify.stderr

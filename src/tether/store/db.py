@@ -121,12 +121,25 @@ class Store:
         code = exc.sqlite_errorcode & 0xFF
         if code in _STORAGE_CODES:
             return StorageError(
-                f"the file system refused tether's write to {self.path} ({exc}); "
+                f"the file system refused tether's write to {self.path} ({exc}{self._room(code)}); "
                 "free space there, or make it writable, and call again"
             )
         if code in _UNUSABLE_CODES:
             return self._not_a_database(exc)
         return None
+
+    def _room(self, code: int) -> str:
+        """How much room the database's file system has, for an answer that does not say it: a full
+        disk reaches SQLite as "disk I/O error" too (growing the WAL index of a database opened
+        anew, ``SQLITE_IOERR_SHMSIZE``), which reads as a failing drive."""
+        if code not in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL):
+            return ""
+        try:
+            found = os.statvfs(self.path.parent)
+        except OSError:
+            return ""
+        free = found.f_bavail * found.f_frsize
+        return f"; {free // 1024} KiB free on its file system" if free < 1 << 30 else ""
 
     def _not_a_database(self, exc: sqlite3.Error) -> StorageError:
         return StorageError(

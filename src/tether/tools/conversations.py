@@ -41,11 +41,14 @@ class ConversationNotes:
         return await inner(arguments, ctx)
 
     def _note(self, actor: str, client: str) -> None:
-        if self._store is None:
-            self._store = Store.open(self.home)
         try:
+            if self._store is None:  # opened here too: a store that cannot open (a full disk) is no
+                self._store = Store.open(self.home)  # reason to refuse a call that needs none
             Conversations(self._store).note(actor, client)
-        except (TetherError, OSError, sqlite3.Error):  # a label for people: never worth failing the call for
+        except TetherError as exc:  # the store's own words name the file and the fix: no traceback
+            logger.warning("could not note the client of %s: %s", actor, exc)
+            return
+        except (OSError, sqlite3.Error):  # a label for people: never worth failing the call for
             logger.warning("could not note the client of %s", actor, exc_info=True)
             return
         if len(self._written) >= _REMEMBERED:
