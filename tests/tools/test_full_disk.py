@@ -15,6 +15,7 @@ import pytest
 from shell_harness import TETHER, open_shell, run, shell_client, text_of, tmux
 
 from hang import HANG_S
+from tether.audit import query, verify
 from tether.cli.door import stop_door
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs of its own (needs root)")
@@ -43,6 +44,18 @@ def _fill(path: Path) -> None:
                 os.write(fd, b"\0" * 4096)
     finally:
         os.close(fd)
+
+
+async def _full_since_the_last_run(home: Path) -> Path:
+    """A home that a server used, then whose disk filled: SQLite removed the database's WAL index
+    when the last connection closed, and a new one cannot be grown there."""
+    async with shell_client(home) as client:
+        assert (
+            text_of(await client.call_tool("bash", {"command": "echo first", "description": "d"})) == "first"
+        )
+    filler = home / "filler"
+    _fill(filler)
+    return filler
 
 
 async def _screen_shows(home: Path, shell: str, text: str) -> None:
@@ -173,12 +186,7 @@ async def test_a_server_started_on_a_full_disk_says_the_disk_is_full_and_serves_
     tether's write to …/tether.db (disk I/O error)", which reads as a failing drive. The error now
     says how much room is left; the same server serves once space is freed, and the audit log that
     the refusals were written to verifies."""
-    async with shell_client(small_home) as client:
-        assert (
-            text_of(await client.call_tool("bash", {"command": "echo first", "description": "d"})) == "first"
-        )
-    filler = small_home / "filler"
-    _fill(filler)
+    filler = await _full_since_the_last_run(small_home)
     async with shell_client(small_home) as client:
         refused = await client.call_tool("bash", {"command": "echo hi", "description": "d"})
         assert refused.is_error, text_of(refused)
@@ -189,5 +197,37 @@ async def test_a_server_started_on_a_full_disk_says_the_disk_is_full_and_serves_
         )
         filler.unlink()
         assert text_of(await client.call_tool("bash", {"command": "echo back", "description": "d"})) == "back"
-    verify = await anyio.run_process([TETHER, "audit", "verify"], check=False)
-    assert verify.returncode == 0, verify.stdout + verify.stderr
+    checked = await anyio.run_process([TETHER, "audit", "verify"], check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+async def test_a_call_refused_for_a_store_that_cannot_open_did_not_run_and_is_logged(
+    small_home: Path, tmp_path: Path
+) -> None:
+    """On a home whose database cannot open (a full disk since the last run), ``bash`` ran its
+    command, then failed reading the vault to mask the result: the agent got STORAGE_UNAVAILABLE
+    "… and call again" for a command that had run (a retry runs it twice), and the masker failed
+    again where the audit record is written, so the call was in no record at all. The vault is now
+    read before anything runs: the call is refused without running, and logged without the parts
+    that could not be masked."""
+    ran = tmp_path / "ran"
+    filler = await _full_since_the_last_run(small_home)
+    async with shell_client(small_home) as client:
+        command = f"echo ran >> {ran}"
+        refused = await client.call_tool("bash", {"command": command, "description": "d"})
+        assert refused.is_error, text_of(refused)
+        assert text_of(refused).startswith("STORAGE_UNAVAILABLE: "), text_of(refused)
+        assert text_of(refused).endswith("free space there, or make it writable, and call again")
+        assert not await anyio.Path(ran).exists()
+        filler.unlink()
+        assert (
+            text_of(await client.call_tool("bash", {"command": command, "description": "d"})) == "(no output)"
+        )
+    assert (await anyio.Path(ran).read_text()) == "ran\n"
+    *_, refusal, done = query(small_home, days=1, limit=10)
+    assert (refusal.tool, refusal.outcome, refusal.command) == ("bash", "error", None), refusal
+    assert refusal.detail == text_of(refused).removeprefix("STORAGE_UNAVAILABLE: ")
+    assert refusal.extra["code"] == "STORAGE_UNAVAILABLE"
+    assert refusal.extra["withheld"] == "the vault could not be read to mask the command and the result"
+    assert (done.outcome, done.command) == ("ok", command), done
+    assert verify(small_home).ok

@@ -123,8 +123,12 @@ class AuditMiddleware:
         masker: SecretMasker | None = None  # read once, after the handler: it may have delivered values
         with COMMITTER.opened(), collecting() as notes:
             try:
+                # The vault must be readable before anything runs: a store that cannot open (a
+                # full disk) or a missing vault key refuses the call here, where "call again" is
+                # true, rather than after a command ran, whose result could not then be masked.
+                self.redactor.masker()
                 result = await inner(arguments, ctx)
-                masker = self.redactor.masker()
+                masker = self._masker_after_run(tool)
                 result = _masked(result, masker)
                 outcome, detail = _outcome_of(result, notes, arguments)
                 return result
@@ -132,15 +136,15 @@ class AuditMiddleware:
                 outcome, detail = "cancelled", "the caller cancelled the call"
                 raise
             except GuardBlockedError as exc:
-                masker = self.redactor.masker()
+                masker = self._masker_or_none(exc)
                 outcome, detail, code = "blocked", _mask_error(exc, masker), exc.code
                 raise
             except RefusedError as exc:
-                masker = self.redactor.masker()
+                masker = self._masker_or_none(exc)
                 outcome, detail, code = "refused", _mask_error(exc, masker), exc.code
                 raise
             except TetherError as exc:
-                masker = self.redactor.masker()
+                masker = self._masker_or_none(exc)
                 outcome, detail, code = "error", _mask_error(exc, masker), exc.code
                 raise
             except Exception as exc:
@@ -150,8 +154,35 @@ class AuditMiddleware:
                 if tool.audit_calls:
                     with anyio.CancelScope(shield=True):
                         if masker is None:
-                            masker = self.redactor.masker()
+                            masker = self._masker_or_none(None)
                         await self._append(tool, arguments, ctx, notes, result, outcome, detail, code, masker)
+
+    def _masker_after_run(self, tool: ToolDef) -> SecretMasker:
+        """The masker once the handler ran; when the vault can no longer be read, the result is
+        withheld (it could not be masked) and the error says the call ran, so it is not repeated."""
+        try:
+            return self.redactor.masker()
+        except TetherError as exc:
+            exc.message = (
+                f"{exc.message}; the {tool.name} call itself ran and ended, but its result could not "
+                "be masked, so it is withheld; do not repeat it blindly: check what it did first"
+            )
+            exc.args = (exc.message,)
+            raise
+
+    def _masker_or_none(self, failed: TetherError | None) -> SecretMasker | None:
+        """The masker, or None when the vault cannot be read: nothing a secret could be in is then
+        shown or recorded (see ``_append``). ``failed``, the call's own error, keeps its text only
+        when it is that very failure (tether's words, naming files); any other is withheld."""
+        try:
+            return self.redactor.masker()
+        except TetherError as unread:
+            if failed is not None and not failed.message.startswith(unread.message):
+                failed.message = (
+                    f"the text of this error is withheld: it could not be masked ({unread.message})"
+                )
+                failed.args = (failed.message,)
+            return None
 
     async def _append(
         self,
@@ -163,8 +194,13 @@ class AuditMiddleware:
         outcome: Outcome,
         detail: str,
         code: str | None,
-        masker: SecretMasker,
+        masker: SecretMasker | None,
     ) -> None:
+        if masker is None:
+            # The vault could not be read, so nothing could be masked: the record keeps what holds
+            # no secret (who, which tool and action, the shells, the outcome and tether's own error,
+            # which names files) and leaves out the commands, the reasons and the result.
+            notes, result = CallNotes(flags=notes.flags, hosts=notes.hosts), None
         tasks = _tasks(arguments)
         safety = [t.get("safety") for t in tasks if isinstance(t.get("safety"), Mapping)]
         flags = set(notes.flags)
@@ -185,6 +221,8 @@ class AuditMiddleware:
             fields = tool.audit_fields(arguments)
             action, targets = fields.action, sorted(set(fields.targets))
             reasons = [fields.reason] if fields.reason else []
+        if masker is None:
+            commands, reasons = [], []
         if not action.strip():
             action = tool.name  # the log refuses a blank action, and the call must still be recorded
         extra: dict[str, Any] = {}
@@ -203,7 +241,9 @@ class AuditMiddleware:
                 for t in result.structured["tasks"]
                 if isinstance(t, Mapping)
             ][:32]
-        log = AuditLog(self.home, redact=masker.mask)
+        if masker is None:
+            extra["withheld"] = "the vault could not be read to mask the command and the result"
+        log = AuditLog(self.home, redact=masker.mask if masker is not None else None)
         try:
             await COMMITTER.append(
                 log,
@@ -239,7 +279,7 @@ def _masked(result: ToolResult, masker: SecretMasker) -> ToolResult:
     return replace(result, text=masker.mask(result.text), structured=mask_value(result.structured, masker))
 
 
-def _mask_error(exc: TetherError, masker: SecretMasker) -> str:
+def _mask_error(exc: TetherError, masker: SecretMasker | None) -> str:
     if masker:
         exc.message = masker.mask(exc.message)
         exc.args = (exc.message,)
