@@ -523,3 +523,59 @@ async def test_a_server_whose_working_directory_was_removed_names_it(
         # An absolute directory needs none of it.
         ran = await client.call_tool("bash", {"command": "pwd", "description": "where", "workdir": "/"})
         assert not ran.is_error and text_of(ran) == "/"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs of its own (needs root)")
+def test_serve_first_started_on_a_full_disk_names_the_token_and_starts_once_there_is_room(
+    tether_home: Path,
+) -> None:
+    """The first ``tether serve`` on a full disk said "its output could not be written" (the token's
+    write, which names no file), and left an empty ``token`` behind: once space was freed, every
+    start was refused ("a token shorter than 16 characters; delete it") until a person did. The
+    token is linked into place only once it is whole, and the error names it."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(tether_home)], check=True)
+    env = {**os.environ, "TETHER_HOME": str(tether_home)}
+    try:
+        filler = tether_home / "filler"
+        with contextlib.suppress(OSError), filler.open("wb") as out:
+            while True:
+                out.write(b"\0" * 4096)
+                out.flush()
+        done = subprocess.run(
+            [TETHER, "serve", "--port", "0"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+        )
+        assert done.returncode == 2, done
+        token = tether_home / "token"
+        assert (
+            f"tether: STORAGE_UNAVAILABLE: {token} could not be written (No space left on device); "
+            "free space there, or make it writable, and start tether serve again"
+        ) in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+        assert sorted(p.name for p in tether_home.iterdir() if "token" in p.name) == []
+        filler.unlink()
+        process = subprocess.Popen(
+            [TETHER, "serve", "--port", "0"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            assert banner_field(read_banner(process.stdout), "token") == token.read_text().strip()
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=HANG_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    finally:
+        subprocess.run(["tmux", "-S", str(tether_home / "tmux.sock"), "kill-server"], capture_output=True)
+        subprocess.run(["umount", "-l", str(tether_home)], check=False)

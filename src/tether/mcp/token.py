@@ -10,26 +10,20 @@ client cannot send in a header (a space, a control character, non-ASCII text): e
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import secrets
 import stat
 from pathlib import Path
 
-from tether.errors import UsageError
+from tether.errors import STORAGE_ERRNOS, StorageError, UsageError
 
 
 def load_or_create_token(home: Path) -> str:
     path = home / "token"
     if not path.exists():
-        value = secrets.token_urlsafe(32)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass  # another tether process created it first; read theirs below
-        else:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(value + "\n")
+        _create(path, secrets.token_urlsafe(32))
     value = _read_token(path)
     if len(value) < 16:
         raise UsageError(f"{path} holds a token shorter than 16 characters; delete it to create a new one")
@@ -40,6 +34,34 @@ def load_or_create_token(home: Path) -> str:
             f"no client can send as 'Authorization: Bearer <token>'; {_recreate(path)}"
         )
     return value
+
+
+def _create(path: Path, value: str) -> None:
+    """Write the token beside ``path`` and link it into place only once whole: a write the disk
+    refused (a full disk) left an empty ``token``, which every later start refused as too short
+    until a person deleted it. Another tether process that created it first keeps its own."""
+    tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(f"{value}\n".encode("ascii"))
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):  # another tether process created it first
+            os.link(tmp, path)
+    except OSError as exc:
+        if exc.errno not in STORAGE_ERRNOS:
+            raise
+        raise StorageError(
+            f"{path} could not be written ({exc.strerror}); free space there, or make it writable, "
+            "and start tether serve again"
+        ) from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _recreate(path: Path) -> str:
