@@ -231,3 +231,46 @@ async def test_a_call_refused_for_a_store_that_cannot_open_did_not_run_and_is_lo
     assert refusal.extra["withheld"] == "the vault could not be read to mask the command and the result"
     assert (done.outcome, done.command) == ("ok", command), done
     assert verify(small_home).ok
+
+
+async def test_calls_refused_for_a_full_audit_disk_each_say_so_once_in_plain_words(small_home: Path) -> None:
+    """``audit/`` full while calls end together: each refusal read "[Errno 28] short write to the
+    audit log (…); check free disk space", the server's log printed the append's traceback for
+    every call, and the calls of one batch shared one error object, which each of them extended
+    with its own "the … call itself ran" — a later caller's message held the clause once per call
+    before it. Now each message says the disk is full and how full, once, and the log one line."""
+    audit = small_home / "audit"
+    audit.mkdir(mode=0o700)
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", str(audit)])
+    try:
+        _fill(audit / "filler")
+        refusals: list[str] = []
+        async with shell_client(small_home) as client:
+
+            async def call(n: int) -> None:
+                done = await client.call_tool("bash", {"command": f"echo {n}", "description": "d"})
+                assert done.is_error, text_of(done)
+                refusals.append(text_of(done))
+
+            async with anyio.create_task_group() as group:
+                for n in range(12):
+                    group.start_soon(call, n)
+            (audit / "filler").unlink()
+            assert (
+                text_of(await client.call_tool("bash", {"command": "echo back", "description": "d"}))
+                == "back"
+            )
+        for message in refusals:
+            assert message.startswith(
+                f"AUDIT_UNAVAILABLE: cannot append to the audit log in {audit}: No space left on device"
+            ), message
+            assert (
+                "; free space on its file system (0 KiB free), or make it writable; the bash call" in message
+            )
+            assert message.count("call itself ran") == 1, message
+        log = (small_home / "logs" / "mcp.log").read_text()
+        assert log.count("could not audit a bash call by conv-a: cannot append") == 12, log[-3000:]
+        assert "Traceback" not in log, log[-3000:]
+        assert verify(small_home).ok
+    finally:
+        await anyio.run_process(["umount", "-l", str(audit)], check=False)

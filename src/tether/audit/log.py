@@ -67,7 +67,7 @@ from tether.audit.seal import (
     read_writer_key,
     write_writer_key,
 )
-from tether.errors import UsageError
+from tether.errors import STORAGE_ERRNOS, UsageError
 
 LOCK_NAME = ".lock"
 MAX_COMMAND_CHARS = 64 * 1024
@@ -235,6 +235,16 @@ class AuditLog:
                     "; this process has no file descriptor left: end shells or jobs no longer needed, "
                     "or raise its limit (ulimit -n)"
                 )
+            elif cause.errno in STORAGE_ERRNOS:
+                # "[Errno 28] short write …" said neither that the disk was full nor how full.
+                reason = os.strerror(cause.errno)
+                if cause.strerror and cause.strerror != reason:
+                    reason = f"{reason}: {cause.strerror}"
+                raise AuditAppendError(
+                    f"cannot append to the audit log in {self.dir}: {reason}; free space on its file "
+                    f"system{_room(self.dir)}, or make it writable",
+                    durable=durable,
+                ) from exc
             elif cause.errno is not None:
                 fix = "; check free disk space and the directory's permissions"
             else:
@@ -470,6 +480,14 @@ class AuditAppendError(AuditError):
     def __init__(self, message: str, *, durable: list[AuditRecord]) -> None:
         super().__init__(message)
         self.durable = durable
+
+
+def _room(directory: Path) -> str:
+    try:
+        found = os.statvfs(directory)
+    except OSError:
+        return ""
+    return f" ({found.f_bavail * found.f_frsize // 1024} KiB free)"
 
 
 def _head_of(line: bytes) -> Head | None:

@@ -29,8 +29,8 @@ from typing import Any
 import anyio
 
 from tether.audit import COMMITTER, AuditLog
-from tether.audit.record import Outcome
-from tether.errors import RefusedError, TetherError
+from tether.audit.record import AuditError, Outcome
+from tether.errors import STORAGE_ERRNOS, RefusedError, TetherError
 from tether.shells import CallNotes, GuardBlockedError, SecretMasker, SecretRedactor, collecting
 from tether.tools.registry import (
     CallContext,
@@ -260,16 +260,22 @@ class AuditMiddleware:
                 extra=extra or None,
             )
         except TetherError as exc:
-            logger.exception("could not audit a %s call by %s", tool.name, ctx.actor)
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno in STORAGE_ERRNOS:
+                # The machine's condition, said in full by the message: one line per call, not a
+                # traceback of the append's frames per call while the disk stays full.
+                logger.warning("could not audit a %s call by %s: %s", tool.name, ctx.actor, exc.message)
+            else:
+                logger.exception("could not audit a %s call by %s", tool.name, ctx.actor)
             if result is not None:
                 # The agent gets this error instead of the result: without this it could not tell
-                # that the command ran, and would run it again.
-                exc.message = (
+                # that the command ran, and would run it again. A new error, not the one caught:
+                # one failed append answers every call of its batch with the same object.
+                raise AuditError(
                     f"{exc.message}; the {tool.name} call itself ran and ended (outcome {outcome}) but "
                     "is not in the audit log, so its result is withheld; do not repeat it blindly: "
                     "check what it did first"
-                )
-                exc.args = (exc.message,)
+                ) from exc
             raise
 
 
