@@ -1,5 +1,6 @@
-"""``ConversationNotes``: the label of a conversation's client is for people, so a store that
-cannot take it never costs the call it came with."""
+"""A store that cannot be opened or read under the tool-call middleware: ``ConversationNotes``'s
+label for people never costs the call it came with, and ``AuditMiddleware`` never shows or logs
+what it could not mask."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from typing import Any
 
 import pytest
 
+from tether.audit import query
+from tether.errors import StorageError
+from tether.shells import SecretRedactor
+from tether.tools.audited import AuditMiddleware
 from tether.tools.conversations import ConversationNotes
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 
@@ -38,3 +43,34 @@ async def test_a_store_that_cannot_open_costs_the_label_never_the_call(
     (record, *_) = caplog.records
     assert record.getMessage().startswith(f"could not note the client of conv-a: {tmp_path}/tether.db ")
     assert record.exc_info is None
+
+
+async def test_a_vault_that_becomes_unreadable_while_a_call_runs_withholds_its_result(tmp_path: Path) -> None:
+    """The store went away between the check before the handler and the masker after it (a disk
+    that filled meanwhile): the result cannot be masked, so it is withheld, and the error says the
+    call ran, so it is not repeated; the record keeps what holds no secret."""
+    readable = [True]
+
+    def vault() -> None:
+        if not readable[0]:
+            raise StorageError(
+                f"the file system refused tether's write to {tmp_path}/tether.db (disk I/O error)"
+            )
+
+    async def run(_args: Mapping[str, Any], _ctx: CallContext) -> ToolResult:
+        readable[0] = False
+        return ToolResult(text="secret output")
+
+    registry = ToolRegistry()
+    registry.add(ToolDef(name="run", description="run", input_schema={"type": "object"}, handler=run))
+    registry.middleware.append(AuditMiddleware(tmp_path, SecretRedactor(vault)))
+    with pytest.raises(StorageError) as refused:
+        await registry.call("run", {"command": "echo hi"}, CallContext(actor="conv-a"))
+    assert refused.value.message.endswith(
+        "(disk I/O error); the run call itself ran and ended, but its result could not be masked, so "
+        "it is withheld; do not repeat it blindly: check what it did first"
+    ), refused.value.message
+    (record,) = query(tmp_path, days=1, limit=10)
+    assert (record.outcome, record.command, record.extra["code"]) == ("error", None, "STORAGE_UNAVAILABLE")
+    assert record.detail == refused.value.message
+    assert "withheld" in record.extra
