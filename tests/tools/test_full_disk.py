@@ -105,8 +105,9 @@ async def test_a_command_that_fills_the_disk_still_gets_its_result(small_home: P
             (note,) = out["lines"]
             assert note.startswith(
                 "[the command ran, but tether could not record it or show its output: the file system "
-                f"refused tether's write to {small_home}/tether.db (database or disk is full); "
+                f"refused tether's write to {small_home}/tether.db (database or disk is full; "
             ) and note.endswith("do not run the command again to see it]"), note
+            assert " KiB free on its file system); free space there" in note, note
             filler.unlink()
             again = await run(client, shell, "echo back-$((1+1))")
             assert (again["exitCode"], again["lines"][:1]) == (0, ["back-2"]), again
