@@ -196,6 +196,7 @@ class AuditMiddleware:
         code: str | None,
         masker: SecretMasker | None,
     ) -> None:
+        ran = result is not None
         if masker is None:
             # The vault could not be read, so nothing could be masked: the record keeps what holds
             # no secret (who, which tool and action, the shells, the outcome and tether's own error,
@@ -267,7 +268,7 @@ class AuditMiddleware:
                 logger.warning("could not audit a %s call by %s: %s", tool.name, ctx.actor, exc.message)
             else:
                 logger.exception("could not audit a %s call by %s", tool.name, ctx.actor)
-            if result is not None:
+            if ran:
                 # The agent gets this error instead of the result: without this it could not tell
                 # that the command ran, and would run it again. A new error, not the one caught:
                 # one failed append answers every call of its batch with the same object.
