@@ -100,6 +100,16 @@ def started_from() -> str:
     return key if key is not None else tree_key()
 
 
+def upgraded(files: object, what: str) -> str:
+    """What a server says when ``files`` of its package changed since it started (``what``: the
+    work that needs them, which was not done)."""
+    return (
+        f"tether's files in {files} changed since this server (pid {os.getpid()}) started: tether "
+        f"was upgraded or reinstalled under it. {what}, so it was not run. Restart this server (your "
+        "MCP client starts tether mcp again; run tether serve again) to use the new version"
+    )
+
+
 def add_tree(add: Callable[..., None], root: Path) -> None:
     """Every ``.py`` file under ``root``: its path below it, mtime and size; a directory's files
     first, then its subdirectories, each in name order. (``scandir`` and string slicing rather

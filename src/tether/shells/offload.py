@@ -47,7 +47,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from tether.errors import TetherError
 from tether.shells.worker import HEADER, read_frame
-from tether.stamp import started_from
+from tether.stamp import started_from, upgraded
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ _BOOT = """\
 import os
 os.nice(10)  # a render waits behind the calls that need the CPU now (it is one call's own wait)
 try:
-    from tether.stamp import started_from
+    from tether.stamp import started_from, upgraded
     same = started_from() == {build!r}
 except Exception:  # another build's tether, whatever it holds
     same = False
@@ -195,7 +195,7 @@ class _Worker:
             except subprocess.TimeoutExpired:
                 status = None
             if status == _STALE_STATUS:
-                raise _Stale(f"tether's files in {os.path.dirname(os.path.dirname(__file__))} changed since")
+                raise _Stale(os.path.dirname(os.path.dirname(__file__)))  # the package's directory
             raise _WorkerLost(f"the worker ended (exit status {status})")
         state, value = pickle.loads(reply)
         if state == "unavailable":
@@ -234,7 +234,7 @@ class _Processes:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(_WORKERS)
-        self._upgraded: str | None = None  # why no worker can serve this process any more
+        self._upgraded: str | None = None  # the package's directory, once its files changed
 
     def call(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], within: float | None = None
@@ -274,7 +274,9 @@ class _Processes:
             assert worker is not None
             worker.close()
             self._upgraded = str(exc)
-            logger.warning("%s: no render worker can serve this server any more; restart it", exc)
+            logger.warning(
+                "tether's files in %s changed: no render worker can serve this server; restart it", exc
+            )
             return self._without_worker(fn, args, kwargs, within)
         except (_WorkerLost, OSError) as exc:
             if worker is not None:
@@ -301,11 +303,11 @@ class _Processes:
         if within is None:
             return fn(*args, **kwargs)
         raise Upgraded(
-            f"{self._upgraded} this server (pid {os.getpid()}) started: tether was upgraded or "
-            "reinstalled under it. A search or a wait for a pattern runs in a process started from "
-            "those files, which are another version than this server's, so it was not run. Restart "
-            "this server (your MCP client starts tether mcp again; run tether serve again) to use "
-            "the new version"
+            upgraded(
+                self._upgraded,
+                "A search or a wait for a pattern runs in a process started from those files, which "
+                "are another version than this server's",
+            )
         )
 
     def close(self) -> None:
