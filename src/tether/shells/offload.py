@@ -120,7 +120,7 @@ _BOOT = """\
 import os
 os.nice(10)  # a render waits behind the calls that need the CPU now (it is one call's own wait)
 try:
-    from tether.stamp import started_from, upgraded
+    from tether.stamp import started_from
     same = started_from() == {build!r}
 except Exception:  # another build's tether, whatever it holds
     same = False
