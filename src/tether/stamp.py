@@ -2,7 +2,10 @@
 
 Two front doors keep work from one process for the next: ``tether mcp``'s handshake cache (answers
 given before the SDK loads) and the command line's tools process (``tether.cli.door``). Both may
-reuse that work only while nothing it depends on changed, and both ask this module.
+reuse that work only while nothing it depends on changed, and both ask this module. A server that
+starts Python processes of tether's own (the render workers, ``tether.shells.offload``) asks it too
+whether the package on disk is still the one it started from (``started_from``): after an upgrade
+under a running server, it is not.
 
 Invariant: ``build_key`` changes whenever any of these does — tether's version, the mtime and size
 of every module of the package and where it is, the MCP SDK's files, the interpreter and its
@@ -55,7 +58,7 @@ def build_key(home: Path, flags: tuple[str, ...], *, package_dir: Path = PACKAGE
     # ``python3`` a console script names are one), and the environment it runs in.
     add("tether", __version__, sys.version, os.path.realpath(sys.executable), sys.prefix, package_dir, *flags)
     add("PATH", os.environ.get("PATH", ""))
-    add_tree(add, package_dir)
+    add(tree_key(package_dir))
     for name in ("mcp", "mcp_types"):
         add("dist", name, *_distribution_stamp(name))
     try:
@@ -66,6 +69,45 @@ def build_key(home: Path, flags: tuple[str, ...], *, package_dir: Path = PACKAGE
     except OSError as exc:  # a directory or a FIFO in its place: reading the config says so
         add("unreadable config.toml", exc.errno)
     return digest.hexdigest()
+
+
+def tree_key(package_dir: Path = PACKAGE_DIR) -> str:
+    """The files of the package under ``package_dir`` as they are now (``add_tree``), hashed. The
+    first one taken of this process's own package is kept: ``started_from``."""
+    digest = _hasher()
+
+    def add(*parts: object) -> None:
+        for part in parts:
+            digest.update(str(part).encode("utf-8", "surrogateescape"))
+            digest.update(b"\0")
+
+    add_tree(add, package_dir)
+    key = digest.hexdigest()
+    if package_dir == PACKAGE_DIR:
+        _STARTED.setdefault(package_dir, key)
+    return key
+
+
+_STARTED: dict[Path, str] = {}
+
+
+def started_from() -> str:
+    """``tree_key`` of this process's package as it was when first taken: at a server's start
+    (``tether mcp``'s handshake key; else when ``tether.shells.offload`` is imported, as the tools
+    load). What the process imports or starts later is read from disk: after an upgrade under a
+    running server (``pip install -U``), another build's files, which this key no longer names."""
+    key = _STARTED.get(PACKAGE_DIR)
+    return key if key is not None else tree_key()
+
+
+def upgraded(files: object, what: str) -> str:
+    """What a server says when ``files`` of its package changed since it started (``what``: the
+    work that needs them, which was not done)."""
+    return (
+        f"tether's files in {files} changed since this server (pid {os.getpid()}) started: tether "
+        f"was upgraded or reinstalled under it. {what}, so it was not run. Restart this server (your "
+        "MCP client starts tether mcp again; run tether serve again) to use the new version"
+    )
 
 
 def add_tree(add: Callable[..., None], root: Path) -> None:

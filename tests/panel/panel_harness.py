@@ -26,7 +26,7 @@ from hang import HANG_S
 from tether.config import Config, ensure_home, load_config
 from tether.mcp.http import HttpSettings, build_http_app
 from tether.mcp.server import McpFrontDoor
-from tether.panel.app import PanelApp, build_panel_app
+from tether.panel.app import STATIC_DIR, PanelApp, build_panel_app
 from tether.panel.auth import COOKIE_NAME
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import ToolRegistry
@@ -55,14 +55,21 @@ class Served:
 
 @asynccontextmanager
 async def serving(
-    home: Path, registry: ToolRegistry | None = None, *, token: str = TOKEN, port: int = 0
+    home: Path,
+    registry: ToolRegistry | None = None,
+    *,
+    token: str = TOKEN,
+    port: int = 0,
+    static_dir: Path = STATIC_DIR,
 ) -> AsyncIterator[Served]:
     """The app on ``port`` (0: any free one; a fixed one lets a test restart the server where the
-    page expects it)."""
+    page expects it), serving the page and assets of ``static_dir``."""
     ensure_home(home)
     config = load_config(home)
     registry = registry if registry is not None else ToolRegistry()
-    panel = build_panel_app(registry=registry, config=config, token=token, bind_host="127.0.0.1")
+    panel = build_panel_app(
+        registry=registry, config=config, token=token, bind_host="127.0.0.1", static_dir=static_dir
+    )
     front_door = McpFrontDoor(registry)
     app = build_http_app(
         front_door,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import httpx2
@@ -11,6 +12,7 @@ import websockets
 from panel_harness import TOKEN, browserless, serving, serving_tools
 
 from tether.audit import query as audit_query
+from tether.panel.app import STATIC_DIR
 from tether.panel.auth import COOKIE_NAME, session_cookie_value
 
 FOREIGN = "http://evil.example"
@@ -113,3 +115,32 @@ async def test_foreign_origin_and_cross_site_writes_are_refused(tether_home: Pat
                 first = json.loads(await ws.recv())
             # No shell tools in this bare registry: the page is told, not left hanging.
             assert first["type"] in ("shells", "error")
+
+
+async def test_the_panel_serves_the_page_and_assets_of_the_build_it_runs(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # An upgrade (pip install -U) under a running `tether serve` replaced the files in its
+    # static directory: a reloaded page got the later build's page and scripts, which then spoke to
+    # this server's API (and a script this build never had was served too).
+    static = tmp_path / "static"
+    shutil.copytree(STATIC_DIR, static)
+    async with serving(tether_home, static_dir=static) as served, browserless(served) as client:
+        page = await client.get("/panel/")
+        script = await client.get("/panel/static/js/app.js")
+        assert page.status_code == 200 and script.status_code == 200
+        assert script.headers["content-type"].split(";")[0] in ("text/javascript", "application/javascript")
+        assert page.headers["cache-control"] == "no-store"
+
+        (static / "index.html").write_text("<p>a later build's page</p>")
+        (static / "js" / "app.js").write_text("// a later build's script\n")
+        (static / "js" / "later.js").write_text("// a script this build never had\n")
+
+        assert (await client.get("/panel/")).text == page.text
+        again = await client.get("/panel/static/js/app.js")
+        assert again.content == script.content
+        assert (await client.get("/panel/static/js/later.js")).status_code == 404
+        kept = await client.get("/panel/static/js/app.js", headers={"If-None-Match": script.headers["etag"]})
+        assert kept.status_code == 304
+        assert (await client.get("/panel/static/vendor/xterm.js")).status_code == 200
+        assert (await client.get("/panel/static/../app.py")).status_code == 404

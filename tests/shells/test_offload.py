@@ -153,6 +153,29 @@ async def test_a_worker_idle_too_long_is_replaced(monkeypatch: pytest.MonkeyPatc
     _wait(lambda: first not in _workers(os.getpid()), "the replaced worker was not ended", 10)
 
 
+async def test_a_package_of_another_build_on_disk_starts_no_worker_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The package on disk is not the one this process started from (an upgrade under a server):
+    # the first worker says so and ends; from then on a render runs here and a bounded job is
+    # refused with the fix, without starting another worker each time.
+    monkeypatch.setattr(offload, "_PROCESSES", offload._Processes())
+    monkeypatch.setattr(offload, "_BUILD", "a build this process never had")
+    started = []
+    real = offload._Worker.__init__
+
+    def counted(worker: offload._Worker) -> None:
+        real(worker)
+        started.append(worker.proc.pid)
+
+    monkeypatch.setattr(offload._Worker, "__init__", counted)
+    assert await rendered(INLINE_BYTES, os.getpid) == os.getpid()
+    with pytest.raises(offload.Upgraded, match=r"changed since this server .* started: tether was upgraded"):
+        await bounded(HANG_S, os.getpid)
+    assert await rendered(INLINE_BYTES, os.getpid) == os.getpid()
+    assert len(started) == 1 and started[0] not in _workers(os.getpid())
+
+
 async def test_what_a_job_prints_never_corrupts_its_reply() -> None:
     # print writes to the worker's stdout: the reply travels on a descriptor of its own.
     assert await rendered(INLINE_BYTES, print, "noise from a job") is None

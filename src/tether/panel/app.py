@@ -1,6 +1,8 @@
 """The panel's Starlette app, mounted at ``/panel`` on the ``tether serve`` app.
 
-Invariant: this module only routes. Pages and assets are static files; the JSON API turns each
+Invariant: this module only routes. Pages and assets are static files, served as they were when
+the panel was built (``assets``: an upgrade under a running server changes nothing a page
+loads); the JSON API turns each
 request into one tool call of ``PanelCalls`` (as actor ``panel``), the terminal socket runs the
 shell host's terminal client, and ``PanelGuard`` (``auth``) stands in front of all of it.
 
@@ -28,15 +30,15 @@ import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tether.config import Config
 from tether.errors import UsageError
 from tether.panel.api import api_routes
 from tether.panel.approvals import approvals_stream
+from tether.panel.assets import PanelAssets
 from tether.panel.auth import PanelAuth, PanelGuard, served_names, token_matches
 from tether.panel.calls import PanelCalls
 from tether.panel.shells import ShellFeed
@@ -131,13 +133,14 @@ def build_panel_app(
 ) -> PanelApp:
     """The panel as a sub-app behind ``PanelGuard``, ready to mount at ``/panel``."""
     check_assets(static_dir)
+    assets = PanelAssets(static_dir)  # this build's, whatever replaces the files later
     auth = PanelAuth(token=token, names=served_names(bind_host, extra_hosts))
     calls = PanelCalls(registry=registry, config=config)
     feed = ShellFeed(calls=calls)
     terminal = TerminalEndpoint(calls=calls)
 
     async def index(request: Request) -> Response:
-        return FileResponse(static_dir / "index.html", headers={"Cache-Control": "no-store"})
+        return assets.response(request, "index.html", headers={"Cache-Control": "no-store"})
 
     async def login(request: Request) -> Response:
         if request.method == "POST":
@@ -187,7 +190,7 @@ def build_panel_app(
             Route("/", index),
             Route("/login", login, methods=["GET", "POST"]),
             Route("/logout", logout, methods=["POST"]),
-            Mount("/static", app=StaticFiles(directory=static_dir)),
+            Route("/static/{path:path}", assets.static),
             WebSocketRoute("/ws/events", events),
             # Any text as the id (an encoded "/" too): the endpoint refuses it in the cell, by name.
             WebSocketRoute("/ws/term/{shell:path}", terminal.serve),

@@ -45,7 +45,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
+from tether.errors import TetherError
 from tether.shells.worker import HEADER, read_frame
+from tether.stamp import started_from, upgraded
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,10 @@ _pool: ThreadPoolExecutor | None = None
 # one idle for _IDLE_REUSE_S or more, so a job never meets a worker that is just leaving.
 _IDLE_EXIT_S = 60.0
 _IDLE_REUSE_S = 30.0
+# The exit status of a worker that found another build of tether on disk than its server's.
+_STALE_STATUS = 75  # EX_TEMPFAIL
+# This process's build, taken now (as the tools load, before any call), unless taken before.
+_BUILD = started_from()
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -92,6 +98,13 @@ class Unfinished(Exception):
     worker process could run it. The message says which."""
 
 
+class Upgraded(TetherError):
+    """tether's files on disk are another build than this server's (an upgrade under it): a
+    ``bounded`` job, which runs only in a worker process started from them, cannot run."""
+
+    code = "UNAVAILABLE"
+
+
 async def bounded(within: float, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``fn(*args, **kwargs)`` in a worker process for at most ``within`` seconds (see the module
     docstring); ``Unfinished`` otherwise. ``fn`` and its arguments are as for ``rendered``."""
@@ -100,9 +113,19 @@ async def bounded(within: float, fn: Callable[P, T], *args: P.args, **kwargs: P.
 
 # The worker imports only what its jobs need: ``tether.shells`` stands for the package without
 # running its face (the engine, hosts, guard: a worker would hold three times the memory).
+# It first checks that the package on disk is the build its server started from (``stamp``): a
+# package upgraded under a running server holds another build's ``reading`` and ``mask``, whose
+# functions and classes the server's jobs do not fit. Then it ends at once with ``_STALE_STATUS``.
 _BOOT = """\
 import os
 os.nice(10)  # a render waits behind the calls that need the CPU now (it is one call's own wait)
+try:
+    from tether.stamp import started_from
+    same = started_from() == {build!r}
+except Exception:  # another build's tether, whatever it holds
+    same = False
+if not same:
+    os._exit({stale})
 import importlib.util, sys, types
 spec = importlib.util.find_spec("tether.shells")
 package = types.ModuleType("tether.shells")
@@ -115,6 +138,10 @@ serve_jobs({parent}, {idle_exit_s})
 
 class _WorkerLost(Exception):
     """The worker process ended (or could not start) before it answered."""
+
+
+class _Stale(_WorkerLost):
+    """The worker found another build of tether on disk than its server's, and ended."""
 
 
 class _Unportable(Exception):
@@ -132,7 +159,12 @@ class _Worker:
         self.idle_since = time.monotonic()
         self.proc = subprocess.Popen(
             # -P: never a module from the working directory (it may be anyone's).
-            [sys.executable, "-P", "-c", _BOOT.format(parent=os.getpid(), idle_exit_s=_IDLE_EXIT_S)],
+            [
+                sys.executable,
+                "-P",
+                "-c",
+                _BOOT.format(parent=os.getpid(), idle_exit_s=_IDLE_EXIT_S, build=_BUILD, stale=_STALE_STATUS),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
@@ -158,7 +190,13 @@ class _Worker:
         except OSError as exc:
             raise _WorkerLost(str(exc)) from exc
         if reply is None:
-            raise _WorkerLost(f"the worker ended (exit status {self.proc.poll()})")
+            try:  # its output ended: it has ended, or is just ending
+                status = self.proc.wait(timeout=_IDLE_EXIT_S)
+            except subprocess.TimeoutExpired:
+                status = None
+            if status == _STALE_STATUS:
+                raise _Stale(os.path.dirname(os.path.dirname(__file__)))  # the package's directory
+            raise _WorkerLost(f"the worker ended (exit status {status})")
         state, value = pickle.loads(reply)
         if state == "unavailable":
             raise _Unportable(value)
@@ -196,6 +234,7 @@ class _Processes:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._running = threading.BoundedSemaphore(_WORKERS)
+        self._upgraded: str | None = None  # the package's directory, once its files changed
 
     def call(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], within: float | None = None
@@ -206,6 +245,8 @@ class _Processes:
     def _call(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], within: float | None
     ) -> T:
+        if self._upgraded is not None:
+            return self._without_worker(fn, args, kwargs, within)
         now = time.monotonic()
         with self._lock:
             stale = [w for w in self._idle if now - w.idle_since >= _IDLE_REUSE_S]
@@ -229,6 +270,14 @@ class _Processes:
                 raise Unfinished(f"it cannot go to a worker process ({exc})") from None
             logger.warning("a render job cannot go to a worker (%s); rendering in the server instead", exc)
             return fn(*args, **kwargs)
+        except _Stale as exc:
+            assert worker is not None
+            worker.close()
+            self._upgraded = str(exc)
+            logger.warning(
+                "tether's files in %s changed: no render worker can serve this server; restart it", exc
+            )
+            return self._without_worker(fn, args, kwargs, within)
         except (_WorkerLost, OSError) as exc:
             if worker is not None:
                 worker.close()
@@ -245,6 +294,21 @@ class _Processes:
         with self._lock:
             self._idle.append(worker)
         return result
+
+    def _without_worker(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], within: float | None
+    ) -> T:
+        """A job once the package on disk is another build's: a render runs here, as it does
+        without a worker; a bounded one cannot (it could hold this process for years)."""
+        if within is None:
+            return fn(*args, **kwargs)
+        raise Upgraded(
+            upgraded(
+                self._upgraded,
+                "A search or a wait for a pattern runs in a process started from those files, which "
+                "are another version than this server's",
+            )
+        )
 
     def close(self) -> None:
         with self._lock:

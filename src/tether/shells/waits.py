@@ -38,7 +38,7 @@ from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent, only_sync_marks
 from tether.shells.integration.tracker import RunTrack
 from tether.shells.logs import log_size, read_at
-from tether.shells.offload import Unfinished, bounded, offloaded
+from tether.shells.offload import Unfinished, Upgraded, bounded, offloaded
 from tether.shells.reading import match_lines
 from tether.shells.termtext import has_bell
 from tether.shells.tmux.commands import PaneInfo
@@ -147,7 +147,7 @@ class _Scan:
     last_output: float
     bell: bool = False
     matched: str | None = None
-    overran: str | None = None  # why a match could not be tried (``_fed``)
+    overran: str | None = None  # why a match could not be tried or finished (``_fed``): the detail
     # A match wait of a command typed at the prompt: the token of its start event (``C``). Until
     # that event the log holds the shell echoing the typed line, which is input, not output: a
     # pattern that also occurs in the command itself must wait for what the command prints.
@@ -205,8 +205,13 @@ async def _fed(scan: _Scan, deadline: float) -> list[ShellEvent] | None:
         within = max(deadline - time.monotonic(), _MATCH_FLOOR_S)
         try:
             scan.matched, scan._text = await bounded(within, match_lines, scan._text, data, *scan._matching())
+        except Upgraded as exc:
+            scan.overran = f"the pattern could not be tried: {exc}"
         except Unfinished as exc:
-            scan.overran = str(exc)
+            scan.overran = (
+                f"the pattern did not finish on the output: {exc}; a pattern with nested quantifiers "
+                "such as (a+)+ can take forever on one line: simplify it"
+            )
     return events
 
 
@@ -393,12 +398,7 @@ class WaitEngine:
                         spec, scan, t0, run, met=False, gone=True, code=gone[0], detail=gone[1]
                     )
             if now >= deadline or scan.overran is not None:
-                why = (
-                    f"timeout after {spec.timeout_ms} ms"
-                    if scan.overran is None
-                    else f"the pattern did not finish on the output: {scan.overran}; a pattern with "
-                    "nested quantifiers such as (a+)+ can take forever on one line: simplify it"
-                )
+                why = f"timeout after {spec.timeout_ms} ms" if scan.overran is None else scan.overran
                 return self._outcome(
                     spec, scan, t0, run, met=False, timed_out=True, detail=f"{why} (nothing was killed)"
                 )

@@ -9,7 +9,8 @@ A write the file system refuses (full, read-only) is a ``StorageError`` naming t
 its transaction is rolled back, never left open for the next one to join. So is a database tether
 cannot use: not one at all, damaged (at open or at the first statement that meets the damage), or
 of another shape (a table of another program or version lacking a column tether reads, or holding
-one it does not fill) — each message says to move the file aside.
+one it does not fill) — each message says to move the file aside. A database a later tether wrote
+(``STORE_VERSION``) is refused too, saying to run that version: moving it aside would lose it.
 
 Connections are per thread (``sqlite3`` objects must not cross threads); async callers run the
 short statements inline — each is sub-millisecond on a local WAL database.
@@ -51,6 +52,13 @@ _STORAGE_CODES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite
 _UNUSABLE_CODES = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT})
 _SCHEMAS: dict[str, str] = {}
 _COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {}
+# The store's version, kept in the database's header (``PRAGMA user_version``). A version of tether
+# reads and writes a database of its own version or below (a lower one is brought up on open: the
+# ``added`` columns, new tables); it refuses a higher one, which a later tether wrote and may hold
+# what this one would misread. So it grows only with a change an earlier tether cannot live with
+# (a column it must fill, a meaning changed); an ``added`` column with a default, or a new table,
+# needs none. Databases of the versions before it was kept hold 0.
+STORE_VERSION = 1
 
 
 def register_schema(name: str, ddl: str, *, added: tuple[tuple[str, str, str], ...] = ()) -> None:
@@ -92,6 +100,8 @@ class Store:
         if not pending:
             return
         with self.transaction() as conn:
+            if not self._applied:  # the first schemas this object applies: the whole store's version
+                self._check_version(conn)
             for name, ddl in pending.items():
                 try:
                     for statement in _statements(ddl):
@@ -107,6 +117,20 @@ class Store:
                 for table, wanted in _shape(name).items():
                     _check_shape(self, conn, table, wanted)
                 self._applied.add(name)
+
+    def _check_version(self, conn: sqlite3.Connection) -> None:
+        """Refuse a store a later tether wrote (``STORE_VERSION``); mark an earlier one as this
+        version's (the schemas applied next in the same transaction bring it up)."""
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > STORE_VERSION:
+            raise StorageError(
+                f"{self.path} was written by a later version of tether (store version {version}; "
+                f"this one reads up to {STORE_VERSION}): run that version again (pip install -U "
+                f"tether, or the same version as your other tether processes); moving the file "
+                "aside would lose the records, locks, macros and vault items it holds"
+            )
+        if version < STORE_VERSION:
+            conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
 
     def _other_shape(self, why: str) -> StorageError:
         return StorageError(

@@ -61,8 +61,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from tether import stamp
+from tether.errors import TetherError
 from tether.process.tree import alive
-from tether.shell.sandbox import placeholders
+from tether.shell.sandbox import launch, placeholders
 from tether.shell.sandbox.launch import FilterProgram, OpenDir, PlanItem, materialise
 from tether.shell.sandbox.policy import SandboxPolicy
 from tether.shell.sandbox.repos import RepoSnapshot
@@ -381,3 +383,18 @@ def sweep_stale_traces(home: str) -> int:
             shutil.rmtree(run_dir, ignore_errors=True)
             swept += 1
     return swept
+
+
+def check_launcher() -> None:
+    """Refuse what would run the launcher (a confined shell's pane, a command's keeper) once its
+    files changed under this server (``launch.replaced``): the later build's launcher, given this
+    server's plan, fails in the pane, and the shell would seem to end by itself."""
+    if launch.replaced():
+        raise TetherError(
+            stamp.upgraded(
+                os.path.dirname(os.path.abspath(launch.__file__)),
+                "A confined shell, and a confined command's keeper, run the sandbox's launcher from "
+                "those files, which are another version than this server's",
+            ),
+            code="UNAVAILABLE",
+        )

@@ -40,7 +40,7 @@ from tether.shell.execution import SettledShellExecution
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions
 from tether.shell.sandbox import placeholders, usable
-from tether.shell.sandbox.bwrap import SandboxRun, sweep_stale_traces
+from tether.shell.sandbox.bwrap import SandboxRun, check_launcher, sweep_stale_traces
 from tether.shell.sandbox.denials import (
     denials_from_filter,
     denials_from_stderr,
@@ -156,6 +156,8 @@ class BubblewrapConfinement(ShellConfinement):
         run = SandboxRun(policy, trace=self.strace is not None, repos=before)
         try:
             wrapped = run.argv(self.bwrap, self.strace, argv)
+            if run.kept:
+                check_launcher()  # the keeper runs it from disk
         except BaseException:
             run.cleanup()
             raise

@@ -51,7 +51,7 @@ from tether.process.bounds import Reached, reached_lines, remove_shell_groups, s
 from tether.process.bounds import support as bounds_support
 from tether.process.env import build_child_env
 from tether.shell.sandbox import launch
-from tether.shell.sandbox.bwrap import TRACE_FILE, ExtraBind, SandboxRun
+from tether.shell.sandbox.bwrap import TRACE_FILE, ExtraBind, SandboxRun, check_launcher
 from tether.shell.sandbox.collect import END, mark_path
 from tether.shell.sandbox.denials import denials_from_filter, denials_from_trace, hint_for
 from tether.shell.sandbox.git import neutralise
@@ -236,6 +236,7 @@ def confine_interactive(
     """
     if mode == "require_escalated":
         raise UsageError("require_escalated runs unconfined: start the shell without confine_interactive")
+    check_launcher()  # the pane runs it from disk
     bwrap = settings.bwrap_path()
     repositories = guard or _GUARD
     base = build_policy(settings, mode=mode, cwd=cwd, home=home)

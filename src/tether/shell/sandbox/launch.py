@@ -130,6 +130,40 @@ def decode(values: Sequence[object]) -> list[PlanItem]:
     return plan
 
 
+# The files the launcher runs: itself and what it loads by path (``_load``).
+_OWN_FILES: tuple[tuple[str, ...], ...] = (
+    ("launch.py",),
+    ("collect.py",),
+    ("keeper.py",),
+    (os.pardir, os.pardir, "inotify.py"),
+)
+
+
+def _own_files() -> tuple[tuple[int, int], ...]:
+    """The mtime and size of each of ``_OWN_FILES`` as they are now ((0, 0): absent)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    stamps = []
+    for parts in _OWN_FILES:
+        try:
+            st = os.stat(os.path.join(here, *parts))
+        except OSError:
+            stamps.append((0, 0))
+        else:
+            stamps.append((st.st_mtime_ns, st.st_size))
+    return tuple(stamps)
+
+
+# As the server found them when it imported this module (as its tools loaded).
+_FOUND = _own_files()
+
+
+def replaced() -> bool:
+    """Whether the launcher's files are no longer those the server found at its start: tether was
+    upgraded under it, and a pane or a keeper would run a later build's launcher with this
+    server's plan (a later build may read what this one never writes)."""
+    return _own_files() != _FOUND
+
+
 def _load(name: str, *parts: str) -> ModuleType:
     """The file at ``parts`` (relative to this one's directory) as a module, never through
     ``sys.path``."""
