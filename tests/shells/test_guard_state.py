@@ -166,6 +166,23 @@ def test_heredoc_bodies_are_read_as_bash_reads_them(guard: Guard) -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "cat <<EOF\n  $(rm -rf /)\nEOF",
+        "cat <<-EOF >x\n\t\t$(rm -rf /)\n\tEOF",
+        "cat <<E\nok\n \t$(rm -rf /) x\nE",
+    ],
+)
+def test_an_indented_command_substitution_in_a_body_is_judged(guard: Guard, text: str) -> None:
+    # tree-sitter-bash read a body line of blanks then `$(…)` as plain text: the command in it was
+    # never judged (a tab-indented `<<-` body, an indented line of YAML or JSON).
+    assert guard.check(text).rule == "recursive-delete", text
+    quoted = re.sub(r"<<(-?)(\w+)", r"<<\1'\2'", text, count=1)  # a quoted body never runs
+    assert guard.check(quoted).allowed, quoted
+    assert guard.check("cat <<EOF\n  $(date)\n\t$(hostname) x\nEOF").allowed
+
+
+@pytest.mark.parametrize(
     "command",
     [
         "tmux -S /home/u/.tether/tmux.sock kill-server",
@@ -341,3 +358,13 @@ def test_anything_the_user_defines_changes_the_key(tmp_path: Path, between: str)
 def test_a_dump_still_being_written_has_no_key(tmp_path: Path) -> None:
     whole = dump_after("A=1", tmp_path / "state")
     assert dump_key(whole[: len(whole) // 2]) is None
+
+
+@pytest.mark.parametrize("prompt", ["$ ", "$", "\\u@\\h:\\w\\$ ", "$$ ", "[$(date +%T)] $ ", "a$\n$ "])
+def test_a_prompt_that_ends_in_a_dollar_is_allowed(guard: Guard, prompt: str) -> None:
+    # The prompt string is read as a heredoc body; the parser called a body line that starts with
+    # a lone `$` an error, and `PS1='$ '` was refused as text bash cannot parse.
+    assert guard.check(f"PS1='{prompt}'").allowed, guard.check(f"PS1='{prompt}'").message
+    assert guard.check(f"PS1='{prompt}'", state_after("PS1='> '")).allowed
+    assert not guard.check(f"PS1='{prompt} $(rm -rf {P})'").allowed
+    assert not guard.check(f"PS1='{prompt}\n  $(rm -rf {P})'").allowed  # indented, as in a body

@@ -99,3 +99,51 @@ async def test_text_without_a_tab_is_typed_even_to_a_program_that_asked_for_brac
         assert "b':q!'" in out["lines"], out
         out = await send(client, shell, "a\tb")
         assert "b'\\x1b[200~a\\tb\\x1b[201~'" in out["lines"], out
+
+
+async def test_output_without_a_final_newline_stays_on_the_screen(tether_home: Path) -> None:
+    """`printf abc` left its cursor after ``abc``; the prompt was drawn there, and bash clears the
+    prompt's line before the loader runs, so tether typing the next command erased ``abc`` from the
+    screen (and the log's line views lost it under the redrawn prompt). The prompt now starts a row
+    of its own unless the cursor is at column 0 (zsh's PROMPT_SP); a result's text is unchanged."""
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, label="nonl", cols=40)
+        assert (await run(client, shell, "PS1='> '; clear"))["exitCode"] == 0
+        steps = [
+            ("printf abc", ["abc"]),
+            ("printf %040d 0", ["0" * 40]),  # the row full: the cursor waits at its last column
+            ("printf %041d 0", ["0" * 41]),  # one more: it wrapped
+            ("echo one", ["one"]),  # a newline: no blank row after it
+            ("printf 'xy\\r'", ["xy"]),  # column 0: the prompt is drawn over it, as before
+            ("printf 'a\\tb'", ["a       b"]),
+        ]
+        for command, lines in steps:
+            out = await run(client, shell, command)
+            printed = [
+                line for line in out["lines"] if not line.startswith("[waited ")
+            ]  # a busy machine's note
+            assert out["exitCode"] == 0 and printed == lines, out
+        assert (await run(client, shell, "true"))["exitCode"] == 0
+        expected = [
+            "> printf abc",
+            "abc",
+            "> printf %040d 0",
+            "0" * 40,
+            "> printf %041d 0",
+            "0" * 41,
+            "> echo one",
+            "one",
+            "> printf 'xy\\r'",
+            "> printf 'a\\tb'",
+            "a       b",
+            "> true",
+        ]
+        # (the last prompt may be in the log or on the screen a moment after its marker)
+        screen = _without_last_prompt((await read(client, shell, {"mode": "screen"}))["lines"])
+        assert screen == expected, "\n".join(screen)
+        history = (await read(client, shell, {"mode": "history"}, output={"lines": 50}))["lines"]
+        assert _without_last_prompt(history)[-len(expected) :] == expected, history
+
+
+def _without_last_prompt(lines: list[str]) -> list[str]:
+    return lines[:-1] if lines and lines[-1] == ">" else lines

@@ -18,6 +18,13 @@ import re
 import unicodedata
 
 _OSC_RE = re.compile(rb"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+# The shell's "new row unless at column 0" before each prompt (the W event, then a row of blanks,
+# ``\r`` and an erase; see ``tether.shells.integration.script``): the blanks and the ``\r`` would let
+# the prompt overwrite output that did not end its line, so the whole of it becomes ``_FRESH``.
+_FRESH_RE = re.compile(rb"\x1b\]6973;[0-9a-z]{4,32};W\x07 *\r\x1b\[K")
+_FRESH = "\x1c\x1f\x1c"  # control characters (dropped), placed where the renderer decides
+# What the renderer drops (``_CTRL_RE``): the prompt hook's own CAN and SI stand before ``_FRESH``.
+_CONTROLS = "".join(chr(c) for c in (*range(0x08), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F))
 _ESC_RE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|[PX^_][^\x1b]*\x1b\\|[()*+][0-~]|[@-Z\\-_=>78])")
 _CTRL_RE = re.compile(r"[\x00-\x07\x0b-\x1f\x7f]")
 
@@ -179,14 +186,39 @@ def render_text(raw: bytes, *, keep_trailing: bool = False) -> str:
     long and a render on a worker thread lets the event loop in every few milliseconds.
     """
     if len(raw) <= _SLICE:
-        return _render_plain(_OSC_RE.sub(b"", raw), keep_trailing)
-    plain = b"".join(_OSC_RE.sub(b"", piece) for piece in _slices(raw, osc=True))
+        return _render_plain(_strip_osc(raw), keep_trailing)
+    plain = b"".join(_strip_osc(piece) for piece in _slices(raw, osc=True))
     return "".join(_render_plain(piece, keep_trailing) for piece in _slices(plain, osc=False))
+
+
+def _strip_osc(raw: bytes) -> bytes:
+    if b";W\x07" in raw:
+        raw = _FRESH_RE.sub(_FRESH.encode(), raw)
+    return _OSC_RE.sub(b"", raw)
+
+
+def _fresh_rows(text: str) -> str:
+    """Each ``_FRESH`` → a newline where the cursor is not at column 0 (after text that did not end
+    its line, ignoring the control characters the prompt hook printed before it), else nothing: a
+    line ended by ``\r`` is overwritten by the prompt, as on the screen. Linear: each part is
+    stripped once."""
+    parts = text.split(_FRESH)
+    out = [parts[0]]
+    fresh = parts[0].rstrip(_CONTROLS)[-1:] in ("", "\n", "\r")
+    for part in parts[1:]:
+        if not fresh:
+            out.append("\n")
+        out.append(part)
+        tail = part.rstrip(_CONTROLS)
+        fresh = not tail or tail[-1] in "\n\r"  # nothing after it: at column 0 (its own newline)
+    return "".join(out)
 
 
 def _render_plain(raw: bytes, keep_trailing: bool) -> str:
     """``render_text`` of bytes without OSC strings."""
     text = _ESC_RE.sub(b"", raw).decode("utf-8", "replace").replace("\r\n", "\n")
+    if _FRESH in text:
+        text = _fresh_rows(text)
     if "\r" in text or "\b" in text:
         text = _overlay_lines(text)
     text = expand_tabs(_CTRL_RE.sub("", text))

@@ -6,8 +6,9 @@ at the first line *equal* to the delimiter (leading tabs removed for ``<<-``) â€
 parser a text on which tree-sitter-bash agrees. tree-sitter-bash ends a body at any line that
 merely *starts* with the delimiter, even after blanks (``EOF-not``, ``  EOF``), and cannot read a
 delimiter quoted in parts (``<<"E"OF``); such delimiters are renamed to a word no body line
-starts with, so the body tree-sitter sees is exactly bash's. The body itself is never touched: a
-quoted body stays literal, an unquoted one keeps its expansions for the walker.
+starts with, so the body tree-sitter sees is exactly bash's. The body itself is never changed: a
+quoted body stays literal, an unquoted one keeps its expansions for the walker (an indented
+command substitution gets an always-empty expansion before it, which tree-sitter needs to see it).
 
 ``Lexed.closers`` lists what the text leaves open at its end (innermost last): a quote, ``$(``,
 a backtick, ``${``, a trailing ``\\``, or a here-document whose delimiter line has not come. A
@@ -16,6 +17,7 @@ text that ends inside one of them is *incomplete*, not wrong: bash would wait fo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 _META = frozenset(" \t\n;&|<>()")
@@ -294,12 +296,25 @@ class _Lexer:
                 return
 
 
+# tree-sitter-bash reads a body line that starts with blanks and then a command substitution
+# (``  $(cmd)``, a tab-indented `` `cmd` `` under ``<<-``) as plain text: the command was never
+# judged. An expansion that is always empty put before the blanks makes it read the line as bash
+# does, and changes nothing of what the body expands to.
+_INDENTED = re.compile(r"(?m)^(?=[ \t]+(?:\$\(|`))")
+_NOTHING = "${__tether_blank:+}"
+
+
 def _rename(text: str, heredocs: tuple[Heredoc, ...]) -> tuple[str, list[str]]:
-    """The text with each delimiter tree-sitter would misread renamed; the name each heredoc has."""
+    """The text with each delimiter tree-sitter would misread renamed, and an empty expansion before
+    each indented command substitution of an unquoted body; the name each heredoc has."""
     edits: list[tuple[int, int, str]] = []
     names: list[str] = []
     for doc in heredocs:
         body = text[doc.body[0] : doc.body[1]]
+        if not doc.quoted:
+            edits.extend(
+                (doc.body[0] + m.start(), doc.body[0] + m.start(), _NOTHING) for m in _INDENTED.finditer(body)
+            )
         lines = [line.lstrip(" \t") for line in body.split("\n")]
         simple = bool(doc.delimiter) and set(doc.delimiter) <= _SIMPLE_DELIMITER
         plain = text[doc.word[0] : doc.word[1]] in (doc.delimiter, f"'{doc.delimiter}'", f'"{doc.delimiter}"')

@@ -112,9 +112,15 @@ class ShellState:
                 yield f"trap {signal}", code
 
 
+# A `$` before a blank or a line's end is no expansion: bash keeps it as it is, but the parser
+# calls a heredoc body line that starts with one an error: `PS1='$ '` was refused as unparseable.
+_LONE_DOLLARS = re.compile(r"\$+(?=\s|$)")
+
+
 def prompt_code(value: str) -> str:
     """A prompt string as code whose only commands are its substitutions (like an unquoted
-    heredoc body: expanded, never run as a command line)."""
+    heredoc body: expanded, never run as a command line); a lone `$` is no substitution."""
+    value = _LONE_DOLLARS.sub("", value)
     delimiter = "__tether_prompt"
     while any(line.startswith(delimiter) for line in value.split("\n")):
         delimiter += "_"

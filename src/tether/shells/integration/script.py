@@ -18,6 +18,9 @@ itself, each carrying the shell's secret nonce so that program output cannot for
     ESC ] 6973 ; NONCE ; X ; STATUS ; S BEL           the shell exits (EXIT trap)
     ESC ] 6973 ; NONCE ; L ; SEQ ; LINE BEL           the reporter ran: LINE is readline's line now
                                                     (``${READLINE_LINE@Q}``), SEQ the request's
+    ESC ] 6973 ; NONCE ; W BEL                        the prompt starts a new row unless the cursor is
+                                                    at column 0 (blanks and ``\\r ESC [ K`` follow:
+                                                    see ``termtext``); not an event of the scanner
 
 S numbers the shell's events, one up each time from the integration's start time in microseconds
 (a redraw of a prompt repeats its P whole; a bash that replaced this one starts above it). The
@@ -144,8 +147,20 @@ __tether_pc() {
   # printed outside it (the prompt would go back to that row, over what came since); entering
   # saves the cursor where it is, unless the screen is still the alternate one (then the
   # program's saved cursor is restored, as it should be).
-  printf '\x18\e\\\e7\e[r\e8\e[?1049h\e[?1049l\e(B\e)B\x0f\e[4l\e[?5l\e[?1l\e>'
-  printf '\e[?1000l\e[?1002l\e[?1003l\e[?1006l\e[?25h\e[?7h'
+  # Output that did not end its line (`printf abc`) keeps it, on the screen too: bash clears the
+  # prompt's line before the loader runs, so a prompt drawn after `abc` took it along. As zsh's
+  # PROMPT_SP: a row of blanks wraps only from a column other than 0, and then the prompt starts on
+  # the next row; from column 0 it stays on its row. The erase at column 0 also clears the wrap
+  # mark of the row above (tmux would join the two rows on a read). It comes before the resets
+  # that save and restore the cursor (a row printed full waits at its last column to wrap; restored,
+  # the cursor is on that column, and the first blank would overwrite it), after autowrap and insert
+  # mode are reset. The W event before it tells the log's renderer (termtext) to start a new line
+  # there unless at column 0.
+  case ${COLUMNS-} in
+    ''|*[!0-9]*|0*|?????*) printf '\x18\e\\\e[?7h\e[4l' ;;
+    *) printf '\x18\e\\\e[?7h\e[4l\e]6973;%s;W\a%*s\r\e[K' "$__tether_n" "$COLUMNS" '' ;;
+  esac
+  printf '\e7\e[r\e8\e[?1049h\e[?1049l\e(B\e)B\x0f\e[?5l\e[?1l\e>\e[?1000l\e[?1002l\e[?1003l\e[?1006l\e[?25h'
 }
 __tether_swallow() {
   # A terminal's answer to a query a program printed and did not read (tmux answers DA, DSR,
