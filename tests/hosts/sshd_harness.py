@@ -32,17 +32,24 @@ from tether.process.tree import reap_adopted
 SSHD = "/usr/sbin/sshd"
 _RANGE = os.environ.get("TETHER_TEST_SSHD_PORTS", "9700-9799").split("-")
 PORTS = range(int(_RANGE[0]), int(_RANGE[-1]) + 1)
-_SLICE = 20  # ports per pytest-xdist worker: two workers never probe the same port at once
 
 
 def _ports() -> range:
-    """This process's share of the ports: a pytest-xdist worker ``gwN`` gets its own slice (a port
-    found free by one worker could otherwise be taken by another before its sshd binds it)."""
+    """This process's share of the ports: a pytest-xdist worker ``gwN`` of ``count`` gets its own
+    equal slice (a port found free by one worker could otherwise be taken by another before its
+    sshd binds it). Every worker gets one, however narrow the range: a worker left the whole range
+    (as when slices were a fixed 20 ports) raced the others for theirs."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     n = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else -1
-    if 0 <= n < len(PORTS) // _SLICE:
-        return range(PORTS.start + n * _SLICE, PORTS.start + (n + 1) * _SLICE)
-    return PORTS
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not 0 <= n < count:
+        return PORTS
+    width = len(PORTS) // count
+    if width < 1:
+        raise RuntimeError(
+            f"TETHER_TEST_SSHD_PORTS holds {len(PORTS)} ports for {count} workers: give each one"
+        )
+    return range(PORTS.start + n * width, PORTS.start + (n + 1) * width)
 
 
 def free_port(taken: set[int]) -> int:
