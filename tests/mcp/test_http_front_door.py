@@ -11,10 +11,22 @@ import mcp_types as types
 import pytest
 from mcp.client.session import IncomingMessage
 from mcp.shared.exceptions import MCPError
-from mcp_harness import RAW_HEADERS, RAW_INIT, TOKEN, Probe, http_client, serving, text_of
+from mcp_harness import (
+    RAW_HEADERS,
+    RAW_INIT,
+    TOKEN,
+    Probe,
+    http_client,
+    raw_session,
+    rpc_payload,
+    serving,
+    text_of,
+)
 
 from hang import HANG_S
+from tether.mcp.http import session_answer, session_error_text
 from tether.mcp.server import McpFrontDoor
+from tether.mcp.wire import INVALID_REQUEST
 from tether.tools.bash import ToolAborted
 from tether.tools.registry import CallContext, ResourceInfo, ToolDef, ToolResult
 
@@ -144,6 +156,49 @@ async def test_guards_token_host_origin_and_session_ids(probe: Probe) -> None:
         )
         assert modern.status_code == 400
         assert json.loads(modern.text)["error"]["data"]["supported"][-1] == "2025-11-25"
+
+
+async def test_a_missing_or_unknown_session_id_is_answered_with_the_cause_and_the_fix(probe: Probe) -> None:
+    # The SDK answered "Session not found" and "Bad Request: Missing session ID": a client that
+    # shows the body (the TypeScript SDK does) told its user neither why nor what to do.
+    front = McpFrontDoor(probe.registry())
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    async with serving(front) as url, httpx2.AsyncClient() as http:
+        session = await raw_session(http, url)
+        no_id = {key: value for key, value in session.items() if key != "mcp-session-id"}
+        ended = dict(session)
+        assert (await http.delete(url, headers=ended)).status_code == 200
+        never = {**session, "mcp-session-id": "f" * 64}
+        answers = []
+        for headers in (no_id, ended, never):
+            answers.append(await http.post(url, json=ping, headers=headers))
+            answers.append(await http.get(url, headers=headers))
+            answers.append(await http.delete(url, headers=headers))
+        for answer in answers:
+            error = json.loads(answer.text)["error"]
+            assert error["code"] == INVALID_REQUEST and "initialize" in error["message"], answer.text
+        assert [answer.status_code for answer in answers] == [400] * 3 + [404] * 6
+        assert all(
+            json.loads(a.text)["error"]["message"].startswith("missing session id") for a in answers[:3]
+        )
+        assert all(
+            json.loads(a.text)["error"]["message"].startswith("session not found") for a in answers[3:]
+        )
+        # The server serves on.
+        again = await raw_session(http, url)
+        assert rpc_payload(await http.post(url, json=ping, headers=again))["result"] == {}
+
+
+def test_a_full_session_table_is_answered_with_the_fix() -> None:
+    full = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Too many open sessions"}}'
+    answer = session_answer(503, full)
+    assert answer is not None and answer["error"] == {"code": -32603, "message": session_error_text("full")}
+    assert "DELETE" in session_error_text("full")
+    assert session_answer(503, b"not json") is None
+    assert (
+        session_answer(400, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}')
+        is None
+    )
 
 
 class _Shells:

@@ -5,14 +5,17 @@ SIGHUP and SIGTERM, stopped ones — however far they went from the shell's sess
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
 from shell_harness import call, open_shell, run, shell_client, tmux
 
+from hang import HANG_S
 from proc_probe import alive_with, kill_all, unique_sleep_arg, wait_until
 from tether.config import load_config
 from tether.shells import Shells
@@ -162,3 +165,51 @@ async def test_closing_a_shell_whose_bash_ended_spares_the_process_that_took_its
         await victim.wait()
         kill_all(alive_with(token))
         await engine.close()
+
+
+def _cancelled_closes(home: Path, shell: str) -> int:
+    """How many ``shell_manage`` records of ``shell`` say the call was cancelled: the audit record
+    is appended once the call's handler has ended, so it marks the end of the cancelled close."""
+    count = 0
+    for path in (home / "audit").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if (
+                record["tool"] == "shell_manage"
+                and shell in record["targets"]
+                and record["outcome"] == "cancelled"
+            ):
+                count += 1
+    return count
+
+
+@pytest.mark.timeout(300)
+async def test_a_close_cancelled_while_it_ends_the_shells_processes_still_ends_them(
+    tether_home: Path,
+) -> None:
+    # The close ended the tmux session, then gave what ignores SIGTERM its grace; cancelled then
+    # (the client's notifications/cancelled, the client leaving, the session's DELETE) it stopped
+    # looking after them, and with the shell gone nothing would ever find them again.
+    (tether_home / "config.toml").write_text("[shell]\ngrace_ms = 600000\n")  # a grace no test waits out
+    token = unique_sleep_arg()
+    try:
+        async with shell_client(tether_home) as c:
+            shell = await open_shell(c)
+            out = await run(c, shell, f"(trap '' HUP TERM; exec setsid sleep {token}) &", safety=_BYPASS)
+            assert out["exitCode"] == 0
+            assert wait_until(lambda: bool(alive_with(token)))
+            close = {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]}
+            with anyio.fail_after(HANG_S):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(c.call_tool, "shell_manage", close)
+                    # The session is gone once tmux ended it: the close is then in the grace.
+                    while shell in tmux(tether_home, "list-sessions", "-F", "#{session_name}"):
+                        await anyio.sleep(0.005)
+                    tg.cancel_scope.cancel()  # the official client sends notifications/cancelled
+                while _cancelled_closes(tether_home, shell) == 0:
+                    await anyio.sleep(0.005)
+            assert alive_with(token) == [], "a process of the closed shell outlived the cancelled close"
+            again = await c.call_tool("shell_state", {})  # the server serves on
+            assert not again.is_error
+    finally:
+        kill_all(alive_with(token))

@@ -9,6 +9,9 @@ Invariants this module owns:
 - MCP session ids are 256-bit random values (``secrets``), not the SDK's 122-bit uuid4; a request
   with a missing or unknown session id is refused by the session manager, never attributed to a
   session it did not open.
+- The SDK's answers to a missing session id (400), an unknown or ended one (404) and a full session
+  table (503) keep their status and JSON-RPC code and name the cause and the fix (send
+  ``initialize``; end unused sessions with ``DELETE``), instead of the SDK's bare words.
 - Requests in the 2026-07-28 per-request protocol era are refused with -32022 naming the
   handshake versions, so SDK clients fall back to ``initialize`` (see ``tether.mcp.server``).
 - A request body over the MCP SDK's limit (4 MiB) is answered 413 with a JSON-RPC error naming
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import logging
 import re
 import secrets
@@ -34,7 +38,11 @@ from typing import Final
 
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import (
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    StreamableHTTPASGIApp,
+    StreamableHTTPSessionManager,
+)
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.jsonrpc import UNSUPPORTED_PROTOCOL_VERSION
@@ -55,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 MCP_PATH: Final = "/mcp"
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]", "::1")
+SESSION_IDLE_MINUTES: Final = round(DEFAULT_SESSION_IDLE_TIMEOUT / 60)  # the SDK's idle limit
 
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
@@ -197,6 +206,83 @@ class BodyTooLargeAnswer:
         await self.app(scope, receive, answer)
 
 
+# The MCP SDK's answers about session ids, which name neither the cause nor the fix; the official
+# Python client shows none of them (a 404 becomes its own "Session terminated"), other clients show
+# the body as it is.
+_SESSION_ANSWERS: Final = {
+    (404, "Session not found"): "unknown",
+    (404, "Not Found: Session has been terminated"): "unknown",
+    (400, "Bad Request: Missing session ID"): "missing",
+    (503, "Too many open sessions"): "full",
+}
+
+
+def session_error_text(kind: str) -> str:
+    """The message that replaces the SDK's answer of ``kind`` (see ``_SESSION_ANSWERS``)."""
+    if kind == "unknown":
+        return (
+            "session not found: this session id is not open on this server; it was ended (DELETE, "
+            f"{SESSION_IDLE_MINUTES} minutes with no request, a restart of tether serve) or never "
+            "existed; send initialize without a session id to start a new session"
+        )
+    if kind == "missing":
+        return (
+            "missing session id: every request but initialize must carry the Mcp-Session-Id header "
+            "that the answer to initialize gave; send initialize first to open a session"
+        )
+    return (
+        "too many open sessions: end the sessions you no longer use with DELETE (each also ends "
+        f"after {SESSION_IDLE_MINUTES} minutes with no request), then try again"
+    )
+
+
+class SessionErrorAnswer:
+    """Wraps the MCP endpoint: the SDK's terse answers to a missing or unknown session id (and to
+    a full session table) keep their status and JSON-RPC code, and name the cause and the fix."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        held: Message | None = None
+        body = b""
+
+        async def answer(message: Message) -> None:
+            nonlocal held, body
+            if held is None:
+                if message["type"] == "http.response.start" and any(
+                    message["status"] == status for status, _ in _SESSION_ANSWERS
+                ):
+                    held = message  # an error body: small, and sent whole
+                    return
+                await send(message)
+                return
+            body += message.get("body", b"")
+            if message.get("more_body", False):
+                return
+            start, held = held, None
+            replaced = session_answer(start["status"], body)
+            if replaced is None:
+                await send(start)
+                await send({"type": "http.response.body", "body": body})
+                return
+            await JSONResponse(replaced, status_code=start["status"])(scope, receive, send)
+
+        await self.app(scope, receive, answer)
+
+
+def session_answer(status: int, body: bytes) -> dict[str, object] | None:
+    try:
+        value = json.loads(body)
+        error = value["error"]
+        kind = _SESSION_ANSWERS.get((status, error["message"]))
+    except (ValueError, TypeError, KeyError):
+        return None
+    if kind is None:
+        return None
+    return {**value, "error": {**error, "message": session_error_text(kind)}}
+
+
 class HandshakeEraGate:
     """Refuses 2026-07-28 per-request-era traffic, which has no session to own a conversation."""
 
@@ -263,7 +349,9 @@ def build_http_app(
     )
     manager = RandomSessionIdManager(app=front_door.server, security_settings=security)
     endpoint = BearerGate(
-        BodyTooLargeAnswer(HandshakeEraGate(UniqueRequestIds(StreamableHTTPASGIApp(manager)))),
+        BodyTooLargeAnswer(
+            SessionErrorAnswer(HandshakeEraGate(UniqueRequestIds(StreamableHTTPASGIApp(manager))))
+        ),
         token=settings.token,
     )
 

@@ -13,7 +13,8 @@ Invariants this module owns:
   kernel hands to an unrelated process after ours ended is never signalled.
 - ``end`` returns once every pinned process has exited (SIGTERM, and SIGCONT for stopped ones;
   SIGKILL after the grace), or past a bound for one stuck in uninterruptible sleep. Processes the
-  found ones fork meanwhile are found by ``rescan`` and ended with them.
+  found ones fork meanwhile are found by ``rescan`` and ended with them. A cancelled ``end``
+  SIGKILLs what is left at once and finishes before the cancellation goes on.
 - Zombies among them that are our own children (re-parented to us, the subreaper) are collected.
 
 Spared: a descendant that carries ``OWN_PROCESS`` (tether's own, started from the shell), and
@@ -31,6 +32,8 @@ import os
 import select
 import signal
 from collections.abc import Callable, Iterable
+
+import anyio
 
 from tether.process.adopt import OWN_PROCESS
 from tether.process.tree import descendants, environ_of, reap_adopted
@@ -88,31 +91,42 @@ class Strays:
 
     async def end(self, grace_s: float, *, rescan: Callable[[Strays], None] | None = None) -> None:
         """SIGTERM (and SIGCONT) every pinned process, SIGKILL what is left after ``grace_s``;
-        returns once all have exited. ``rescan`` pins what they forked meanwhile (off the loop)."""
+        returns once all have exited. ``rescan`` pins what they forked meanwhile (off the loop).
+
+        Cancelled (the call's client cancelled it, left, or its session ended), it does not
+        abandon them: nothing else would find them once their shell is gone, and no grace is left
+        to give, so what is left gets SIGKILL at once; then the cancellation goes on."""
+        try:
+            await self._end(grace_s, rescan)
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True):
+                await self._end(0.0, rescan)
+            raise
+        finally:
+            self.release()
+
+    async def _end(self, grace_s: float, rescan: Callable[[Strays], None] | None) -> None:
         loop = asyncio.get_running_loop()
         kill_at = loop.time() + grace_s
         give_up = kill_at + _STUCK_AFTER_KILL_S
         termed: set[int] = set()
         pause = 0.001
-        try:
-            while True:
-                self._drop_exited()
-                if not self._pinned or loop.time() >= give_up:
-                    return
-                killing = loop.time() >= kill_at
-                for pid, fd in self._pinned.items():
-                    if killing:
-                        _send(fd, signal.SIGKILL)
-                    elif pid not in termed:
-                        termed.add(pid)
-                        _send(fd, signal.SIGTERM)
-                        _send(fd, signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
-                await asyncio.sleep(pause)  # the death of processes that are not ours: polled
-                pause = min(pause * 2, 0.05)
-                if rescan is not None:
-                    await asyncio.to_thread(rescan, self)
-        finally:
-            self.release()
+        while True:
+            self._drop_exited()
+            if not self._pinned or loop.time() >= give_up:
+                return
+            killing = loop.time() >= kill_at
+            for pid, fd in self._pinned.items():
+                if killing:
+                    _send(fd, signal.SIGKILL)
+                elif pid not in termed:
+                    termed.add(pid)
+                    _send(fd, signal.SIGTERM)
+                    _send(fd, signal.SIGCONT)  # a stopped process acts on SIGTERM once continued
+            await asyncio.sleep(pause)  # the death of processes that are not ours: polled
+            pause = min(pause * 2, 0.05)
+            if rescan is not None:
+                await asyncio.to_thread(rescan, self)
 
     def release(self) -> None:
         for fd in self._pinned.values():

@@ -20,6 +20,8 @@ import struct
 import termios
 from pathlib import Path
 
+import anyio
+
 from tether.config import Config, ensure_home
 from tether.errors import TetherError
 from tether.home import current_directory, replace_file
@@ -251,11 +253,16 @@ class LocalHost(ShellHost):
         except BaseException:
             strays.release()
             raise
-        await self._end(strays, markers)
-        self.rc_path(shell_id).unlink(missing_ok=True)
-        for state in self._state_files(shell_id):
-            state.unlink(missing_ok=True)
-        await self.confined.ended(shell_id, pane.pid if pane is not None else None)
+        try:
+            await self._end(strays, markers)
+        finally:
+            # The session is gone: its files and its confinement go with it, also when the call
+            # was cancelled meanwhile (the processes were ended all the same, see ``Strays.end``).
+            with anyio.CancelScope(shield=True):
+                self.rc_path(shell_id).unlink(missing_ok=True)
+                for state in self._state_files(shell_id):
+                    state.unlink(missing_ok=True)
+                await self.confined.ended(shell_id, pane.pid if pane is not None else None)
 
     def _markers(self, shell_id: str, pane: PaneInfo | None) -> tuple[str, ...]:
         """What every process of the shell inherits: its id and its home, as its pane got them."""
