@@ -12,8 +12,10 @@ Invariants this module owns:
 - A found process is pinned by a pidfd at once, and only ever signalled through it: a pid the
   kernel hands to an unrelated process after ours ended is never signalled.
 - ``end`` returns once every pinned process has exited (SIGTERM, and SIGCONT for stopped ones;
-  SIGKILL after the grace), or past a bound for one stuck in uninterruptible sleep. Processes the
-  found ones fork meanwhile are found by ``rescan`` and ended with them.
+  SIGKILL after the grace), or past a bound for one stuck in uninterruptible sleep (on a hung
+  network file system, in a frozen cgroup) or that this process may not signal (another user's,
+  where tether is not root): those it returns, as ``Survivor``s, for the caller to report.
+  Processes the found ones fork meanwhile are found by ``rescan`` and ended with them.
 - Zombies among them that are our own children (re-parented to us, the subreaper) are collected.
 
 Spared: a descendant that carries ``OWN_PROCESS`` (tether's own, started from the shell), and
@@ -31,8 +33,10 @@ import os
 import select
 import signal
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from tether.process.adopt import OWN_PROCESS
+from tether.process.container import read_proc
 from tether.process.tree import descendants, environ_of, reap_adopted
 
 _OWN = b"\0" + OWN_PROCESS.encode() + b"="
@@ -50,6 +54,35 @@ def _marked(markers: tuple[bytes, ...]) -> set[int]:
         if all(b"\0" + marker + b"\0" in environ + b"\0" for marker in markers):
             found.add(int(name))
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    """A process an ending left running: its pid and command line (``[comm]`` when it shows
+    none, as ``ps`` does; at most ``COMMAND_MAX`` characters)."""
+
+    pid: int
+    command: str
+
+
+COMMAND_MAX = 200
+
+
+def command_text(argv: bytes, comm: bytes = b"") -> str:
+    """``/proc/PID/cmdline`` as one line (``comm`` in brackets when it is empty)."""
+    words = [w for w in argv.split(b"\0") if w] if argv else []
+    text = " ".join(os.fsdecode(w) for w in words) if words else f"[{os.fsdecode(comm.strip())}]"
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= COMMAND_MAX else text[: COMMAND_MAX - 1] + "…"
+
+
+def _survivor(pid: int) -> Survivor:
+    argv = comm = b""
+    with contextlib.suppress(OSError):
+        argv = read_proc(f"/proc/{pid}/cmdline")
+    with contextlib.suppress(OSError):
+        comm = read_proc(f"/proc/{pid}/comm")
+    return Survivor(pid, command_text(argv, comm))
 
 
 def _tethers_own(pid: int) -> bool:
@@ -86,9 +119,13 @@ class Strays:
                 os.close(fd)
                 del self._pinned[pid]
 
-    async def end(self, grace_s: float, *, rescan: Callable[[Strays], None] | None = None) -> None:
+    async def end(
+        self, grace_s: float, *, rescan: Callable[[Strays], None] | None = None
+    ) -> tuple[Survivor, ...]:
         """SIGTERM (and SIGCONT) every pinned process, SIGKILL what is left after ``grace_s``;
-        returns once all have exited. ``rescan`` pins what they forked meanwhile (off the loop)."""
+        returns once all have exited — nothing — or, ``_STUCK_AFTER_KILL_S`` after the SIGKILL,
+        the processes still running (by pid). ``rescan`` pins what they forked meanwhile (off the
+        loop)."""
         loop = asyncio.get_running_loop()
         kill_at = loop.time() + grace_s
         give_up = kill_at + _STUCK_AFTER_KILL_S
@@ -97,8 +134,10 @@ class Strays:
         try:
             while True:
                 self._drop_exited()
-                if not self._pinned or loop.time() >= give_up:
-                    return
+                if not self._pinned:
+                    return ()
+                if loop.time() >= give_up:
+                    return tuple(_survivor(pid) for pid in sorted(self._pinned))
                 killing = loop.time() >= kill_at
                 for pid, fd in self._pinned.items():
                     if killing:
