@@ -179,7 +179,9 @@ async def test_closing_a_shell_says_which_of_its_processes_outlived_the_sweep(te
                 [pid] = alive_with(token)
                 freeze(pid)
                 text, data = await call(
-                    c, "shell_manage", {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]}
+                    c,
+                    "shell_manage",
+                    {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]},
                 )
                 task = data["tasks"][0]
                 assert task["ok"] is True, data
@@ -194,7 +196,9 @@ async def test_closing_a_shell_says_which_of_its_processes_outlived_the_sweep(te
                 # A close that ends everything says nothing of the kind.
                 other = await open_shell(c)
                 text, data = await call(
-                    c, "shell_manage", {"tasks": [{"target": {"sessions": other}, "action": {"kind": "close"}}]}
+                    c,
+                    "shell_manage",
+                    {"tasks": [{"target": {"sessions": other}, "action": {"kind": "close"}}]},
                 )
                 assert data["tasks"][0]["data"]["stillRunning"] == [] and "still running" not in text
         finally:
