@@ -19,7 +19,7 @@ from shell_harness import call, open_shell, run, shell_client
 from sshd_harness import RemoteHosts
 from test_remote_network import _kill_master
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 from proc_probe import alive_with, freezer, kill_all, unique_sleep_arg
 
 
@@ -164,7 +164,9 @@ async def _frozen_close(
     """Close a remote shell one of whose processes is frozen (and with ``drop``, kill the
     connection's master while the sweep is under way); the close's text and task, the pid, the
     token."""
-    remote.extra_config = "[shell]\ngrace_ms = 100\n"
+    # Dropping mid-sweep: a grace as long as the hang guard keeps the sweep under way (its SIGTERM
+    # sent, its SIGKILL not yet) until the master is gone, however slow the machine.
+    remote.extra_config = f"[shell]\ngrace_ms = {HANG_MS if drop else 100}\n"
     remote.add("box-a")
     token, ended = unique_sleep_arg(), unique_sleep_arg()
     with _ended_anyway([token, ended]):
