@@ -58,15 +58,25 @@ class RemoteShell:
 
     async def run(self, script: str, *, timeout: float = _ASK_TIMEOUT_S, isolated: bool = True) -> Reply:
         """``timeout``: from the deadline of the question ahead of it, if one is still unanswered
-        (the module docstring). ``isolated=False`` runs the script in the channel's shell itself
+        (the module docstring); the channel ends at the first deadline a question the shell is
+        on passes unanswered. ``isolated=False`` runs the script in the channel's shell itself
         (a fork saved) — only for scripts that never exit, change directory or read their input."""
         proc = await self._ensure()
         fut = self._ask(proc, script, isolated=isolated, timeout=timeout)
         deadline = self._pending[-1][2]  # just asked: the last one
+        loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(
-                asyncio.shield(fut), max(0.0, deadline - asyncio.get_running_loop().time())
-            )
+            while not fut.done():
+                # The question the shell is on: unanswered past its own deadline, the channel is
+                # wedged, whether or not its asker still waits for it (one cancelled by a wait's
+                # deadline does not).
+                head, limit = (self._pending[0][1], self._pending[0][2]) if self._pending else (fut, deadline)
+                if loop.time() >= limit:
+                    raise TimeoutError
+                await asyncio.wait(
+                    {fut, head}, timeout=limit - loop.time(), return_when=asyncio.FIRST_COMPLETED
+                )
+            return fut.result()
         except TimeoutError:
             # The channel may be wedged (a network that stopped answering): end it; the next
             # question starts a fresh one.
