@@ -138,3 +138,40 @@ def kill_all(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, 0)
+
+
+_FREEZER = "/sys/fs/cgroup/freezer"
+
+
+@contextlib.contextmanager
+def freezer() -> Iterator[Callable[[int], None]]:
+    """A cgroup v1 freezer group of the test's own; yields ``freeze(pid)``, which moves ``pid``
+    into it and returns once the kernel says FROZEN: a process that not even SIGKILL ends until it
+    is thawed (it shows in state ``D``, as one in uninterruptible sleep on a hung network file
+    system does). Afterwards its processes are thawed, killed and the group removed. Skips the
+    test where no v1 freezer is mounted writable (cgroup v2's freeze lets SIGKILL through)."""
+    import pytest
+
+    group = f"{_FREEZER}/tether-test-{uuid.uuid4().hex[:12]}"
+    try:
+        os.mkdir(group)
+    except OSError as exc:
+        pytest.skip(f"no writable cgroup v1 freezer at {_FREEZER}: {exc}")
+
+    def write(name: str, text: str) -> None:
+        with open(f"{group}/{name}", "w") as handle:
+            handle.write(text)
+
+    def freeze(pid: int) -> None:
+        write("cgroup.procs", str(pid))
+        write("freezer.state", "FROZEN")
+        assert wait_until(lambda: _read(f"{group}/freezer.state").strip() == b"FROZEN")
+
+    try:
+        yield freeze
+    finally:
+        write("freezer.state", "THAWED")
+        left = lambda: [int(p) for p in _read(f"{group}/cgroup.procs").split()]  # noqa: E731
+        kill_all(left())
+        wait_until(lambda: not left())
+        os.rmdir(group)

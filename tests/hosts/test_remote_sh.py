@@ -64,3 +64,47 @@ async def test_a_channel_that_ends_fails_every_open_question_quietly() -> None:
         for proc in procs:  # the sleeps the killed channels left
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def test_a_question_behind_a_long_one_is_not_failed_for_its_wait() -> None:
+    # The shell answers one question at a time. A sweep waits out its grace there; a question
+    # asked behind it (another close's look at its shell) counts its deadline from the sweep's.
+    # Before, its own 15 s ran from its asking: behind a sweep longer than that it failed, and
+    # ended the channel — and the sweep under way on it, whose processes then ran on.
+    async def spawn() -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            "sh", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True
+        )
+
+    sh = RemoteShell(where="host test", spawn=spawn, ended=lambda: None)
+    try:
+        with anyio.fail_after(HANG_S):
+            long = asyncio.ensure_future(sh.run("sleep 0.5; echo long", timeout=HANG_S))
+            short = asyncio.ensure_future(sh.run("echo short", timeout=0.05))
+            assert ((await long).out, (await short).out) == ("long\n", "short\n")
+    finally:
+        await sh.close()
+
+
+async def test_a_question_behind_one_nobody_waits_for_fails_at_that_ones_deadline() -> None:
+    # The question the shell is on was given up by its asker (a wait's deadline cancels it): its
+    # deadline still ends the wedged channel, and the question behind it with it, rather than
+    # that one waiting its own whole time after it.
+    async def spawn() -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            "sh", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True
+        )
+
+    sh = RemoteShell(where="host test", spawn=spawn, ended=lambda: None)
+    try:
+        with anyio.fail_after(HANG_S / 2):
+            await sh.run(":")
+            stuck = asyncio.ensure_future(sh.run("sleep 600 >/dev/null", timeout=0.2))
+            behind = asyncio.ensure_future(sh.run("echo behind", timeout=HANG_S))
+            await asyncio.sleep(0)  # both asked
+            stuck.cancel()
+            with pytest.raises(TetherError) as raised:
+                await behind
+            assert raised.value.code == "CONNECTION_LOST"
+    finally:
+        await sh.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -91,3 +92,38 @@ async def test_a_sweep_that_ended_everything_logs_nothing(caplog: pytest.LogCapt
             proc.kill()
             await proc.wait()
         await sh.close()
+
+
+def test_a_sweeps_grace_is_the_hosts_time_however_slow_its_scans(tmp_path: Path) -> None:
+    # On a loaded host a scan (a grep over every /proc/PID/stat and an awk) takes longer than the
+    # pause between scans. The grace before SIGKILL was counted in pauses, so a 3 s grace lasted
+    # 15 s and more there: past the deadline of the question queued behind the sweep, which then
+    # ended the channel and the sweep with it. Here every scan takes longer than the whole grace:
+    # the SIGKILL comes after the first look that follows the SIGTERM.
+    token = unique_sleep_arg()
+    shell_id = "sweep-" + token.replace(".", "")
+    calls = tmp_path / "calls"
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    (slow / "awk").write_text(f'#!/bin/sh\necho x >> {calls}\nsleep 0.3\nexec {shutil.which("awk")} "$@"\n')
+    (slow / "awk").chmod(0o755)
+    env = {**os.environ, "TETHER_SHELL": shell_id}
+    proc = subprocess.Popen(["sh", "-c", f"trap '' TERM; exec sleep {token}"], env=env)
+    try:
+        assert wait_until(lambda: bool(alive_with(token)))
+        script = sweep_script([Marked(shell_id)], 0.2)
+        out = subprocess.run(
+            ["sh", "-c", script],
+            env={**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert out.strip() == "ended=1 left=0"
+        assert proc.wait() == -9
+        # The first look, the one after the SIGTERM's pause, the one after the SIGKILL (seven
+        # before: the pauses 10, 20, 40, 80 and 100 ms had to add up to the grace first).
+        assert len(calls.read_text().split()) == 3
+    finally:
+        proc.kill()
+        proc.wait()

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from panel_harness import agent, browserless, serving_tools, text_of
 
+from hang import HANG_S
+from proc_probe import alive_with, freezer, unique_sleep_arg, wait_until
 from tether.audit import query as audit_query
 from tether.config import load_config
 from tether.store.vault import Vault
@@ -195,3 +197,40 @@ async def test_rename_snapshot_close_and_workspace_restore(tether_home: Path) ->
     assert ("shell_manage", "workspace-restore", "ok") in panel_tools
     assert ("shell_manage", "close", "ok") in panel_tools
     assert all(r.actor == "panel" for r in audit_query(tether_home, source="panel", limit=50))
+
+
+async def test_a_close_from_the_panel_says_which_processes_it_could_not_end(tether_home: Path) -> None:
+    # A process in a frozen cgroup outlives every signal: the page's message and the panel's audit
+    # record name it (pid, command line).
+    (tether_home / "config.toml").write_text("[shell]\ngrace_ms = 100\n")
+    token = unique_sleep_arg()
+    with freezer() as freeze:
+        async with serving_tools(tether_home) as served, browserless(served) as page, agent(served) as client:
+            opened = await client.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
+            shell = (opened.structured_content or {})["tasks"][0]["shell"]
+            ran = await client.call_tool(
+                "shell_run",
+                {
+                    "tasks": [
+                        {
+                            "target": {"sessions": shell},
+                            "action": {"kind": "run", "command": f"sleep {token} &"},
+                        }
+                    ]
+                },
+            )
+            assert not ran.is_error, text_of(ran)
+            assert wait_until(lambda: bool(alive_with(token)))
+            [pid] = alive_with(token)
+            freeze(pid)
+            # The close waits out the grace and the bound after SIGKILL: longer than httpx's 5 s.
+            closed = await page.post(f"/panel/api/shells/{shell}/close", json={}, timeout=HANG_S)
+            assert closed.status_code == 200, closed.text
+            said = f"still running after SIGKILL: pid {pid} (sleep {token})"
+            assert said in closed.json()["message"]
+    [record] = [
+        r
+        for r in audit_query(tether_home, source="panel", limit=50)
+        if r.tool == "shell_manage" and r.action == "close"
+    ]
+    assert record.outcome == "ok" and said in record.detail

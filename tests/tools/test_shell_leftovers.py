@@ -16,7 +16,7 @@ import pytest
 from shell_harness import call, open_shell, run, shell_client, tmux
 
 from hang import HANG_S
-from proc_probe import alive_with, kill_all, unique_sleep_arg, wait_until
+from proc_probe import alive_with, freezer, kill_all, unique_sleep_arg, wait_until
 from tether.config import load_config
 from tether.shells import Shells
 from tether.shells import open_shell as open_shell_here
@@ -213,3 +213,44 @@ async def test_a_close_cancelled_while_it_ends_the_shells_processes_still_ends_t
             assert not again.is_error
     finally:
         kill_all(alive_with(token))
+
+
+@pytest.mark.timeout(300)
+async def test_closing_a_shell_says_which_of_its_processes_outlived_the_sweep(tether_home: Path) -> None:
+    # A process in a frozen cgroup ends at no signal until it is thawed: the close cannot end it,
+    # and says so — in its result (text and data), and in the call's audit record.
+    (tether_home / "config.toml").write_text("[shell]\ngrace_ms = 100\n")
+    token, ended = unique_sleep_arg(), unique_sleep_arg()
+    with freezer() as freeze:
+        try:
+            async with shell_client(tether_home) as c:
+                shell = await open_shell(c)
+                await run(c, shell, f"sleep {token} & sleep {ended} &")
+                assert wait_until(lambda: bool(alive_with(token) and alive_with(ended)))
+                [pid] = alive_with(token)
+                freeze(pid)
+                text, data = await call(
+                    c,
+                    "shell_manage",
+                    {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]},
+                )
+                task = data["tasks"][0]
+                assert task["ok"] is True, data
+                assert task["data"]["stillRunning"] == [{"pid": pid, "command": f"sleep {token}"}], data
+                assert "notEnded" not in task["data"]
+                assert f"still running after SIGKILL: pid {pid} (sleep {token})" in text
+                assert alive_with(ended) == []  # the rest of the shell's processes ended as ever
+                _, audit = await call(c, "shell_audit", {"tasks": [{"action": {"kind": "audit"}}]})
+                [record] = [r for r in audit["tasks"][0]["records"] if r["tool"] == "shell_manage"]
+                assert record["outcome"] == "ok"
+                assert f"{shell}: still running after SIGKILL: pid {pid} (sleep {token})" in record["detail"]
+                # A close that ends everything says nothing of the kind.
+                other = await open_shell(c)
+                text, data = await call(
+                    c,
+                    "shell_manage",
+                    {"tasks": [{"target": {"sessions": other}, "action": {"kind": "close"}}]},
+                )
+                assert data["tasks"][0]["data"]["stillRunning"] == [] and "still running" not in text
+        finally:
+            kill_all(alive_with(ended))

@@ -12,9 +12,11 @@ Invariants this module owns:
 - A found process is pinned by a pidfd at once, and only ever signalled through it: a pid the
   kernel hands to an unrelated process after ours ended is never signalled.
 - ``end`` returns once every pinned process has exited (SIGTERM, and SIGCONT for stopped ones;
-  SIGKILL after the grace), or past a bound for one stuck in uninterruptible sleep. Processes the
-  found ones fork meanwhile are found by ``rescan`` and ended with them. A cancelled ``end``
-  SIGKILLs what is left at once and finishes before the cancellation goes on.
+  SIGKILL after the grace), or past a bound for one stuck in uninterruptible sleep (on a hung
+  network file system, in a frozen cgroup) or that this process may not signal (another user's,
+  where tether is not root): those it returns, as ``Survivor``s, for the caller to report.
+  Processes the found ones fork meanwhile are found by ``rescan`` and ended with them. A cancelled
+  ``end`` SIGKILLs what is left at once and finishes before the cancellation goes on.
 - Zombies among them that are our own children (re-parented to us, the subreaper) are collected.
 
 Spared: a descendant that carries ``OWN_PROCESS`` (tether's own, started from the shell), and
@@ -32,10 +34,12 @@ import os
 import select
 import signal
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import anyio
 
 from tether.process.adopt import OWN_PROCESS
+from tether.process.container import read_proc
 from tether.process.tree import descendants, environ_of, reap_adopted
 
 _OWN = b"\0" + OWN_PROCESS.encode() + b"="
@@ -53,6 +57,35 @@ def _marked(markers: tuple[bytes, ...]) -> set[int]:
         if all(b"\0" + marker + b"\0" in environ + b"\0" for marker in markers):
             found.add(int(name))
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    """A process an ending left running: its pid and command line (``[comm]`` when it shows
+    none, as ``ps`` does; at most ``COMMAND_MAX`` characters)."""
+
+    pid: int
+    command: str
+
+
+COMMAND_MAX = 200
+
+
+def command_text(argv: bytes, comm: bytes = b"") -> str:
+    """``/proc/PID/cmdline`` as one line (``comm`` in brackets when it is empty)."""
+    words = [w for w in argv.split(b"\0") if w] if argv else []
+    text = " ".join(os.fsdecode(w) for w in words) if words else f"[{os.fsdecode(comm.strip())}]"
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= COMMAND_MAX else text[: COMMAND_MAX - 1] + "…"
+
+
+def _survivor(pid: int) -> Survivor:
+    argv = comm = b""
+    with contextlib.suppress(OSError):
+        argv = read_proc(f"/proc/{pid}/cmdline")
+    with contextlib.suppress(OSError):
+        comm = read_proc(f"/proc/{pid}/comm")
+    return Survivor(pid, command_text(argv, comm))
 
 
 def _tethers_own(pid: int) -> bool:
@@ -89,15 +122,19 @@ class Strays:
                 os.close(fd)
                 del self._pinned[pid]
 
-    async def end(self, grace_s: float, *, rescan: Callable[[Strays], None] | None = None) -> None:
+    async def end(
+        self, grace_s: float, *, rescan: Callable[[Strays], None] | None = None
+    ) -> tuple[Survivor, ...]:
         """SIGTERM (and SIGCONT) every pinned process, SIGKILL what is left after ``grace_s``;
-        returns once all have exited. ``rescan`` pins what they forked meanwhile (off the loop).
+        returns once all have exited — nothing — or, ``_STUCK_AFTER_KILL_S`` after the SIGKILL,
+        the processes still running (by pid). ``rescan`` pins what they forked meanwhile (off the
+        loop).
 
         Cancelled (the call's client cancelled it, left, or its session ended), it does not
         abandon them: nothing else would find them once their shell is gone, and no grace is left
         to give, so what is left gets SIGKILL at once; then the cancellation goes on."""
         try:
-            await self._end(grace_s, rescan)
+            return await self._end(grace_s, rescan)
         except asyncio.CancelledError:
             with anyio.CancelScope(shield=True):
                 await self._end(0.0, rescan)
@@ -105,7 +142,7 @@ class Strays:
         finally:
             self.release()
 
-    async def _end(self, grace_s: float, rescan: Callable[[Strays], None] | None) -> None:
+    async def _end(self, grace_s: float, rescan: Callable[[Strays], None] | None) -> tuple[Survivor, ...]:
         loop = asyncio.get_running_loop()
         kill_at = loop.time() + grace_s
         give_up = kill_at + _STUCK_AFTER_KILL_S
@@ -113,8 +150,10 @@ class Strays:
         pause = 0.001
         while True:
             self._drop_exited()
-            if not self._pinned or loop.time() >= give_up:
-                return
+            if not self._pinned:
+                return ()
+            if loop.time() >= give_up:
+                return tuple(_survivor(pid) for pid in sorted(self._pinned))
             killing = loop.time() >= kill_at
             for pid, fd in self._pinned.items():
                 if killing:

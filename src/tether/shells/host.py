@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.errors import NotFoundError, RefusedError
+from tether.process.strays import Survivor
 from tether.shell import ShellSandboxInfo
 from tether.shells.integration.events import sync_mark
 from tether.shells.logs import log_path, log_size, read_range
@@ -67,6 +68,33 @@ class Foreground:
     pgid: int  # 0 = unknown
     shell_in_front: bool
     command: str  # name of the foreground group's leader ("bash" when the shell is in front)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Leftovers:
+    """What ending a shell could not end: ``processes`` still running after its sweep (past
+    ``SIGKILL`` and a bound after it: in uninterruptible sleep, in a frozen cgroup, not ours to
+    signal), and ``unknown``, why the host could not be asked to end them at all (a remote host
+    gone meanwhile: what the shell started may run on there). Empty: nothing is left."""
+
+    processes: tuple[Survivor, ...] = ()
+    unknown: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.processes or self.unknown)
+
+    def text(self) -> str:
+        """One line for a result, a log or an audit record (empty when nothing is left)."""
+        parts = []
+        if self.processes:
+            listed = ", ".join(f"pid {p.pid} ({p.command})" for p in self.processes)
+            parts.append(
+                f"still running after SIGKILL: {listed} (in uninterruptible sleep, frozen "
+                "or not tether's to signal; end them by hand once they can be)"
+            )
+        if self.unknown:
+            parts.append(f"could not end what the shell started: {self.unknown}")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,9 +290,12 @@ class ShellHost(ABC):
     async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
         """Replace the pane's process tree with a fresh shell (same session, same log)."""
 
-    async def kill(self, shell_id: str) -> None:
+    async def kill(self, shell_id: str) -> Leftovers:
+        """End the shell's tmux session (a host also ends what the shell started); what could
+        not be ended."""
         self.forget(shell_id)
         await self.control.run(*commands.kill_session(shell_id))
+        return Leftovers()
 
     @abstractmethod
     async def write_rc(self, shell_id: str, text: str) -> str:

@@ -15,16 +15,16 @@ records idle for at least ``REAP_MIN_IDLE_MS``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from tether.errors import NotFoundError, StorageError, UsageError
+from tether.process.strays import Survivor
 from tether.shells import ids
 from tether.shells.domain import Shells
-from tether.shells.host import ShellHost, ShellStart
+from tether.shells.host import Leftovers, ShellHost, ShellStart
 from tether.shells.hosts import Confinement, HostError, rc_text
 from tether.shells.logs import log_size
 from tether.shells.reading import history_tail
@@ -295,6 +295,15 @@ def _with_shell(exc: HostError, shell_id: str, host: str, *, created: bool) -> H
     return err
 
 
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """A close: the snapshot it took, and what it could not end (``Leftovers``; the command
+    lines masked with the vault's values, read before the shell's delivered values are dropped)."""
+
+    snapshot: Snapshot
+    left: Leftovers
+
+
 async def close(
     shells: Shells,
     shell_id: str,
@@ -302,8 +311,8 @@ async def close(
     actor: str,
     reason: SnapshotReason = "close",
     at_ms: int | None = None,
-) -> Snapshot:
-    """Claim the close, snapshot (with scrollback), kill the tmux session.
+) -> Closed:
+    """Claim the close, snapshot (with scrollback), kill the tmux session and what it started.
 
     The record is marked closed first, in one statement, so of two closes at once (two
     conversations, the panel, another process's idle sweep) one closes and snapshots and the other
@@ -325,13 +334,23 @@ async def close(
             shells.records.reopen(shell_id, at)
         raise
     await check_confined(shells, host, shell_id, rec, confinement)  # before the sandbox goes
+    left = Leftovers()
     if pane is not None:
-        with contextlib.suppress(SessionError):  # already gone: closing is idempotent
-            await host.kill(shell_id)
+        left = _masked(shells, await host.kill(shell_id))  # a session gone already: idempotent
     forget_delivered(shells, shell_id)
     WriteLocks(shells.home).discard(shell_id)
     shells.forget(shell_id)
-    return snap
+    return Closed(snap, left)
+
+
+def _masked(shells: Shells, left: Leftovers) -> Leftovers:
+    """A survivor's command line may hold a value the vault delivered to the shell."""
+    if not left.processes:
+        return left
+    mask = redactor(shells) or (lambda text: text)
+    return Leftovers(
+        processes=tuple(Survivor(p.pid, mask(p.command)) for p in left.processes), unknown=left.unknown
+    )
 
 
 def forget_delivered(shells: Shells, shell_id: str) -> None:

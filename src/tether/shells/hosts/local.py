@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import struct
 import termios
@@ -32,13 +33,15 @@ from tether.process.planted import read_regular
 from tether.process.strays import Strays
 from tether.process.tree import alive
 from tether.shell import ShellSandboxInfo
-from tether.shells.host import Foreground, ShellHost, ShellStart
+from tether.shells.host import Foreground, Leftovers, ShellHost, ShellStart
 from tether.shells.hosts import procinfo
 from tether.shells.hosts.confined import ConfinedPanes, Confinement
 from tether.shells.tmux import commands
 from tether.shells.tmux.commands import PaneInfo
 from tether.shells.tmux.control import ClientEnded, ControlClient, SessionError
 from tether.shells.wakeups import LogWatcher
+
+logger = logging.getLogger(__name__)
 
 _RESIZE_WAIT_S = 2.0
 # A dump over this is not the integration's (a shell's definitions are far smaller).
@@ -230,13 +233,18 @@ class LocalHost(ShellHost):
             strays.release()
             raise
         self.forget(pane.shell_id)
-        await strays.end(self.config.shell.grace_ms / 1000, rescan=lambda found: found.find())
+        left = await strays.end(self.config.shell.grace_ms / 1000, rescan=lambda found: found.find())
+        if left:
+            logger.warning("respawning %s: %s", pane.shell_id, Leftovers(processes=left).text())
         await self._started(pane.shell_id, start)
 
-    async def kill(self, shell_id: str) -> None:
+    async def kill(self, shell_id: str) -> Leftovers:
         """End the shell's session and every process it started: tmux's SIGHUP reaches only the
         session, so ``setsid``, ``nohup`` and disowned processes are found by their inherited
-        marker (``strays``), and end with it (SIGTERM; SIGKILL after ``[shell].grace_ms``)."""
+        marker (``strays``), and end with it (SIGTERM; SIGKILL after ``[shell].grace_ms``). A
+        session gone already is no failure (closing is idempotent): what it started ends all the
+        same. Returns what was still running after all that (logged too: an idle reclaim has
+        nobody to tell)."""
         pane = self._panes.get(shell_id)
         markers = self._markers(shell_id, pane)
         strays = Strays()
@@ -248,13 +256,12 @@ class LocalHost(ShellHost):
             strays.release()  # tmux did not answer: the shell may still be there
             raise
         except SessionError:
-            await self._end(strays, markers)  # the session was gone already: its processes go too
-            raise
+            pass  # the session was gone already: its processes go all the same
         except BaseException:
             strays.release()
             raise
         try:
-            await self._end(strays, markers)
+            left = await self._end(strays, markers)
         finally:
             # The session is gone: its files and its confinement go with it, also when the call
             # was cancelled meanwhile (the processes were ended all the same, see ``Strays.end``).
@@ -263,6 +270,9 @@ class LocalHost(ShellHost):
                 for state in self._state_files(shell_id):
                     state.unlink(missing_ok=True)
                 await self.confined.ended(shell_id, pane.pid if pane is not None else None)
+        if left:
+            logger.warning("closing %s: %s", shell_id, left.text())
+        return left
 
     def _markers(self, shell_id: str, pane: PaneInfo | None) -> tuple[str, ...]:
         """What every process of the shell inherits: its id and its home, as its pane got them."""
@@ -274,8 +284,11 @@ class LocalHost(ShellHost):
                         home = os.fsdecode(entry[len(b"TETHER_HOME=") :])
         return (f"TETHER_SHELL={shell_id}", f"TETHER_HOME={home}")  # see lifecycle.start_of
 
-    async def _end(self, strays: Strays, markers: tuple[str, ...]) -> None:
-        await strays.end(self.config.shell.grace_ms / 1000, rescan=lambda found: found.find(markers=markers))
+    async def _end(self, strays: Strays, markers: tuple[str, ...]) -> Leftovers:
+        def rescan(found: Strays) -> None:
+            found.find(markers=markers)
+
+        return Leftovers(processes=await strays.end(self.config.shell.grace_ms / 1000, rescan=rescan))
 
     # ---- confinement --------------------------------------------------------------------------------
 

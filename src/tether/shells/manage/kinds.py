@@ -16,6 +16,7 @@ from tether.audit import AuditLog
 from tether.errors import NotFoundError, RefusedError
 from tether.shells import lifecycle, retention
 from tether.shells.domain import Shells
+from tether.shells.host import Leftovers
 from tether.shells.hosts import Confinement, default_confinement
 from tether.shells.requests import (
     CloseAction,
@@ -64,6 +65,15 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
         "bytes": snap.size,
         "droppedBytes": snap.dropped_bytes,
     }
+
+
+def left_json(left: Leftovers) -> dict[str, Any]:
+    """``stillRunning``: the processes a close could not end (``pid``, ``command``), and
+    ``notEnded`` why the host could not be asked to (a remote host gone), only when so."""
+    data: dict[str, Any] = {"stillRunning": [{"pid": p.pid, "command": p.command} for p in left.processes]}
+    if left.unknown:
+        data["notEnded"] = left.unknown
+    return data
 
 
 def snapshot_line(snap: Snapshot) -> str:
@@ -115,10 +125,18 @@ async def shell_kind(shells: Shells, shell_id: str, action: ManageAction, actor:
                 ),
                 data={"dryrun": True, "wouldClose": [shell_id]},
             )
-        snap = await lifecycle.close(shells, shell_id, actor=actor)
+        closed = await lifecycle.close(shells, shell_id, actor=actor)
+        snap, left = closed.snapshot, closed.left
+        if left:  # the call's audit record says it too
+            note_outcome(shell_id, "ok", left.text())
         return Done(
-            lines=(f"closed {shell_id}", snapshot_line(snap), f"revive it with shell_open from={shell_id}"),
-            data={"closed": [shell_id], "snapshot": snapshot_json(snap)},
+            lines=(
+                f"closed {shell_id}",
+                *((left.text(),) if left else ()),
+                snapshot_line(snap),
+                f"revive it with shell_open from={shell_id}",
+            ),
+            data={"closed": [shell_id], "snapshot": snapshot_json(snap), **left_json(left)},
         )
     if isinstance(action, IdleAction):
         lifecycle.record(shells, shell_id)

@@ -33,7 +33,7 @@ from pathlib import Path
 from tether.config import Config, HostSection, ensure_home
 from tether.errors import TetherError
 from tether.process.adopt import OWN_PROCESS, adopting_command
-from tether.shells.host import ShellHost, ShellStart
+from tether.shells.host import Leftovers, ShellHost, ShellStart
 from tether.shells.hosts.ssh.channels import ChannelPool
 from tether.shells.hosts.ssh.conn import (
     ConnectionLost,
@@ -503,27 +503,31 @@ class SshHost(RemoteQuestions, ShellHost):
         if old:
             await self.sweeper.sweep(pane.shell_id, old, everywhere=False)
 
-    async def kill(self, shell_id: str) -> None:
+    async def kill(self, shell_id: str) -> Leftovers:
         facts, pane = self.conn.facts, self._panes.get(shell_id)
         # Before tmux ends the pane: once its bash is gone, what it adopted is PID 1's, and only the
         # marker would find it (not a process that cleared its environment).
         known = await self.sweeper.collect(shell_id, _root(pane)) if facts is not None and facts.proc else ()
+        left = Leftovers()
         ended = False
         try:
-            await super().kill(shell_id)
+            with contextlib.suppress(SessionError):  # gone already: what it started goes too
+                await super().kill(shell_id)
             ended = True
-        except SessionError:
-            ended = True  # the session was gone already: what it started goes too
-            raise
         finally:
             self._followed.discard(shell_id)
             await self.mirror.stop(shell_id)
             facts = self.conn.facts
             if facts is not None:
                 if ended and facts.proc:
-                    await self.sweeper.sweep(shell_id, known)
+                    left = await self.sweeper.sweep(shell_id, known)
                 # Nothing of a closed shell stays on the host (its mirror keeps the output here).
                 await self._quiet(f"rm -f {sh_quote(facts.log(shell_id))} {sh_quote(facts.rc(shell_id))}")
+            elif ended:
+                lost = f"the connection to host {self.name} was lost before they were ended"
+                left = Leftovers(unknown=lost)
+                logger.warning("host %s: closing %s: %s", self.name, shell_id, left.unknown)
+        return left
 
     async def write_rc(self, shell_id: str, text: str) -> str:
         facts = await self.connection()

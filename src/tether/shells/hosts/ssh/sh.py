@@ -8,7 +8,11 @@ standard input is ``/dev/null``, never the channel); their errors are discarded.
 files print before the shell reads its first script is swallowed by a first, empty question.
 
 The channel starts on first use and again after it ended; a question not answered within its
-deadline ends the channel (every question pending on it fails with ``ConnectionLost``).
+deadline ends the channel (every question pending on it fails with ``ConnectionLost``). A
+question's deadline counts from the deadline of the one before it still unanswered, not from when
+it was asked: the shell answers one at a time, so a question queued behind a long one (a sweep
+that waits out its grace) is not failed — with the channel and the long one under way on it — for
+time it spent waiting its turn.
 """
 
 from __future__ import annotations
@@ -47,17 +51,32 @@ class RemoteShell:
         self._ended = ended  # called when the channel ends without ``close`` (the host may be gone)
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._pending: deque[tuple[str, asyncio.Future[Reply]]] = deque()
+        # Each question still unanswered: its marker, its reply, its deadline (loop time).
+        self._pending: deque[tuple[str, asyncio.Future[Reply], float]] = deque()
         self._lock = asyncio.Lock()
         self._closing = False
 
     async def run(self, script: str, *, timeout: float = _ASK_TIMEOUT_S, isolated: bool = True) -> Reply:
-        """``isolated=False`` runs the script in the channel's shell itself (a fork saved) — only
-        for scripts that never exit, change directory or read their input."""
+        """``timeout``: from the deadline of the question ahead of it, if one is still unanswered
+        (the module docstring); the channel ends at the first deadline a question the shell is
+        on passes unanswered. ``isolated=False`` runs the script in the channel's shell itself
+        (a fork saved) — only for scripts that never exit, change directory or read their input."""
         proc = await self._ensure()
-        fut = self._ask(proc, script, isolated=isolated)
+        fut = self._ask(proc, script, isolated=isolated, timeout=timeout)
+        deadline = self._pending[-1][2]  # just asked: the last one
+        loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            while not fut.done():
+                # The question the shell is on: unanswered past its own deadline, the channel is
+                # wedged, whether or not its asker still waits for it (one cancelled by a wait's
+                # deadline does not).
+                head, limit = (self._pending[0][1], self._pending[0][2]) if self._pending else (fut, deadline)
+                if loop.time() >= limit:
+                    raise TimeoutError
+                await asyncio.wait(
+                    {fut, head}, timeout=limit - loop.time(), return_when=asyncio.FIRST_COMPLETED
+                )
+            return fut.result()
         except TimeoutError:
             # The channel may be wedged (a network that stopped answering): end it; the next
             # question starts a fresh one.
@@ -77,14 +96,21 @@ class RemoteShell:
             return proc
 
     def _ask(
-        self, proc: asyncio.subprocess.Process, script: str, *, isolated: bool = True
+        self,
+        proc: asyncio.subprocess.Process,
+        script: str,
+        *,
+        isolated: bool = True,
+        timeout: float = _ASK_TIMEOUT_S,
     ) -> asyncio.Future[Reply]:
         marker = secrets.token_hex(8)
-        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Reply] = loop.create_future()
         # A question nobody waits for any more (the start-up swallow, one that timed out) fails
         # quietly when the channel ends; whoever still waits gets the error all the same.
         fut.add_done_callback(_retrieve)
-        self._pending.append((marker, fut))
+        ahead = self._pending[-1][2] if self._pending else 0.0
+        self._pending.append((marker, fut, max(loop.time(), ahead) + timeout))
         # A subshell: a script's exit, cd or variables never touch the channel's own shell.
         opening, closing = ("(", ")") if isolated else ("{", "}")
         end = f"printf '\\n\\036%s %s\\n' {marker} \"$?\""
@@ -104,7 +130,7 @@ class RemoteShell:
                     break
                 line = raw.decode("utf-8", "replace")
                 if line.startswith("\x1e") and self._pending:
-                    marker, fut = self._pending[0]
+                    marker, fut, _ = self._pending[0]
                     head, _, status = line[1:].strip().partition(" ")
                     if head == marker:
                         self._pending.popleft()
@@ -119,7 +145,7 @@ class RemoteShell:
                 lines.append(line)
         finally:
             while self._pending:
-                _, fut = self._pending.popleft()
+                _, fut, _ = self._pending.popleft()
                 if not fut.done():
                     fut.set_exception(ConnectionLost(f"connection to {self._where} lost; reconnecting"))
             with contextlib.suppress(ProcessLookupError):

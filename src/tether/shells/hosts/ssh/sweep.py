@@ -26,12 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tether.process.adopt import OWN_PROCESS
+from tether.process.strays import Survivor, command_text
+from tether.shells.host import Leftovers
 from tether.shells.hosts.ssh.conn import HostError
 from tether.shells.hosts.ssh.sh import RemoteShell
 from tether.shells.tmux.commands import sh_quote
 
 logger = logging.getLogger(__name__)
 
+_STUCK_S = 5  # SIGKILL again for so long at most (a process in uninterruptible sleep is left)
 _SLACK_S = 20.0  # beyond the grace: SIGKILL, the last look, the round trip
 
 
@@ -136,11 +139,15 @@ def sweep_script(shells: list[Marked], grace_s: float) -> str:
     closed shell's ``TETHER_SHELL`` (its background jobs, ``nohup``, ``setsid`` and disowned
     processes inherit it; tether's own channels there never carry it) and everything below them
     get ``SIGTERM`` and ``SIGCONT`` once, found again after 10, 20, 40, 80 ms and then every tenth
-    of a second (a process forked meanwhile is ended too), and ``SIGKILL`` after ``grace_s``. A
-    respawned shell: only what was found before (its new processes carry the same marker). One
-    ``grep -z`` reads every environment it may (other accounts' processes are unreadable, so never
-    touched by marker). Prints how many were ended and how many survived ``SIGKILL``; exits 2
-    where ``grep -z`` does not work (the host then keeps tmux's hang-up alone)."""
+    of a second (a process forked meanwhile is ended too), and ``SIGKILL`` once ``grace_s`` has
+    passed, then again every tenth of a second for at most ``_STUCK_S``. Time is the host's
+    ``/proc/uptime``, not the pauses counted: a scan on a loaded host takes longer than its pause,
+    and counting pauses alone had a 3 s grace last 15 s and more there. A respawned shell: only
+    what was found before (its new processes carry the same marker). One ``grep -z`` reads every
+    environment it may (other accounts' processes are unreadable, so never touched by marker).
+    Prints a ``left PID:START SHELL COMMAND`` line for each process still running after all that
+    (``SHELL`` from its ``TETHER_SHELL``, ``-`` without one), then how many were ended and how many
+    were left; exits 2 where ``grep -z`` does not work (the host then keeps tmux's hang-up alone)."""
     grace_cs = max(1, round(grace_s * 100))
     known = " ".join(word for marked in shells for word in marked.known)
     return (
@@ -150,13 +157,36 @@ def sweep_script(shells: list[Marked], grace_s: float) -> str:
         'look() { scan "$K"; K="$K $found"; p=; for w in $found; do p="$p ${w%%:*}"; done; }; '
         "pause() { sleep \"0.$(printf '%02d' $cs)\" 2>/dev/null || sleep 1; el=$((el+cs)); "
         "cs=$((cs*2)); [ $cs -gt 10 ] && cs=10; }; "
-        f'look; while [ -n "$p" ] && [ $el -lt {grace_cs} ]; do new=; '
+        # Centiseconds since boot (``read`` is the shell's own: no process); the pauses counted
+        # where ``/proc/uptime`` says something else.
+        "now() { t=; read -r t _ </proc/uptime 2>/dev/null; case $t in *.[0-9][0-9]) "
+        "t=${t%.*}${t#*.}; t=${t#0}; t=${t#0}; t=${t#0};; *) t=$el;; esac; }; "
+        f'now; t0=$t; look; while [ -n "$p" ] && [ $((t - t0)) -lt {grace_cs} ]; do new=; '
         'for x in $p; do case "$seen" in *" $x "*) ;; *) new="$new $x"; seen="$seen$x ";; esac; done; '
-        '[ -n "$new" ] && { kill -TERM $new; kill -CONT $new; } 2>/dev/null; pause; look; done; '
-        'n=0; while [ -n "$p" ] && [ $n -lt 50 ]; do kill -KILL $p 2>/dev/null; '
-        "sleep 0.1 2>/dev/null || sleep 1; n=$((n+1)); look; done; "
+        '[ -n "$new" ] && { kill -TERM $new; kill -CONT $new; } 2>/dev/null; pause; look; now; done; '
+        f'now; t0=$t; while [ -n "$p" ] && [ $((t - t0)) -lt {_STUCK_S * 100} ]; do '
+        "kill -KILL $p 2>/dev/null; sleep 0.1 2>/dev/null || sleep 1; el=$((el+10)); look; now; done; "
+        # What is still there: named, with the shell it belongs to where its environment says.
+        "for w in $found; do x=${w%%:*}; c=$(tr '\\000\\n' '  ' </proc/$x/cmdline 2>/dev/null); "
+        '[ -n "$c" ] || c="[$(cat /proc/$x/comm 2>/dev/null)]"; '
+        "m=$(tr '\\000' '\\n' </proc/$x/environ 2>/dev/null | sed -n 's/^TETHER_SHELL=//p' | head -n 1); "
+        'printf \'left %s %s %s\\n\' "$w" "${m:--}" "$c"; done; '
         'set -- $seen; e=$#; set -- $p; printf "ended=%s left=%s\\n" "$e" "$#"'
     )
+
+
+def parse_left(out: str) -> list[tuple[str, str, Survivor]]:
+    """The ``left`` lines of a sweep's answer: ``pid:start``, the shell its environment names (or
+    ``-``) and the survivor."""
+    found = []
+    for line in out.splitlines():
+        tag, _, rest = line.partition(" ")
+        word, _, rest = rest.partition(" ")
+        shell, _, command = rest.partition(" ")
+        pid = word.partition(":")[0]
+        if tag == "left" and pid.isdigit() and shell:
+            found.append((word, shell, Survivor(int(pid), command_text(command.strip().encode()))))
+    return found
 
 
 class Sweeper:
@@ -169,7 +199,7 @@ class Sweeper:
         self._sh = sh
         self._grace = grace_s
         self._adopt = spawn  # the host keeps (and cancels at its close) the task that sweeps
-        self._waiting: list[tuple[Marked, asyncio.Future[None]]] = []
+        self._waiting: list[tuple[Marked, asyncio.Future[Leftovers]]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def collect(self, shell_id: str, root: int | None) -> tuple[str, ...]:
@@ -182,16 +212,19 @@ class Sweeper:
             return ()
         return parse_known(reply.out) if reply.status == 0 else ()
 
-    async def sweep(self, shell_id: str, known: tuple[str, ...] = (), *, everywhere: bool = True) -> None:
+    async def sweep(
+        self, shell_id: str, known: tuple[str, ...] = (), *, everywhere: bool = True
+    ) -> Leftovers:
         """End what the shell left running (``known``, and with ``everywhere`` whatever carries
-        its marker); returns once they have exited, or the host could not be asked (logged: a
-        host out of reach keeps them)."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        its marker); returns once they have exited — what was still running then — or once the
+        host could not be asked (logged, and said in what is returned: a host out of reach keeps
+        them)."""
+        done: asyncio.Future[Leftovers] = asyncio.get_running_loop().create_future()
         self._waiting.append((Marked(shell_id, known, everywhere), done))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
             self._adopt(self._task)
-        await asyncio.shield(done)
+        return await asyncio.shield(done)
 
     async def _run(self) -> None:
         try:
@@ -204,19 +237,37 @@ class Sweeper:
                     )
                 except HostError as exc:
                     logger.warning("host %s: ending what %s left failed: %s", self._name, names, exc.message)
+                    unknown = f"host {self._name} did not answer while they were ended ({exc.message})"
+                    left = {marked.shell_id: Leftovers(unknown=unknown) for marked in batch}
                 else:
                     said = reply.out.strip()  # the script's last line ends with a line break
                     if reply.status != 0 or not said.endswith("left=0"):
                         said = said or str(reply.status)
                         logger.warning("host %s: ending what %s left: %s", self._name, names, said)
-                _release(self._waiting[: len(batch)])
+                    left = _left_by_shell(batch, reply.out if reply.status == 0 else "")
+                _release(self._waiting[: len(batch)], left)
                 del self._waiting[: len(batch)]
         finally:  # cancelled (the host closes): nobody waits for ever
-            _release(self._waiting)
+            unknown = f"tether let go of host {self._name} before they were ended"
+            _release(
+                self._waiting,
+                dict.fromkeys((m.shell_id for m, _ in self._waiting), Leftovers(unknown=unknown)),
+            )
             self._waiting.clear()
 
 
-def _release(waiting: list[tuple[Marked, asyncio.Future[None]]]) -> None:
-    for _, done in waiting:
+def _left_by_shell(batch: list[Marked], out: str) -> dict[str, Leftovers]:
+    """Each shell's survivors: those found before its pane ended (``known``) or carrying its marker;
+    one that shows neither (its environment emptied, or unreadable) is every swept shell's."""
+    found: dict[str, list[Survivor]] = {marked.shell_id: [] for marked in batch}
+    for word, shell, survivor in parse_left(out):
+        owners = [m.shell_id for m in batch if word in m.known or shell == m.shell_id] or list(found)
+        for owner in owners:
+            found[owner].append(survivor)
+    return {shell: Leftovers(processes=tuple(found[shell])) for shell in found if found[shell]}
+
+
+def _release(waiting: list[tuple[Marked, asyncio.Future[Leftovers]]], left: dict[str, Leftovers]) -> None:
+    for marked, done in waiting:
         if not done.done():
-            done.set_result(None)
+            done.set_result(left.get(marked.shell_id, Leftovers()))
