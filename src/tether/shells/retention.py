@@ -29,6 +29,7 @@ no longer knows can say that retention removed it (``gone_text``); no list of re
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import shutil
@@ -42,7 +43,7 @@ from tether.store.db import Store, register_schema
 from tether.store.snapshots import SNAPSHOTS_DIR
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Sequence
 
     from tether.shells.domain import Shells
 
@@ -79,36 +80,52 @@ def claim(store: Store, now: int) -> bool:
     )
 
 
-async def sweep(shells: Shells, now: int) -> list[str]:
-    """The idle sweep's part: remove what expired, if retention is on and this hour is ours."""
+async def sweep(shells: Shells, now: int, *, start_nothing: bool = False) -> list[str]:
+    """The idle sweep's part: remove what expired, if retention is on and this hour is ours.
+
+    ``start_nothing``: this process has no open shell, so its hosts are not asked (that would start
+    a tmux server, or connect to remote machines); this machine's tmux is asked only if a server
+    already runs there (``LocalHost.sessions_running``), and the expired shells of remote hosts
+    are kept until a process that has their connection sweeps."""
     keep_days = shells.config.sessions.keep_closed_days
     if keep_days <= 0 or not claim(shells.store, now):
         return []
+    cutoff = now - keep_days * DAY_MS
+    rows = shells.store.query(
+        "SELECT id, host FROM shells WHERE closed_ms IS NOT NULL AND closed_ms < ? "
+        "ORDER BY closed_ms LIMIT ?",
+        (cutoff, BATCH),
+    )
+    expired = [(str(r["id"]), str(r["host"])) for r in rows]
+    if not expired:
+        return []  # the usual hour: tmux is not asked
     # Every pane on every host, a dead one too: a closed record whose pane is still there is kept.
-    panes = set(await shells.live()) | set(await shells.ended())
-    removed = remove_expired(shells.store, shells.home, keep_days=keep_days, now=now, panes=panes)
+    if start_nothing:
+        running = await shells.local.sessions_running()
+        if running is None:
+            return []  # this machine's tmux could not tell: the next hour's sweep asks again
+        expired = [(i, h) for i, h in expired if h == "local"]
+        panes: Collection[str] = running
+    else:
+        panes = set(await shells.live()) | set(await shells.ended())
+    removed = await remove_expired(shells.store, shells.home, expired, cutoff=cutoff, panes=panes)
     if removed:
         logger.info("retention removed %d shells closed over %d days ago", len(removed), keep_days)
     return removed
 
 
-def remove_expired(
-    store: Store, home: Path, *, keep_days: int, now: int, panes: Collection[str]
+async def remove_expired(
+    store: Store, home: Path, expired: Sequence[tuple[str, str]], *, cutoff: int, panes: Collection[str]
 ) -> list[str]:
-    """Remove the shells closed more than ``keep_days`` days before ``now`` (epoch ms), except
-    those in ``panes`` (a tmux pane of theirs still exists); returns the ids removed. Does not
-    claim the hour: the caller does (``sweep``)."""
-    if keep_days <= 0:
-        return []
-    cutoff = now - keep_days * DAY_MS
-    rows = store.query(
-        "SELECT id, host FROM shells WHERE closed_ms IS NOT NULL AND closed_ms < ? "
-        "ORDER BY closed_ms LIMIT ?",
-        (cutoff, BATCH),
-    )
+    """Remove the shells of ``expired`` (id, host) whose record was closed before ``cutoff``
+    (epoch ms), except those in ``panes`` (a tmux pane of theirs still exists); returns the ids
+    removed. Does not claim the hour: the caller does (``sweep``).
+
+    It gives the event loop its turn after each shell: a first sweep over a home with a backlog
+    removes ``BATCH`` shells, several seconds on a busy machine, and calls must not wait for all
+    of it."""
     removed: list[str] = []
-    for row in rows:
-        shell_id, host = str(row["id"]), str(row["host"])
+    for shell_id, host in expired:
         if shell_id in panes or not is_shell_id(shell_id):
             continue
         with store.transaction() as conn:
@@ -116,13 +133,14 @@ def remove_expired(
                 "DELETE FROM shells WHERE id = ? AND closed_ms IS NOT NULL AND closed_ms < ?",
                 (shell_id, cutoff),
             ).rowcount
-            if gone != 1:
-                continue  # removed meanwhile by another process's sweep
-            for table in ("shell_runs", "shell_reads", "snapshots"):
-                conn.execute(f"DELETE FROM {table} WHERE shell_id = ?", (shell_id,))  # fixed names
-            conn.execute("UPDATE retention SET removed = removed + 1 WHERE id = 1")
-        _remove_files(home, shell_id, host)
-        removed.append(shell_id)
+            if gone == 1:
+                for table in ("shell_runs", "shell_reads", "snapshots"):
+                    conn.execute(f"DELETE FROM {table} WHERE shell_id = ?", (shell_id,))  # fixed names
+                conn.execute("UPDATE retention SET removed = removed + 1 WHERE id = 1")
+        if gone == 1:  # else removed meanwhile by another process's sweep
+            _remove_files(home, shell_id, host)
+            removed.append(shell_id)
+        await asyncio.sleep(0)
     return removed
 
 

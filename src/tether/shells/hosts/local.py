@@ -382,6 +382,27 @@ class LocalHost(ShellHost):
             return None
         return not canonical and procinfo.terminal_input_queued(pane.tty) == 0
 
+    async def sessions_running(self) -> set[str] | None:
+        """The sessions of this machine's tmux server for this home, asked with a plain client,
+        which starts no server: empty when none runs, ``None`` when tmux could not tell (for a
+        process with no open shell, which must not start one: retention's sweep)."""
+        if not self.socket.exists():
+            return set()
+        try:
+            child = await asyncio.create_subprocess_exec(
+                *commands.client_argv(self.socket, commands.list_session_names()),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self.control.env,
+            )
+            out, err = await child.communicate()
+        except OSError:
+            return None
+        if child.returncode == 0:
+            return set(out.decode("utf-8", "replace").split())
+        return set() if b"no server running" in err or not self.socket.exists() else None
+
     # ---- people -----------------------------------------------------------------------------------
 
     def attach_argv(self, shell_id: str) -> list[str]:

@@ -12,6 +12,8 @@ mode the escalation gate granted (``tether.shell.sandbox.grants``: configuration
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -44,6 +46,7 @@ from tether.shells import (
     send,
     steps,
 )
+from tether.shells.idle import sweep_once
 from tether.store.workspaces import MAX_LABEL_CHARS
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shells import render
@@ -68,6 +71,11 @@ from tether.tools.shells.exec import Unit, run_plain, run_units
 from tether.tools.shells.render import TaskOutcome
 from tether.tools.shells.state import STATE_SCHEMA, shell_state
 from tether.tools.shells.subscriptions import ShellResources, Subscriptions, shell_uri
+
+logger = logging.getLogger(__name__)
+
+# A server's first sweep of the shells (``ShellTools.start_sweeps``), seconds after its start.
+FIRST_SWEEP_S = 1.0
 
 CONFINED_HINT = (
     "Every shell runs in the sandbox for its whole life (its directory writable, no network, no Unix "
@@ -101,6 +109,7 @@ class ShellTools:
         self._hooked: Shells | None = None
         self.confining = config.shell.provider == "sandbox"
         self._gate: EscalationGate | None = None
+        self._first_sweep: asyncio.Task[None] | None = None
 
     def expect_listing(self) -> None:
         """A call that begins by listing the live shells arrives (``ToolDef.expect``)."""
@@ -118,7 +127,26 @@ class ShellTools:
         """The conversation's MCP session closed: its subscriptions stop (its shells stay)."""
         await self.subscriptions.end_actor(actor)
 
+    def start_sweeps(self) -> None:
+        """A server starts (``tether mcp``, ``tether serve``, the command line's tools process):
+        the shells' sweep (idle closes, retention of closed shells) runs ``FIRST_SWEEP_S`` later and
+        then every ``idle.SWEEP_S``, also in a process whose calls never open a shell; else a home
+        whose servers no longer open shells kept its expired ones for ever."""
+        if self._first_sweep is None:
+            self._first_sweep = asyncio.get_running_loop().create_task(self._sweep_first())
+
+    async def _sweep_first(self) -> None:
+        await asyncio.sleep(FIRST_SWEEP_S)  # after the client's first calls, not before them
+        try:
+            await sweep_once(self.shells(), set())
+        except Exception:
+            logger.exception("the first sweep of the shells failed")
+
     async def aclose(self) -> None:
+        if self._first_sweep is not None:
+            self._first_sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._first_sweep
         await self.subscriptions.close()
         await Shells.close_home(self.config.home)
 
