@@ -61,6 +61,7 @@ from tether.tools.shells.args import (
     SubscribeAction,
     Task,
     input_schema,
+    named_in,
     parse_open,
     parse_read,
     parse_run,
@@ -111,9 +112,11 @@ class ShellTools:
         self._gate: EscalationGate | None = None
         self._first_sweep: asyncio.Task[None] | None = None
 
-    def expect_listing(self) -> None:
-        """A call that begins by listing the live shells arrives (``ToolDef.expect``)."""
-        self.shells().expect_listing()
+    def expect_listing(self, arguments: Any = None) -> None:
+        """A call that begins by listing the live shells arrives (``ToolDef.expect``): of the
+        shells it names, when every task names its shells (``exec.named_shells`` of the parsed
+        call then asks for the same ones)."""
+        self.shells().expect_listing(named_in(arguments))
 
     def shells(self) -> Shells:
         shells = Shells.get(self.config)
@@ -378,7 +381,7 @@ def _tool(
     *,
     read_only: bool,
     output_schema: dict[str, Any],
-    expect: Callable[[], None] | None = None,
+    expect: Callable[[Any], None] | None = None,
 ) -> ToolDef:
     return ToolDef(
         name=name,
