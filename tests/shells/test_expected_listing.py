@@ -176,6 +176,15 @@ async def test_a_call_that_names_its_shell_asks_tmux_of_no_other_shell(
         gone = {"tasks": [{"target": {"sessions": "dsh-zzzzzz"}, "action": {"kind": "read"}}]}
         read = await registry.call("shell_read", gone, ctx)
         assert "no live shell dsh-zzzzzz" in read.structured["tasks"][0]["error"], read.text
+        # An open counts the live shells (one lean listing: how many, not where they are) and
+        # checks its new id by name and by its record (before: two full listings, where every
+        # pane's foreground costs tmux a read of /proc, and every id of the home's history).
+        written = _written(monkeypatch)
+        opened = await registry.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]}, ctx)
+        assert opened.structured["tasks"][0]["ok"], opened.text
+        listings = [line for line in written if line.startswith("'list-panes'")]
+        assert len(listings) == 1 and "pane_current_path" not in listings[0], listings
+        monkeypatch.undo()
         # ``mine`` still needs the whole listing, and gets it.
         written = _written(monkeypatch)
         mine_read = {"tasks": [{"target": {"sessions": "mine"}, "action": {"kind": "read"}}]}
