@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from audit import write_log  # bench/audit.py: the audit log in its real format
@@ -140,7 +140,7 @@ def p50(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
-async def mcp_figures(home: Path, rounds: int) -> dict[str, float]:
+async def mcp_figures(home: Path, rounds: int, quiet: TextIO) -> dict[str, float]:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -148,12 +148,12 @@ async def mcp_figures(home: Path, rounds: int) -> dict[str, float]:
     starts: list[float] = []
     for _ in range(3):
         t0 = time.perf_counter()
-        async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+        async with stdio_client(params, errlog=quiet) as (r, w), ClientSession(r, w) as s:
             await s.initialize()
             await s.list_tools()
             starts.append(time.perf_counter() - t0)
     out = {"start → initialize → tools/list": p50(starts)}
-    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+    async with stdio_client(params, errlog=quiet) as (r, w), ClientSession(r, w) as s:
         await s.initialize()
         opened = await s.call_tool("shell_open", {"tasks": [{"action": {"kind": "open"}}]})
         shell = (opened.structured_content or {})["tasks"][0]["shell"]
@@ -263,7 +263,8 @@ async def retention_figure(home: Path) -> tuple[float, float, int]:
 
 
 def measure(home: Path, port: int, rounds: int) -> dict[str, float]:
-    out = asyncio.run(mcp_figures(home, rounds))
+    with open(os.devnull, "w") as quiet:  # the servers' log lines are not figures
+        out = asyncio.run(mcp_figures(home, rounds, quiet))
     out["panel GET /panel/api/shells"] = panel_figure(home, port, rounds)
     out["tether shell list"] = cli_figure(home, "shell", "list")
     out["tether audit verify"] = cli_figure(home, "audit", "verify", times=1)

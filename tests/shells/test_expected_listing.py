@@ -185,10 +185,20 @@ async def test_a_call_that_names_its_shell_asks_tmux_of_no_other_shell(
         listings = [line for line in written if line.startswith("'list-panes'")]
         assert len(listings) == 1 and "pane_current_path" not in listings[0], listings
         monkeypatch.undo()
+        # shell_state of this conversation's shells (its default) asks of those alone.
+        other = CallContext(actor="conv-other")
+        opened = await registry.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]}, other)
+        own = opened.structured["tasks"][0]["shell"]
+        written = _written(monkeypatch)
+        state = await registry.call("shell_state", {}, other)
+        assert [r["shell"] for r in state.structured["shells"]] == [own], state.text
+        assert not [line for line in written if line.startswith("'list-panes'")], written
+        assert not [line for line in written if mine in line or any(o in line for o in others)], written
+        monkeypatch.undo()
         # ``mine`` still needs the whole listing, and gets it.
         written = _written(monkeypatch)
         mine_read = {"tasks": [{"target": {"sessions": "mine"}, "action": {"kind": "read"}}]}
-        result = await registry.call("shell_read", mine_read, CallContext(actor="conv-other"))
+        result = await registry.call("shell_read", mine_read, CallContext(actor="conv-third"))
         assert "no live shell" in result.structured["tasks"][0]["error"], result.text
         assert [line for line in written if line.startswith("'list-panes'")]
     finally:
