@@ -37,6 +37,7 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from audit import write_log  # bench/audit.py: the audit log in its real format
+from tether.shells.ids import new_shell_id
 from tether.shells.records import now_ms  # with the sessions schema
 from tether.shells.timing import times_path
 from tether.store.db import Store
@@ -58,10 +59,10 @@ def make_home(root: Path, name: str, *, closed: int, audit: int, live: int, days
     snaps.mkdir(mode=0o700)
     with store.transaction() as conn:
         for i in range(closed):
-            sid = "dsh-" + secrets.token_hex(3)[:6]
+            sid = new_shell_id()
             closed_ms = now - (days * DAY_MS * (i + 1)) // (closed + 1)
             conn.execute(
-                "INSERT OR IGNORE INTO shells (id, owner, label, created_ms, cwd, last_activity_ms, "
+                "INSERT INTO shells (id, owner, label, created_ms, cwd, last_activity_ms, "
                 "closed_ms, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,

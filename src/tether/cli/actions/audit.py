@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from tether.audit import SLOW_BYTES, log_size
 from tether.cli.door import call_tool
 from tether.errors import UsageError
+from tether.home import resolve_home
 
 
 def verify_log(args: argparse.Namespace) -> int:
@@ -35,6 +38,14 @@ def verify_log(args: argparse.Namespace) -> int:
         raise UsageError(
             f"{where}; give the verification key printed by `tether audit setup-keys`, or leave "
             "the flag out to check the hash chain without the seals"
+        )
+    files, size = log_size(resolve_home())
+    if size >= SLOW_BYTES:  # every record is read and hashed: say so before the wait, not after
+        print(
+            f"tether audit verify: reading {size / 2**20:,.0f} MiB of audit log in {files} day files; "
+            "this takes a while",
+            file=sys.stderr,
+            flush=True,
         )
     result = call_tool("audit_verify", {"key": text.strip()} if text else {})
     found = result.structured

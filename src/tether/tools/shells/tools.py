@@ -45,8 +45,8 @@ from tether.shells import (
     sandbox_of,
     send,
     steps,
+    sweep_once,
 )
-from tether.shells.idle import sweep_once
 from tether.store.workspaces import MAX_LABEL_CHARS
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 from tether.tools.shells import render
