@@ -21,7 +21,7 @@ from typing import Any
 from tether.approvals import Approvals
 from tether.audit.log import AuditLog
 from tether.config import Config
-from tether.errors import UsageError
+from tether.errors import TetherError, UsageError
 from tether.home import current_directory
 from tether.shell import PERMISSION_MODES, SandboxSettings
 from tether.shell.sandbox import EscalationGate
@@ -142,6 +142,8 @@ class ShellTools:
         await asyncio.sleep(FIRST_SWEEP_S)  # after the client's first calls, not before them
         try:
             await sweep_once(self.shells(), set())
+        except TetherError as exc:  # a home it cannot use: the calls say so to whoever makes one
+            logger.warning("the first sweep of the shells did not run: %s", exc.message)
         except Exception:
             logger.exception("the first sweep of the shells failed")
 
