@@ -196,13 +196,16 @@ class ShellHost(ABC):
             self._lines = parsed
             self._panes = panes
         else:  # the other shells' panes stay as last seen
-            self._lines = {line: p for line, p in self._lines.items() if p.shell_id not in key}
-            self._lines.update(parsed)
             for shell_id in key:
                 if shell_id in panes:
                     self._panes[shell_id] = panes[shell_id]
                 else:
                     self._panes.pop(shell_id, None)
+            self._lines.update(parsed)
+            if len(self._lines) > 2 * len(self._panes) + 64:
+                # Lines of panes that changed since, dropped now and then rather than at every call
+                # (that would cost every call a pass over every shell's line).
+                self._lines = {line: p for line, p in self._lines.items() if self._panes.get(p.shell_id) is p}
         self._seen = (asked, panes, clients)
         return panes
 
