@@ -310,10 +310,27 @@ def main() -> None:
         print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         for home in homes:
+            end_processes_of(home)
             subprocess.run(
                 ["tmux", "-S", str(home / "tmux.sock"), "kill-server"], capture_output=True, check=False
             )
         shutil.rmtree(root, ignore_errors=True)
+
+
+def end_processes_of(home: Path) -> None:
+    """The command line's tools process (it lingers for its next command) and anything else of
+    ``home``'s left: ended before its tmux server, whose sweep would start that server again."""
+    import psutil
+
+    mine = []
+    for proc in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.pid != os.getpid() and proc.environ().get("TETHER_HOME") == str(home):
+                mine.append(proc)
+    for proc in mine:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    psutil.wait_procs(mine, timeout=10)
 
 
 if __name__ == "__main__":
