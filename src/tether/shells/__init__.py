@@ -11,7 +11,8 @@ The face (everything a layer above may use; nothing reaches past it)::
     operations                   open_shell · revive · run · steps · retry · send · read ·
                                  shell_state_rows · manage_home · shell_kind · resolve_target ·
                                  check_capacity · follow / position · screen_text ·
-                                 sweep_once (idle closes and retention, as a server's sweep)
+                                 sweep_once (idle closes and retention, as a server's sweep) ·
+                                 keep_retention (a server's retention of closed shells)
     values                       requests (Wait, Output, Safety, actions, Target, StateQuery),
                                  Outcome, ShellRow, HostDown, Done, Write
     safety                       SafetyPolicy, SessionHooks, WriteIntent, WriteDecision,
@@ -123,6 +124,7 @@ from tether.shells.requests import (
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
 )
+from tether.shells.retention import keep as keep_retention
 from tether.shells.runs import retry, run
 from tether.shells.safety.call_notes import CallNotes, collecting
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
@@ -246,6 +248,7 @@ __all__ = [
     "fit",
     "follow",
     "is_shell_id",
+    "keep_retention",
     "manage_home",
     "mark_user_input",
     "open_shell",

@@ -11,9 +11,10 @@ Invariants:
   open, nor one whose tmux pane still exists on a host this process asked (a close that failed
   after its claim leaves such a pane: it is left alone until it is gone);
 - the audit log is never touched: its day files keep every call, also on removed shells;
-- it runs from the idle sweep (``idle.sweep_once``), no timer of its own, at most once an hour per
-  home: the hour is claimed with one conditional ``UPDATE`` of the ``retention`` row, so of two
-  servers on one home one sweeps and the other does nothing;
+- it runs from the idle sweep (``idle.sweep_once``), and in a server that may never use a shell
+  from ``keep`` (started with the server, a second after its start then at the idle sweep's
+  interval), at most once an hour per home: the hour is claimed with one conditional ``UPDATE``
+  of the ``retention`` row, so of two servers on one home one sweeps and the other does nothing;
 - each shell's rows go in one transaction that first deletes its closed record (``closed_ms``
   older than the cut-off): a rival that deleted it first makes it skip that shell; files go after
   the commit (a crash between leaves files no row names, which the next sweep cannot find — they
@@ -36,15 +37,19 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tether.errors import TetherError
+from tether.shells.hosts import sessions_running
 from tether.shells.ids import is_shell_id
 from tether.shells.logs import log_path
+from tether.shells.records import now_ms
 from tether.shells.timing import times_path
 from tether.store.db import Store, register_schema
 from tether.store.snapshots import SNAPSHOTS_DIR
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Awaitable, Callable, Collection, Sequence
 
+    from tether.config import Config
     from tether.shells.domain import Shells
 
 logger = logging.getLogger(__name__)
@@ -53,6 +58,7 @@ SETTING = "[sessions] keep_closed_days"
 EVERY_MS = 3_600_000  # at most one sweep an hour per home
 DAY_MS = 86_400_000
 BATCH = 500  # shells removed per sweep at most: a sweep stays short even after a long pause
+FIRST_S = 1.0  # a server's first sweep (``keep``), after the client's first calls
 
 register_schema(
     "retention",
@@ -82,16 +88,29 @@ def claim(store: Store, now: int) -> bool:
 
 async def sweep(shells: Shells, now: int, *, start_nothing: bool = False) -> list[str]:
     """The idle sweep's part: remove what expired, if retention is on and this hour is ours.
+    ``start_nothing``: this process has no open shell (see ``sweep_home``)."""
 
-    ``start_nothing``: this process has no open shell, so its hosts are not asked (that would start
-    a tmux server, or connect to remote machines); this machine's tmux is asked only if a server
-    already runs there (``LocalHost.sessions_running``), and the expired shells of remote hosts
-    are kept until a process that has their connection sweeps."""
-    keep_days = shells.config.sessions.keep_closed_days
-    if keep_days <= 0 or not claim(shells.store, now):
+    async def panes() -> Collection[str]:
+        return set(await shells.live()) | set(await shells.ended())
+
+    return await sweep_home(shells.config, shells.store, now, panes=None if start_nothing else panes)
+
+
+async def sweep_home(
+    config: Config, store: Store, now: int, *, panes: Callable[[], Awaitable[Collection[str]]] | None = None
+) -> list[str]:
+    """Remove what expired in ``config.home``, if retention is on and this hour is ours.
+
+    ``panes``: every pane on every host, a dead one too (a closed record whose pane is still there
+    is kept). Without it, nothing is started to find them (a tmux server, a connection to a remote
+    machine): this machine's tmux is asked with a plain client, only if its server runs
+    (``sessions_running``), and the expired shells of remote hosts are kept until a process with a
+    shell open there sweeps."""
+    keep_days = config.sessions.keep_closed_days
+    if keep_days <= 0 or not claim(store, now):
         return []
     cutoff = now - keep_days * DAY_MS
-    rows = shells.store.query(
+    rows = store.query(
         "SELECT id, host FROM shells WHERE closed_ms IS NOT NULL AND closed_ms < ? "
         "ORDER BY closed_ms LIMIT ?",
         (cutoff, BATCH),
@@ -99,19 +118,42 @@ async def sweep(shells: Shells, now: int, *, start_nothing: bool = False) -> lis
     expired = [(str(r["id"]), str(r["host"])) for r in rows]
     if not expired:
         return []  # the usual hour: tmux is not asked
-    # Every pane on every host, a dead one too: a closed record whose pane is still there is kept.
-    if start_nothing:
-        running = await shells.local.sessions_running()
-        if running is None:
+    found: Collection[str] | None
+    if panes is None:
+        found = await sessions_running(config)
+        if found is None:
             return []  # this machine's tmux could not tell: the next hour's sweep asks again
         expired = [(i, h) for i, h in expired if h == "local"]
-        panes: Collection[str] = running
     else:
-        panes = set(await shells.live()) | set(await shells.ended())
-    removed = await remove_expired(shells.store, shells.home, expired, cutoff=cutoff, panes=panes)
+        found = await panes()
+    removed = await remove_expired(store, config.home, expired, cutoff=cutoff, panes=found)
     if removed:
         logger.info("retention removed %d shells closed over %d days ago", len(removed), keep_days)
     return removed
+
+
+async def keep(config: Config) -> None:
+    """Retention for a server that may never use a shell (``tether mcp``, ``tether serve``, the
+    command line's tools process): ``sweep_home`` a second after the start, then at every idle
+    sweep's interval (one read of the ``retention`` row, a sweep once an hour per home), starting
+    nothing. Runs until cancelled; its store is its own."""
+    from tether.shells.idle import SWEEP_S
+
+    store: Store | None = None
+    try:
+        await asyncio.sleep(FIRST_S)
+        while True:
+            try:
+                store = store if store is not None else Store.open(config.home)
+                await sweep_home(config, store, now_ms())
+            except TetherError as exc:  # a home it cannot use: the calls say so to whoever makes one
+                logger.warning("retention of closed shells did not run: %s", exc.message)
+            except Exception:
+                logger.exception("retention of closed shells failed")
+            await asyncio.sleep(SWEEP_S)
+    finally:
+        if store is not None:
+            store.close()
 
 
 async def remove_expired(

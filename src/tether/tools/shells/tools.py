@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 from tether.approvals import Approvals
 from tether.audit.log import AuditLog
 from tether.config import Config
-from tether.errors import TetherError, UsageError
+from tether.errors import UsageError
 from tether.home import current_directory
 from tether.shell import PERMISSION_MODES, SandboxSettings
 from tether.shell.sandbox import EscalationGate
@@ -37,6 +36,7 @@ from tether.shells import (
     budget,
     check_capacity,
     fit,
+    keep_retention,
     open_shell,
     read,
     retry,
@@ -45,7 +45,6 @@ from tether.shells import (
     sandbox_of,
     send,
     steps,
-    sweep_once,
 )
 from tether.store.workspaces import MAX_LABEL_CHARS
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
@@ -72,11 +71,6 @@ from tether.tools.shells.exec import Unit, run_plain, run_units
 from tether.tools.shells.render import TaskOutcome
 from tether.tools.shells.state import STATE_SCHEMA, shell_state
 from tether.tools.shells.subscriptions import ShellResources, Subscriptions, shell_uri
-
-logger = logging.getLogger(__name__)
-
-# A server's first sweep of the shells (``ShellTools.start_sweeps``), seconds after its start.
-FIRST_SWEEP_S = 1.0
 
 CONFINED_HINT = (
     "Every shell runs in the sandbox for its whole life (its directory writable, no network, no Unix "
@@ -110,7 +104,7 @@ class ShellTools:
         self._hooked: Shells | None = None
         self.confining = config.shell.provider == "sandbox"
         self._gate: EscalationGate | None = None
-        self._first_sweep: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
 
     def expect_listing(self, arguments: Any = None) -> None:
         """A call that begins by listing the live shells arrives (``ToolDef.expect``): of the
@@ -132,26 +126,18 @@ class ShellTools:
 
     def start_sweeps(self) -> None:
         """A server starts (``tether mcp``, ``tether serve``, the command line's tools process):
-        the shells' sweep (idle closes, retention of closed shells) runs ``FIRST_SWEEP_S`` later and
-        then every ``idle.SWEEP_S``, also in a process whose calls never open a shell; else a home
-        whose servers no longer open shells kept its expired ones for ever."""
-        if self._first_sweep is None:
-            self._first_sweep = asyncio.get_running_loop().create_task(self._sweep_first())
-
-    async def _sweep_first(self) -> None:
-        await asyncio.sleep(FIRST_SWEEP_S)  # after the client's first calls, not before them
-        try:
-            await sweep_once(self.shells(), set())
-        except TetherError as exc:  # a home it cannot use: the calls say so to whoever makes one
-            logger.warning("the first sweep of the shells did not run: %s", exc.message)
-        except Exception:
-            logger.exception("the first sweep of the shells failed")
+        retention of closed shells runs a second later and then at the idle sweep's interval, also
+        in a process whose calls never open a shell (``keep_retention``: it starts nothing, no
+        ``Shells`` nor tmux client); else a home whose servers no longer open shells kept its
+        expired ones for ever."""
+        if self._keeper is None:
+            self._keeper = asyncio.get_running_loop().create_task(keep_retention(self.config))
 
     async def aclose(self) -> None:
-        if self._first_sweep is not None:
-            self._first_sweep.cancel()
+        if self._keeper is not None:
+            self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._first_sweep
+                await self._keeper
         await self.subscriptions.close()
         await Shells.close_home(self.config.home)
 
