@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -301,3 +302,30 @@ async def test_a_server_sweeps_at_its_start_with_no_shell_open(tether_home: Path
             while not _gone(tether_home, old):  # the tools process lives on for its next command
                 await anyio.sleep(0.05)
     assert not (tether_home / "tmux.sock").exists()
+
+
+async def test_a_server_that_uses_no_shell_becomes_no_tmux_client(tether_home: Path) -> None:
+    """Its retention starts nothing even while the home's tmux server runs with shells in it: no
+    control client of its own (each would get tmux's notifications and list every pane at each
+    sweep), the expired shell removed all the same and the live one kept."""
+    catalog = build_catalog(load_config(tether_home), with_jobs=False)
+    try:
+        (live,) = await _open_run(catalog.registry, 1)
+    finally:
+        await catalog.aclose()
+    old = _expired_record(tether_home, now_ms() - 31 * DAY_MS)
+    env = {
+        "TETHER_HOME": str(tether_home),
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+    }
+    before = {p.pid for p in psutil.Process().children()}
+    tether = str(Path(sys.executable).parent / "tether")
+    async with Client(StdioServerParameters(command=tether, args=["mcp"], env=env)):
+        (server,) = [p for p in psutil.Process().children() if p.pid not in before and "mcp" in p.cmdline()]
+        with anyio.fail_after(HANG_S):
+            while not _gone(tether_home, old):
+                await anyio.sleep(0.05)
+        assert not [p for p in server.children(recursive=True) if p.name() == "tmux"]
+    assert _rows(tether_home, live)["shells"] == 1
