@@ -20,7 +20,7 @@ from tether.audit.record import (
     Source,
 )
 from tether.audit.seal import DEFAULT_EVERY, SealKey, parse_verification_key
-from tether.audit.verify import SLOW_BYTES, AuditBreak, VerifyReport, log_size, verify
+from tether.audit.verify import AuditBreak, VerifyReport, verify
 
 __all__ = [
     "BREAK_CODES",
@@ -28,7 +28,6 @@ __all__ = [
     "DEFAULT_EVERY",
     "GENESIS_HASH",
     "OUTCOMES",
-    "SLOW_BYTES",
     "SOURCES",
     "AuditBreak",
     "AuditError",
@@ -44,7 +43,6 @@ __all__ = [
     "Source",
     "VerifyReport",
     "export",
-    "log_size",
     "parse_verification_key",
     "query",
     "verify",

@@ -136,22 +136,6 @@ class _Torn(Exception):
     """The walk met bytes without a trailing newline at the end of a file."""
 
 
-# A log this large takes a person noticeable time to verify (every record is read and hashed:
-# about 43 MB, 100,000 calls, took 23 s on a busy two-core machine): the command line says so first.
-SLOW_BYTES = 16 * 1024 * 1024
-
-
-def log_size(home: Path) -> tuple[int, int]:
-    """How many day files ``home``'s audit log has, and their bytes (what ``verify`` reads)."""
-    sizes = []
-    for path in list_day_files(home / "audit"):
-        try:
-            sizes.append(path.stat().st_size)
-        except OSError:
-            continue  # gone meanwhile, or unreadable: verify names it
-    return len(sizes), sum(sizes)
-
-
 def verify(home: Path, *, key: SealKey | None = None) -> VerifyReport:
     """Walk every day file of ``home``'s audit log in order; see the module docstring."""
     audit_dir = home / "audit"
