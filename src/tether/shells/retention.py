@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,25 +136,40 @@ async def sweep_home(
 async def keep(config: Config) -> None:
     """Retention for a server that may never use a shell (``tether mcp``, ``tether serve``, the
     command line's tools process): ``sweep_home`` a second after the start, then at every idle
-    sweep's interval (one read of the ``retention`` row, a sweep once an hour per home), starting
-    nothing. Runs until cancelled; its store is its own."""
+    sweep's interval, starting nothing. Between sweeps it holds no connection to the store (a
+    read-only look at the ``retention`` row says whether the hour is due; a sweep once an hour per
+    home opens the store and closes it). Runs until cancelled."""
     from tether.shells.idle import SWEEP_S
 
-    store: Store | None = None
+    await asyncio.sleep(FIRST_S)
+    while True:
+        try:
+            now = now_ms()
+            if config.sessions.keep_closed_days > 0 and _due(config.home, now):
+                store = Store.open(config.home)
+                try:
+                    await sweep_home(config, store, now)
+                finally:
+                    store.close()
+        except TetherError as exc:  # a home it cannot use: the calls say so to whoever makes one
+            logger.warning("retention of closed shells did not run: %s", exc.message)
+        except Exception:
+            logger.exception("retention of closed shells failed")
+        await asyncio.sleep(SWEEP_S)
+
+
+def _due(home: Path, now: int) -> bool:
+    """Whether no sweep of this home took the last hour, read without the store's connections;
+    ``True`` when it cannot tell (no database or table yet: the sweep's own claim decides)."""
     try:
-        await asyncio.sleep(FIRST_S)
-        while True:
-            try:
-                store = store if store is not None else Store.open(config.home)
-                await sweep_home(config, store, now_ms())
-            except TetherError as exc:  # a home it cannot use: the calls say so to whoever makes one
-                logger.warning("retention of closed shells did not run: %s", exc.message)
-            except Exception:
-                logger.exception("retention of closed shells failed")
-            await asyncio.sleep(SWEEP_S)
-    finally:
-        if store is not None:
-            store.close()
+        conn = sqlite3.connect(f"{(home / 'tether.db').absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT last_ms FROM retention WHERE id = 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True
+    return row is None or int(row[0]) <= now - EVERY_MS
 
 
 async def remove_expired(
