@@ -125,6 +125,13 @@ class Shells:
         return found
 
     @classmethod
+    def running(cls, home: Path) -> Shells | None:
+        """This event loop's ``Shells`` of ``home``, if one was started and is not closed."""
+        loop = asyncio.get_running_loop()
+        found = cls._instances.get(_cache_key(home, loop))
+        return found if found is not None and not found._closed and found._loop is loop else None
+
+    @classmethod
     async def close_home(cls, home: Path) -> None:
         """Close this event loop's ``Shells`` of ``home`` (if one was started)."""
         loop = asyncio.get_running_loop()

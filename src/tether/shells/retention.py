@@ -139,13 +139,19 @@ async def keep(config: Config) -> None:
     sweep's interval, starting nothing. Between sweeps it holds no connection to the store (a
     read-only look at the ``retention`` row says whether the hour is due; a sweep once an hour per
     home opens the store and closes it). Runs until cancelled."""
+    from tether.shells.domain import Shells
     from tether.shells.idle import SWEEP_S
 
     await asyncio.sleep(FIRST_S)
     while True:
         try:
             now = now_ms()
-            if config.sessions.keep_closed_days > 0 and _due(config.home, now):
+            # The process's own store when its shells have one: SQLite keeps a closed
+            # connection's descriptors while another connection has the file open.
+            shells = Shells.running(config.home)
+            if shells is not None:
+                await sweep_home(config, shells.store, now)
+            elif config.sessions.keep_closed_days > 0 and _due(config.home, now):
                 store = Store.open(config.home)
                 try:
                     await sweep_home(config, store, now)
