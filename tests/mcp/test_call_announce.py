@@ -23,16 +23,17 @@ async def _done(_args: Mapping[str, Any], _ctx: CallContext) -> ToolResult:
     return ToolResult(text="done")
 
 
-def _registry(expected: list[str]) -> ToolRegistry:
-    def broken() -> None:
+def _registry(expected: list[str], given: list[Any] | None = None) -> ToolRegistry:
+    def broken(_arguments: Any) -> None:
         raise RuntimeError("cannot prepare")
 
+    def announced(arguments: Any) -> None:
+        expected.append("a")
+        if given is not None:
+            given.append(arguments)
+
     registry = ToolRegistry()
-    registry.add(
-        ToolDef(
-            name="a", description="a", input_schema=SCHEMA, handler=_done, expect=lambda: expected.append("a")
-        )
-    )
+    registry.add(ToolDef(name="a", description="a", input_schema=SCHEMA, handler=_done, expect=announced))
     registry.add(ToolDef(name="plain", description="p", input_schema=SCHEMA, handler=_done))
     registry.add(ToolDef(name="broken", description="b", input_schema=SCHEMA, handler=_done, expect=broken))
     return registry
@@ -40,9 +41,18 @@ def _registry(expected: list[str]) -> ToolRegistry:
 
 def test_only_a_well_formed_tools_call_is_announced() -> None:
     expected: list[str] = []
-    registry = _registry(expected)
+    given: list[Any] = []
+    registry = _registry(expected, given)
     _announce({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a"}}, registry)
     assert expected == ["a"]
+    assert given == [None]  # the arguments as they came (none here), for a hint of what is named
+    tasks = {"tasks": [{"target": {"sessions": "dsh-abc123"}}]}
+    _announce(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a", "arguments": tasks}},
+        registry,
+    )
+    assert given == [None, tasks]
+    del expected[1:]
     for item in (
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"name": "a"}},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": 7}},

@@ -13,6 +13,8 @@ from safety_harness import audit_records, manual_locks, vault
 from shell_harness import call, open_shell, run, shell_client, text_of
 
 from tether.errors import NotFoundError
+from tether.store.conversations import Conversations
+from tether.store.db import Store
 from tether.tools.catalog import ToolCatalog
 from tether.tools.registry import CallContext
 
@@ -122,6 +124,52 @@ async def test_the_client_name_reaches_state_timeline_and_audit(
     assert commands[0]["durationMs"] >= 0 and commands[0]["authorKind"] == "conversation"
     runs = [r for r in audit_records(tether_home) if r["tool"] == "shell_run"]
     assert runs and all(r["extra"]["client"] == "test-agent 9.9" for r in runs)
+
+
+async def test_a_listing_reads_the_client_names_of_its_own_shells_alone(
+    tether_home: Path, catalog: ToolCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversations table keeps a row for every conversation the home ever had (each
+    ``tether mcp`` started is one, for months). Before, every shell_state, shell_records, timeline
+    and audit_show read it whole for the client names of a few shells."""
+    store = Store.open(tether_home)
+    try:
+        conversations = Conversations(store)
+        with store.transaction():
+            for i in range(300):
+                conversations.note(f"conv-old{i}", "old-client")
+            conversations.note("conv-named", "test-agent 9.9")
+    finally:
+        store.close()
+    ctx = CallContext(actor="conv-named")
+    registry = catalog.registry
+    opened = await registry.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]}, ctx)
+    shell = opened.structured["tasks"][0]["shell"]
+    task = {
+        "target": {"sessions": shell},
+        "action": {"kind": "run", "command": "false"},
+        "wait": {"kind": "exit"},
+    }
+    assert (await registry.call("shell_run", {"tasks": [task]}, ctx)).structured["tasks"][0]["exitCode"] == 1
+    read: list[int] = []
+    real_query = Store.query
+
+    def query(self: Store, sql: str, params: Any = ()) -> list[Any]:
+        rows = real_query(self, sql, params)
+        if "FROM conversations" in sql:
+            read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(Store, "query", query)
+    state = await registry.call("shell_state", {"scope": "*"}, ctx)
+    assert [r["client"] for r in state.structured["shells"] if r["shell"] == shell] == ["test-agent 9.9"]
+    records = await registry.call("shell_records", {}, PANEL)
+    assert [r["client"] for r in records.structured["shells"] if r["id"] == shell] == ["test-agent 9.9"]
+    timeline = await registry.call("shell_timeline", {"shell": shell}, PANEL)
+    assert [c["client"] for c in timeline.structured["commands"]] == ["test-agent 9.9"]
+    shown = await registry.call("audit_show", {"actor": "conv-named"}, PANEL)
+    assert shown.structured["records"], shown.text
+    assert read and max(read) <= 1, read  # the named conversation's row, not all 301
 
 
 async def test_a_closed_shell_cannot_be_locked_and_a_left_lock_can_be_lifted(

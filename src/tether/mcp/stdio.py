@@ -215,7 +215,7 @@ def _announce(item: Item, registry: ToolRegistry) -> None:
     if isinstance(item, dict) and item.get("method") == "tools/call":
         params = item.get("params")
         if isinstance(params, dict) and isinstance(name := params.get("name"), str):
-            registry.expect(name)
+            registry.expect(name, params.get("arguments"))
 
 
 class _Dispatcher(JSONRPCDispatcher[Any]):

@@ -10,7 +10,9 @@ The face (everything a layer above may use; nothing reaches past it)::
     ConnectionLost
     operations                   open_shell · revive · run · steps · retry · send · read ·
                                  shell_state_rows · manage_home · shell_kind · resolve_target ·
-                                 check_capacity · follow / position · screen_text
+                                 check_capacity · follow / position · screen_text ·
+                                 sweep_once (idle closes and retention, as a server's sweep) ·
+                                 keep_retention (a server's retention of closed shells)
     values                       requests (Wait, Output, Safety, actions, Target, StateQuery),
                                  Outcome, ShellRow, HostDown, Done, Write
     safety                       SafetyPolicy, SessionHooks, WriteIntent, WriteDecision,
@@ -33,6 +35,7 @@ from tether.shells.exports import Recording, asciicast, command_output
 from tether.shells.guard import Guard
 from tether.shells.host import ShellHost
 from tether.shells.hosts import Confinement, ConnectionLost, HostError, HostUnsuitable, LocalHost, SshHost
+from tether.shells.idle import sweep_once
 from tether.shells.ids import check_shell_id, is_shell_id
 from tether.shells.lifecycle import open_shell
 from tether.shells.manage import (
@@ -121,6 +124,7 @@ from tether.shells.requests import (
     WorkspaceRestoreAction,
     WorkspaceSaveAction,
 )
+from tether.shells.retention import keep as keep_retention
 from tether.shells.runs import retry, run
 from tether.shells.safety.call_notes import CallNotes, collecting
 from tether.shells.safety.hooks import SessionHooks, WriteDecision, WriteIntent
@@ -244,6 +248,7 @@ __all__ = [
     "fit",
     "follow",
     "is_shell_id",
+    "keep_retention",
     "manage_home",
     "mark_user_input",
     "open_shell",
@@ -263,6 +268,7 @@ __all__ = [
     "shell_kind",
     "shell_state_rows",
     "steps",
+    "sweep_once",
     "terminal_clients",
     "terminal_ending",
     "timeline",

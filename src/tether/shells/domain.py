@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
@@ -125,6 +125,13 @@ class Shells:
         return found
 
     @classmethod
+    def running(cls, home: Path) -> Shells | None:
+        """This event loop's ``Shells`` of ``home``, if one was started and is not closed."""
+        loop = asyncio.get_running_loop()
+        found = cls._instances.get(_cache_key(home, loop))
+        return found if found is not None and not found._closed and found._loop is loop else None
+
+    @classmethod
     async def close_home(cls, home: Path) -> None:
         """Close this event loop's ``Shells`` of ``home`` (if one was started)."""
         loop = asyncio.get_running_loop()
@@ -177,18 +184,23 @@ class Shells:
             )
         return host
 
-    async def _panes_everywhere(self, *, lean: bool = False) -> dict[str, dict[str, PaneInfo]]:
+    async def _panes_everywhere(
+        self, *, lean: bool = False, only: Sequence[str] | None = None
+    ) -> dict[str, dict[str, PaneInfo]]:
         """Every host's panes, asked of all hosts at once; a host that cannot be reached is
-        recorded in ``down`` (with why) and lists nothing. ``lean``: see ``ShellHost.panes``."""
+        recorded in ``down`` (with why) and lists nothing. ``lean``, ``only``: see
+        ``ShellHost.panes``."""
         hosts = list(self.hosts.values())
         found: list[dict[str, PaneInfo] | BaseException]
         if len(hosts) == 1:  # the usual deployment: no task per host
             try:
-                found = [await hosts[0].panes(lean=lean)]
+                found = [await hosts[0].panes(lean=lean, only=only)]
             except HostError as exc:
                 found = [exc]
         else:
-            found = await asyncio.gather(*(h.panes(lean=lean) for h in hosts), return_exceptions=True)
+            found = await asyncio.gather(
+                *(h.panes(lean=lean, only=only) for h in hosts), return_exceptions=True
+            )
         out: dict[str, dict[str, PaneInfo]] = {}
         for host, panes in zip(hosts, found, strict=True):
             if isinstance(panes, HostError):
@@ -208,19 +220,20 @@ class Shells:
     def waits(self, host: ShellHost) -> WaitEngine:
         return self._waits[host.name]
 
-    def expect_listing(self) -> None:
-        """A call that begins with ``live(lean=True)`` is on its way: each reachable host asks
-        tmux now (``ShellHost.expect_listing``)."""
+    def expect_listing(self, only: Sequence[str] | None = None) -> None:
+        """A call that begins with ``live(lean=True, only=only)`` is on its way: each reachable
+        host asks tmux now (``ShellHost.expect_listing``)."""
         for host in self.hosts.values():
             if host.name not in self.down:
-                host.expect_listing()
+                host.expect_listing(only)
 
-    async def live(self, *, lean: bool = False) -> dict[str, PaneInfo]:
+    async def live(self, *, lean: bool = False, only: Sequence[str] | None = None) -> dict[str, PaneInfo]:
         """Every live shell on every host, fresh from tmux (a pane whose shell ended is kept by
         tmux, with its exit status, until the idle sweep removes it: it is not live). ``lean``:
-        each pane's cwd and foreground name may be older (see ``ShellHost.panes``)."""
+        each pane's cwd and foreground name may be older (see ``ShellHost.panes``). ``only``: of
+        these shells alone, for a call that names its shells (the others are not asked about)."""
         found: dict[str, PaneInfo] = {}
-        for panes in (await self._panes_everywhere(lean=lean)).values():
+        for panes in (await self._panes_everywhere(lean=lean, only=only)).values():
             found.update({k: p for k, p in panes.items() if not p.dead})
         return found
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from tether.errors import NotFoundError, RefusedError
 from tether.process.strays import Survivor
 from tether.shell import ShellSandboxInfo
+from tether.shells.ids import is_shell_id
 from tether.shells.integration.events import sync_mark
 from tether.shells.logs import log_path, log_size, read_range
 from tether.shells.tmux import commands
@@ -43,13 +44,37 @@ _Listing = tuple[float, list[str], dict[str, float]]
 
 
 async def _early_listing(
-    asked: float, panes: asyncio.Future[list[str]], clients: asyncio.Future[list[str]]
+    asked: float,
+    panes: Sequence[asyncio.Future[list[str]]],
+    clients: asyncio.Future[list[str]],
+    *,
+    each: bool,
 ) -> _Listing:
-    lines, found = await asyncio.gather(panes, clients, return_exceptions=True)
-    if isinstance(lines, BaseException):
-        raise lines
+    """The answers of a listing written at once: one ``list-panes -a`` (``each`` false), or one
+    ``display-message`` per named shell (``each``: a shell tmux cannot find has no line)."""
+    found = await asyncio.gather(*panes, clients, return_exceptions=True)
+    lines: list[str] = []
+    for answer in found[:-1]:
+        if isinstance(answer, SessionError) and each:
+            continue
+        if isinstance(answer, BaseException):
+            raise answer
+        lines.extend(answer)
     # As in ``client_activity``: clients that cannot be listed type nowhere.
-    return asked, lines, {} if isinstance(found, BaseException) else commands.parse_clients(found)
+    listed = found[-1]
+    return asked, lines, {} if isinstance(listed, BaseException) else commands.parse_clients(listed)
+
+
+def _key(only: Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if only is None else tuple(sorted(set(only)))
+
+
+def _listing(*, lean: bool, only: tuple[str, ...] | None) -> list[commands.Cmd]:
+    """What asks tmux for the panes: every one, or each named shell's."""
+    if only is None:
+        return [commands.list_panes(lean=lean)]
+    # An id of another form cannot be a shell's (tether made it): it has no pane, asked or not.
+    return [commands.describe_pane(shell_id, lean=lean) for shell_id in only if is_shell_id(shell_id)]
 
 
 def _retrieved(task: asyncio.Task[_Listing]) -> None:
@@ -123,8 +148,9 @@ class ShellHost(ABC):
         self._lines: dict[str, PaneInfo] = {}
         # The last listing read with the clients' keystroke times: (monotonic time, panes, clients).
         self._seen: tuple[float, dict[str, PaneInfo], dict[str, float]] | None = None
-        # The listing ``expect_listing`` asked for a call on its way: (monotonic time, its answer).
-        self._early: tuple[float, asyncio.Task[_Listing]] | None = None
+        # The listing ``expect_listing`` asked for a call on its way: (monotonic time, the shells
+        # it names or ``None`` for all, its answer).
+        self._early: tuple[float, tuple[str, ...] | None, asyncio.Task[_Listing]] | None = None
 
     # ---- lifecycle of the host ------------------------------------------------------------------
 
@@ -161,17 +187,23 @@ class ShellHost(ABC):
     def log_of(self, shell_id: str) -> Path:
         return log_path(self.logs_dir, shell_id)
 
-    async def panes(self, *, lean: bool = False) -> dict[str, PaneInfo]:
+    async def panes(self, *, lean: bool = False, only: Sequence[str] | None = None) -> dict[str, PaneInfo]:
         """Every ``dsh-`` shell's pane (one each, a dead one too), fresh from tmux (asked after
         this call began; the concurrent callers of one loop iteration share the query).
 
         ``lean``: without the foreground's cwd and name, which cost tmux a read of ``/proc`` per
         pane; each pane keeps the ones last read for it (``""`` if none was). For a caller that
         needs which shells live and their state, not where they are. A lean caller takes the
-        listing ``expect_listing`` asked, once, if it is at most ``_FRESH_S`` old."""
-        early = self._take_early() if lean else None
+        listing ``expect_listing`` asked, once, if it is at most ``_FRESH_S`` old and names the
+        same shells.
+
+        ``only``: just these shells (those tmux has), each asked by name: what a call that names
+        its shells needs, at a cost that does not grow with the number of shells on the host
+        (``list-panes -a`` formats a line for every pane)."""
+        key = _key(only)
+        early = self._take_early(key) if lean else None
         try:
-            asked, lines, clients = await (early if early is not None else self._ask(lean=lean))
+            asked, lines, clients = await (early if early is not None else self._ask(lean=lean, only=key))
         except SessionError:
             return {}
         known, before = self._panes, self._lines
@@ -182,44 +214,67 @@ class ShellHost(ABC):
             # known pane's cwd, which ``pane_now`` may have read afresh since.
             if pane is None or known.get(pane.shell_id) is not pane:
                 pane = commands.parse_pane(line, known)
-            if pane is not None:
+            if pane is not None and (key is None or pane.shell_id in key):
                 parsed[line] = pane
         panes = {p.shell_id: p for p in parsed.values()}
-        self._lines = parsed
         for shell_id in panes.keys() - known.keys():
             # First listed by this process: what it printed while nobody watched gets this time.
             self.watcher.clock.note(shell_id)
-        self._panes = panes
+        if key is None:
+            self._lines = parsed
+            self._panes = panes
+        else:  # the other shells' panes stay as last seen
+            for shell_id in key:
+                if shell_id in panes:
+                    self._panes[shell_id] = panes[shell_id]
+                else:
+                    self._panes.pop(shell_id, None)
+            self._lines.update(parsed)
+            if len(self._lines) > 2 * len(self._panes) + 64:
+                # Lines of panes that changed since, dropped now and then rather than at every call
+                # (that would cost every call a pass over every shell's line).
+                self._lines = {line: p for line, p in self._lines.items() if self._panes.get(p.shell_id) is p}
         self._seen = (asked, panes, clients)
         return panes
 
-    def expect_listing(self) -> None:
+    def expect_listing(self, only: Sequence[str] | None = None) -> None:
         """A call that begins with a lean listing has arrived (``ToolRegistry.expect``): ask tmux
         now, in one write before this returns, so that the answer comes back while the call is
-        still being read and parsed. Nothing is asked while the control client is not up."""
+        still being read and parsed. Nothing is asked while the control client is not up.
+        ``only``: the shells the call names (see ``panes``)."""
         now = time.monotonic()
-        if self._early is not None and now - self._early[0] < _FRESH_S:
+        key = _key(only)
+        if self._early is not None and now - self._early[0] < _FRESH_S and self._early[1] == key:
             return  # one asked moments ago waits for its call
-        asked = self.control.query_now([commands.list_panes(lean=True), commands.list_clients()])
+        asked = self.control.query_now([*_listing(lean=True, only=key), commands.list_clients()])
         if asked is None:
             return
-        task = asyncio.ensure_future(_early_listing(now, *asked))
+        task = asyncio.ensure_future(_early_listing(now, asked[:-1], asked[-1], each=key is not None))
         task.add_done_callback(_retrieved)  # a listing no call took fails quietly
-        self._early = (now, task)
+        self._early = (now, key, task)
 
-    def _take_early(self) -> asyncio.Task[_Listing] | None:
+    def _take_early(self, key: tuple[str, ...] | None) -> asyncio.Task[_Listing] | None:
         early, self._early = self._early, None
-        if early is None or time.monotonic() - early[0] >= _FRESH_S:
+        if early is None or time.monotonic() - early[0] >= _FRESH_S or early[1] != key:
             return None
-        return early[1]
+        return early[2]
 
-    async def _ask(self, *, lean: bool) -> _Listing:
+    async def _ask(self, *, lean: bool, only: tuple[str, ...] | None = None) -> _Listing:
         asked = time.monotonic()
-        # Both leave in one write (the control client batches one loop iteration).
-        lines, clients = await asyncio.gather(
-            self.control.run_shared(*commands.list_panes(lean=lean)), self.client_activity()
-        )
-        return asked, lines, clients
+        # All leave in one write (the control client batches one loop iteration).
+        listing = [self._one(cmd, each=only is not None) for cmd in _listing(lean=lean, only=only)]
+        *answers, clients = await asyncio.gather(*listing, self.client_activity())
+        assert isinstance(clients, dict)
+        return asked, [line for lines in answers if isinstance(lines, list) for line in lines], clients
+
+    async def _one(self, cmd: commands.Cmd, *, each: bool) -> list[str]:
+        """One listing command's lines; with ``each``, a shell tmux cannot find has none."""
+        try:
+            return await self.control.run_shared(*cmd)
+        except SessionError:
+            if not each:
+                raise
+            return []
 
     async def client_activity(self) -> dict[str, float]:
         """Latest keystroke time (epoch s) per session among attached non-control clients, now."""

@@ -99,14 +99,17 @@ async def sweep_forever(shells: Shells) -> None:
 async def sweep_once(shells: Shells, seen: set[str], *, now: int | None = None) -> set[str]:
     """One sweep; returns the ended shells seen now (for ``remove_ended`` next time).
 
-    A home without an open shell has nothing to sweep, and asking its hosts would start a tmux
+    A home without an open shell has nothing to close, and asking its hosts would start a tmux
     server there (the control client creates one) or connect to remote machines: a process that
-    never opened a shell, such as the command line's tools process, must not leave one behind."""
+    never opened a shell, such as the command line's tools process, must not leave one behind.
+    Retention still runs there (asking nothing that would start anything): a home whose servers
+    no longer open shells sheds its expired ones too."""
     records = shells.records.shells()
     shells.prune(records)
-    if not records:
-        return set()
     at = now if now is not None else now_ms()  # a test's clock, or the real one
+    if not records:
+        await retention.sweep(shells, at, start_nothing=True)
+        return set()
     await close_idle(shells, at)
     # Closed shells past [sessions] keep_closed_days (at most once an hour per home).
     await retention.sweep(shells, at)

@@ -225,10 +225,11 @@ async def open_shell(
         raise UsageError(
             f"open.cwd {cwd!r} is not a directory{where}; give an existing directory or omit cwd"
         )
-    known = shells.records.known_ids() | set(await host.panes())
     for attempt in range(5):
         shell_id = ids.new_shell_id()
-        if shell_id in known:
+        # Unique among every record and the host's sessions, each asked of this id alone: a home
+        # with months of closed shells, or hundreds open, costs an open no more than a new one.
+        if shells.records.any_shell(shell_id) is not None or await host.panes(lean=True, only=[shell_id]):
             continue
         log = host.log_of(shell_id)
         log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

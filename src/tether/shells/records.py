@@ -181,9 +181,6 @@ class Records:
         rows = self.store.query("SELECT host FROM shells WHERE id = ?", (shell_id,))
         return str(rows[0]["host"]) if rows else None
 
-    def known_ids(self) -> set[str]:
-        return {r["id"] for r in self.store.query("SELECT id FROM shells")}
-
     def mark_closed(self, shell_id: str, at_ms: int) -> bool:
         """Close the record; ``False``: it was closed already (by this call's rival, in any process)."""
         return (

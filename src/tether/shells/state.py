@@ -149,8 +149,15 @@ async def state(
     covers that could not be reached (their shells are not in the rows)."""
     if q.host is not None:
         shells.check_host(q.host, "host")
-    live = await shells.live()
     records = shells.records.shells()
+    # Of the shells the query can select alone, when it names them or asks for this
+    # conversation's: the other shells of the home are not asked about (nor their /proc read).
+    only: list[str] | None = None
+    if q.sessions:
+        only = list(q.sessions)
+    elif q.scope == "mine":
+        only = [r.id for r in records.values() if r.owner == actor]
+    live = await shells.live(only=only)
     activity: dict[str, float] = {}
     for host in shells.hosts.values():
         if host.name not in shells.down:

@@ -105,7 +105,7 @@ async def _beyond_reach(shells: Shells, ids: list[str]) -> set[str]:
 
 async def check_capacity(shells: Shells, wanted: int, *, what: str = "shell_open") -> None:
     """``RefusedError`` (``MAX_SESSIONS``) when ``wanted`` more shells would pass ``maxSessions``."""
-    live = set(await shells.live())
+    live = set(await shells.live(lean=True))  # how many, not where they are
     live |= {r.id for r in shells.records.shells().values() if r.host in shells.down}
     limit = shells.config.sessions.max_sessions
     if len(live) + wanted > limit:

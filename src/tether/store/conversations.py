@@ -10,10 +10,12 @@ identity anything is decided on.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from tether.store.db import Store, register_schema
 
 MAX_CLIENT_CHARS = 200
+_IN_BATCH = 500  # ids asked in one query (under SQLite's limit of bound parameters)
 
 register_schema(
     "conversations",
@@ -48,6 +50,17 @@ class Conversations:
         rows = self.store.query("SELECT client FROM conversations WHERE actor = ?", (actor,))
         return str(rows[0]["client"]) if rows else None
 
-    def clients(self) -> dict[str, str]:
-        """Every known conversation id → its client's name."""
-        return {r["actor"]: r["client"] for r in self.store.query("SELECT actor, client FROM conversations")}
+    def clients(self, actors: Iterable[str]) -> dict[str, str]:
+        """Conversation id → its client's name, for ``actors`` (those that named one). Asked by
+        id: the table keeps every conversation the home ever had (a row per ``tether mcp``
+        started), and a listing of a few shells must not read them all."""
+        wanted = sorted(set(actors))
+        found: dict[str, str] = {}
+        for i in range(0, len(wanted), _IN_BATCH):
+            batch = wanted[i : i + _IN_BATCH]
+            marks = ",".join("?" * len(batch))
+            rows = self.store.query(
+                f"SELECT actor, client FROM conversations WHERE actor IN ({marks})", tuple(batch)
+            )
+            found.update({r["actor"]: r["client"] for r in rows})
+        return found

@@ -59,6 +59,12 @@ class ToolCatalog:
         sections = [f"## {name}\n{text.strip()}" for name, text in self.hints.items()]
         return "\n\n".join([intro, *sections])
 
+    def start(self) -> None:
+        """A server's start (on its event loop): what runs beside its calls begins — the shells'
+        sweep (idle closes, retention of closed shells), also if no call opens a shell."""
+        if self.shell_tools is not None:
+            self.shell_tools.start_sweeps()
+
     async def end_conversation(self, actor: str) -> None:
         """A conversation is over (its MCP session closed): stop the jobs only it could reach."""
         if self.jobs is not None:

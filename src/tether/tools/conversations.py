@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,6 @@ class ConversationNotes:
             self._store = None
 
 
-def client_names(store: Store) -> dict[str, str]:
-    """Conversation id → the name its client gave (only conversations that named one)."""
-    return Conversations(store).clients()
+def client_names(store: Store, actors: Iterable[str]) -> dict[str, str]:
+    """Conversation id → the name its client gave, for ``actors`` (only those that named one)."""
+    return Conversations(store).clients(actors)

@@ -108,8 +108,9 @@ class ToolDef:
     # How the audit record names the action and targets, for tools whose arguments have no tasks.
     audit_fields: Callable[[Mapping[str, Any]], AuditFields] | None = None
     # Started when a call of this tool arrives at a front door, before it is parsed: read-only
-    # work the call begins with (a shell tool's pane listing). Never a decision, never a write.
-    expect: Callable[[], None] | None = None
+    # work the call begins with (a shell tool's pane listing), given the call's arguments as they
+    # came (unchecked: a hint, never trusted). Never a decision, never a write.
+    expect: Callable[[Any], None] | None = None
 
 
 Listener = Callable[[], None]
@@ -173,14 +174,15 @@ class ToolRegistry:
         """The model-visible tools (what MCP lists); ``people=True``: the people-only ones instead."""
         return [t for t in self._tools.values() if t.people_only == people]
 
-    def expect(self, name: str) -> None:
+    def expect(self, name: str, arguments: Any = None) -> None:
         """A call of tool ``name`` has arrived at a front door and is run next: the tool starts
-        what it reads first (``ToolDef.expect``). Never raises: the call itself reports errors."""
+        what it reads first (``ToolDef.expect``), with the call's ``arguments`` as they came (not
+        yet checked). Never raises: the call itself reports errors."""
         tool = self._tools.get(name)
         if tool is None or tool.expect is None:
             return
         try:
-            tool.expect()
+            tool.expect(arguments)
         except Exception:
             logger.exception("preparing for a %s call failed", name)
 

@@ -65,6 +65,7 @@ async def _serve(
     async with anyio.create_task_group() as tg:
         # Started first and cancelled last: a stop signal is handled until the jobs are ended.
         tg.start_soon(_stop_on_signal, catalog)
+        catalog.start()
         try:
             front_door = McpFrontDoor(
                 catalog.registry, instructions=catalog.instructions(), conversation=conversation

@@ -164,6 +164,7 @@ async def _serve(
 ) -> None:
     catalog = build_catalog(config)
     prepare_container()  # started while the first call is on its way, not by it
+    catalog.start()
     try:
         front_door = McpFrontDoor(
             catalog.registry,

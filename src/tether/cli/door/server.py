@@ -76,6 +76,7 @@ class DoorServer:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(signum, self._retire)
         _say_ready(ready_fd, {"ready": os.getpid()})
+        self._catalog.start()
         try:
             while not self._ending:
                 self._wake.clear()

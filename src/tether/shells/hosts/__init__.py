@@ -12,6 +12,7 @@ file and reports; ``procinfo``: process facts from ``/proc``); the remote host i
 The face::
 
     LocalHost                          tmux on this machine, under ``TETHER_HOME``
+    sessions_running(config)           its sessions, asked without starting a tmux server
     SshHost, remote_hosts(config)      one host per ``[hosts.NAME]`` (from ``ssh``)
     HostError ⊃ HostUnsuitable,        what a remote host raises (cannot connect; connected but
       ConnectionLost                   unsuitable; the connection dropped under a call)
@@ -22,7 +23,7 @@ The face::
 """
 
 from tether.shells.hosts.confined import Confinement, default_confinement, rc_text
-from tether.shells.hosts.local import LocalHost
+from tether.shells.hosts.local import LocalHost, sessions_running
 from tether.shells.hosts.ssh import ConnectionLost, HostError, HostUnsuitable, SshHost, remote_hosts
 
 __all__ = [
@@ -35,4 +36,5 @@ __all__ = [
     "default_confinement",
     "rc_text",
     "remote_hosts",
+    "sessions_running",
 ]

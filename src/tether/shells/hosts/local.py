@@ -66,6 +66,29 @@ def server_environment(config: Config) -> dict[str, str]:
     return shell_env
 
 
+async def sessions_running(config: Config) -> set[str] | None:
+    """The sessions of this machine's tmux server for ``config.home``, asked with a plain client,
+    which starts no server: empty when none runs, ``None`` when tmux could not tell (for a process
+    with no open shell, which must not start one: retention's sweep)."""
+    socket = config.home / "tmux.sock"
+    if not socket.exists():
+        return set()
+    try:
+        child = await asyncio.create_subprocess_exec(
+            *commands.client_argv(socket, commands.list_session_names()),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=server_environment(config),
+        )
+        out, err = await child.communicate()
+    except OSError:
+        return None
+    if child.returncode == 0:
+        return set(out.decode("utf-8", "replace").split())
+    return set() if b"no server running" in err or not socket.exists() else None
+
+
 class LocalHost(ShellHost):
     """Shells in tmux on this machine. ``shell`` is the bash executable panes run."""
 
@@ -401,6 +424,11 @@ class LocalHost(ShellHost):
         if canonical is None:
             return None
         return not canonical and procinfo.terminal_input_queued(pane.tty) == 0
+
+    async def sessions_running(self) -> set[str] | None:
+        """This home's sessions on this machine, asking nothing that starts a server (see
+        ``sessions_running``)."""
+        return await sessions_running(self.config)
 
     # ---- people -----------------------------------------------------------------------------------
 

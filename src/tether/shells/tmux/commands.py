@@ -163,8 +163,12 @@ def list_panes(*, lean: bool = False) -> Cmd:
     return ("list-panes", "-a", "-F", LEAN_FORMAT if lean else PANE_FORMAT)
 
 
-def describe_pane(shell_id: str) -> Cmd:
-    return ("display-message", "-p", "-t", session(shell_id), PANE_FORMAT)
+def list_session_names() -> Cmd:
+    return ("list-sessions", "-F", "#{session_name}")
+
+
+def describe_pane(shell_id: str, *, lean: bool = False) -> Cmd:
+    return ("display-message", "-p", "-t", session(shell_id), LEAN_FORMAT if lean else PANE_FORMAT)
 
 
 def list_clients() -> Cmd:

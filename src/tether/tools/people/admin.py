@@ -186,7 +186,7 @@ class PeopleAdminTools:
             lines = await anyio.to_thread.run_sync(lambda: export(self.home, **filters))
             return ToolResult(text="\n".join(lines), structured={"lines": lines})
         records = await anyio.to_thread.run_sync(lambda: query(self.home, **filters))
-        clients = Conversations(self._shells().store).clients()
+        clients = Conversations(self._shells().store).clients(r.actor for r in records)
         rows = []
         for r in records:
             row = r.to_dict()

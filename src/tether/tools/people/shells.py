@@ -90,7 +90,7 @@ class PeopleShellTools:
 
     def _known(self, shells: Shells, shell_id: str) -> str:
         check_shell_id(shell_id)
-        if shell_id not in shells.records.known_ids():
+        if shells.records.any_shell(shell_id) is None:
             raise NotFoundError(
                 f"no shell {shell_id} is recorded in this TETHER_HOME"
                 f"{retention.unknown_note(shells.store, shells.config.sessions.keep_closed_days)}; the "
@@ -146,9 +146,10 @@ class PeopleShellTools:
         parse_arguments("shell_records", _Args, raw)
         shells = self._shells()
         locks = ShellLocks(shells.home, shells.store)
-        clients = client_names(shells.store)
+        recorded = sorted(shells.records.shells().values(), key=lambda r: r.created_ms)
+        clients = client_names(shells.store, (rec.owner for rec in recorded))
         rows = []
-        for rec in sorted(shells.records.shells().values(), key=lambda r: r.created_ms):
+        for rec in recorded:
             state = locks.lock_state(rec.id)
             rows.append(
                 {
@@ -173,11 +174,11 @@ class PeopleShellTools:
         args = parse_arguments("shell_timeline", TimelineArgs, raw)
         shells = self._shells()
         shell_id = self._known(shells, args.shell)
-        clients = client_names(shells.store)
         entries = []
         # A line without text that was no run is tether's own re-install of the integration (it
         # removes itself from history): nobody's command.
         listed = [e for e in timeline(shells, shell_id, limit=args.limit) if e.text or e.run_id]
+        clients = client_names(shells.store, (e.by for e in listed))
         for i, e in enumerate(listed):
             started = round(e.started_at * 1000) if e.started_at is not None else None
             ended = round(e.ended_at * 1000) if e.ended_at is not None else None

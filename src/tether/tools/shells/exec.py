@@ -34,7 +34,9 @@ async def plan_units(shells: Shells, call: Call[Any], actor: str, *, write: bool
     units: list[Unit | TaskOutcome] = []
     failed: list[Unit | TaskOutcome] = []
     seen: dict[str, int] = {}
-    live = set(await shells.live(lean=True))  # which shells live, not where they are
+    # Which shells live, not where they are; of the named shells only when every task names its
+    # shells (the other shells of the home are not asked about).
+    live = set(await shells.live(lean=True, only=named_shells(call)))
     for task in call.tasks:
         path = f"tasks[{task.index}].target"
         try:
@@ -51,6 +53,14 @@ async def plan_units(shells: Shells, call: Call[Any], actor: str, *, write: bool
             seen[shell_id] = task.index
             units.append(Unit(task=task, shell_id=shell_id))
     return [*units, *failed]
+
+
+def named_shells(call: Call[Any]) -> list[str] | None:
+    """The shells the call's tasks name, when every task names its shells by id (else ``None``:
+    ``mine`` and ``*`` need the whole listing)."""
+    if not all(task.target.mode == "ids" for task in call.tasks):
+        return None
+    return [shell_id for task in call.tasks for shell_id in task.target.ids]
 
 
 async def run_units(

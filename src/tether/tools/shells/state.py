@@ -151,7 +151,7 @@ async def shell_state(shells: Shells, q: StateQuery, actor: str) -> ToolResult:
     if diagnostics is not None:
         lines.append("diagnostics: " + " · ".join(f"{k}={v}" for k, v in diagnostics.items()))
     records = shells.records.shells()
-    clients = client_names(shells.store)
+    clients = client_names(shells.store, (rec.owner for rec in records.values()))
     locks = ManualLocks(shells.store).all()
     structured = [
         _row(r, records[r.shell].owner if r.shell in records else None, clients, locks.get(r.shell))

@@ -12,6 +12,7 @@ mode the escalation gate granted (``tether.shell.sandbox.grants``: configuration
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -35,6 +36,7 @@ from tether.shells import (
     budget,
     check_capacity,
     fit,
+    keep_retention,
     open_shell,
     read,
     retry,
@@ -58,6 +60,7 @@ from tether.tools.shells.args import (
     SubscribeAction,
     Task,
     input_schema,
+    named_in,
     parse_open,
     parse_read,
     parse_run,
@@ -101,10 +104,13 @@ class ShellTools:
         self._hooked: Shells | None = None
         self.confining = config.shell.provider == "sandbox"
         self._gate: EscalationGate | None = None
+        self._keeper: asyncio.Task[None] | None = None
 
-    def expect_listing(self) -> None:
-        """A call that begins by listing the live shells arrives (``ToolDef.expect``)."""
-        self.shells().expect_listing()
+    def expect_listing(self, arguments: Any = None) -> None:
+        """A call that begins by listing the live shells arrives (``ToolDef.expect``): of the
+        shells it names, when every task names its shells (``exec.named_shells`` of the parsed
+        call then asks for the same ones)."""
+        self.shells().expect_listing(named_in(arguments))
 
     def shells(self) -> Shells:
         shells = Shells.get(self.config)
@@ -118,7 +124,20 @@ class ShellTools:
         """The conversation's MCP session closed: its subscriptions stop (its shells stay)."""
         await self.subscriptions.end_actor(actor)
 
+    def start_sweeps(self) -> None:
+        """A server starts (``tether mcp``, ``tether serve``, the command line's tools process):
+        retention of closed shells runs a second later and then at the idle sweep's interval, also
+        in a process whose calls never open a shell (``keep_retention``: it starts nothing, no
+        ``Shells`` nor tmux client); else a home whose servers no longer open shells kept its
+        expired ones for ever."""
+        if self._keeper is None:
+            self._keeper = asyncio.get_running_loop().create_task(keep_retention(self.config))
+
     async def aclose(self) -> None:
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
         await self.subscriptions.close()
         await Shells.close_home(self.config.home)
 
@@ -350,7 +369,7 @@ def _tool(
     *,
     read_only: bool,
     output_schema: dict[str, Any],
-    expect: Callable[[], None] | None = None,
+    expect: Callable[[Any], None] | None = None,
 ) -> ToolDef:
     return ToolDef(
         name=name,

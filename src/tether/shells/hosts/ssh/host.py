@@ -27,7 +27,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tether.config import Config, HostSection, ensure_home
@@ -367,8 +367,9 @@ class SshHost(RemoteQuestions, ShellHost):
         except ClientEnded as exc:
             raise self._lost_error() from exc
 
-    async def panes(self, *, lean: bool = False) -> dict[str, PaneInfo]:
-        # Always the whole listing: over ssh, the round trip costs far more than tmux's /proc reads.
+    async def panes(self, *, lean: bool = False, only: Sequence[str] | None = None) -> dict[str, PaneInfo]:
+        # Always the whole listing: over ssh, the round trip costs far more than tmux's /proc reads
+        # or its formatting of every pane, and the mirror keeps the logs of the shells it lists.
         await self.connection()
         try:
             lines = await self._query(commands.list_panes())

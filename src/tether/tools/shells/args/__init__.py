@@ -16,9 +16,11 @@ The face::
       parse_send, parse_read, parse_manage,
       parse_audit, parse_state
     input_schema(tool)                            a fresh copy of a tool's ``inputSchema``
+    named_in(arguments)                           the shell ids raw arguments name (a hint)
     Call, Task, OpenAction, RunAction, ...        the validated values the handlers consume
 """
 
+from tether.tools.shells.args.blocks import named_in
 from tether.tools.shells.args.model import (
     AuditAction,
     Call,
@@ -59,6 +61,7 @@ __all__ = [
     "SubscribeAction",
     "Task",
     "input_schema",
+    "named_in",
     "parse_audit",
     "parse_call",
     "parse_manage",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tether.errors import UsageError
-from tether.tools.shells.args.actions import check_shell_id
+from tether.tools.shells.args.actions import SHELL_ID_RE, check_shell_id
 from tether.tools.shells.args.fields import Fields, describe, join
 from tether.tools.shells.args.model import (
     DEFAULT_POLL_MS,
@@ -95,6 +95,26 @@ def parse_target(raw: Any, path: str, *, write: bool) -> Target:
             raise UsageError(f"{where}: {part} is listed twice; name each shell once")
         seen.add(part)
     return Target(mode="ids", ids=tuple(parts))
+
+
+def named_in(arguments: Any) -> list[str] | None:
+    """The shell ids a call's raw arguments name, when every task names its shells by id, as
+    ``parse_target`` will read them (``None`` otherwise, or if they are malformed: the parse
+    reports that). A hint for ``ToolDef.expect``, read before the call is parsed."""
+    tasks = arguments.get("tasks") if isinstance(arguments, dict) else None
+    if not isinstance(tasks, list) or not tasks:
+        return None
+    named: list[str] = []
+    for task in tasks:
+        target = task.get("target") if isinstance(task, dict) else None
+        sessions = target.get("sessions") if isinstance(target, dict) else None
+        if not isinstance(sessions, str):
+            return None
+        parts = [part.strip() for part in sessions.split(",")]
+        if not all(SHELL_ID_RE.fullmatch(part) for part in parts):
+            return None
+        named.extend(parts)
+    return named
 
 
 def parse_wait(tool: ToolName, raw: Any, path: str) -> Wait | None:
