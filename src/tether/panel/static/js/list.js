@@ -39,7 +39,7 @@ export function connectEvents(delay = 500) {
       renderShells();
       for (const fn of list.listeners) fn(list.shells);
     } else if (msg.type === "approvals") {
-      renderApprovals(msg.pending, msg.now - Date.now());
+      renderApprovals(msg.pending, msg.now - Date.now(), msg.decided || [], msg.decidedWindowMs || 0);
     } else if (msg.type === "vault") {
       vaultPushed(msg);
     } else if (msg.type === "error") {
