@@ -25,13 +25,27 @@ async function signedOut() {
   }
 }
 
+/* A socket that has heard nothing for three of the server's heartbeats is taken for dead: after a
+ * laptop slept, or the network dropped without a word, a socket can stay open on the page with
+ * nothing behind it — the list and the questions waiting for an answer would never change again. */
+export function watchdog(onDead) {
+  let timer = 0;
+  return {
+    heard(every) { clearTimeout(timer); if (every) timer = setTimeout(onDead, 3 * every); },
+    stop() { clearTimeout(timer); },
+  };
+}
+
 export function connectEvents(delay = 500) {
   const live = $("#live");
   const ws = new WebSocket(`${wsBase()}/ws/events`);
-  let opened = false;
+  let opened = false, every = 0;
+  const dog = watchdog(() => { ws.onclose = null; ws.close(); lost({ code: 1006 }); });
   ws.onopen = () => { opened = true; live.textContent = "live"; live.className = "live ok"; delay = 500; };
   ws.onmessage = (ev) => {
     const msg = JSON.parse(ev.data);
+    if (msg.type === "ping") every = msg.every;
+    dog.heard(every);
     if (msg.type === "shells") {
       list.shells = msg.shells;
       list.loaded = true;
@@ -46,7 +60,8 @@ export function connectEvents(delay = 500) {
       live.textContent = `list unavailable: ${msg.message}`; live.className = "live down";
     }
   };
-  ws.onclose = async (ev) => {
+  const lost = async (ev) => {
+    dog.stop();
     live.textContent = ev.code === 1008 ? "signed out" : "reconnecting…";
     live.className = "live down";
     if (ev.code === 1008) { location.href = `${basePath()}/login`; return; }
@@ -59,6 +74,7 @@ export function connectEvents(delay = 500) {
     }
     setTimeout(() => connectEvents(Math.min(delay * 2, 8000)), delay);
   };
+  ws.onclose = lost;
 }
 
 function matches(s) {
