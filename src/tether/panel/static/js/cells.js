@@ -212,6 +212,9 @@ grid.focus = function (cell) {
   grid.focused = cell;
   for (const c of grid.cells) c.node.classList.toggle("focused", c === cell);
   window.tetherTerm = cell.term;  // for the browser tests and the curious
+  // In a narrow window the list comes first and the terminal below it: a terminal opened from
+  // the list (Enter, a click) took the keys while it stayed out of sight, far down the page.
+  cell.node.scrollIntoView({ block: "nearest" });
   for (const fn of grid.onFocus) fn(cell);
 };
 
