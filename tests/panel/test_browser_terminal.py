@@ -233,7 +233,7 @@ async def test_sockets_that_go_silent_are_reattached(
     questions waiting for an answer) never changed again, and the cell said "attached" while the
     keys typed into it were lost. The server now pings both sockets, and a page that hears nothing
     for three pings takes the socket for dead and connects again."""
-    monkeypatch.setattr(endpoint, "HEARTBEAT_S", 0.5)
+    monkeypatch.setattr(endpoint, "HEARTBEAT_S", 2.0)  # six seconds of silence: dead
     dead: set[int] = set()  # routes of the connections cut (those open when the network dropped)
     opened: list[Any] = []
 

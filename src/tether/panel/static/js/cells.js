@@ -129,6 +129,7 @@ export class TermCell {
     // that slept, a dropped network) — keys typed into it would be lost. Treated as lost: attach again.
     const dog = watchdog(() => { ws.onclose = null; ws.close(); dropped({ code: 1006, reason: "" }); });
     ws.onopen = () => {
+      dog.heard(every);  // a socket cut before its first ping is noticed too
       // The layout may have settled (and the terminal been refitted) while the socket opened: a
       // resize then went nowhere, and tmux would draw for the old size, the cursor off by rows.
       this.fit.fit();

@@ -28,10 +28,11 @@ async function signedOut() {
 /* A socket that has heard nothing for three of the server's heartbeats is taken for dead: after a
  * laptop slept, or the network dropped without a word, a socket can stay open on the page with
  * nothing behind it — the list and the questions waiting for an answer would never change again. */
+const HEARTBEAT_MS = 15000;  // HEARTBEAT_S of the server, until its first ping says its own
 export function watchdog(onDead) {
   let timer = 0;
   return {
-    heard(every) { clearTimeout(timer); if (every) timer = setTimeout(onDead, 3 * every); },
+    heard(every) { clearTimeout(timer); timer = setTimeout(onDead, 3 * (every || HEARTBEAT_MS)); },
     stop() { clearTimeout(timer); },
   };
 }
@@ -41,7 +42,7 @@ export function connectEvents(delay = 500) {
   const ws = new WebSocket(`${wsBase()}/ws/events`);
   let opened = false, every = 0;
   const dog = watchdog(() => { ws.onclose = null; ws.close(); lost({ code: 1006 }); });
-  ws.onopen = () => { opened = true; live.textContent = "live"; live.className = "live ok"; delay = 500; };
+  ws.onopen = () => { opened = true; live.textContent = "live"; live.className = "live ok"; delay = 500; dog.heard(every); };
   ws.onmessage = (ev) => {
     const msg = JSON.parse(ev.data);
     if (msg.type === "ping") every = msg.every;
