@@ -45,11 +45,11 @@ async def approvals_stream(calls: PanelCalls) -> AsyncIterator[str]:
             # once, and the shell list keeps its socket.
             yield json.dumps({"type": "approvals", "pending": [], "error": exc.message})
             await anyio.sleep_forever()
-        data = result.structured
-        pending = data.get("pending", [])
-        ids = [p["id"] for p in (*pending, *data.get("decided", []))]  # the tool's ``known``
+        pending = result.structured.get("pending", [])
+        ids = [p["id"] for p in pending]
         if ids != known:
             known = ids
+            data = result.structured
             yield json.dumps(
                 {
                     "type": "approvals",

@@ -2,9 +2,8 @@
 to a person (``tether.approvals``).
 
     approvals  list (the pending questions of the panel's queue, and those decided in the last
-               ``DECIDED_WINDOW_MS``: by whom, when, their words; ``waitMs`` waits until their ids,
-               pending first, differ from ``known``, woken by the queue's inotify file and the
-               next expiry)
+               ``DECIDED_WINDOW_MS``: by whom, when, their words; ``waitMs`` waits until the pending
+               set differs from ``known``, woken by the queue's inotify file and the next expiry)
                · answer (approve or deny one pending question, with the person's words)
 
 Invariant: an answer is audited by ``Approvals.decide`` before it counts (the ``approval``
@@ -106,13 +105,8 @@ class PeopleApprovalTools:
     def _decided(self) -> list[ApprovalRow]:
         return self.approvals.decided(DECIDED_WINDOW_MS)
 
-    def _both(self) -> tuple[list[ApprovalRow], list[ApprovalRow]]:
-        return self._pending(), self._decided()
-
-    async def _changed(self, known: list[str], wait_ms: int) -> tuple[list[ApprovalRow], list[ApprovalRow]]:
-        """The pending and the decided questions once their ids (pending first) differ from
-        ``known`` (or at ``wait_ms``): a question that expired leaves the pending list at its
-        deadline and joins the decided ones when its asker closes it, a moment later."""
+    async def _changed(self, known: list[str], wait_ms: int) -> list[ApprovalRow]:
+        """The pending questions once they differ from ``known`` (or at ``wait_ms``)."""
         queue = self.approvals.queue
         queue.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         event = CloseWatch.register(queue.dir, QUEUE_FILE)
@@ -121,10 +115,10 @@ class PeopleApprovalTools:
             while True:
                 if event is not None:
                     event.clear()
-                rows, decided = await anyio.to_thread.run_sync(self._both)
+                rows = await anyio.to_thread.run_sync(self._pending)
                 left = (deadline - now_ms()) / 1000
-                if [r.id for r in (*rows, *decided)] != known or left <= 0:
-                    return rows, decided
+                if [r.id for r in rows] != known or left <= 0:
+                    return rows
                 # The next expiry is a change too: the question leaves the list when refused.
                 wait = min([left, *((r.expires_ms - now_ms()) / 1000 for r in rows)])
                 if event is None:
@@ -142,11 +136,11 @@ class PeopleApprovalTools:
         args = parse_arguments("approvals", ApprovalsArgs, raw)
         if args.action == "list":
             if args.wait_ms:
-                rows, decided_rows = await self._changed(args.known, args.wait_ms)
+                rows = await self._changed(args.known, args.wait_ms)
             else:
-                rows, decided_rows = await anyio.to_thread.run_sync(self._both)
+                rows = await anyio.to_thread.run_sync(self._pending)
             pending = [approval_json(r) for r in rows]
-            decided = [decided_json(r) for r in decided_rows]
+            decided = [decided_json(r) for r in await anyio.to_thread.run_sync(self._decided)]
             text = f"{len(pending)} question(s) waiting for a person" + "".join(
                 f"\n{p['id']}: {p['question']}" for p in pending
             )
