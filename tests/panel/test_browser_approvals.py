@@ -13,7 +13,7 @@ import anyio
 import pytest
 from browser import chromium, panel_page, screenshot, wait_terminal_contains
 from mcp import Client
-from panel_harness import TOKEN, agent, browserless, serving_tools, text_of
+from panel_harness import TOKEN, agent, browserless, open_shells, serving_tools, text_of
 from playwright.async_api import Page
 
 from hang import HANG_MS, HANG_S
@@ -192,3 +192,79 @@ async def test_a_reason_being_typed_survives_other_questions_coming_and_going(
             await mine.wait_for(state="detached", timeout=HANG_MS)
     assert 'denied it: "fine by me x tl"' in answers["asked_first"]["tasks"][0]["error"], answers
     assert not answers["asked_second"]["tasks"][0]["ok"]
+
+
+@pytest.mark.browser
+async def test_every_page_shows_who_decided_and_a_stale_answer_is_told_whose_counted(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    """Three people watch one question. One denies it from the keyboard; the others' pages saw it
+    vanish with no word of what became of it, and the denier's focus fell to the page (where the
+    next key fires a shortcut). A fourth answer from a page that missed the push (its socket held)
+    was told only "is denied". Now every page lists it under *Decided lately* with who decided and
+    their words, the focus lands on that outcome, the stale answer is told whose decision counted,
+    and the audit log holds that one decision."""
+    (tether_home / "config.toml").write_text(f"[guard]\nask = true\n[approvals]\ntimeout_s = {HANG_S}\n")
+    outside = tmp_path / "not-a-repo"
+    outside.mkdir()
+    held = anyio.Event()
+
+    async def stale(ws: Any) -> None:  # the events socket of a page that stops hearing pushes
+        server = ws.connect_to_server()
+        server.on_message(lambda message: None if held.is_set() else ws.send(message))
+
+    async with (
+        serving_tools(tether_home) as served,
+        agent(served) as client,
+        chromium() as browser,
+        panel_page(browser, login_url(served.base, TOKEN)) as denier,
+        panel_page(browser, login_url(served.base, TOKEN)) as watcher,
+        panel_page(browser, login_url(served.base, TOKEN)) as late,
+    ):
+        await late.route_web_socket("**/ws/events", stale)
+        [shell] = await open_shells(client, cwd=str(outside))
+        for page in (denier, watcher, late):
+            await page.goto(f"{served.base}/panel/#/shells")
+        await late.reload()  # its socket was opened at sign-in, before the route
+        answer: dict[str, Any] = {}
+
+        async def ask() -> None:
+            run = {
+                "target": {"sessions": shell},
+                "action": {"kind": "run", "command": "git push --force origin main; echo pushed=$?"},
+                "wait": {"kind": "exit"},
+            }
+            answer["task"] = (await client.call_tool("shell_run", {"tasks": [run]})).structured_content
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            for page in (denier, watcher, late):
+                await page.locator("#approval-list li.approval").wait_for(timeout=HANG_MS)
+            approval = await denier.locator("#approval-list li.approval").get_attribute("data-id")
+            held.set()
+            await denier.locator('#approval-list input[name="reason"]').click()
+            await denier.keyboard.type("not on main")
+            await denier.keyboard.press("Tab")  # Approve
+            await denier.keyboard.press("Tab")  # Deny
+            await denier.keyboard.press("Enter")
+        outcome = f'{approval} denied by person at the panel: "not on main"'
+        for page in (denier, watcher):
+            decided = page.locator(f'#approval-decided li[data-id="{approval}"]')
+            await decided.wait_for(timeout=HANG_MS)
+            assert outcome in await decided.inner_text()
+            assert await page.locator("#approval-list li").count() == 0
+        focused = await denier.evaluate("() => document.activeElement.closest('li')?.dataset.id")
+        assert focused == approval  # on the outcome, not dropped to the page
+
+        # The page that missed the push still offers the question; its answer does not count.
+        await late.locator("#approval-list li.approval button.approve").click()
+        toast = late.locator("#toast.error")
+        await toast.wait_for(timeout=HANG_MS)
+        said = await toast.inner_text()
+        assert f"approval {approval} was already denied by person at the panel at" in said, said
+        assert '(their words: "not on main"); your answer did not count' in said, said
+    assert 'denied it: "not on main"' in answer["task"]["tasks"][0]["error"], answer
+    records = _approval_records(tether_home)
+    assert [(r["extra"]["answer"], r["actor"], r["reason"]) for r in records] == [
+        ("denied", "person at the panel", "not on main")
+    ]

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 from browser import ARGS, CHROMIUM, chromium, panel_page, screenshot, wait_terminal_contains
-from panel_harness import TOKEN, agent, browserless, run_in, serving, serving_tools
+from panel_harness import TOKEN, agent, browserless, open_shells, run_in, serving, serving_tools
 from playwright.async_api import Page
 
+from hang import HANG_MS
 from tether.panel.app import login_url
 from tether.store.db import Store
 
@@ -216,3 +217,27 @@ async def test_sign_in_is_one_column_and_the_root_leads_to_the_panel(tether_home
 
 
 assert CHROMIUM and ARGS  # the harness's browser (Debian's chromium), never a downloaded one
+
+
+@pytest.mark.browser
+async def test_a_terminal_opened_from_the_list_in_a_phone_window_comes_into_view(tether_home: Path) -> None:
+    """In a phone-sized window the list comes first and the terminal below it: a shell opened from
+    the keyboard (``j``, Enter) took the keys in a terminal out of sight, below eight rows of list.
+    The terminal it opens is now scrolled into view."""
+    async with serving_tools(tether_home) as served, agent(served) as client:
+        shells = await open_shells(client, 8)
+        async with (
+            chromium() as browser,
+            panel_page(browser, login_url(served.base, TOKEN), width=390, height=844) as page,
+        ):
+            await page.goto(f"{served.base}/panel/#/shells")
+            await page.locator("#shells tbody tr").nth(len(shells) - 1).wait_for(timeout=HANG_MS)
+            await page.keyboard.press("j")
+            await page.keyboard.press("Enter")
+            cell = page.locator(".cell")
+            await cell.locator(".cell-note", has_text="attached:").wait_for(timeout=HANG_MS)
+            assert await page.evaluate("() => !!document.activeElement.closest('.cell')")  # it has the keys
+            top, bottom = await cell.evaluate(
+                "(c) => { const r = c.getBoundingClientRect(); return [r.top, r.bottom]; }"
+            )
+            assert 0 <= top < 844 and bottom > 0, (top, bottom)  # and it is in sight

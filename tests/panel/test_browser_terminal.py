@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -14,6 +15,7 @@ from playwright.async_api import Page
 
 from hang import HANG_MS, HANG_S
 from tether.panel.app import login_url
+from tether.panel.terminal import endpoint
 from tether.shells import Shells, terminal_clients
 
 SHELL = "dsh-br0wse"
@@ -220,3 +222,49 @@ async def test_a_terminal_whose_shell_exits_says_it_ended(tether_home: Path) -> 
         await page.goto(f"{served.base}/panel/#/shells/{shell}")
         await cell.locator(".cell-note", has_text=f"shell {shell} ended").wait_for()
         assert "attached:" not in await cell.locator(".cell-note").inner_text()
+
+
+@pytest.mark.browser
+async def test_sockets_that_go_silent_are_reattached(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A laptop that slept, or a network that dropped without a word: the page's sockets stay
+    "open" with nothing behind them. The header went on saying live while the list (and the
+    questions waiting for an answer) never changed again, and the cell said "attached" while the
+    keys typed into it were lost. The server now pings both sockets, and a page that hears nothing
+    for three pings takes the socket for dead and connects again."""
+    monkeypatch.setattr(endpoint, "HEARTBEAT_S", 2.0)  # six seconds of silence: dead
+    dead: set[int] = set()  # routes of the connections cut (those open when the network dropped)
+    opened: list[Any] = []
+
+    def cut(route: Any) -> None:
+        server = route.connect_to_server()
+        opened.append(route)
+        route.on_message(lambda m: None if id(route) in dead else server.send(m))
+        server.on_message(lambda m: None if id(route) in dead else route.send(m))
+        server.on_close(
+            lambda code, reason: None if id(route) in dead else route.close(code=code, reason=reason)
+        )
+
+    async with serving_tools(tether_home) as served, agent(served) as client, chromium() as browser:
+        (shell,) = await open_shells(client, label="sleeper")
+        async with panel_page(browser, login_url(served.base, TOKEN)) as page:
+            await page.route_web_socket(lambda url: "/panel/ws/" in url, cut)
+            await page.goto(f"{served.base}/panel/#/shells/{shell}")
+            await page.reload()  # the events socket was opened at sign-in, before the route
+            note = f'.cell[data-shell="{shell}"] .cell-note'
+            await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
+            await page.locator(f'#shells tbody tr[data-id="{shell}"]').wait_for(timeout=HANG_MS)
+            before = len(opened)
+            dead.update(id(route) for route in opened)  # the network drops, nobody is told
+
+            (later,) = await open_shells(client, label="woken")
+            await page.locator(f'#shells tbody tr[data-id="{later}"]').wait_for(timeout=HANG_MS)
+            with anyio.fail_after(HANG_S):  # a new terminal socket, not only a new events socket
+                while not any("/ws/term/" in r.url for r in opened[before:]):
+                    await anyio.sleep(0.05)
+            await page.locator(note, has_text="attached:").wait_for(timeout=HANG_MS)
+            await page.click(f'.cell[data-shell="{shell}"] .cell-term')
+            await page.keyboard.type("echo awake-$((20+22))")
+            await page.keyboard.press("Enter")
+            await wait_terminal_contains(page, "awake-42")

@@ -77,9 +77,32 @@ def test_decide_refuses_what_is_not_pending(tether_home: Path, queue: ApprovalQu
     with pytest.raises(NotFoundError, match="apr-nothing is unknown"):
         approvals.decide("apr-nothing", approve=True, by="p")
     gone = _ask(queue, 0)
-    with pytest.raises(NotFoundError, match="is expired"):
+    with pytest.raises(NotFoundError, match="expired unanswered at"):
         approvals.decide(gone, approve=True, by="p")
     assert _audit(tether_home) == []  # nothing decided, nothing recorded
+
+
+def test_the_loser_of_a_race_is_told_whose_answer_counted(
+    tether_home: Path, queue: ApprovalQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pages answer at once and the other one's answer is taken first: the loser was told
+    "answered or expired meanwhile", not which — it now hears what was decided, by whom, when, and
+    their words; and the panel lists that decision (``decided``) for every page."""
+    asked = _ask(queue, 60_000)
+    real = ApprovalQueue.decide
+
+    def rival_first(self: ApprovalQueue, row_id: str, **answer: Any) -> bool:
+        assert real(self, row_id, approve=False, by="person B", reason="not now")
+        return real(self, row_id, **answer)
+
+    monkeypatch.setattr(ApprovalQueue, "decide", rival_first)
+    approvals = Approvals(tether_home, timeout_s=60)
+    said = r'already denied by person B at \d\d:\d\d:\d\d UTC \(their words: "not now"\); your answer did not'
+    with pytest.raises(NotFoundError, match=said):
+        approvals.decide(asked, approve=True, by="person A")
+    assert [(r.id, r.status, r.decided_by) for r in approvals.decided(60_000)] == [
+        (asked, "denied", "person B")
+    ]
 
 
 @pytest.mark.parametrize("rival", ["another page denies", "the asker withdraws"])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -257,6 +258,11 @@ class Approvals:
                 source="panel",
             )
 
+    def decided(self, window_ms: int) -> list[ApprovalRow]:
+        """The panel's questions answered, expired or withdrawn in the last ``window_ms``, newest
+        first: what every page shows after a question leaves the pending list (whoever answered it)."""
+        return self.queue.decided_since(now_ms() - window_ms, channel="panel")
+
     def decide(self, approval_id: str, *, approve: bool, by: str, reason: str = "") -> ApprovalRow:
         """A person's answer to a pending question in the panel's queue, audited before it counts;
         ``NotFoundError`` when it is no longer pending (answered, expired, unknown) or nobody waits
@@ -270,8 +276,7 @@ class Approvals:
                 "waits for an answer (the agent asks again if it still needs it)"
             )
         if row is None or row.status != "pending" or row.expires_ms <= now_ms():
-            state = "unknown" if row is None else ("expired" if row.status == "pending" else row.status)
-            raise NotFoundError(f"approval {approval_id} is {state}; only a pending question can be answered")
+            raise NotFoundError(no_longer_pending(approval_id, row))
         if row.channel != "panel":
             raise NotFoundError(
                 f"approval {approval_id} is being asked of the person at the MCP client (elicitation); "
@@ -303,8 +308,8 @@ class Approvals:
             if recorded:  # the record is on disk, the answer is not: say so in the log
                 self._void(recorded[0], approval_id, by=by, error=exc)
             raise
-        if not taken:
-            raise NotFoundError(f"approval {approval_id} was answered or expired meanwhile")
+        if not taken:  # another answer (or the deadline) came first: say whose
+            raise NotFoundError(no_longer_pending(approval_id, queue.get(approval_id)))
         answered = queue.get(approval_id)
         assert answered is not None
         return answered
@@ -400,3 +405,27 @@ def _question_of(row: ApprovalRow) -> Question:
         asker=row.asker,
         targets=row.targets,
     )
+
+
+def _clock(ms: int | None) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(ms / 1000)) if ms else "an unknown time"
+
+
+def no_longer_pending(approval_id: str, row: ApprovalRow | None) -> str:
+    """Why an answer to ``approval_id`` does not count: it is unknown, or what happened to it, by
+    whom and when — the words of the person who lost a race to another page (or to the deadline),
+    or who answered from a page that had not heard of the decision yet."""
+    tail = "; only a pending question can be answered"
+    if row is None:
+        return f"approval {approval_id} is unknown{tail}"
+    if row.status in ("approved", "denied"):
+        said = f' (their words: "{row.reason}")' if row.reason else ""
+        return (
+            f"approval {approval_id} was already {row.status} by {row.decided_by or 'someone'} at "
+            f"{_clock(row.decided_ms)}{said}; your answer did not count{tail}"
+        )
+    if row.status == "cancelled":
+        withdrawn = _clock(row.decided_ms)
+        return f"approval {approval_id} was withdrawn at {withdrawn} (its asker stopped waiting){tail}"
+    when = row.decided_ms if row.status == "expired" and row.decided_ms else row.expires_ms
+    return f"approval {approval_id} expired unanswered at {_clock(when)}{tail}"

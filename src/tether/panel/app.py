@@ -11,7 +11,8 @@ shell host's terminal client, and ``PanelGuard`` (``auth``) stands in front of a
     POST /panel/login               the same with the token from the form
     POST /panel/logout              forget the cookie
     GET  /panel/                    the page (static/index.html); /panel/static/… its assets
-    WS   /panel/ws/events           the live shell list, the pending approvals, the vault (pushed)
+    WS   /panel/ws/events           the live shell list, the pending approvals, the vault (pushed),
+                                    and a heartbeat (``terminal.heartbeats``)
     WS   /panel/ws/term/<shell>     a terminal (see tether.panel.terminal)
     /panel/api/…                    JSON actions (see api.py)
 """
@@ -42,7 +43,7 @@ from tether.panel.assets import PanelAssets
 from tether.panel.auth import PanelAuth, PanelGuard, served_names, token_matches
 from tether.panel.calls import PanelCalls
 from tether.panel.shells import ShellFeed
-from tether.panel.terminal import TerminalEndpoint
+from tether.panel.terminal import TerminalEndpoint, heartbeats
 from tether.panel.vault import vault_stream
 from tether.shells import Shells
 from tether.tools.registry import ToolRegistry
@@ -178,6 +179,7 @@ def build_panel_app(
 
         # The page sends nothing; reading is how a closed page is noticed while the list is quiet.
         async with anyio.create_task_group() as tg:
+            tg.start_soon(push, heartbeats(), tg.cancel_scope)
             tg.start_soon(push, feed.stream(), tg.cancel_scope)
             tg.start_soon(push, approvals_stream(calls), tg.cancel_scope)
             tg.start_soon(push, vault_stream(calls), tg.cancel_scope)

@@ -7,7 +7,9 @@ Invariants:
   from this process or any other of the same home (a ``tether mcp`` asks, the person answers in
   ``tether serve``). It hears of a change at once: the stream's ``approvals list`` call waits
   (``waitMs``) until the pending set differs from what the page was last sent, woken by the
-  queue's inotify file and by the next expiry; never on a polling period.
+  queue's inotify file and by the next expiry; never on a polling period. Each message also carries
+  the questions decided lately (who decided, when, their words), so a question answered on one page
+  shows its outcome on every page, not only vanishes.
 - Answering is one ``approvals answer`` call (a POST); the tool audits the decision before it
   counts, and a question answered, expired or withdrawn meanwhile is ``NOT_FOUND``.
 """
@@ -47,7 +49,16 @@ async def approvals_stream(calls: PanelCalls) -> AsyncIterator[str]:
         ids = [p["id"] for p in pending]
         if ids != known:
             known = ids
-            yield json.dumps({"type": "approvals", "now": result.structured.get("now"), "pending": pending})
+            data = result.structured
+            yield json.dumps(
+                {
+                    "type": "approvals",
+                    "now": data.get("now"),
+                    "pending": pending,
+                    "decided": data.get("decided", []),
+                    "decidedWindowMs": data.get("decidedWindowMs", 0),
+                }
+            )
 
 
 def approval_routes(

@@ -196,9 +196,15 @@ class ApprovalQueue:
         """Every question still ``pending``, of either channel, past its deadline or not."""
         return [_row(r) for r in self.store.query("SELECT * FROM approvals WHERE status = 'pending'")]
 
-    def recent(self, limit: int = 50) -> list[ApprovalRow]:
+    def decided_since(
+        self, since_ms: int, *, channel: Channel = "panel", limit: int = 20
+    ) -> list[ApprovalRow]:
+        """Questions of ``channel`` answered, expired or withdrawn at ``since_ms`` or later, newest
+        first (at most ``limit``)."""
         rows = self.store.query(
-            "SELECT * FROM approvals WHERE status != 'pending' ORDER BY decided_ms DESC LIMIT ?", (limit,)
+            "SELECT * FROM approvals WHERE status != 'pending' AND channel = ? AND decided_ms >= ? "
+            "ORDER BY decided_ms DESC LIMIT ?",
+            (channel, since_ms, limit),
         )
         return [_row(r) for r in rows]
 

@@ -10,6 +10,6 @@ endpoint; nothing else reaches into the modules.
 from __future__ import annotations
 
 from tether.panel.terminal.client import PanelTerminal, clamp_size
-from tether.panel.terminal.endpoint import TerminalEndpoint
+from tether.panel.terminal.endpoint import TerminalEndpoint, heartbeats
 
-__all__ = ["PanelTerminal", "TerminalEndpoint", "clamp_size"]
+__all__ = ["PanelTerminal", "TerminalEndpoint", "clamp_size", "heartbeats"]

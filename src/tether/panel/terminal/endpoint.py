@@ -4,7 +4,11 @@ Protocol (``/panel/ws/term/<shell>?cols=C&rows=R``):
 
 - server → browser, binary frames: bytes for the terminal, in order — first the pane's scrollback
   above the screen (pushed into xterm's scrollback), then everything the tmux client draws.
-- server → browser, text frames: ``{"type": "exit" | "error", "message": …}`` before the close;
+- server → browser, text frames: ``{"type": "ping", "every": ms}`` every ``HEARTBEAT_S`` (a page
+  that hears nothing for three of them takes the socket for dead and attaches again: after a laptop
+  slept or the network dropped, a socket can stay "open" on the page with nothing behind it, and
+  keys typed into it were lost without a word); ``{"type": "exit" | "error", "message": …}``
+  before the close;
   ``{"type": "notice", "message": …}`` when an input message was cut (over ``MAX_INPUT_CHARS``;
   the page sends a paste in smaller pieces, so its own input never is).
 - browser → server, text frames: ``{"type": "input", "data": str, "binary": bool, "typed": bool}``
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +46,16 @@ STAMP_INTERVAL_S = 0.5
 HISTORY_LINES = 5000
 MAX_INPUT_CHARS = 1 << 20
 END_POLL_S = 1.0  # how soon a terminal on a shell whose bash exited says so and ends
+HEARTBEAT_S = 15.0  # the terminal's and the events socket's ping; read at each ping (tests shorten it)
+
+
+async def heartbeats() -> AsyncIterator[str]:
+    """A ping at once and every ``HEARTBEAT_S`` after, saying the period: the page's proof that its
+    socket still reaches the server (a browser's WebSocket has no ping of its own a page could see).
+    The first at once, so a socket cut in its first period is noticed too."""
+    while True:
+        yield json.dumps({"type": "ping", "every": int(HEARTBEAT_S * 1000)})
+        await anyio.sleep(HEARTBEAT_S)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,9 +93,11 @@ class TerminalEndpoint:
             await self.calls.audit(
                 action="terminal-attach", targets=[shell_id], detail=f"{cols}x{rows}{where}"
             )
+            sending = anyio.Lock()  # the output and the heartbeat, one frame at a time
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._pump_output, websocket, term, tg.cancel_scope)
+                tg.start_soon(self._pump_output, websocket, term, tg.cancel_scope, sending)
                 tg.start_soon(self._watch_end, websocket, term, tg.cancel_scope)
+                tg.start_soon(_ping, websocket, sending)
                 await self._pump_input(websocket, term, shell_id)
                 tg.cancel_scope.cancel()
         except PanelError as exc:  # the audit log cannot be written: no unaudited terminal
@@ -94,10 +111,13 @@ class TerminalEndpoint:
                 except Exception:
                     logger.exception("could not audit the detach of %s", shell_id)
 
-    async def _pump_output(self, websocket: WebSocket, term: PanelTerminal, scope: anyio.CancelScope) -> None:
+    async def _pump_output(
+        self, websocket: WebSocket, term: PanelTerminal, scope: anyio.CancelScope, sending: anyio.Lock
+    ) -> None:
         try:
             while chunk := await term.read():
-                await websocket.send_bytes(chunk)
+                async with sending:
+                    await websocket.send_bytes(chunk)
         except (WebSocketDisconnect, RuntimeError, OSError):
             scope.cancel()  # the page went away mid-send; the input side ends the same way
             return
@@ -158,6 +178,15 @@ class TerminalEndpoint:
                     except TetherError:
                         logger.warning("could not stamp user input on %s", shell_id, exc_info=True)
                 await term.write(raw)
+
+
+async def _ping(websocket: WebSocket, sending: anyio.Lock) -> None:
+    try:
+        async for ping in heartbeats():
+            async with sending:
+                await websocket.send_text(ping)
+    except (WebSocketDisconnect, RuntimeError, OSError):
+        return  # the page went away: the input side ends the terminal
 
 
 def _int(value: Any, default: int) -> int:

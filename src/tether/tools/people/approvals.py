@@ -1,8 +1,9 @@
 """The people-only ``approvals`` tool: the panel's (and the CLI's) door to the questions agents put
 to a person (``tether.approvals``).
 
-    approvals  list (the pending questions of the panel's queue; ``waitMs`` waits until the set
-               differs from ``known``, woken by the queue's inotify file and the next expiry)
+    approvals  list (the pending questions of the panel's queue, and those decided in the last
+               ``DECIDED_WINDOW_MS``: by whom, when, their words; ``waitMs`` waits until the pending
+               set differs from ``known``, woken by the queue's inotify file and the next expiry)
                · answer (approve or deny one pending question, with the person's words)
 
 Invariant: an answer is audited by ``Approvals.decide`` before it counts (the ``approval``
@@ -32,6 +33,9 @@ from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
 PERSON_OF_SOURCE = {"panel": "person at the panel", "cli": "person at the command line"}
 _FALLBACK_S = 1.0  # only without inotify (no instances left): re-read at this period
 MAX_WAIT_MS = 60_000
+# How long a question answered (or expired, or withdrawn) is still listed as ``decided``: every open
+# page shows who decided it, not only the page that answered.
+DECIDED_WINDOW_MS = 5 * 60_000
 
 
 class ApprovalsArgs(BaseModel):
@@ -68,12 +72,38 @@ def approval_json(row: ApprovalRow) -> dict[str, Any]:
     }
 
 
+def decided_json(row: ApprovalRow) -> dict[str, Any]:
+    """A question no longer pending, as every page shows it for ``DECIDED_WINDOW_MS``: what was
+    asked, what became of it, who decided and when (``outcome`` in words)."""
+    if row.status in ("approved", "denied"):
+        said = f': "{row.reason}"' if row.reason else ""
+        outcome = f"{row.status} by {row.decided_by or 'someone'}{said}"
+    elif row.status == "cancelled":
+        outcome = "withdrawn: its asker stopped waiting"
+    else:
+        outcome = "refused: nobody answered in time"
+    return {
+        "id": row.id,
+        "tool": row.tool,
+        "subject": row.subject,
+        "mode": row.mode,
+        "status": row.status,
+        "by": row.decided_by,
+        "reason": row.reason,
+        "decidedMs": row.decided_ms,
+        "outcome": outcome,
+    }
+
+
 class PeopleApprovalTools:
     def __init__(self, config: Config) -> None:
         self.approvals = Approvals(config.home, timeout_s=config.approvals.timeout_s)
 
     def _pending(self) -> list[ApprovalRow]:
         return self.approvals.pending()
+
+    def _decided(self) -> list[ApprovalRow]:
+        return self.approvals.decided(DECIDED_WINDOW_MS)
 
     async def _changed(self, known: list[str], wait_ms: int) -> list[ApprovalRow]:
         """The pending questions once they differ from ``known`` (or at ``wait_ms``)."""
@@ -110,10 +140,22 @@ class PeopleApprovalTools:
             else:
                 rows = await anyio.to_thread.run_sync(self._pending)
             pending = [approval_json(r) for r in rows]
+            decided = [decided_json(r) for r in await anyio.to_thread.run_sync(self._decided)]
             text = f"{len(pending)} question(s) waiting for a person" + "".join(
                 f"\n{p['id']}: {p['question']}" for p in pending
             )
-            return ToolResult(text=text, structured={"pending": pending, "now": now_ms()})
+            if decided:
+                text += (
+                    f"\n{len(decided)} decided in the last {DECIDED_WINDOW_MS // 60_000} minutes"
+                    + "".join(f"\n{d['id']}: {d['outcome']}" for d in decided)
+                )
+            structured = {
+                "pending": pending,
+                "decided": decided,
+                "decidedWindowMs": DECIDED_WINDOW_MS,
+                "now": now_ms(),
+            }
+            return ToolResult(text=text, structured=structured)
         if not args.id or args.approve is None:
             raise UsageError(
                 "approvals answer needs id (the question's apr-… id) and approve (true lets it "

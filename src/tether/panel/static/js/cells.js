@@ -6,7 +6,7 @@
  * shell ended, its client was detached, an error) or the person detached stays closed. Keys typed
  * while no socket is open are not sent, and the cell says so. */
 import { $, act, api, el, shellPath, shellsHash, wsBase } from "./util.js";
-import { list, shellById } from "./list.js";
+import { list, shellById, watchdog } from "./list.js";
 
 export const MAX_CELLS = 4;
 const RETRY_MS = 500, RETRY_MAX_MS = 8000;
@@ -124,8 +124,12 @@ export class TermCell {
     const ws = new WebSocket(`${wsBase()}/ws/term/${encodeURIComponent(this.id)}?cols=${term.cols}&rows=${term.rows}`);
     ws.binaryType = "arraybuffer";
     this.socket = ws;
-    let painted = false, ended = false;
+    let painted = false, ended = false, every = 0;
+    // Silent for three heartbeats: the socket is dead though the page still holds it open (a laptop
+    // that slept, a dropped network) — keys typed into it would be lost. Treated as lost: attach again.
+    const dog = watchdog(() => { ws.onclose = null; ws.close(); dropped({ code: 1006, reason: "" }); });
     ws.onopen = () => {
+      dog.heard(every);  // a socket cut before its first ping is noticed too
       // The layout may have settled (and the terminal been refitted) while the socket opened: a
       // resize then went nowhere, and tmux would draw for the old size, the cursor off by rows.
       this.fit.fit();
@@ -136,6 +140,7 @@ export class TermCell {
       if (grid.focused === this) term.focus();
     };
     ws.onmessage = (ev) => {
+      dog.heard(every);
       if (typeof ev.data !== "string") {
         // A new client paints the whole scrollback and screen: start from a clean terminal (kept
         // until then, so a lost connection leaves the last screen in view).
@@ -144,10 +149,12 @@ export class TermCell {
         return;
       }
       const msg = JSON.parse(ev.data);
+      if (msg.type === "ping") { every = msg.every; dog.heard(every); return; }
       if (msg.type === "exit" || msg.type === "error") { ended = true; this.setNote(msg.message); this.node.classList.add("closed"); }
       else if (msg.type === "notice") this.note.textContent = msg.message;
     };
-    ws.onclose = (ev) => {
+    const dropped = (ev) => {
+      dog.stop();
       if (this.socket !== ws) return;  // detached by the person, or replaced
       this.socket = null;
       this.node.classList.add("closed");
@@ -162,6 +169,7 @@ export class TermCell {
       this.retryTimer = setTimeout(() => this.reconnect(), this.retryMs);
       this.retryMs = Math.min(this.retryMs * 2, RETRY_MAX_MS);
     };
+    ws.onclose = dropped;
   }
 
   /* Attach again after a lost connection, while the shell is still listed. */
@@ -205,6 +213,9 @@ grid.focus = function (cell) {
   grid.focused = cell;
   for (const c of grid.cells) c.node.classList.toggle("focused", c === cell);
   window.tetherTerm = cell.term;  // for the browser tests and the curious
+  // In a narrow window the list comes first and the terminal below it: a terminal opened from
+  // the list (Enter, a click) took the keys while it stayed out of sight, far down the page.
+  cell.node.scrollIntoView({ block: "nearest" });
   for (const fn of grid.onFocus) fn(cell);
 };
 

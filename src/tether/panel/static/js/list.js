@@ -25,13 +25,28 @@ async function signedOut() {
   }
 }
 
+/* A socket that has heard nothing for three of the server's heartbeats is taken for dead: after a
+ * laptop slept, or the network dropped without a word, a socket can stay open on the page with
+ * nothing behind it — the list and the questions waiting for an answer would never change again. */
+const HEARTBEAT_MS = 15000;  // HEARTBEAT_S of the server, until its first ping says its own
+export function watchdog(onDead) {
+  let timer = 0;
+  return {
+    heard(every) { clearTimeout(timer); timer = setTimeout(onDead, 3 * (every || HEARTBEAT_MS)); },
+    stop() { clearTimeout(timer); },
+  };
+}
+
 export function connectEvents(delay = 500) {
   const live = $("#live");
   const ws = new WebSocket(`${wsBase()}/ws/events`);
-  let opened = false;
-  ws.onopen = () => { opened = true; live.textContent = "live"; live.className = "live ok"; delay = 500; };
+  let opened = false, every = 0;
+  const dog = watchdog(() => { ws.onclose = null; ws.close(); lost({ code: 1006 }); });
+  ws.onopen = () => { opened = true; live.textContent = "live"; live.className = "live ok"; delay = 500; dog.heard(every); };
   ws.onmessage = (ev) => {
     const msg = JSON.parse(ev.data);
+    if (msg.type === "ping") every = msg.every;
+    dog.heard(every);
     if (msg.type === "shells") {
       list.shells = msg.shells;
       list.loaded = true;
@@ -39,14 +54,15 @@ export function connectEvents(delay = 500) {
       renderShells();
       for (const fn of list.listeners) fn(list.shells);
     } else if (msg.type === "approvals") {
-      renderApprovals(msg.pending, msg.now - Date.now());
+      renderApprovals(msg.pending, msg.now - Date.now(), msg.decided || [], msg.decidedWindowMs || 0);
     } else if (msg.type === "vault") {
       vaultPushed(msg);
     } else if (msg.type === "error") {
       live.textContent = `list unavailable: ${msg.message}`; live.className = "live down";
     }
   };
-  ws.onclose = async (ev) => {
+  const lost = async (ev) => {
+    dog.stop();
     live.textContent = ev.code === 1008 ? "signed out" : "reconnecting…";
     live.className = "live down";
     if (ev.code === 1008) { location.href = `${basePath()}/login`; return; }
@@ -59,6 +75,7 @@ export function connectEvents(delay = 500) {
     }
     setTimeout(() => connectEvents(Math.min(delay * 2, 8000)), delay);
   };
+  ws.onclose = lost;
 }
 
 function matches(s) {
