@@ -59,7 +59,7 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> tuple[str, di
 async def open_shell(client: Client, **action: Any) -> str:
     _, data = await call(client, "shell_open", {"tasks": [{"action": {"kind": "open", **action}}]})
     shell = data["tasks"][0]["shell"]
-    assert isinstance(shell, str) and shell.startswith("dsh-")
+    assert isinstance(shell, str) and shell.startswith("dsh-"), data
     return shell
 
 

@@ -369,7 +369,8 @@ class SshHost(RemoteQuestions, ShellHost):
 
     async def panes(self, *, lean: bool = False, only: Sequence[str] | None = None) -> dict[str, PaneInfo]:
         # Always the whole listing: over ssh, the round trip costs far more than tmux's /proc reads
-        # or its formatting of every pane, and the mirror keeps the logs of the shells it lists.
+        # or its formatting of every pane, and the mirror keeps the logs of the shells it lists;
+        # ``only`` narrows the answer, not the question.
         await self.connection()
         try:
             lines = await self._query(commands.list_panes())
@@ -383,6 +384,8 @@ class SshHost(RemoteQuestions, ShellHost):
         self._followed &= set(panes)
         for shell_id in panes:
             self._follow(shell_id)
+        if only is not None:  # asked of these shells alone: the others are not an answer to it
+            return {shell_id: pane for shell_id, pane in panes.items() if shell_id in only}
         return panes
 
     async def pane(self, shell_id: str) -> PaneInfo:
