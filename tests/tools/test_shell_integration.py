@@ -179,6 +179,26 @@ async def test_cpu_and_noproc_wait_for_the_command_itself(tether_home: Path, tmp
         assert out["met"] is True and (tmp_path / "c.done").exists(), out
 
 
+async def test_a_cpu_wait_counts_a_command_starved_of_cpu_as_busy(tether_home: Path, tmp_path: Path) -> None:
+    # A command that works but gets almost no CPU (SCHED_IDLE, on a CPU a busy loop holds) spent
+    # no 10 ms tick between two samples, so its CPU read 0 % and the wait was met while it still
+    # worked: on a loaded machine any command can be starved so. It wants the CPU all the same.
+    done = tmp_path / "c.done"
+    hog = await anyio.open_process(["taskset", "-c", "0", "bash", "-c", f"while [ ! -e {done} ]; do :; done"])
+    try:
+        async with shell_client(tether_home) as client:
+            shell = await open_shell(client, cwd=str(tmp_path))
+            loop = "for ((i = 0; i < 30000; i++)); do :; done; : > c.done; sleep 3"
+            starved = f"taskset -c 0 chrt -i 0 bash -c '{loop}'"
+            wait = {"kind": "cpu", "threshold": 1, "timeoutMs": HANG_MS}
+            out = await run(client, shell, starved, wait=wait)
+            assert out["met"] is True and done.exists(), {k: out[k] for k in ("met", "waited", "elapsedMs")}
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # it ends by itself once c.done exists
+            hog.kill()
+        await hog.wait()
+
+
 async def test_resize_returns_with_the_new_size(tether_home: Path) -> None:
     async with shell_client(tether_home) as client:
         shell = await open_shell(client)

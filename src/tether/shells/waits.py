@@ -502,7 +502,10 @@ class WaitEngine:
             if cpu_prev is None:
                 return None, sample, True
             pct = 100.0 * (sample[1] - cpu_prev[1]) / max(sample[0] - cpu_prev[0], 1e-6)
-            if pct < spec.threshold:
+            # Below the threshold, and nothing of it running or waiting to run (or for the disk)
+            # now: a command the machine starves of CPU spends little between two samples (a
+            # loaded machine may not run it at all for a while), yet it works.
+            if pct < spec.threshold and not await self.host.front_busy(pane):
                 return (True, f"foreground CPU {pct:.0f}% < {spec.threshold:g}%"), sample, True
             return None, sample, True
         return None, cpu_prev, seen_proc

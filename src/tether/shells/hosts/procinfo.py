@@ -260,7 +260,14 @@ def group_names(shell_pid: int, pgid: int) -> list[str]:
 
 
 def group_cpu_seconds(shell_pid: int, pgid: int) -> float:
-    """User+system CPU seconds of the shell's descendants in process group ``pgid``."""
+    """CPU seconds the shell's descendants in process group ``pgid`` ran *or waited to run*.
+
+    From the scheduler's nanosecond counts of every thread (``/proc/PID/task/*/schedstat``: time
+    on a CPU plus time runnable on a run queue): a command the machine starves of CPU still wants
+    it, and must not read as idle. ``utime``/``stime`` (psutil's) count ticks of 10 ms and only
+    time on a CPU: on a loaded machine a busy loop read 0 % in a 150 ms window and a ``cpu`` wait
+    was met while its command still worked. Where the kernel keeps no schedstat, they are the
+    fallback."""
     total = 0.0
     try:
         procs = psutil.Process(shell_pid).children(recursive=True)
@@ -270,8 +277,32 @@ def group_cpu_seconds(shell_pid: int, pgid: int) -> float:
         try:
             if os.getpgid(proc.pid) != pgid:
                 continue
-            times = proc.cpu_times()
-            total += times.user + times.system
+            demand = _demand_seconds(proc.pid)
+            if demand is None:
+                times = proc.cpu_times()
+                demand = times.user + times.system
+            total += demand
         except (psutil.Error, ProcessLookupError, PermissionError):
             continue
     return total
+
+
+def _demand_seconds(pid: int) -> float | None:
+    """Run plus run-queue time of every thread of ``pid`` in seconds; ``None`` without schedstat."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    ns = 0
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat", "rb") as fh:
+                run, wait, _slices = fh.read().split()
+        except FileNotFoundError:
+            if task == str(pid):
+                return None  # no schedstat in this kernel (the leader's task is always there)
+            continue  # a thread that ended meanwhile
+        except (OSError, ValueError):
+            continue
+        ns += int(run) + int(wait)
+    return ns / 1e9
