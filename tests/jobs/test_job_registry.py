@@ -78,6 +78,10 @@ async def test_admission_is_bounded_and_kill_is_idempotent(
     running = [await start(jobs, executor, "sleep 30") for _ in range(3)]
     with pytest.raises(JobLimitError, match=r"3 jobs are running, the limit is 3 \(\[jobs\]\.max_live"):
         jobs.reserve(command="sleep 1", description="one too many", owner="conv-a")
+    # A foreground call the bound refused is entered past it (listed, killable), never refused.
+    past = jobs.reserve(command="sleep 1", description="foreground", owner="conv-a", bounded=False)
+    assert jobs.get(past.job_id).info().status == "starting" and jobs.live_count() == 4
+    jobs.release(past)
 
     assert jobs.kill(running[0].job_id, "user asked") is True
     assert jobs.kill(running[0].job_id, "another reason") is False

@@ -13,9 +13,10 @@ import mcp_types as types
 import pytest
 from bash_tools_harness import connected, make_setup, text_of
 from mcp.client.session import IncomingMessage
+from shell_harness import shell_client
 
 from hang import HANG_MS, HANG_S
-from proc_probe import alive_with, unique_sleep_arg
+from proc_probe import alive_with, kill_all, unique_sleep_arg
 from tether.tools.bash import ToolAborted
 from tether.tools.registry import CallContext
 
@@ -345,3 +346,55 @@ async def test_a_second_job_kill_during_the_first_ones_grace_waits_and_says_so(
         assert text_of(second) == (
             f"job {job_id} was already being stopped; [job {job_id} killed; stopped: first; exit code: 0]"
         ), text_of(second)
+
+
+@pytest.mark.timeout(300)
+async def test_foreground_calls_past_the_job_limit_are_listed_and_killable(tether_home: Path) -> None:
+    # A burst of foreground calls past [jobs].max_live ran without a job entry: job_list did not
+    # show them and job_kill could not stop them (only the deadline or a cancel could), and the
+    # one word about it was a log message the agent never sees. Real `tether mcp` over stdio.
+    (tether_home / "config.toml").write_text("[jobs]\nmax_live = 2\n")
+    tokens = [unique_sleep_arg() for _ in range(4)]
+    logged: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params.data)
+
+    results: dict[str, types.CallToolResult] = {}
+    try:
+        async with shell_client(tether_home, logging_callback=on_log) as client:
+
+            async def jobs() -> dict[str, str]:
+                listed = await client.call_tool("job_list", {})
+                assert listed.structured_content is not None
+                return {row["command"]: row["jobId"] for row in listed.structured_content["jobs"]}
+
+            with anyio.fail_after(HANG_S):
+                async with anyio.create_task_group() as tg:
+
+                    async def one(token: str) -> None:
+                        arguments = run(f"sleep {token}", timeoutMs=HANG_MS)
+                        results[token] = await client.call_tool("bash", arguments)
+
+                    for token in tokens:
+                        tg.start_soon(one, token)
+                    await until(lambda: all(alive_with(t) for t in tokens), "every call to run", HANG_S)
+                    listed = await jobs()
+                    assert sorted(listed) == sorted(f"sleep {t}" for t in tokens), listed
+                    # Past the bound too, job_kill stops the call, and its result says so.
+                    last = tokens[-1]
+                    killed = await client.call_tool("job_kill", {"jobId": listed[f"sleep {last}"]})
+                    assert not killed.is_error and killed.structured_content is not None, text_of(killed)
+                    assert killed.structured_content["killed"] is True
+                    await until(lambda: last in results, "the killed call to answer", HANG_S)
+                    stopped = results[last].structured_content
+                    assert stopped is not None and stopped["stopped"] == "stopped by job_kill", stopped
+                    # The rest are cancelled by the client: each entry leaves with its process tree.
+                    tg.cancel_scope.cancel()
+                while await jobs():
+                    await anyio.sleep(0.01)
+            assert [t for t in tokens if alive_with(t)] == []
+            assert logged and all(item["event"] == "job_admission" for item in logged), logged
+            assert all("runs in the foreground under its deadline" in item["message"] for item in logged)
+    finally:
+        kill_all([pid for token in tokens for pid in alive_with(token)])

@@ -3,7 +3,10 @@
 Invariants this module owns:
 
 - Admission is bounded: at most ``max_live`` running jobs (reservations included); one more is a
-  ``JobLimitError``, decided synchronously so two concurrent starts cannot both squeeze in.
+  ``JobLimitError``, decided synchronously so two concurrent starts cannot both squeeze in. The one
+  exception is ``reserve(bounded=False)``: a foreground call the bound refused is still entered
+  (listed, killable), because nothing may run that ``job_list`` cannot show and ``job_kill`` cannot
+  stop; such a call never becomes a background job, and ends with its call.
 - A job's output is read two ways over the *same* capture: ``read()`` consumes (what arrived since
   the previous consuming read, ``lossy`` when memory dropped some first) and ``read_from(offsets)``
   does not. A foreground call promoted to a job seeds its answer with one consuming read, so the
@@ -183,12 +186,15 @@ class JobRegistry:
         self._sweep()
         return sum(1 for job in self._jobs.values() if job.running)
 
-    def reserve(self, *, command: str, description: str, owner: str) -> Job:
-        """Admit a job before its process exists (raises ``JobLimitError`` at the bound)."""
+    def reserve(self, *, command: str, description: str, owner: str, bounded: bool = True) -> Job:
+        """Admit a job before its process exists (raises ``JobLimitError`` at the bound).
+
+        ``bounded=False`` enters it past the bound: only for a foreground call, which the caller
+        keeps to its own deadline and removes when the call ends (it is never promoted)."""
         if self._closed:
             raise RefusedError("the job table is closed: this tether process is shutting down")
         live = self.live_count()
-        if live >= self.max_live:
+        if bounded and live >= self.max_live:
             raise JobLimitError(
                 f"{live} jobs are running, the limit is {self.max_live} ([jobs].max_live in config.toml); "
                 "wait for one with job_output or stop one with job_kill"

@@ -8,8 +8,10 @@ Invariants this module owns:
   attached. ``stdout_max_bytes`` never appears. Attaching or detaching the job registry swaps the
   definition in the ``ToolRegistry`` (the schema hot-switch), which front doors announce.
 - A foreground command is started in the job table while it runs, so ``job_kill`` from elsewhere
-  stops it and its result says ``stopped``. If the table refuses admission the call still runs,
-  under the executor's own kill deadline, and an ``internal/error`` event is logged.
+  stops it and its result says ``stopped``. If the table is full (``max_live``) the call still
+  runs, under the executor's own kill deadline (never promoted), and an ``internal/error`` event is
+  logged; it is still entered in the table past the bound, so it is never a command that
+  ``job_list`` cannot show or ``job_kill`` cannot stop.
 - With ``promote_on_timeout`` and a job table, a command still running at its deadline becomes a
   background job; its answer is seeded by one consuming read, so ``job_output`` continues exactly
   after it. Otherwise the deadline kills it (``timedOut``).
@@ -301,26 +303,36 @@ class ShellToolPlugin:
             structured=shapes.background(job_id=job.job_id),
         )
 
-    async def _admit(self, args: _ShellArgs, ctx: CallContext) -> Job | None:
+    async def _admit(self, args: _ShellArgs, ctx: CallContext) -> tuple[Job | None, bool]:
+        """The call's entry in the job table, and whether it may become a background job."""
         if self.jobs is None:
-            return None
+            return None, False
         try:
-            return self.jobs.reserve(command=args.command, description=args.description, owner=ctx.actor)
+            job = self.jobs.reserve(command=args.command, description=args.description, owner=ctx.actor)
+            return job, True
         except JobLimitError as exc:
-            # Not a failure of the call: it runs without a job entry, under the executor's deadline.
-            logger.error(
-                "internal/error: job admission refused, running %s in the foreground: %s", self.shell, exc
+            # Not a failure of the call: it runs under the executor's deadline, never promoted (that
+            # would be one job more than the bound), and is entered past the bound all the same,
+            # so job_list shows it and job_kill stops it like any other.
+            job = self.jobs.reserve(
+                command=args.command, description=args.description, owner=ctx.actor, bounded=False
             )
+            message = f"{exc}; {job.job_id} runs in the foreground under its deadline, not promoted"
+            logger.warning("internal/error: job admission refused for a %s call: %s", self.shell, message)
             if ctx.notifier is not None:
-                await ctx.notifier.log(
-                    "warning", "internal/error", {"event": "job_admission", "message": str(exc)}
-                )
-            return None
+                try:
+                    await ctx.notifier.log(
+                        "warning", "internal/error", {"event": "job_admission", "message": message}
+                    )
+                except BaseException:
+                    self.jobs.release(job)  # cancelled before anything ran: no entry left behind
+                    raise
+            return job, False
 
     async def _foreground(self, args: _ShellArgs, ctx: CallContext) -> ToolResult:
         request = await self._authorized(self._request(args, ctx, ShellExpiryPolicy.KILL), ctx)
-        job = await self._admit(args, ctx)
-        promote = job is not None and self.options.promote_on_timeout
+        job, promotable = await self._admit(args, ctx)
+        promote = job is not None and promotable and self.options.promote_on_timeout
         expiry = ShellExpiryPolicy.NONE if promote else ShellExpiryPolicy.KILL
         abort = AbortSignal()
         try:
