@@ -159,11 +159,11 @@ def _signalled(pid: int) -> bool:
 
 
 async def _frozen_close(
-    tether_home: Path, remote: RemoteHosts, freeze: Callable[[int], None], *, drop: bool
+    tether_home: Path, remote: RemoteHosts, freeze: Callable[[int], None], *, drop: bool, kind: str = "close"
 ) -> tuple[str, dict[str, Any], int, str]:
-    """Close a remote shell one of whose processes is frozen (and with ``drop``, kill the
-    connection's master while the sweep is under way); the close's text and task, the pid, the
-    token."""
+    """Close (or ``kind`` respawn) a remote shell one of whose processes is frozen (and with
+    ``drop``, kill the connection's master while the sweep is under way); the call's text and
+    task, the pid, the token."""
     # Dropping mid-sweep: a grace as long as the hang guard keeps the sweep under way (its SIGTERM
     # sent, its SIGKILL not yet) until the master is gone, however slow the machine.
     remote.extra_config = f"[shell]\ngrace_ms = {HANG_MS if drop else 100}\n"
@@ -185,7 +185,7 @@ async def _frozen_close(
                     await call(
                         client,
                         "shell_manage",
-                        {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]},
+                        {"tasks": [{"target": {"sessions": shell}, "action": {"kind": kind}}]},
                     )
                 )
 
@@ -209,6 +209,17 @@ async def test_closing_a_remote_shell_says_which_of_its_processes_outlived_the_s
 ) -> None:
     with freezer() as freeze:
         text, task, pid, token = await _frozen_close(tether_home, remote, freeze, drop=False)
+    assert task["data"]["stillRunning"] == [{"pid": pid, "command": f"sleep {token}"}], task
+    assert "notEnded" not in task["data"]
+    assert f"still running after SIGKILL: pid {pid} (sleep {token})" in text
+
+
+async def test_respawning_a_remote_shell_says_which_of_its_processes_outlived_the_sweep(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    # As a close: a respawn said nothing of it (only the tether process's log did).
+    with freezer() as freeze:
+        text, task, pid, token = await _frozen_close(tether_home, remote, freeze, drop=False, kind="respawn")
     assert task["data"]["stillRunning"] == [{"pid": pid, "command": f"sleep {token}"}], task
     assert "notEnded" not in task["data"]
     assert f"still running after SIGKILL: pid {pid} (sleep {token})" in text

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from shell_harness import TETHER, open_shell, run, shell_client, text_of, tmux
 
-from hang import HANG_S
+from hang import HANG_MS, HANG_S
 from tether.audit import query, verify
 from tether.cli.door import stop_door
 
@@ -175,6 +175,37 @@ async def test_output_whose_spill_file_the_disk_refused_says_why(small_home: Pat
             text = text_of(await client.call_tool("bash", big))
             kept = text.rsplit("\n", 1)[-1].removeprefix("[output truncated; full output: ").removesuffix("]")
             assert (await anyio.Path(kept).read_bytes()).endswith(b"\n99999\n100000\n"), text[-300:]
+    finally:
+        await anyio.run_process(["umount", "-l", str(spill)], check=False)
+
+
+async def test_a_background_job_whose_spill_file_the_disk_refused_says_why(small_home: Path) -> None:
+    """The same for a background job: ``job_output`` of a job whose start memory dropped while
+    ``spill/`` was full said ``full stdout: (unavailable)``, as when no spill is kept at all. It now
+    names the file and the file system's reason in the foreground marker's words."""
+    spill = small_home / "spill"
+    spill.mkdir(mode=0o700)
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(spill)])
+    try:
+        _fill(spill / "filler")
+        async with shell_client(small_home) as client:
+            big = {"command": "seq 1 100000", "description": "d", "run_in_background": True}
+            started = await client.call_tool("bash", big)
+            assert started.structured_content is not None, text_of(started)
+            job = {"jobId": started.structured_content["jobId"], "timeoutMs": HANG_MS}
+            read = await client.call_tool("job_output", job)
+            with anyio.fail_after(HANG_S):
+                while read.structured_content is not None and read.structured_content["status"] == "running":
+                    read = await client.call_tool("job_output", job)
+            assert read.structured_content is not None, text_of(read)
+            assert read.structured_content["spillPaths"] == {"stdout": None}, read.structured_content
+            first = text_of(read).split("\n", 1)[0]
+            assert re.fullmatch(
+                r"\[earlier output was dropped: it exceeded the in-memory budget; full stdout: "
+                rf"\(unavailable: tether could not write {re.escape(str(spill))}/[^ ]+\.stdout \(No space "
+                r"left on device\); free space there for later calls to keep theirs\)\]",
+                first,
+            ), first
     finally:
         await anyio.run_process(["umount", "-l", str(spill)], check=False)
 

@@ -34,7 +34,7 @@ import anyio
 
 from tether.errors import NotFoundError, RefusedError
 from tether.process.reads import StreamRead
-from tether.shell.types import ShellExecution, ShellProcessStatus, join_streams
+from tether.shell.types import DroppedStream, ShellExecution, ShellProcessStatus, join_streams
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class JobRead:
     stdout: str
     stderr: str
     lossy: bool
-    dropped: tuple[tuple[str, str | None], ...] = ()  # streams that lost bytes, with their spill file
+    dropped: tuple[DroppedStream, ...] = ()  # streams that lost bytes, with their spill file
 
     @property
     def text(self) -> str:
@@ -264,7 +264,7 @@ class JobRegistry:
             return first  # stopped by a signal: nothing will arrive, however long one waits
         await self.wait(job_id, timeout_s)
         second = self.read(job_id)
-        dropped = tuple({**dict(first.dropped), **dict(second.dropped)}.items())
+        dropped = tuple({stream.name: stream for stream in (*first.dropped, *second.dropped)}.values())
         return JobRead(
             info=second.info,
             stdout=second.stdout,

@@ -21,6 +21,7 @@ from tether.shell.types import (
     AbortSignal,
     ConfinedLaunch,
     DoneSignal,
+    DroppedStream,
     ShellCollectedOutput,
     ShellException,
     ShellExecSpec,
@@ -63,7 +64,7 @@ class _Cursors:
         out, err = self._out.take(), self._err.take()
         # What memory dropped is still whole in the stream's spill file: the reader is told where.
         dropped = tuple(
-            (name, stream.spill_path)
+            DroppedStream(name, stream.spill_path, stream.spill_refused)
             for name, read, stream in (("stdout", out, self._pair.stdout), ("stderr", err, self._pair.stderr))
             if read.lost
         )

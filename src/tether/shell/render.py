@@ -13,7 +13,7 @@ Invariant: the rules are fixed and applied in this order (spec 000 "结果如何
 6. the closing marker: ``[killed by signal: X]``, else ``[exit code: N]`` for a non-zero exit.
 
 An incremental read that lost bytes from memory starts with ``dropped_marker``, which names the
-spill file as the truncation marker does.
+spill file (or why there is none) in the truncation marker's words (``full_output``).
 
 A non-zero exit stays in-band: it is text, never an exception. ``footer_lines`` is the part after
 the streams (4–6 plus truncation notes), for front doors that already streamed the output live.
@@ -23,23 +23,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tether.shell.types import ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
+from tether.shell.types import DroppedStream, ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
+
+
+def full_output(spill_path: str | None, spill_refused: str | None) -> str:
+    """Where a stream's whole output is: its spill file, else why there is none."""
+    if spill_path is not None:
+        return spill_path
+    if spill_refused is not None:
+        return f"(unavailable: {spill_refused}; free space there for later calls to keep theirs)"
+    return "(unavailable)"
 
 
 def truncation_marker(output: ShellCollectedOutput) -> str | None:
     if not output.truncated:
         return None
-    if output.spill_path is not None:
-        return f"[output truncated; full output: {output.spill_path}]"
-    if output.spill_refused is not None:
-        return (
-            f"[output truncated; full output: (unavailable: {output.spill_refused}; free space "
-            "there for later calls to keep theirs)]"
-        )
-    return "[output truncated; full output: (unavailable)]"
+    return f"[output truncated; full output: {full_output(output.spill_path, output.spill_refused)}]"
 
 
-def dropped_marker(dropped: Sequence[tuple[str, str | None]]) -> str | None:
+def dropped_marker(dropped: Sequence[DroppedStream]) -> str | None:
     """The note before an incremental read (a promoted seed, ``job_output``) that memory cut short.
 
     Like the truncation marker it says where the whole stream is, so a reader who missed the start
@@ -47,7 +49,9 @@ def dropped_marker(dropped: Sequence[tuple[str, str | None]]) -> str | None:
     """
     if not dropped:
         return None
-    where = "; ".join(f"full {name}: {path or '(unavailable)'}" for name, path in dropped)
+    where = "; ".join(
+        f"full {stream.name}: {full_output(stream.spill_path, stream.spill_refused)}" for stream in dropped
+    )
     return f"[earlier output was dropped: it exceeded the in-memory budget; {where}]"
 
 

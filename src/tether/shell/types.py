@@ -182,6 +182,16 @@ class ShellCollectedOutput:
     spill_refused: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DroppedStream:
+    """A stream an incremental read lost bytes of: ``spill_path`` is the file holding all of it
+    (None when there is none); ``spill_refused`` says why, when the file system refused it."""
+
+    name: str
+    spill_path: str | None
+    spill_refused: str | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShellSandboxDenial:
     """One operation a confining executor refused (``kind`` e.g. "write", "network")."""
@@ -236,13 +246,13 @@ class ShellProcessRead:
 
     ``lossy`` is true when bytes were dropped from memory before this reader consumed them;
     ``dropped`` then names each stream that lost some, with the spill file that still holds the
-    whole stream (None when there is none: spilling disabled, failed, or over its cap).
+    whole stream (None when there is none: spilling disabled, refused, or over its cap).
     """
 
     stdout: str
     stderr: str
     lossy: bool
-    dropped: tuple[tuple[str, str | None], ...] = ()
+    dropped: tuple[DroppedStream, ...] = ()
 
     @property
     def text(self) -> str:

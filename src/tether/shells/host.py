@@ -342,8 +342,9 @@ class ShellHost(ABC):
         """Start the shell's tmux session with its log piped from the very first byte."""
 
     @abstractmethod
-    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
-        """Replace the pane's process tree with a fresh shell (same session, same log)."""
+    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> Leftovers:
+        """Replace the pane's process tree with a fresh shell (same session, same log); what of
+        the old shell's processes could not be ended."""
 
     async def kill(self, shell_id: str) -> Leftovers:
         """End the shell's tmux session (a host also ends what the shell started); what could

@@ -161,7 +161,16 @@ def start_of(shell_id: str, nonce: str, confinement: Confinement | None = None) 
     )
 
 
-async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
+@dataclass(frozen=True, slots=True)
+class Respawned:
+    """A respawn: the new shell's pane, and what of the old shell's processes could not be ended
+    (``Leftovers``, masked as a close's are)."""
+
+    pane: PaneInfo
+    left: Leftovers
+
+
+async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> Respawned:
     """Restart the shell process in the same pane (same id, session environment and log)."""
     host, pane = await shells.pane(shell_id, output=False)
     confinement = shells.confinement_of(shell_id)
@@ -185,11 +194,11 @@ async def respawn(shells: Shells, shell_id: str, cwd: str | None) -> PaneInfo:
     nonce = shells.nonce_of(shell_id) or ids.new_nonce()
     offset = log_size(host.log_of(shell_id))
     shells.set_nonce(shell_id, nonce)
-    await host.respawn(pane, cwd=start, start=start_of(shell_id, nonce, confinement))
+    left = _masked(shells, await host.respawn(pane, cwd=start, start=start_of(shell_id, nonce, confinement)))
     fresh = await host.pane_now(shell_id)
     await first_prompt(shells, host, fresh, offset, nonce)
     shells.records.touch(shell_id)
-    return fresh
+    return Respawned(fresh, left)
 
 
 async def first_prompt(shells: Shells, host: ShellHost, pane: PaneInfo, offset: int, nonce: str) -> bool:

@@ -22,6 +22,7 @@ from tether.tools.bash import (
     SPILL_PATHS_SCHEMA,
     SUSPENDED_SCHEMA,
     sandbox_json,
+    spill_paths,
     suspended_line,
 )
 from tether.tools.registry import CallContext, ToolDef, ToolRegistry, ToolResult
@@ -160,7 +161,7 @@ def job_output_tool(registry: JobRegistry) -> ToolDef:
             "lossy": read.lossy,
         }
         if read.dropped:
-            structured["spillPaths"] = dict(read.dropped)
+            structured["spillPaths"] = spill_paths(read.dropped)
         if sandbox is not None:
             structured["sandbox"] = sandbox_json(sandbox)
         if wait_ms != args.timeout_ms:

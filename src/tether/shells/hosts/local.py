@@ -233,7 +233,7 @@ class LocalHost(ShellHost):
         if start.confinement is not None and start.confinement.sandboxed:
             self.confined.started(shell_id, (await self.pane_now(shell_id)).pid)
 
-    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
+    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> Leftovers:
         await self._check_confinement(start, cwd or pane.cwd)
         command = self.pane_command(pane.shell_id, start, cwd or pane.cwd)
         log = str(self.log_of(pane.shell_id))
@@ -256,10 +256,13 @@ class LocalHost(ShellHost):
             strays.release()
             raise
         self.forget(pane.shell_id)
-        left = await strays.end(self.config.shell.grace_ms / 1000, rescan=lambda found: found.find())
+        left = Leftovers(
+            processes=await strays.end(self.config.shell.grace_ms / 1000, rescan=lambda found: found.find())
+        )
         if left:
-            logger.warning("respawning %s: %s", pane.shell_id, Leftovers(processes=left).text())
+            logger.warning("respawning %s: %s", pane.shell_id, left.text())
         await self._started(pane.shell_id, start)
+        return left
 
     async def kill(self, shell_id: str) -> Leftovers:
         """End the shell's session and every process it started: tmux's SIGHUP reaches only the

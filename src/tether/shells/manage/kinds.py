@@ -67,9 +67,18 @@ def snapshot_json(snap: Snapshot) -> dict[str, Any]:
     }
 
 
+def left_lines(shell_id: str, left: Leftovers) -> tuple[str, ...]:
+    """The text line of what a close or a respawn could not end (none when nothing is left); the
+    call's audit record says it too."""
+    if not left:
+        return ()
+    note_outcome(shell_id, "ok", left.text())
+    return (left.text(),)
+
+
 def left_json(left: Leftovers) -> dict[str, Any]:
-    """``stillRunning``: the processes a close could not end (``pid``, ``command``), and
-    ``notEnded`` why the host could not be asked to (a remote host gone), only when so."""
+    """``stillRunning``: the processes a close or a respawn could not end (``pid``, ``command``),
+    and ``notEnded`` why the host could not be asked to (a remote host gone), only when so."""
     data: dict[str, Any] = {"stillRunning": [{"pid": p.pid, "command": p.command} for p in left.processes]}
     if left.unknown:
         data["notEnded"] = left.unknown
@@ -127,12 +136,10 @@ async def shell_kind(shells: Shells, shell_id: str, action: ManageAction, actor:
             )
         closed = await lifecycle.close(shells, shell_id, actor=actor)
         snap, left = closed.snapshot, closed.left
-        if left:  # the call's audit record says it too
-            note_outcome(shell_id, "ok", left.text())
         return Done(
             lines=(
                 f"closed {shell_id}",
-                *((left.text(),) if left else ()),
+                *left_lines(shell_id, left),
                 snapshot_line(snap),
                 f"revive it with shell_open from={shell_id}",
             ),
@@ -148,10 +155,16 @@ async def shell_kind(shells: Shells, shell_id: str, action: ManageAction, actor:
         snap = lifecycle.take_snapshot(shells, shell_id, reason="manual", actor=actor, pane=pane)
         return Done(lines=(snapshot_line(snap),), data={"snapshot": snapshot_json(snap)})
     known = shells.records.shells().get(shell_id)
-    fresh = await lifecycle.respawn(shells, shell_id, pane.cwd or (known.cwd if known is not None else None))
+    respawned = await lifecycle.respawn(
+        shells, shell_id, pane.cwd or (known.cwd if known is not None else None)
+    )
+    fresh, left = respawned.pane, respawned.left
     return Done(
-        lines=(f"respawned {shell_id}: new shell process {fresh.pid} in {fresh.cwd}",),
-        data={"pid": fresh.pid, "cwd": fresh.cwd},
+        lines=(
+            f"respawned {shell_id}: new shell process {fresh.pid} in {fresh.cwd}",
+            *left_lines(shell_id, left),
+        ),
+        data={"pid": fresh.pid, "cwd": fresh.cwd, **left_json(left)},
     )
 
 

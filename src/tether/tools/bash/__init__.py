@@ -16,7 +16,7 @@ The face::
       pwsh_available                      whether pwsh is here
     ToolAborted                           the caller cancelled; the command was killed
     SANDBOX_SCHEMA, sandbox_json          a result's sandbox facts, shared with the shell tools
-    SPILL_PATHS_SCHEMA                    where dropped output still is, shared with job_output
+    SPILL_PATHS_SCHEMA, spill_paths       where dropped output still is, shared with job_output
     SUSPENDED_SCHEMA, suspended_line      a job stopped by a signal, shared with the job tools
 """
 
@@ -26,6 +26,7 @@ from tether.tools.bash.results import (
     SUSPENDED_SCHEMA,
     ToolAborted,
     sandbox_json,
+    spill_paths,
     suspended_line,
 )
 from tether.tools.bash.schema import ShellName
@@ -42,5 +43,6 @@ __all__ = [
     "make_executor",
     "pwsh_available",
     "sandbox_json",
+    "spill_paths",
     "suspended_line",
 ]

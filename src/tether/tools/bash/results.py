@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-from tether.shell.types import ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
+from tether.shell.types import DroppedStream, ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
 from tether.tools.arguments import shown
 
 DISABLED_TEXT: Final = "run_in_background is disabled for this deployment"
@@ -118,6 +118,12 @@ SPILL_PATHS_SCHEMA: Final[dict[str, Any]] = {
     "description": "Only when earlier output was dropped from memory: for each stream that lost some, "
     "the file holding the whole stream (null when none could be kept).",
 }
+
+
+def spill_paths(dropped: tuple[DroppedStream, ...]) -> dict[str, str | None]:
+    """``spillPaths``: for each stream that lost bytes, the file holding all of it (or None)."""
+    return {stream.name: stream.spill_path for stream in dropped}
+
 
 SUSPENDED_SCHEMA: Final[dict[str, Any]] = {
     "type": "boolean",
@@ -220,7 +226,7 @@ def promoted(
     timeout_ms: int,
     output: str,
     requested_timeout_ms: int | None = None,
-    dropped: tuple[tuple[str, str | None], ...] = (),
+    dropped: tuple[DroppedStream, ...] = (),
     suspended: bool = False,
 ) -> dict[str, Any]:
     value: dict[str, Any] = {
@@ -232,7 +238,7 @@ def promoted(
     if requested_timeout_ms is not None:
         value["requestedTimeoutMs"] = requested_timeout_ms
     if dropped:
-        value["spillPaths"] = dict(dropped)
+        value["spillPaths"] = spill_paths(dropped)
     if suspended:
         value["suspended"] = True
     return value

@@ -487,7 +487,7 @@ class SshHost(RemoteQuestions, ShellHost):
         self._synced[shell_id] = self._generation
         self._follow(shell_id)
 
-    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> None:
+    async def respawn(self, pane: PaneInfo, *, cwd: str | None, start: ShellStart) -> Leftovers:
         facts = await self.connection()
         rc, log = facts.rc(pane.shell_id), facts.log(pane.shell_id)
         # What the old shell started ends with it, as at close; found before the new shell
@@ -504,8 +504,7 @@ class SshHost(RemoteQuestions, ShellHost):
             ]
         )
         self.forget(pane.shell_id)
-        if old:
-            await self.sweeper.sweep(pane.shell_id, old, everywhere=False)
+        return await self.sweeper.sweep(pane.shell_id, old, everywhere=False) if old else Leftovers()
 
     async def kill(self, shell_id: str) -> Leftovers:
         facts, pane = self.conn.facts, self._panes.get(shell_id)
