@@ -14,6 +14,7 @@ RANK = {
     "home": 1,
     "inotify": 1,
     "stamp": 1,
+    "ondisk": 0,
     "store": 2,
     "audit": 2,
     "process": 3,

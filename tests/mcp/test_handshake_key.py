@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hang import HANG_S
-from tether import stamp
+from tether import ondisk, stamp
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def _key(home: Path, package: Path) -> str:
 
 def _files(root: Path) -> list[str]:
     seen: list[str] = []
-    stamp.add_tree(lambda path, *_stamp: seen.append(path), root)
+    ondisk.add_tree(lambda path, *_stamp: seen.append(path), root)
     return seen
 
 

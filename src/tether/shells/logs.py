@@ -23,15 +23,12 @@ from __future__ import annotations
 import ctypes
 import errno
 import functools
-import logging
 import os
 import stat
 from pathlib import Path
 
 from tether.errors import StorageError
 from tether.home import open_regular
-
-logger = logging.getLogger(__name__)
 
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
@@ -171,7 +168,11 @@ def enforce_cap(path: Path, cap: int) -> bool:
         if _libc.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, 0, cut) != 0:
             err = ctypes.get_errno()
             if err in (errno.EOPNOTSUPP, errno.ENOSYS):
-                logger.warning("log cap cannot be enforced on this filesystem: %s", path)
+                # Here, not at the top: the render workers import this module, and ``logging``
+                # would be a mebibyte and a quarter of each one's memory.
+                import logging
+
+                logging.getLogger(__name__).warning("log cap cannot be enforced on this filesystem: %s", path)
             return False
         return True
     finally:

@@ -46,8 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
 from tether.errors import TetherError
+from tether.ondisk import started_from, upgraded
 from tether.shells.worker import HEADER, read_frame
-from tether.stamp import started_from, upgraded
 
 logger = logging.getLogger(__name__)
 
@@ -113,14 +113,14 @@ async def bounded(within: float, fn: Callable[P, T], *args: P.args, **kwargs: P.
 
 # The worker imports only what its jobs need: ``tether.shells`` stands for the package without
 # running its face (the engine, hosts, guard: a worker would hold three times the memory).
-# It first checks that the package on disk is the build its server started from (``stamp``): a
+# It first checks that the package on disk is the build its server started from (``tether.ondisk``): a
 # package upgraded under a running server holds another build's ``reading`` and ``mask``, whose
 # functions and classes the server's jobs do not fit. Then it ends at once with ``_STALE_STATUS``.
 _BOOT = """\
 import os
 os.nice(10)  # a render waits behind the calls that need the CPU now (it is one call's own wait)
 try:
-    from tether.stamp import started_from
+    from tether.ondisk import started_from
     same = started_from() == {build!r}
 except Exception:  # another build's tether, whatever it holds
     same = False

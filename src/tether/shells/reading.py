@@ -15,7 +15,6 @@ megabytes the log holds.
 from __future__ import annotations
 
 import bisect
-import difflib
 import os
 import re
 from collections import deque
@@ -359,16 +358,6 @@ def _line_starts(text: str) -> list[int]:
         starts.append(pos + 1)
         pos = text.find("\n", pos + 1)
     return starts
-
-
-def screen_diff(before: list[str], after: list[str]) -> list[str]:
-    """Changed lines between two screens as ``+``/``-`` lines (empty when nothing changed)."""
-    out: list[str] = []
-    for line in difflib.unified_diff(before, after, lineterm="", n=0):
-        if line.startswith(("---", "+++", "@@")):
-            continue
-        out.append(line)
-    return out
 
 
 def file_mtime(path: Path) -> float:

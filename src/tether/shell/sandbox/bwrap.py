@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from tether import stamp
+from tether import ondisk
 from tether.errors import TetherError
 from tether.process.tree import alive
 from tether.shell.sandbox import launch, placeholders
@@ -391,7 +391,7 @@ def check_launcher() -> None:
     server's plan, fails in the pane, and the shell would seem to end by itself."""
     if launch.replaced():
         raise TetherError(
-            stamp.upgraded(
+            ondisk.upgraded(
                 os.path.dirname(os.path.abspath(launch.__file__)),
                 "A confined shell, and a confined command's keeper, run the sandbox's launcher from "
                 "those files, which are another version than this server's",
