@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -201,9 +203,25 @@ def test_bytes_that_are_not_utf8_are_one_clear_error_that_never_shows_them(tethe
         assert tools.call("vault", {"action": "list"}).structured["items"] == []
 
 
-def test_another_user_cannot_reach_it(tether_home: Path) -> None:
+@pytest.fixture
+def home_in_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home right under ``/tmp``, for a test that lets another user through its parents: those
+    of ``tether_home`` are pytest's, shared with every pytest session of this user, and a session
+    starting meanwhile (another run beside this one) takes that access away again (pytest keeps
+    its root directory 0700)."""
+    home = Path(tempfile.mkdtemp(prefix="th-door-", dir="/tmp"))
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    try:
+        yield home
+    finally:
+        stop_door(home)  # returns once it has ended
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_another_user_cannot_reach_it(home_in_tmp: Path) -> None:
     """Layer by layer, as another user would try: the door's directory, its socket's mode, and
     the server's own peer check (each opened in turn so the next one is what refuses)."""
+    tether_home = home_in_tmp
     with tools_session(tether_home) as tools:
         door = tools.pid
     sock_path = tether_home / "door" / "door.sock"
