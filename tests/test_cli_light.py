@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from tether.audit import DEFAULT_EVERY, SOURCES
-from tether.cli import COMMAND_MODULES
+from tether.cli import COMMAND_MODULES, build_parser
 from tether.cli.commands import audit, vault
+from tether.cli.commands.exec import plain_arguments
 from tether.store.vault import DEFAULT_GROUP
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -115,6 +116,8 @@ def test_tether_exec_loads_the_executor_it_runs_and_nothing_else(tmp_path: Path)
     others = {m for m in COMMAND_MODULES if not m.endswith(".exec")}
     # ``_hashlib``: OpenSSL's libcrypto, loaded by ``secrets`` (hmac) for the spawn marker alone.
     unneeded = {"tether.shell.sandbox", "tether.approvals", "tether.audit", "sqlite3", "_ssl", "_hashlib"}
+    # argparse and what its help formatter loads: `exec [OPTIONS] -- COMMAND` is read without it.
+    unneeded |= {"argparse", "gettext"}
     unneeded |= {"mcp", *others}
     assert not loaded & unneeded, sorted(loaded & unneeded)
 
@@ -122,3 +125,54 @@ def test_tether_exec_loads_the_executor_it_runs_and_nothing_else(tmp_path: Path)
 def test_tether_exec_loads_the_sandbox_when_it_is_the_provider(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text('[shell]\nprovider = "sandbox"\n', encoding="utf-8")
     assert "tether.shell.sandbox.executor" in _imported_by(["exec", "--", "true"], tmp_path)
+
+
+# Command lines after `tether exec`: the usual shapes, which are read without argparse, and others
+# (help, abbreviations, values argparse reads its own way, errors), which argparse reads.
+_EXEC_PLAIN = [
+    ["--", "true"],
+    ["--", "ls", "-la"],
+    ["--", "--", "x"],
+    ["--"],
+    ["--", "--cwd", "x"],
+    ["--cwd", "/tmp", "--", "pwd"],
+    ["--cwd=/tmp", "--", "pwd"],
+    ["--cwd=", "--", "pwd"],
+    ["--cwd=a=b", "--", "pwd"],
+    ["--timeout-ms", "5", "--", "sleep", "1"],
+    ["--timeout-ms=5", "--background-ok", "--", "x"],
+    ["--timeout-ms", " 7 ", "--", "x"],
+    ["--timeout-ms", "0", "--", "x"],
+    ["--timeout-ms", "1", "--timeout-ms", "2", "--cwd", "a", "--cwd", "b", "--", "x"],
+    ["--background-ok", "--background-ok", "--", "x"],
+]
+_EXEC_OTHER = [
+    ["--timeout-ms", "-5", "--", "x"],
+    ["--timeout-ms", "x", "--", "x"],
+    ["--timeout-ms=", "--", "x"],
+    ["--timeout-ms"],
+    ["--cwd", "--", "x"],
+    ["--cwd", "-", "--", "x"],
+    ["--time", "5", "--", "x"],
+    ["--background-ok=1", "--", "x"],
+    ["-h", "--", "x"],
+    ["--help"],
+    ["ls", "-la"],
+    ["ls", "--", "x"],
+    ["--bogus", "--", "x"],
+    [],
+]
+
+
+@pytest.mark.parametrize("words", _EXEC_PLAIN + _EXEC_OTHER, ids=" ".join)
+def test_tether_exec_reads_its_usual_command_lines_as_its_parser_does(words: list[str]) -> None:
+    plain = plain_arguments(words)
+    try:
+        args = build_parser("exec").parse_args(["exec", *words])
+    except SystemExit:  # help, or a usage error: argparse's to say
+        assert plain is None
+        return
+    if plain is not None:
+        assert plain == (args.command, args.timeout_ms, args.cwd, args.background_ok)
+    if words in _EXEC_PLAIN:
+        assert plain is not None  # the usual shapes do not wait for argparse
