@@ -26,7 +26,6 @@ from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import footer_lines, render_shell_result, sandbox_lines
 from tether.shell.types import (
     AbortSignal,
-    ConfinedLaunch,
     DoneSignal,
     ShellAborted,
     ShellCollectedOutput,
@@ -37,11 +36,8 @@ from tether.shell.types import (
     ShellExecution,
     ShellExecutor,
     ShellExpiryPolicy,
-    ShellProcessRead,
     ShellProcessStatus,
     ShellRunResult,
-    ShellSandboxDenial,
-    ShellSandboxInfo,
 )
 
 _FROM_SANDBOX = frozenset(
@@ -60,7 +56,11 @@ _FROM_SANDBOX = frozenset(
     }
 )
 
+# Value types a plain run of an unconfined command never builds (``tether.shell.late_types``).
+_LATE_TYPES = frozenset({"ConfinedLaunch", "ShellProcessRead", "ShellSandboxDenial", "ShellSandboxInfo"})
+
 if TYPE_CHECKING:
+    from tether.shell.late_types import ConfinedLaunch, ShellProcessRead, ShellSandboxDenial, ShellSandboxInfo
     from tether.shell.sandbox import (
         DEFAULT_MODE,
         MODE_SUMMARIES,
@@ -77,12 +77,14 @@ if TYPE_CHECKING:
 else:
     # Outside the type checker's view, so that it still refuses a name the face does not have.
     def __getattr__(name: str) -> object:
-        """The sandbox's names (PEP 562), imported on first use."""
-        if name not in _FROM_SANDBOX:
+        """The sandbox's names and the late value types (PEP 562), imported on first use."""
+        if name in _LATE_TYPES:
+            from tether.shell import late_types as source
+        elif name in _FROM_SANDBOX:
+            from tether.shell import sandbox as source
+        else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from tether.shell import sandbox
-
-        value = getattr(sandbox, name)
+        value = getattr(source, name)
         globals()[name] = value
         return value
 
