@@ -145,6 +145,8 @@ def test_tether_exec_loads_the_executor_it_runs_and_nothing_else(tmp_path: Path)
     unneeded = {"tether.shell.sandbox", "tether.approvals", "tether.audit", "sqlite3", "_ssl", "_hashlib"}
     # argparse and what its help formatter loads: `exec [OPTIONS] -- COMMAND` is read without it.
     unneeded |= {"argparse", "gettext"}
+    # shutil, with bz2, lzma and zlib: the shell is looked up on PATH by `tether.shell.local.on_path`.
+    unneeded |= {"shutil", "bz2", "lzma"}
     # Value types of incremental reads and confinement, ~0.7 ms each to create on 3.11.
     unneeded |= {"tether.shell.late_types"}
     unneeded |= {"mcp", *others}
