@@ -63,30 +63,46 @@ def test_commands_that_act_through_the_tools_import_nothing_heavy() -> None:
     assert not loaded & EARLY_HEAVY, sorted(loaded & EARLY_HEAVY)
 
 
+# The modules that name the value types ``tether.shell.late_types`` defines, and those names.
+_LATE_NAMES = {
+    "tether.shell.types": [
+        "ConfinedLaunch", "DroppedStream", "ShellProcessRead", "ShellSandboxDenial", "ShellSandboxInfo"
+    ],
+    "tether.shell.env_registry": ["ProfileContext", "ShellEnvContributor", "ShellEnvVariable"],
+}  # fmt: skip
+_LATE_PROBE = """
+import importlib, sys, tether.cli.actions.exec, tether.shell
+names = json.loads(sys.argv[1])
+for module, own in names.items():
+    created = set(own) & set(vars(importlib.import_module(module)))
+    assert not created, created
+assert "tether.shell.late_types" not in sys.modules, "loaded"
+from tether.shell.types import ShellSandboxInfo
+import tether.shell.late_types as late
+assert ShellSandboxInfo is late.ShellSandboxInfo
+for module, own in names.items():
+    module = importlib.import_module(module)
+    assert all(getattr(module, name) is getattr(late, name) for name in own), module
+    shown = [name for name in own if name in tether.shell.__all__]
+    assert all(getattr(tether.shell, name) is getattr(late, name) for name in shown)
+    for face in (module, tether.shell):
+        try:
+            face.NoSuchName
+        except AttributeError:
+            pass
+        else:
+            raise AssertionError(face)
+print("ok")
+"""
+
+
 def test_the_late_value_types_are_the_same_classes_from_every_module_that_names_them() -> None:
     """``tether exec``'s executor does not create them (``tether.cli.actions.exec`` imports what the
     command imports); a module that names one gets the one class."""
-    probe = (
-        "import sys, tether.cli.actions.exec, tether.shell, tether.shell.types as types\n"
-        "names = ['ConfinedLaunch', 'DroppedStream', 'ShellProcessRead', 'ShellSandboxDenial',\n"
-        "         'ShellSandboxInfo']\n"
-        "assert 'tether.shell.late_types' not in sys.modules, 'loaded'\n"
-        "assert not set(names) & set(vars(types)), sorted(set(names) & set(vars(types)))\n"
-        "from tether.shell.types import ShellSandboxInfo\n"
-        "import tether.shell.late_types as late\n"
-        "assert all(getattr(types, n) is getattr(late, n) for n in names)\n"
-        "assert all(getattr(tether.shell, n) is getattr(late, n) for n in names if n != 'DroppedStream')\n"
-        "assert ShellSandboxInfo is late.ShellSandboxInfo\n"
-        "for module in (types, tether.shell):\n"
-        "    try:\n"
-        "        module.NoSuchName\n"
-        "    except AttributeError:\n"
-        "        pass\n"
-        "    else:\n"
-        "        raise AssertionError(module)\n"
-        "print('ok')"
+    probe = "import json\n" + _LATE_PROBE
+    done = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(_LATE_NAMES)], capture_output=True, text=True, timeout=60
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
 
 

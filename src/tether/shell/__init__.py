@@ -13,14 +13,7 @@ never imports bubblewrap's policy, which costs about as much start-up as the exe
 
 from typing import TYPE_CHECKING
 
-from tether.shell.env_registry import (
-    ProfileContext,
-    ShellEnvContext,
-    ShellEnvContributor,
-    ShellEnvError,
-    ShellEnvRegistry,
-    ShellEnvVariable,
-)
+from tether.shell.env_registry import ShellEnvContext, ShellEnvError, ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import footer_lines, render_shell_result, sandbox_lines
@@ -57,10 +50,28 @@ _FROM_SANDBOX = frozenset(
 )
 
 # Value types a plain run of an unconfined command never builds (``tether.shell.late_types``).
-_LATE_TYPES = frozenset({"ConfinedLaunch", "ShellProcessRead", "ShellSandboxDenial", "ShellSandboxInfo"})
+_LATE_TYPES = frozenset(
+    {
+        "ConfinedLaunch",
+        "ProfileContext",
+        "ShellEnvContributor",
+        "ShellEnvVariable",
+        "ShellProcessRead",
+        "ShellSandboxDenial",
+        "ShellSandboxInfo",
+    }
+)
 
 if TYPE_CHECKING:
-    from tether.shell.late_types import ConfinedLaunch, ShellProcessRead, ShellSandboxDenial, ShellSandboxInfo
+    from tether.shell.late_types import (
+        ConfinedLaunch,
+        ProfileContext,
+        ShellEnvContributor,
+        ShellEnvVariable,
+        ShellProcessRead,
+        ShellSandboxDenial,
+        ShellSandboxInfo,
+    )
     from tether.shell.sandbox import (
         DEFAULT_MODE,
         MODE_SUMMARIES,

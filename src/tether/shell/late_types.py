@@ -1,11 +1,13 @@
-"""The one-shot seam's value types that a plain run of an unconfined command never builds.
+"""Value types of the one-shot seam that a plain run of an unconfined command never builds.
 
-Invariant: these are ``tether.shell.types`` names like the others (frozen dataclasses, imported from
-there or from the ``tether.shell`` face); they live here so that a process that never reads output
-incrementally and never confines a command — ``tether exec``, whose start-up is its product — does
-not create them: a frozen dataclass costs ~0.7 ms to create on Python 3.11, most of it compiling
-its generated methods. ``tether.shell.types`` imports this module on first use of one of its
-names (PEP 562); ``tests/test_cli_light.py`` checks ``tether exec`` does not load it.
+Invariant: each is named by the module it belongs to — ``tether.shell.types`` (the incremental
+read, the sandbox's verdict, a confined launch) or ``tether.shell.env_registry`` (a published
+profile, a contributor, a listed variable) — and by the ``tether.shell`` face, as the same class,
+imported from any of them; they are frozen dataclasses like the rest. They live here so that a
+process that only runs a command — ``tether exec``, whose start-up is its product — does not create
+them: a frozen dataclass costs ~0.7 ms to create on Python 3.11, most of it compiling its generated
+methods. Those modules import this one on first use of one of these names (PEP 562);
+``tests/test_cli_light.py`` checks that ``tether exec`` does not load it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tether.shell.types import join_streams
 
 if TYPE_CHECKING:
     from tether.process.bounds import Bounds
+    from tether.shell.env_registry import ShellEnvContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +102,25 @@ class ConfinedLaunch:
     started: Callable[[int], None] | None = None
     # The command is born in a group that holds it to these (``tether.process.bounds``).
     bounds: Bounds | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfileContext:
+    name: str
+    directory: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellEnvContributor:
+    """``{name, variables{key → description}, resolve(execution)}``."""
+
+    name: str
+    variables: Mapping[str, str]
+    resolve: Callable[[ShellEnvContext], Mapping[str, str]] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellEnvVariable:
+    key: str
+    description: str
+    source: str  # "built-in" or the contributor's name
