@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import ForwardRef
 
 import pytest
 
@@ -61,6 +62,19 @@ def test_commands_that_act_through_the_tools_import_nothing_heavy() -> None:
         "import tether.cli.actions.shell, tether.cli.actions.audit, tether.cli.actions.vault, tether.cli.door"
     )
     assert not loaded & EARLY_HEAVY, sorted(loaded & EARLY_HEAVY)
+
+
+def test_the_settings_are_made_without_compiling_their_annotations() -> None:
+    """Every command loads ``tether.config``: a ``NamedTuple`` whose annotations are strings (``from
+    __future__ import annotations``) compiles each into a ``ForwardRef`` as the class is made."""
+    import tether.config
+    import tether.process.seal
+
+    classes = [v for m in (tether.config, tether.process.seal) for v in vars(m).values()]
+    settings = [c for c in classes if isinstance(c, type) and issubclass(c, tuple) and hasattr(c, "_fields")]
+    assert len(settings) >= 11
+    for cls in settings:
+        assert not [a for a in cls.__annotations__.values() if isinstance(a, str | ForwardRef)], cls
 
 
 # The modules that name the value types ``tether.shell.late_types`` defines, and those names.
