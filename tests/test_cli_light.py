@@ -64,6 +64,14 @@ def test_commands_that_act_through_the_tools_import_nothing_heavy() -> None:
     assert not loaded & EARLY_HEAVY, sorted(loaded & EARLY_HEAVY)
 
 
+def test_tether_exec_starts_the_container_before_loading_dataclasses() -> None:
+    """``tether exec`` begins starting PID 1 (``container.prepare``) once these are loaded; what
+    they load delays PID 1, which the spawn then waits for. ``dataclasses`` (with ``inspect``,
+    ``ast`` and ``dis``) comes with the executor, after it."""
+    loaded = _loaded_after("import tether.config, tether.process.seal, tether.process.container")
+    assert not loaded & {"dataclasses", "inspect", "asyncio", "argparse"}, sorted(loaded)
+
+
 def test_the_settings_are_made_without_compiling_their_annotations() -> None:
     """Every command loads ``tether.config``: a ``NamedTuple`` whose annotations are strings (``from
     __future__ import annotations``) compiles each into a ``ForwardRef`` as the class is made."""

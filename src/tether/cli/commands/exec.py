@@ -124,11 +124,8 @@ def run(args: argparse.Namespace) -> int:
 
 def start(words: list[str], timeout_ms: int | None, cwd: str | None, background_ok: bool) -> int:
     """Run the command of ``words`` (after ``--``) and end the process with its status."""
-    import logging
-
     from tether.config import ensure_home, load_config, resolve_home
     from tether.errors import TetherError, UsageError
-    from tether.mcp.logs import configure_logging
     from tether.process.container import prepare as prepare_container
     from tether.process.seal import seal_environment
 
@@ -137,6 +134,14 @@ def start(words: list[str], timeout_ms: int | None, cwd: str | None, background_
         raise UsageError(f"--timeout-ms must be a positive number of milliseconds (got {timeout_ms})")
     config = load_config(ensure_home(resolve_home()))
     seal_environment(config.env)  # the command cannot read our credentials in /proc/$PPID/environ
+    # As early as it can be (after the seal: PID 1 inherits this environment), so that PID 1 has
+    # started by the time the command is spawned: what is imported before this line delays it.
+    prepare_container()
+
+    import logging
+
+    from tether.mcp.logs import configure_logging
+
     # Our own warnings (no command container, as for every user but root) go to logs/exec.log:
     # stderr is the command's, byte for byte. A home tether cannot write (read-only, full) keeps
     # no log, and the command still runs; nothing then reaches stderr either (no last resort).
@@ -144,7 +149,6 @@ def start(words: list[str], timeout_ms: int | None, cwd: str | None, background_
         configure_logging(config.home, "exec", level=logging.WARNING, stderr=False)
     except (TetherError, OSError):
         logging.getLogger().addHandler(logging.NullHandler())
-    prepare_container()
     # asyncio imports ssl only to offer TLS transports and runs without it (the import is optional
     # there, on every Python tether supports); nothing in this process speaks TLS, and loading
     # OpenSSL costs ~2 ms of its start here. A None entry makes `import ssl` fail at once.
