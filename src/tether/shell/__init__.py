@@ -8,7 +8,8 @@ one-shot sandbox policy; the sandbox itself (the confined executor, the escalati
 policy) is the sub-package ``tether.shell.sandbox``.
 
 The sandbox's names are loaded on first use: an unconfined command (``tether exec`` by default)
-never imports bubblewrap's policy, which costs about as much start-up as the executor itself.
+never imports bubblewrap's policy, which costs about as much start-up as the executor itself. So
+are the value types such a command never builds (``tether.shell.late_types``).
 """
 
 from typing import TYPE_CHECKING
