@@ -19,7 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from hang import HANG_S
-from tether.process.container import container
+from tether.process.container import _INIT_SCRIPT, container
 
 TETHER = str(Path(sys.executable).parent / "tether")
 
@@ -78,3 +78,25 @@ async def test_tether_mcp_has_its_container_before_the_first_call(tether_home: P
         with anyio.fail_after(HANG_S):
             while not [p for p in server.children() if p.name() == "tether-init"]:
                 await anyio.sleep(0.01)
+
+
+def test_pid_1_loads_only_the_built_in_signal_module() -> None:
+    """PID 1 is a fresh ``python -I -S``: ``signal``'s enums, with ``enum``, ``functools`` and
+    ``collections`` that ``-S`` has not loaded, were about a third of its start — a start that
+    ``tether exec`` may wait for before it spawns the command. Its module is run here as PID 1 runs
+    it, up to ``main``."""
+    probe = (
+        "import sys; path = sys.argv[1]\n"
+        "exec(compile(open(path).read(), path, 'exec'), {'__name__': 'tether_init'})\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(_INIT_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        check=True,
+    )
+    loaded = set(done.stdout.split())
+    assert {"_signal", "ctypes", "select"} <= loaded, sorted(loaded)
+    assert not loaded & {"signal", "enum", "functools", "collections"}, sorted(loaded)

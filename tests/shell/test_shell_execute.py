@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tether.shell import (
     ShellProcessStatus,
     ShellRunResult,
 )
+from tether.shell.local import on_path
 
 
 @pytest.fixture
@@ -87,6 +89,52 @@ async def test_missing_shell_and_bad_cwd_raise_from_execute(tether_home: Path) -
     with pytest.raises(ShellException) as info:
         await executor.execute(executor.resolve(ShellExecRequest("true", workdir="/nonexistent/dir")))
     assert info.value.code == "SHELL_BAD_CWD"
+
+
+def _shell_path(tmp_path: Path) -> list[Path]:
+    """Four PATH entries holding a `myshell` that is a directory, a file without the execute bit,
+    a dangling link, and bash (through a link)."""
+    dirs = [tmp_path / name for name in ("dir", "plain", "dangling", "real")]
+    for directory in dirs:
+        directory.mkdir()
+    (dirs[0] / "myshell").mkdir()
+    (dirs[1] / "myshell").write_text("#!/bin/sh\n")
+    (dirs[2] / "myshell").symlink_to(tmp_path / "nowhere")
+    (dirs[3] / "myshell").symlink_to(shutil.which("bash") or "/bin/bash")
+    return dirs
+
+
+def test_the_shell_is_found_on_path_where_shutil_which_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = _shell_path(tmp_path)
+    monkeypatch.chdir(dirs[3])  # an empty PATH entry is the working directory
+    every = os.pathsep.join(map(str, dirs))
+    paths = [
+        every,
+        "",
+        str(dirs[1]),
+        f"{dirs[3]}{os.pathsep}{dirs[3]}",
+        f"{tmp_path / 'none'}{os.pathsep}{every}",
+    ]
+    paths += [f"{os.pathsep}{dirs[0]}", f"{dirs[0]}{os.pathsep}", str(dirs[0]), os.pathsep]
+    for path in paths:
+        for name in ("myshell", "nonesuch"):
+            assert on_path(name, path) == shutil.which(name, path=path), (name, path)
+    assert on_path("myshell", every) == str(dirs[3] / "myshell")
+
+
+async def test_a_shell_named_without_a_directory_runs_from_the_first_path_entry_that_has_it(
+    tether_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = _shell_path(tmp_path)
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, dirs), os.environ["PATH"]]))
+    named = LocalBashExecutor(LocalShellOptions(executable="myshell"))
+    result = await _run(named, "echo $BASH_VERSION")
+    assert result.exit_code == 0 and result.stdout.text.strip(), result
+    monkeypatch.setenv("PATH", os.pathsep.join(map(str, dirs[:3])))
+    with pytest.raises(ShellException, match="not on PATH"):
+        await named.execute(named.resolve(ShellExecRequest("true")))
 
 
 async def test_spawn_failure_settles_a_killed_handle_whose_result_raises(tether_home: Path) -> None:

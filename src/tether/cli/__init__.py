@@ -16,10 +16,12 @@ is); while the command runs, it raises ``KeyboardInterrupt`` as Python's own doe
 runs, Python is still starting (``site``, then finding the package): that is the interpreter's,
 out of any program's reach (docs/development.md).
 
-Two command lines skip argparse altogether, because their start-up time is the product:
-``tether --version`` and ``tether mcp [--sandbox]`` (a client waits for its ``initialize``
-answer). Anything else, including ``tether mcp --help`` or a bad flag, goes through the parser —
-only the named command's, when the command line starts with one.
+Three command lines skip argparse altogether, because their start-up time is the product:
+``tether --version``, ``tether mcp [--sandbox]`` (a client waits for its ``initialize`` answer)
+and ``tether exec [OPTIONS] -- COMMAND`` with its options in full (``plain_arguments`` in
+``tether.cli.commands.exec``, which reads them as its parser does). Anything else, including
+``tether mcp --help`` or a bad flag, goes through the parser — only the named command's, when the
+command line starts with one.
 """
 
 from __future__ import annotations
@@ -143,6 +145,12 @@ def _dispatch(words: list[str]) -> int:
         from tether.cli.commands.mcp import serve
 
         return serve(sandbox="--sandbox" in words)
+    if words[:1] == ["exec"]:
+        from tether.cli.commands import exec as exec_command
+
+        plain = exec_command.plain_arguments(words[1:])
+        if plain is not None:
+            return exec_command.start(*plain)
     commands = {module.rpartition(".")[2] for module in COMMAND_MODULES}
     parser = build_parser(words[0] if words[:1] and words[0] in commands else None)
     args = parser.parse_args(words)

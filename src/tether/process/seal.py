@@ -14,9 +14,10 @@ entries of the scrubbed variables are overwritten with zero bytes where they lie
 libc's ``environ`` (whose remaining pointers still point into the block, so nothing kept moves).
 Non-dumpable stops processes of the same *unprivileged* user from reading the process's memory
 through ``ptrace`` or ``/proc/PID/mem``; a root child keeps that power (README, Limits).
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations``: ``SealReport``'s annotations would be compiled one by one
+(``tether.config`` says why).
+"""
 
 import ctypes
 import logging

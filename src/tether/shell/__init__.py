@@ -8,25 +8,18 @@ one-shot sandbox policy; the sandbox itself (the confined executor, the escalati
 policy) is the sub-package ``tether.shell.sandbox``.
 
 The sandbox's names are loaded on first use: an unconfined command (``tether exec`` by default)
-never imports bubblewrap's policy, which costs about as much start-up as the executor itself.
+never imports bubblewrap's policy, which costs about as much start-up as the executor itself. So
+are the value types such a command never builds (``tether.shell.late_types``).
 """
 
 from typing import TYPE_CHECKING
 
-from tether.shell.env_registry import (
-    ProfileContext,
-    ShellEnvContext,
-    ShellEnvContributor,
-    ShellEnvError,
-    ShellEnvRegistry,
-    ShellEnvVariable,
-)
+from tether.shell.env_registry import ShellEnvContext, ShellEnvError, ShellEnvRegistry
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import footer_lines, render_shell_result, sandbox_lines
 from tether.shell.types import (
     AbortSignal,
-    ConfinedLaunch,
     DoneSignal,
     ShellAborted,
     ShellCollectedOutput,
@@ -37,11 +30,8 @@ from tether.shell.types import (
     ShellExecution,
     ShellExecutor,
     ShellExpiryPolicy,
-    ShellProcessRead,
     ShellProcessStatus,
     ShellRunResult,
-    ShellSandboxDenial,
-    ShellSandboxInfo,
 )
 
 _FROM_SANDBOX = frozenset(
@@ -60,7 +50,29 @@ _FROM_SANDBOX = frozenset(
     }
 )
 
+# Value types a plain run of an unconfined command never builds (``tether.shell.late_types``).
+_LATE_TYPES = frozenset(
+    {
+        "ConfinedLaunch",
+        "ProfileContext",
+        "ShellEnvContributor",
+        "ShellEnvVariable",
+        "ShellProcessRead",
+        "ShellSandboxDenial",
+        "ShellSandboxInfo",
+    }
+)
+
 if TYPE_CHECKING:
+    from tether.shell.late_types import (
+        ConfinedLaunch,
+        ProfileContext,
+        ShellEnvContributor,
+        ShellEnvVariable,
+        ShellProcessRead,
+        ShellSandboxDenial,
+        ShellSandboxInfo,
+    )
     from tether.shell.sandbox import (
         DEFAULT_MODE,
         MODE_SUMMARIES,
@@ -77,12 +89,14 @@ if TYPE_CHECKING:
 else:
     # Outside the type checker's view, so that it still refuses a name the face does not have.
     def __getattr__(name: str) -> object:
-        """The sandbox's names (PEP 562), imported on first use."""
-        if name not in _FROM_SANDBOX:
+        """The sandbox's names and the late value types (PEP 562), imported on first use."""
+        if name in _LATE_TYPES:
+            from tether.shell import late_types as source
+        elif name in _FROM_SANDBOX:
+            from tether.shell import sandbox as source
+        else:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from tether.shell import sandbox
-
-        value = getattr(sandbox, name)
+        value = getattr(source, name)
         globals()[name] = value
         return value
 

@@ -18,11 +18,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tether.errors import TetherError
 from tether.home import home_text
+
+# Defined in ``tether.shell.late_types`` (what a plugin or a listing builds; a command runs on
+# ``ShellEnvContext`` alone) and named here too, loaded on first use.
+_LATE = frozenset({"ProfileContext", "ShellEnvContributor", "ShellEnvVariable"})
+
+if TYPE_CHECKING:
+    from tether.shell.late_types import ProfileContext as ProfileContext
+    from tether.shell.late_types import ShellEnvContributor as ShellEnvContributor
+    from tether.shell.late_types import ShellEnvVariable as ShellEnvVariable
+else:
+    # Outside the type checker's view, so that it still refuses a name this module does not have.
+    def __getattr__(name: str) -> object:
+        """The late types' names (PEP 562), imported on first use."""
+        if name not in _LATE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from tether.shell import late_types
+
+        value = getattr(late_types, name)
+        globals()[name] = value
+        return value
+
 
 RESERVED_KEYS: tuple[str, ...] = (
     "TETHER_HOME",
@@ -48,34 +70,12 @@ class ShellEnvError(TetherError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ProfileContext:
-    name: str
-    directory: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ShellEnvContext:
     """What a contributor may look at when producing values for one execution."""
 
     command: str
     cwd: str
     session_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellEnvContributor:
-    """``{name, variables{key → description}, resolve(execution)}``."""
-
-    name: str
-    variables: Mapping[str, str]
-    resolve: Callable[[ShellEnvContext], Mapping[str, str]] = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellEnvVariable:
-    key: str
-    description: str
-    source: str  # "built-in" or the contributor's name
 
 
 class ShellEnvRegistry:
@@ -154,6 +154,8 @@ class ShellEnvRegistry:
 
     def list(self) -> list[ShellEnvVariable]:
         """Every declared variable (built-ins and contributors), in key order."""
+        from tether.shell.late_types import ShellEnvVariable
+
         rows = [
             ShellEnvVariable(key=k, description=d, source="built-in")
             for k, d in _BUILTIN_DESCRIPTIONS.items()

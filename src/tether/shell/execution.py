@@ -14,25 +14,24 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tether.process.capture import CapturedStream, StreamCursor
 from tether.process.spawn import ManagedProcess, ProcessState
 from tether.shell.types import (
     AbortSignal,
-    ConfinedLaunch,
     DoneSignal,
-    DroppedStream,
     ShellCollectedOutput,
     ShellException,
     ShellExecSpec,
     ShellExecution,
     ShellExpiryPolicy,
-    ShellProcessRead,
     ShellProcessStatus,
     ShellRunResult,
-    ShellSandboxDenial,
-    ShellSandboxInfo,
 )
+
+if TYPE_CHECKING:  # built only by an incremental read or a confined command: imported there
+    from tether.shell.late_types import ConfinedLaunch, ShellProcessRead, ShellSandboxInfo
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +60,8 @@ class _Cursors:
         self._err = StreamCursor(pair.stderr)
 
     def take(self) -> ShellProcessRead:
+        from tether.shell.late_types import DroppedStream, ShellProcessRead
+
         out, err = self._out.take(), self._err.take()
         # What memory dropped is still whole in the stream's spill file: the reader is told where.
         dropped = tuple(
@@ -230,6 +231,8 @@ class LocalShellExecution(ShellExecution):
         self._finishing = asyncio.get_running_loop().create_task(self._finish(self._launch))
 
     async def _finish(self, launch: ConfinedLaunch) -> None:
+        from tether.shell.late_types import ShellSandboxDenial
+
         try:
             if launch.report is not None:
                 sandbox = await launch.report(self._process.stderr.tail_text())

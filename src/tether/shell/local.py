@@ -12,7 +12,6 @@ and reports denials once the process settled; the executor is then ``confining``
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from abc import abstractmethod
 
@@ -35,6 +34,25 @@ from tether.shell.types import (
 
 # (name, PATH) -> where it was found; re-checked with one access() call per use.
 _which_cache: dict[tuple[str, str], str] = {}
+
+
+def on_path(name: str, path: str) -> str | None:
+    """Where ``shutil.which(name, path=path)`` finds a bare ``name`` on POSIX: in the first entry
+    of ``path`` that holds an executable file of that name (not a directory), else None.
+
+    Its own lines rather than shutil's: ``shutil`` (with the ``bz2``, ``lzma`` and ``zlib`` it
+    imports) was ~3 ms of ``tether exec``'s start, for this one lookup."""
+    if not path:
+        return None
+    seen: set[str] = set()
+    for directory in path.split(os.pathsep):
+        if directory in seen:
+            continue
+        seen.add(directory)
+        candidate = os.path.join(directory, name)
+        if os.path.exists(candidate) and os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
 class LocalShellExecutor(ShellExecutor):
@@ -172,7 +190,7 @@ class LocalShellExecutor(ShellExecutor):
             hit = _which_cache.get((executable, path))
             found = hit is not None and os.access(hit, os.X_OK)
             if not found:
-                hit = shutil.which(executable, path=path)
+                hit = on_path(executable, path)
                 found = hit is not None
                 if hit is not None:
                     _which_cache[(executable, path)] = hit

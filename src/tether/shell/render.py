@@ -22,8 +22,12 @@ the streams (4–6 plus truncation notes), for front doors that already streamed
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from tether.shell.types import DroppedStream, ShellCollectedOutput, ShellRunResult, ShellSandboxInfo
+from tether.shell.types import ShellCollectedOutput, ShellRunResult
+
+if TYPE_CHECKING:
+    from tether.shell.late_types import DroppedStream, ShellSandboxInfo
 
 
 def full_output(spill_path: str | None, spill_refused: str | None) -> str:

@@ -28,13 +28,37 @@ from __future__ import annotations
 import asyncio
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import TetherError
-from tether.process.bounds import Bounds
 from tether.process.reads import ObservedStreams
+
+# Defined in ``tether.shell.late_types`` (a plain run of an unconfined command builds none of them)
+# and named here too, loaded on first use.
+_LATE = frozenset(
+    {"ConfinedLaunch", "DroppedStream", "ShellProcessRead", "ShellSandboxDenial", "ShellSandboxInfo"}
+)
+
+if TYPE_CHECKING:
+    from tether.shell.late_types import ConfinedLaunch as ConfinedLaunch
+    from tether.shell.late_types import DroppedStream as DroppedStream
+    from tether.shell.late_types import ShellProcessRead as ShellProcessRead
+    from tether.shell.late_types import ShellSandboxDenial as ShellSandboxDenial
+    from tether.shell.late_types import ShellSandboxInfo as ShellSandboxInfo
+else:
+    # Outside the type checker's view, so that it still refuses a name this module does not have.
+    def __getattr__(name: str) -> object:
+        """The late types' names (PEP 562), imported on first use."""
+        if name not in _LATE:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from tether.shell import late_types
+
+        value = getattr(late_types, name)
+        globals()[name] = value
+        return value
+
 
 ShellErrorCode = Literal["SHELL_MISSING", "SHELL_BAD_CWD", "SHELL_SPAWN"]
 
@@ -182,46 +206,6 @@ class ShellCollectedOutput:
     spill_refused: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DroppedStream:
-    """A stream an incremental read lost bytes of: ``spill_path`` is the file holding all of it
-    (None when there is none); ``spill_refused`` says why, when the file system refused it."""
-
-    name: str
-    spill_path: str | None
-    spill_refused: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellSandboxDenial:
-    """One operation a confining executor refused (``kind`` e.g. "write", "network")."""
-
-    kind: str
-    target: str
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellSandboxInfo:
-    """What a confining executor reports once the process settled (None for local providers).
-
-    ``permissions`` names the policy the command ran under; ``escalation_hint`` tells the model how
-    to ask for wider permissions when something was denied.
-    """
-
-    provider: str
-    permissions: str
-    denials: tuple[ShellSandboxDenial, ...] = ()
-    escalation_hint: str | None = None
-    # What the command could take (``at most 1024 processes and 2048 MiB of memory``), or what was
-    # not bounded here and why; None for an unconfined command.
-    bounds: str | None = None
-
-    @property
-    def denied(self) -> bool:
-        return bool(self.denials)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShellRunResult:
     """The foreground projection of a settled execution."""
@@ -238,26 +222,6 @@ class ShellRunResult:
     def __post_init__(self) -> None:
         if self.timed_out and self.aborted:
             raise ValueError("ShellRunResult: timed_out and aborted are exclusive (which cause came first?)")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellProcessRead:
-    """A consuming incremental read: what arrived since the previous ``read_output()``.
-
-    ``lossy`` is true when bytes were dropped from memory before this reader consumed them;
-    ``dropped`` then names each stream that lost some, with the spill file that still holds the
-    whole stream (None when there is none: spilling disabled, refused, or over its cap).
-    """
-
-    stdout: str
-    stderr: str
-    lossy: bool
-    dropped: tuple[DroppedStream, ...] = ()
-
-    @property
-    def text(self) -> str:
-        """Both streams as one text (stdout, then stderr)."""
-        return join_streams(self.stdout, self.stderr)
 
 
 def join_streams(stdout: str, stderr: str) -> str:
@@ -359,27 +323,6 @@ class ShellExecutor(ABC):
 
     @abstractmethod
     async def execute(self, spec: ShellExecSpec, *, abort: AbortSignal | None = None) -> ShellExecution: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConfinedLaunch:
-    """A provider argv wrapped by a confinement (e.g. bubblewrap), and how to read its verdict.
-
-    ``report(stderr_tail)`` is awaited once the process settled, before the result is available,
-    and returns the sandbox info (denials, and whatever the confinement had to undo);
-    ``cleanup()`` removes whatever ``wrap`` created. ``pass_fds`` reach the child with the same
-    numbers (e.g. bubblewrap's ``--seccomp FD``); ``cleanup`` closes them. ``started(pid)`` is
-    called once the wrapped process runs (what watches it from outside starts there).
-    """
-
-    argv: tuple[str, ...]
-    env: Mapping[str, str] = field(default_factory=dict)
-    report: Callable[[str], Awaitable[ShellSandboxInfo]] | None = None
-    cleanup: Callable[[], None] | None = None
-    pass_fds: tuple[int, ...] = ()
-    started: Callable[[int], None] | None = None
-    # The command is born in a group that holds it to these (``tether.process.bounds``).
-    bounds: Bounds | None = None
 
 
 class ShellConfinement(ABC):

@@ -10,11 +10,13 @@ on another core meanwhile instead of after it, as ``tether mcp`` does while the 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    import argparse
 
 EPILOG = """\
 The command runs as `bash -c COMMAND` (or pwsh, per [shell].provider in config.toml) in its own
@@ -33,6 +35,8 @@ ended it; 2 when tether itself could not run it.
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    import argparse
+
     parser = sub.add_parser(
         "exec",
         help="run one shell command with a deadline, bounded capture and process-tree kill",
@@ -73,20 +77,71 @@ def command_text(words: list[str]) -> str:
     return text
 
 
-def run(args: argparse.Namespace) -> int:
-    import logging
+# exec's options in full, each with whether it takes a value (``plain_arguments``).
+_OPTIONS = {"--timeout-ms": True, "--cwd": True, "--background-ok": False}
 
+
+def plain_arguments(words: list[str]) -> tuple[list[str], int | None, str | None, bool] | None:
+    """``(command, timeout_ms, cwd, background_ok)`` of the words after ``exec``, read without
+    argparse, exactly as its parser (``register``) reads them, when they are the usual shape:
+    options in full (``--cwd DIR``, ``--cwd=DIR``), then ``--`` and the command. Anything else —
+    ``--help``, an abbreviation, a value that starts with ``-`` or is not a number, no ``--`` —
+    is None, and argparse reads it (and says what is wrong). argparse with its help formatter
+    (``gettext``, ``locale``, ``shutil``) is ~8 ms of this command's start; ``command`` keeps the
+    ``--``, as argparse's ``REMAINDER`` does."""
+    timeout_ms: int | None = None
+    cwd: str | None = None
+    background_ok = False
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if word == "--":
+            return words[at:], timeout_ms, cwd, background_ok
+        name, equals, value = word.partition("=")
+        if name not in _OPTIONS or (equals and not _OPTIONS[name]):
+            return None
+        if _OPTIONS[name] and not equals:
+            at += 1
+            if at == len(words) or words[at].startswith("-"):
+                return None
+            value = words[at]
+        if name == "--timeout-ms":
+            try:
+                timeout_ms = int(value)
+            except ValueError:
+                return None
+        elif name == "--cwd":
+            cwd = value
+        else:
+            background_ok = True
+        at += 1
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    return start(list(args.command), args.timeout_ms, args.cwd, bool(args.background_ok))
+
+
+def start(words: list[str], timeout_ms: int | None, cwd: str | None, background_ok: bool) -> int:
+    """Run the command of ``words`` (after ``--``) and end the process with its status."""
     from tether.config import ensure_home, load_config, resolve_home
     from tether.errors import TetherError, UsageError
-    from tether.mcp.logs import configure_logging
     from tether.process.container import prepare as prepare_container
     from tether.process.seal import seal_environment
 
-    command = command_text(list(args.command))
-    if args.timeout_ms is not None and args.timeout_ms < 1:
-        raise UsageError(f"--timeout-ms must be a positive number of milliseconds (got {args.timeout_ms})")
+    command = command_text(words)
+    if timeout_ms is not None and timeout_ms < 1:
+        raise UsageError(f"--timeout-ms must be a positive number of milliseconds (got {timeout_ms})")
     config = load_config(ensure_home(resolve_home()))
     seal_environment(config.env)  # the command cannot read our credentials in /proc/$PPID/environ
+    # As early as it can be (after the seal: PID 1 inherits this environment), so that PID 1 has
+    # started by the time the command is spawned: what is imported before this line delays it.
+    prepare_container()
+
+    import logging
+
+    from tether.mcp.logs import configure_logging
+
     # Our own warnings (no command container, as for every user but root) go to logs/exec.log:
     # stderr is the command's, byte for byte. A home tether cannot write (read-only, full) keeps
     # no log, and the command still runs; nothing then reaches stderr either (no last resort).
@@ -94,7 +149,6 @@ def run(args: argparse.Namespace) -> int:
         configure_logging(config.home, "exec", level=logging.WARNING, stderr=False)
     except (TetherError, OSError):
         logging.getLogger().addHandler(logging.NullHandler())
-    prepare_container()
     # asyncio imports ssl only to offer TLS transports and runs without it (the import is optional
     # there, on every Python tether supports); nothing in this process speaks TLS, and loading
     # OpenSSL costs ~2 ms of its start here. A None entry makes `import ssl` fail at once.
@@ -102,9 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     from tether.cli.actions import exec as action
 
-    status = action.run(
-        config, command, timeout_ms=args.timeout_ms, cwd=args.cwd, background_ok=bool(args.background_ok)
-    )
+    status = action.run(config, command, timeout_ms=timeout_ms, cwd=cwd, background_ok=background_ok)
     _end(status)
 
 
