@@ -122,11 +122,17 @@ async def test_a_fork_bomb_in_a_one_shot_command_stops_at_the_bound(
         assert forked < 30, text  # bubblewrap, its init, the tracer, bash and python hold the rest
         assert data["sandbox"]["bounds"] == _BOUND, data
         assert "processes" in _limits(data) and "[sandbox limit: the bound of 30 processes" in text, text
-        # The classic bomb: bash functions forking themselves without end. The command waits (with
-        # builtins: it cannot fork either) until its PID namespace holds 29 processes — all of the
-        # 30 but bubblewrap's own, outside it — or its own fork is refused for good (bash then
-        # exits), and tether ends what is left.
-        full = ":(){ :|:& };:; until n=(/proc/[0-9]*); [ ${#n[@]} -ge 29 ]; do :; done; echo full"
+        # The classic bomb: bash functions forking themselves without end. The command waits, with
+        # builtins, until the kernel has refused one of the bomb's forks (bash says so on the
+        # stderr they share, and retries), or bash itself exits when a fork of its own is refused
+        # for good; then tether ends what is left. Either way a fork was refused first. (Waiting
+        # for 29 processes instead could end before any was: the bomb's processes exit as soon as
+        # they have forked, and on a loaded machine the count could be met with no fork refused.)
+        full = (
+            ":(){ :|:& }; : 2>/tmp/bomb; "
+            "until read -r said </tmp/bomb && [[ $said == *'Resource temporarily unavailable'* ]]; do :; done; "
+            "echo full"
+        )
         text, data = await bash(client, full)
         assert "processes" in _limits(data), text
         # tether goes on, and so does the next command.
