@@ -69,6 +69,8 @@ from tether.shells.tmux.gate import Gate, Held
 logger = logging.getLogger(__name__)
 
 SOCKET_PATH_MAX = 107  # sun_path's 108 bytes, the last one its NUL
+LINE_MAX = 16 * 1024 * 1024  # the longest line of a reply (a capture of a pane's longest line)
+_CHUNK = 256 * 1024
 
 
 class SessionError(TetherError):
@@ -247,7 +249,7 @@ class ControlClient:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-            limit=16 * 1024 * 1024,
+            limit=LINE_MAX,
             start_new_session=True,
             # A tmux server this client starts is tether's own (``OWN_PROCESS``): started from a
             # command inside a shell, it outlives that shell. Its panes do not keep the mark.
@@ -255,34 +257,53 @@ class ControlClient:
         )
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        """Replies, read a chunk at a time and cut into lines here (a ``readline`` a line cost
+        more than the rest of a reply's handling: a shell's run is ten lines)."""
         assert proc.stdout is not None
+        stdout = proc.stdout
         block: list[str] | None = None
         mine = False
+        partial: list[bytes] = []  # the start of a line whose end has not come yet
+        held = 0
         try:
             while True:
-                raw = await proc.stdout.readline()
-                if not raw:
+                chunk = await stdout.read(_CHUNK)
+                if chunk:
+                    lines = chunk.split(b"\n")
+                    tail = lines.pop()
+                    if lines and partial:
+                        partial.append(lines[0])
+                        lines[0], partial, held = b"".join(partial), [], 0
+                    if tail:
+                        partial.append(tail)
+                        held += len(tail)
+                        if held > LINE_MAX:
+                            raise ValueError(f"a line from tmux over {LINE_MAX} bytes")
+                elif partial:  # the end: a last line without its newline
+                    lines, partial = [b"".join(partial)], []
+                else:
                     break
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                if block is None:
-                    if line.startswith("%begin "):
-                        block, mine = [], line.split(" ")[-1] == "1"
-                    elif line.startswith("%exit"):
-                        break
-                    continue
-                if line.startswith(("%end ", "%error ")):
-                    failed = line.startswith("%error ")
-                    if mine and self._pending:
-                        self._owed_since = asyncio.get_running_loop().time()
-                        fut = self._pending.popleft()
-                        if not fut.done():
-                            if failed:
-                                fut.set_exception(SessionError("tmux: " + " ".join(block).strip()))
-                            else:
-                                fut.set_result(block)
-                    block = None
-                    continue
-                block.append(line)
+                for raw in lines:
+                    line = raw.decode("utf-8", "replace")
+                    if block is None:
+                        if line.startswith("%begin "):
+                            block, mine = [], line.split(" ")[-1] == "1"
+                        elif line.startswith("%exit"):
+                            return
+                        continue
+                    if line.startswith(("%end ", "%error ")):
+                        failed = line.startswith("%error ")
+                        if mine and self._pending:
+                            self._owed_since = asyncio.get_running_loop().time()
+                            fut = self._pending.popleft()
+                            if not fut.done():
+                                if failed:
+                                    fut.set_exception(SessionError("tmux: " + " ".join(block).strip()))
+                                else:
+                                    fut.set_result(block)
+                        block = None
+                        continue
+                    block.append(line)
         finally:
             while self._pending:
                 fut = self._pending.popleft()
