@@ -126,6 +126,28 @@ def command_line(args: tuple[str, ...] | list[str]) -> str:
     return " ".join(quote(a) for a in args)
 
 
+# Commands a call repeats for each of its shells, the same at every call: the pane's listing, the
+# clients' keystrokes, leaving copy mode.
+_REPEATED = frozenset({"display-message", "list-clients", "list-panes", "if-shell"})
+
+
+def _line(args: tuple[str, ...] | list[str]) -> bytes:
+    """One command's line as written to tmux. Those a call repeats for each shell come from a
+    cache (quoting them cost more than the rest of typing a run); so do the few keys before a
+    run's payload (``send-keys -H`` of at most four bytes). Text typed (``send-keys -l``, a paste
+    buffer's data) is never kept."""
+    if type(args) is tuple and args:
+        first = args[0]
+        if first in _REPEATED or (first == "send-keys" and len(args) <= 8 and args[3:4] == ("-H",)):
+            return _cached_line(args)
+    return command_line(args).encode("utf-8") + b"\n"
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_line(args: tuple[str, ...]) -> bytes:
+    return command_line(args).encode("utf-8") + b"\n"
+
+
 class ControlClient:
     """A lazily (re)started ``tmux -S SOCKET -C new-session -A -s tether-hub`` child."""
 
@@ -143,7 +165,7 @@ class ControlClient:
         # Bytes queued for the next flush, the child they are for, and this iteration's shared queries.
         self._out: list[bytes] = []
         self._out_proc: asyncio.subprocess.Process | None = None
-        self._shared: dict[str, asyncio.Future[list[str]]] = {}
+        self._shared: dict[bytes, asyncio.Future[list[str]]] = {}
         self._server_pid = 0  # the tmux server this client talks to (0 = not known yet)
         # The watchdog: since when (loop time) the client owes an answer and has given none — the
         # later of its last reply and the moment a command was queued with none waiting —, its
@@ -208,7 +230,7 @@ class ControlClient:
             self._wedged = False
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
             # Written in the same flush as the caller's first command: no extra round trip.
-            (fut,) = self._queue(proc, command_line(commands.server_pid()).encode() + b"\n", 1)
+            (fut,) = self._queue(proc, _line(commands.server_pid()), 1)
             fut.add_done_callback(self._got_server_pid)
             fut.add_done_callback(functools.partial(_release, held))
             fut.add_done_callback(lambda _fut: resume())
@@ -385,7 +407,7 @@ class ControlClient:
         for attempt in (0, 1):
             proc = await self._ensure()
             async with self.gate.shared(notifying):
-                (fut,) = self._queue(proc, command_line(args).encode("utf-8") + b"\n", 1)
+                (fut,) = self._queue(proc, _line(args), 1)
                 try:
                     return await fut
                 except ClientEnded:
@@ -397,10 +419,10 @@ class ControlClient:
         """``run`` for a read-only query: callers of one loop iteration share one command, written
         after all of them asked (so the answer is as fresh as a command of one's own)."""
         proc = await self._ensure()
-        line = command_line(args)
+        line = _line(args)
         fut = self._shared.get(line)
         if fut is None or self._out_proc is not proc:
-            (fut,) = self._queue(proc, line.encode("utf-8") + b"\n", 1)
+            (fut,) = self._queue(proc, line, 1)
             self._shared[line] = fut
         # Shielded: one sharer's cancellation must not cancel the answer the others wait for.
         return await asyncio.shield(fut)
@@ -412,7 +434,7 @@ class ControlClient:
         proc = self._proc
         if proc is None or proc.returncode is not None or self._reader is None or self._reader.done():
             return None
-        data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
+        data = b"".join(_line(c) for c in commands)
         futs = self._queue(proc, data, len(commands))
         self._flush()
         return futs
@@ -426,7 +448,7 @@ class ControlClient:
         ``resend=False`` for commands that must not run twice (creating a session): the client may
         have ended after tmux ran them and before their answer came, so ``ClientEnded`` is raised
         instead, and the caller finds out what exists."""
-        data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
+        data = b"".join(_line(c) for c in commands)
         notifying = notifies(commands)
         for attempt in (0, 1):
             proc = await self._ensure()
