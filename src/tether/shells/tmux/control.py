@@ -126,20 +126,12 @@ def command_line(args: tuple[str, ...] | list[str]) -> str:
     return " ".join(quote(a) for a in args)
 
 
-# Commands a call repeats for each of its shells, the same at every call: the pane's listing, the
-# clients' keystrokes, leaving copy mode.
-_REPEATED = frozenset({"display-message", "list-clients", "list-panes", "if-shell"})
-
-
 def _line(args: tuple[str, ...] | list[str]) -> bytes:
-    """One command's line as written to tmux. Those a call repeats for each shell come from a
-    cache (quoting them cost more than the rest of typing a run); so do the few keys before a
-    run's payload (``send-keys -H`` of at most four bytes). Text typed (``send-keys -l``, a paste
-    buffer's data) is never kept."""
-    if type(args) is tuple and args:
-        first = args[0]
-        if first in _REPEATED or (first == "send-keys" and len(args) <= 8 and args[3:4] == ("-H",)):
-            return _cached_line(args)
+    """One command's line as written to tmux. Those a call repeats for each shell
+    (``commands.repeated``) come from a cache: quoting them cost more than the rest of typing a
+    run. Text typed (``send-keys -l``, a paste buffer's data) is never kept."""
+    if type(args) is tuple and commands.repeated(args):
+        return _cached_line(args)
     return command_line(args).encode("utf-8") + b"\n"
 
 
