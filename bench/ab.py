@@ -4,7 +4,11 @@ A change worth a few percent drowns in this machine's drift between two runs of 
 minutes apart. Here both servers run at once (each with its own ``TETHER_HOME`` and tmux server)
 and take turns, a block of calls each, so the machine's slow and fast minutes fall on both alike.
 No assertions (see DESIGN.md): it prints each version's p50, p90 and p99 for each measure, and the
-p50s' ratio, measured in the same run (a p99 needs a few hundred calls: ``--rounds 25`` or more).
+p50s' ratio, measured in the same run (a p99 needs a few hundred calls: ``--rounds 25`` or more),
+and the CPU ``tether mcp`` itself spent per call (every thread's, from the scheduler's nanosecond
+counts, as ``bench/cpu.py`` reads them) with its ratio: on a machine other work keeps busy the
+wall times of the two versions differ by several per cent from one run to the next, while the
+server's own CPU per call, though the load's cache misses swell it too, moves far less.
 
     .venv/bin/python bench/ab.py --base /path/to/other/checkout/src [--new src] [--rounds 8]
 
@@ -29,9 +33,11 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 from mcp import Client, StdioServerParameters
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cpu import _threads_ns
 from peers import _task, env_for
 
 MEASURES = {  # name → (shells in the call (0: the one-shot bash tool), command, calls per block)
@@ -42,8 +48,29 @@ MEASURES = {  # name → (shells in the call (0: the one-shot bash tool), comman
 }
 
 
+_SERVERS: set[int] = set()
+
+
+def _new_server() -> int:
+    """The pid of the ``tether mcp`` this process started last (not one found before)."""
+    for child in psutil.Process().children(recursive=True):
+        try:
+            argv = child.cmdline()
+        except psutil.Error:  # a process that ended meanwhile
+            continue
+        if child.pid not in _SERVERS and argv[-2:] == ["tether", "mcp"]:
+            _SERVERS.add(child.pid)
+            return child.pid
+    raise SystemExit("no tether mcp process found among this process's children")
+
+
+def _cpu_ms(pid: int, before: dict[int, int]) -> float:
+    """CPU (ms) ``pid``'s threads spent since ``before`` (a thread that ended meanwhile is left out)."""
+    return sum(ns - before.get(tid, 0) for tid, ns in _threads_ns(pid).items()) / 1e6
+
+
 @asynccontextmanager
-async def server(src: Path, scratch: Path) -> AsyncIterator[tuple[Client, list[str]]]:
+async def server(src: Path, scratch: Path) -> AsyncIterator[tuple[Client, list[str], int]]:
     env = env_for(scratch) | {"PYTHONPATH": str(src)}
     params = StdioServerParameters(command=sys.executable, args=["-m", "tether", "mcp"], env=env)
     try:
@@ -52,7 +79,7 @@ async def server(src: Path, scratch: Path) -> AsyncIterator[tuple[Client, list[s
                 "shell_open", {"tasks": [{"action": {"kind": "open"}} for _ in range(8)]}
             )
             data: Any = opened.structured_content
-            yield client, [t["shell"] for t in data["tasks"]]
+            yield client, [t["shell"] for t in data["tasks"]], _new_server()
     finally:
         sock = scratch / "tether" / "tmux.sock"
         await asyncio.to_thread(
@@ -96,18 +123,21 @@ async def main() -> None:
                 name: await stack.enter_async_context(server(src.absolute(), root / name))
                 for name, src in (("base", args.base), ("new", args.new))
             }
-            for client, shells in versions.values():  # warm: first prompts, caches
+            for client, shells, _pid in versions.values():  # warm: first prompts, caches
                 for _ in range(20):
                     await call(client, shells[:1], "echo hi")
                 await call(client, shells, "echo hi")
             times: dict[tuple[str, str], list[float]] = {}
+            cpu: dict[tuple[str, str], float] = {}  # the server's CPU (ms) over those calls
             for r in range(args.rounds):
                 order = list(versions.items()) if r % 2 == 0 else list(reversed(versions.items()))
                 for measure, (width, command, block) in MEASURES.items():
-                    for name, (client, shells) in order:
+                    for name, (client, shells, pid) in order:
                         got = times.setdefault((measure, name), [])
+                        before = _threads_ns(pid)
                         for _ in range(block):
                             got.append(await call(client, shells[:width], command))
+                        cpu[(measure, name)] = cpu.get((measure, name), 0.0) + _cpu_ms(pid, before)
             for measure in MEASURES:
                 base, new = times[(measure, "base")], times[(measure, "new")]
                 b50, n50 = statistics.median(base), statistics.median(new)
@@ -117,6 +147,13 @@ async def main() -> None:
                     f"p99 {pct(new, 0.99):6.2f} ms | "
                     f"new/base {n50 / b50:.3f} "
                     f"({len(new)} calls each)"
+                )
+            for measure in MEASURES:
+                base_cpu = cpu[(measure, "base")] / len(times[(measure, "base")])
+                new_cpu = cpu[(measure, "new")] / len(times[(measure, "new")])
+                print(
+                    f"{measure:20} tether mcp's CPU per call: base {base_cpu:6.3f} ms | "
+                    f"new {new_cpu:6.3f} ms | new/base {new_cpu / base_cpu:.3f}"
                 )
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -15,6 +15,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
+import psutil
+
 from hang import HANG_S
 
 
@@ -175,3 +177,19 @@ def freezer() -> Iterator[Callable[[int], None]]:
         kill_all(left())
         wait_until(lambda: not left())
         os.rmdir(group)
+
+
+def mcp_children(*, besides: set[int] | frozenset[int] = frozenset()) -> list[psutil.Process]:
+    """This process's children that run ``mcp`` (a ``tether mcp`` a client started), but for the
+    pids in ``besides``. A child that ended meanwhile is passed over: another test's process may
+    be a zombie of this worker for a moment, and asking it its command line raises."""
+    found = []
+    for child in psutil.Process().children():
+        if child.pid in besides:
+            continue
+        try:
+            if "mcp" in child.cmdline():
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found

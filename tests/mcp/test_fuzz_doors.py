@@ -22,7 +22,6 @@ from typing import Any
 
 import jsonschema
 import mcp_types as types
-import psutil
 import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from fuzz_args import Refs, case, is_stable_code, sendable
 from shell_harness import params
 
-from proc_probe import alive_with, unique_sleep_arg, wait_until
+from proc_probe import alive_with, mcp_children, unique_sleep_arg, wait_until
 from tether.config import load_config
 from tether.mcp.server import McpFrontDoor
 from tether.tools.catalog import build_catalog
@@ -146,7 +145,7 @@ async def test_stdio_answers_fuzzed_calls_with_coded_errors_and_keeps_serving(te
     stderr_path = tether_home / "server-stderr.txt"
     with stderr_path.open("w") as stderr:
         async with Client(stdio_client(params(tether_home, "conv-fuzz"), errlog=stderr)) as client:
-            [server] = [p for p in psutil.Process().children() if "mcp" in p.cmdline()]
+            [server] = mcp_children()
             fds: list[int] = []
             answered = await _fuzz(
                 client,

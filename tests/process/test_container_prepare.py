@@ -19,6 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from hang import HANG_S
+from proc_probe import mcp_children
 from tether.process.container import _INIT_SCRIPT, container
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -74,7 +75,7 @@ async def test_tether_mcp_has_its_container_before_the_first_call(tether_home: P
     }
     before = {p.pid for p in psutil.Process().children()}
     async with Client(StdioServerParameters(command=TETHER, args=["mcp"], env=env)):
-        (server,) = [p for p in psutil.Process().children() if p.pid not in before and "mcp" in p.cmdline()]
+        (server,) = mcp_children(besides=before)
         with anyio.fail_after(HANG_S):
             while not [p for p in server.children() if p.name() == "tether-init"]:
                 await anyio.sleep(0.01)

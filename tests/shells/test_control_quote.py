@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tether.shells.tmux import control as control_module
 from tether.shells.tmux.control import ControlClient
 
 _LONG = "x" * 300
@@ -41,3 +42,39 @@ async def test_an_argument_arrives_exact_quoted_afresh_or_from_the_cache(
     finally:
         await client.run("kill-server")
         await client.close()
+
+
+async def test_a_reply_longer_than_a_read_arrives_whole_and_in_order(tether_home: Path) -> None:
+    # The reader takes tmux's output a chunk at a time and cuts the lines itself: a line cut by a
+    # chunk's end, a line longer than a chunk, and the replies after them arrive exact.
+    client = ControlClient(tether_home / "tmux.sock", gate=tether_home / "tmux.gate")
+    lines = [f"line {n} " + "y" * (n * 997 % 5000) for n in range(200)]
+    lines.insert(100, "z" * (3 * control_module._CHUNK + 17))
+    text = "\n".join(lines)
+    try:
+        await client.run("set-buffer", "-b", "big", "--", text)
+        shown, after = await client.run_many(
+            [("show-buffer", "-b", "big"), ("display-message", "-p", "after")]
+        )
+        assert shown == lines
+        assert after == ["after"]
+    finally:
+        await client.run("kill-server")
+        await client.close()
+
+
+def test_text_typed_is_never_kept_with_the_repeated_commands() -> None:
+    # The lines of the commands a call repeats for every shell are kept; text typed into a shell
+    # (it may be a secret a program's prompt reads) never is.
+    cached = control_module._cached_line
+    before = cached.cache_info()
+    for secret in ("s3cret", "a" * 40):
+        control_module._line(("send-keys", "-t", "%1", "-l", "--", secret))
+        control_module._line(("set-buffer", "-b", "tether-x", "--", secret))
+        control_module._line(("send-keys", "-t", "%1", "-H", *(f"{b:02x}" for b in secret.encode())))
+    after = cached.cache_info()
+    assert (after.hits, after.misses) == (before.hits, before.misses)  # the cache was not asked
+    listing = ("display-message", "-p", "-t", "=dsh-abc123:", "#{pane_id}\t#{pane_pid}")
+    assert control_module._line(listing) == control_module.command_line(listing).encode() + b"\n"
+    assert control_module._line(listing) == control_module.command_line(listing).encode() + b"\n"
+    assert cached.cache_info().hits > after.hits

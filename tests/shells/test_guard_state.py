@@ -320,10 +320,15 @@ def test_the_shells_home_is_a_home_whatever_its_path(guard: Guard, tmp_path: Pat
     assert guard.check("rm -rf *", state_after(f"export HOME={tmp_path}; cd {tmp_path}/src")).allowed
 
 
-def _dumps(between: str, tmp: Path) -> tuple[bytes, bytes]:
-    """Two dumps of one bash, at two moments, with ``between`` run in between."""
+def _dumps(between: str, tmp: Path, *, before: str = "", bodies: bool = False) -> tuple[bytes, bytes]:
+    """Two dumps of one bash, at two moments, with ``between`` run in between (``before`` before
+    the first; ``bodies``: as the reporter writes them, every function's body included)."""
     first, second = tmp / "first.state", tmp / "second.state"
-    script = f"{_DUMP}\nA=1\n__tether_dump {first}\n: $RANDOM $SRANDOM\n{between}\n__tether_dump {second}\n"
+    every = " all" if bodies else ""
+    script = (
+        f"{_DUMP}\nA=1\n{before}\n__tether_dump {first}{every}\n: $RANDOM $SRANDOM\n{between}\n"
+        f"__tether_dump {second}{every}\n"
+    )
     subprocess.run(["bash", "--norc", "-c", script], check=True, timeout=30)
     return first.read_bytes(), second.read_bytes()
 
@@ -352,6 +357,27 @@ def test_dumps_of_two_prompts_with_nothing_defined_between_share_a_key(tmp_path:
 )
 def test_anything_the_user_defines_changes_the_key(tmp_path: Path, between: str) -> None:
     first, second = _dumps(between, tmp_path)
+    assert dump_key(first) != dump_key(second)
+
+
+@pytest.mark.parametrize(
+    ("before", "between", "bodies"),
+    [
+        ("alias z=$'eval \"\\ndeclare -- _=1\"'", "alias z=$'eval \"\\ndeclare -- _=$(echo 2)\"'", False),
+        ("trap $'eval \"\\ndeclare -- _=1\"' USR2", "trap $'eval \"\\ndeclare -- _=$(echo 2)\"' USR2", False),
+        ('f() { eval "\ndeclare -i RANDOM=1"; }', 'f() { eval "\ndeclare -i RANDOM=1; echo 2"; }', True),
+    ],
+    ids=["alias", "trap", "function body"],
+)
+def test_a_definition_holding_a_line_like_the_clockwork_changes_the_key(
+    tmp_path: Path, before: str, between: str, bodies: bool
+) -> None:
+    # A quoted string spanning lines puts a line of the definition at the start of a line of the
+    # dump; shaped like ``declare -p``'s clockwork, it is still the definition's, and the state
+    # parsed for the old definition must not serve the new one.
+    first, second = _dumps(between, tmp_path, before=before, bodies=bodies)
+    a, b = parse_dump(first), parse_dump(second)
+    assert a is not None and b is not None and a.key != b.key
     assert dump_key(first) != dump_key(second)
 
 

@@ -21,6 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from hang import HANG_S
+from proc_probe import mcp_children
 from tether.config import load_config
 from tether.errors import NotFoundError, UsageError
 from tether.shells import Shells
@@ -323,7 +324,7 @@ async def test_a_server_that_uses_no_shell_becomes_no_tmux_client(tether_home: P
     before = {p.pid for p in psutil.Process().children()}
     tether = str(Path(sys.executable).parent / "tether")
     async with Client(StdioServerParameters(command=tether, args=["mcp"], env=env)):
-        (server,) = [p for p in psutil.Process().children() if p.pid not in before and "mcp" in p.cmdline()]
+        (server,) = mcp_children(besides=before)
         with anyio.fail_after(HANG_S):
             while not _gone(tether_home, old):
                 await anyio.sleep(0.05)

@@ -61,6 +61,20 @@ CASES: list[tuple[str, list[tuple[Any, ...]]]] = [
     ),
     ("trap then its variable", [("run", "trap 'rm -rf \"$TD\"' EXIT"), ("run", "TD={P}")]),
     ("bind -x", [("run", "bind -x '\"\\C-t\": rm -rf {P}'"), ("send", "", ["C-t"], [])]),
+    # A definition holding a line shaped like the dump's clockwork (``declare -- _=…``, which the
+    # dump's cache key leaves out), redefined from a file: the dump must not read as the one before.
+    (
+        "alias redefined in a line like the dump's clockwork",
+        [
+            ("run", "alias z=$'eval \"\\ndeclare -- _=1\"'"),
+            (
+                "run",
+                "printf 'alias z=$%seval \"\\\\ndeclare -- _=$(rm -rf %s)\"%s\\n' \\' {P} \\' > {W}/lib.sh",
+            ),
+            ("run", ". {W}/lib.sh"),
+            ("run", "z"),
+        ],
+    ),
 ]
 
 

@@ -44,6 +44,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Literal
 
@@ -106,16 +107,28 @@ class WriteLocks:
 
     def __init__(self, home: Path) -> None:
         self.dir = home / LOCKS_DIR
+        self._names: dict[str, str] = {}  # shell id (checked) → its lock file's path, as text
 
     def path(self, shell_id: str) -> Path:
         return self.dir / f"{check_shell_id(shell_id)}.lock"
+
+    def _name(self, shell_id: str) -> str:
+        """``path`` as text, remembered: a run takes its shell's lock on every call, and building
+        the path (the id checked, a ``Path`` joined and turned back into text) cost more than the
+        ``open`` and ``flock`` together."""
+        name = self._names.get(shell_id)
+        if name is None:
+            if len(self._names) >= 4096:
+                self._names.clear()
+            name = self._names[shell_id] = os.fspath(self.path(shell_id))
+        return name
 
     async def acquire(
         self, shell_id: str, *, actor: str, before_wait: Callable[[], None] | None = None
     ) -> WriteLease:
         """Wait (without a timeout, cancellably) until this caller holds the shell's lock;
         ``before_wait`` runs once if it is held by someone else (it may raise to give up)."""
-        path = self.path(shell_id)
+        path = self._name(shell_id)
         started = time.monotonic()
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -126,7 +139,7 @@ class WriteLocks:
             if not _try_lock(fd):
                 if before_wait is not None:
                     before_wait()
-                await self._wait(fd, path.name)
+                await self._wait(fd, os.path.basename(path))
             _write_holder(fd, actor)
         except BaseException:
             os.close(fd)
@@ -248,7 +261,13 @@ def _write_holder(fd: int, actor: str) -> None:
     # Overwritten in place, padded with spaces (JSON whitespace) to the file's size, never truncated:
     # on ext4 a truncate-to-zero of a file with data arms ``auto_da_alloc``, which flushes it on close
     # — about 3 ms on every write lock, serialising the tasks of one call on the disk.
-    data = json.dumps({"actor": actor, "pid": os.getpid(), "since_ms": int(time.time() * 1000)}).encode()
+    # The bytes ``json.dumps`` makes of {"actor": …, "pid": …, "since_ms": …}, without its encoder's
+    # Python for the dict (the actor is the one value that needs escaping).
+    data = b'{"actor": %s, "pid": %d, "since_ms": %d}' % (
+        encode_basestring_ascii(actor).encode("ascii"),
+        os.getpid(),
+        int(time.time() * 1000),
+    )
     size = os.fstat(fd).st_size
     os.pwrite(fd, data.ljust(max(size - 1, len(data))) + b"\n", 0)
 

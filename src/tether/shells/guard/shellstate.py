@@ -161,9 +161,17 @@ def parse_dump(data: bytes) -> ShellState | None:
 def dump_key(data: bytes) -> str | None:
     """The dump without its tag and its clockwork lines (``None`` while it is not whole): dumps
     with one key parse to states that differ only in values no judgement reads, so a state parsed
-    at one prompt serves every later prompt until the user defines something."""
+    at one prompt serves every later prompt until the user defines something.
+
+    Clockwork lines are looked for in ``declare -p``'s section alone, where each line is one
+    variable; the sections after it are kept whole, since a line inside an alias, a trap or a
+    function body may look like one (``declare -- _=…`` in a quoted string spanning lines), and
+    two definitions differing only there must not share a state."""
     text = _whole(data.decode("utf-8", "surrogateescape"))
-    return None if text is None else _CLOCKWORK.sub("", "\n" + text)
+    if text is None:
+        return None
+    end = text.find("\n" + NAMES_MARK + "\n") + 1  # 0: no such section (``parse_dump`` reads none)
+    return _CLOCKWORK.sub("", text[:end]) + text[end:] if end else text
 
 
 def _whole(text: str) -> str | None:

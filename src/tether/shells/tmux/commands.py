@@ -385,6 +385,20 @@ NOTIFYING = frozenset(
 )
 
 
+# Commands a call repeats for each of its shells, the same at every call: the pane's listing, the
+# clients' keystrokes, leaving copy mode.
+_REPEATED = frozenset({"display-message", "list-clients", "list-panes", "if-shell"})
+
+
+def repeated(cmd: Cmd) -> bool:
+    """Whether ``cmd`` is one a call repeats for each shell, worth keeping its line: a listing,
+    leaving copy mode, or the few keys before a run's payload (``send-keys -H`` of at most four
+    bytes). Never text typed (``send-keys -l``) nor a paste buffer's data."""
+    if not cmd:
+        return False
+    return cmd[0] in _REPEATED or (cmd[0] == "send-keys" and len(cmd) <= 8 and cmd[3:4] == ("-H",))
+
+
 def notifies(commands: Iterable[Sequence[str]]) -> bool:
     """Whether any of these tmux commands may notify every control client (typing keys does
     not; ``send-keys -X``, a copy-mode command, may end copy mode)."""

@@ -69,6 +69,8 @@ from tether.shells.tmux.gate import Gate, Held
 logger = logging.getLogger(__name__)
 
 SOCKET_PATH_MAX = 107  # sun_path's 108 bytes, the last one its NUL
+LINE_MAX = 16 * 1024 * 1024  # the longest line of a reply (a capture of a pane's longest line)
+_CHUNK = 256 * 1024
 
 
 class SessionError(TetherError):
@@ -124,6 +126,20 @@ def command_line(args: tuple[str, ...] | list[str]) -> str:
     return " ".join(quote(a) for a in args)
 
 
+def _line(args: tuple[str, ...] | list[str]) -> bytes:
+    """One command's line as written to tmux. Those a call repeats for each shell
+    (``commands.repeated``) come from a cache: quoting them cost more than the rest of typing a
+    run. Text typed (``send-keys -l``, a paste buffer's data) is never kept."""
+    if type(args) is tuple and commands.repeated(args):
+        return _cached_line(args)
+    return command_line(args).encode("utf-8") + b"\n"
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_line(args: tuple[str, ...]) -> bytes:
+    return command_line(args).encode("utf-8") + b"\n"
+
+
 class ControlClient:
     """A lazily (re)started ``tmux -S SOCKET -C new-session -A -s tether-hub`` child."""
 
@@ -141,7 +157,7 @@ class ControlClient:
         # Bytes queued for the next flush, the child they are for, and this iteration's shared queries.
         self._out: list[bytes] = []
         self._out_proc: asyncio.subprocess.Process | None = None
-        self._shared: dict[str, asyncio.Future[list[str]]] = {}
+        self._shared: dict[bytes, asyncio.Future[list[str]]] = {}
         self._server_pid = 0  # the tmux server this client talks to (0 = not known yet)
         # The watchdog: since when (loop time) the client owes an answer and has given none — the
         # later of its last reply and the moment a command was queued with none waiting —, its
@@ -206,7 +222,7 @@ class ControlClient:
             self._wedged = False
             self._reader = asyncio.get_running_loop().create_task(self._read(proc))
             # Written in the same flush as the caller's first command: no extra round trip.
-            (fut,) = self._queue(proc, command_line(commands.server_pid()).encode() + b"\n", 1)
+            (fut,) = self._queue(proc, _line(commands.server_pid()), 1)
             fut.add_done_callback(self._got_server_pid)
             fut.add_done_callback(functools.partial(_release, held))
             fut.add_done_callback(lambda _fut: resume())
@@ -247,7 +263,7 @@ class ControlClient:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-            limit=16 * 1024 * 1024,
+            limit=LINE_MAX,
             start_new_session=True,
             # A tmux server this client starts is tether's own (``OWN_PROCESS``): started from a
             # command inside a shell, it outlives that shell. Its panes do not keep the mark.
@@ -255,34 +271,53 @@ class ControlClient:
         )
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        """Replies, read a chunk at a time and cut into lines here (a ``readline`` a line cost
+        more than the rest of a reply's handling: a shell's run is ten lines)."""
         assert proc.stdout is not None
+        stdout = proc.stdout
         block: list[str] | None = None
         mine = False
+        partial: list[bytes] = []  # the start of a line whose end has not come yet
+        held = 0
         try:
             while True:
-                raw = await proc.stdout.readline()
-                if not raw:
+                chunk = await stdout.read(_CHUNK)
+                if chunk:
+                    lines = chunk.split(b"\n")
+                    tail = lines.pop()
+                    if lines and partial:
+                        partial.append(lines[0])
+                        lines[0], partial, held = b"".join(partial), [], 0
+                    if tail:
+                        partial.append(tail)
+                        held += len(tail)
+                        if held > LINE_MAX:
+                            raise ValueError(f"a line from tmux over {LINE_MAX} bytes")
+                elif partial:  # the end: a last line without its newline
+                    lines, partial = [b"".join(partial)], []
+                else:
                     break
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                if block is None:
-                    if line.startswith("%begin "):
-                        block, mine = [], line.split(" ")[-1] == "1"
-                    elif line.startswith("%exit"):
-                        break
-                    continue
-                if line.startswith(("%end ", "%error ")):
-                    failed = line.startswith("%error ")
-                    if mine and self._pending:
-                        self._owed_since = asyncio.get_running_loop().time()
-                        fut = self._pending.popleft()
-                        if not fut.done():
-                            if failed:
-                                fut.set_exception(SessionError("tmux: " + " ".join(block).strip()))
-                            else:
-                                fut.set_result(block)
-                    block = None
-                    continue
-                block.append(line)
+                for raw in lines:
+                    line = raw.decode("utf-8", "replace")
+                    if block is None:
+                        if line.startswith("%begin "):
+                            block, mine = [], line.split(" ")[-1] == "1"
+                        elif line.startswith("%exit"):
+                            return
+                        continue
+                    if line.startswith(("%end ", "%error ")):
+                        failed = line.startswith("%error ")
+                        if mine and self._pending:
+                            self._owed_since = asyncio.get_running_loop().time()
+                            fut = self._pending.popleft()
+                            if not fut.done():
+                                if failed:
+                                    fut.set_exception(SessionError("tmux: " + " ".join(block).strip()))
+                                else:
+                                    fut.set_result(block)
+                        block = None
+                        continue
+                    block.append(line)
         finally:
             while self._pending:
                 fut = self._pending.popleft()
@@ -364,7 +399,7 @@ class ControlClient:
         for attempt in (0, 1):
             proc = await self._ensure()
             async with self.gate.shared(notifying):
-                (fut,) = self._queue(proc, command_line(args).encode("utf-8") + b"\n", 1)
+                (fut,) = self._queue(proc, _line(args), 1)
                 try:
                     return await fut
                 except ClientEnded:
@@ -376,10 +411,10 @@ class ControlClient:
         """``run`` for a read-only query: callers of one loop iteration share one command, written
         after all of them asked (so the answer is as fresh as a command of one's own)."""
         proc = await self._ensure()
-        line = command_line(args)
+        line = _line(args)
         fut = self._shared.get(line)
         if fut is None or self._out_proc is not proc:
-            (fut,) = self._queue(proc, line.encode("utf-8") + b"\n", 1)
+            (fut,) = self._queue(proc, line, 1)
             self._shared[line] = fut
         # Shielded: one sharer's cancellation must not cancel the answer the others wait for.
         return await asyncio.shield(fut)
@@ -391,7 +426,7 @@ class ControlClient:
         proc = self._proc
         if proc is None or proc.returncode is not None or self._reader is None or self._reader.done():
             return None
-        data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
+        data = b"".join(_line(c) for c in commands)
         futs = self._queue(proc, data, len(commands))
         self._flush()
         return futs
@@ -405,7 +440,7 @@ class ControlClient:
         ``resend=False`` for commands that must not run twice (creating a session): the client may
         have ended after tmux ran them and before their answer came, so ``ClientEnded`` is raised
         instead, and the caller finds out what exists."""
-        data = b"".join(command_line(c).encode("utf-8") + b"\n" for c in commands)
+        data = b"".join(_line(c) for c in commands)
         notifying = notifies(commands)
         for attempt in (0, 1):
             proc = await self._ensure()
