@@ -161,10 +161,16 @@ class PeopleApprovalTools:
                 "approvals answer needs id (the question's apr-… id) and approve (true lets it "
                 "through, false refuses it)"
             )
-        by = PERSON_OF_SOURCE.get(ctx.source, f"person ({ctx.actor})")
+        by = (
+            f"{ctx.who} at the {ctx.source}"
+            if ctx.who
+            else PERSON_OF_SOURCE.get(ctx.source, f"person ({ctx.actor})")
+        )
         approval_id, approve, reason = args.id, args.approve, args.reason.strip()
         row = await anyio.to_thread.run_sync(
-            lambda: self.approvals.decide(approval_id, approve=approve, by=by, reason=reason)
+            lambda: self.approvals.decide(
+                approval_id, approve=approve, by=by, reason=reason, actor=ctx.audit_actor if ctx.who else None
+            )
         )
         return ToolResult(
             text=f"{row.id}: {row.status} by {row.decided_by}",
