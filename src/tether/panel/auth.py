@@ -81,7 +81,7 @@ PERSON_COOKIE_PREFIX: Final = "p."
 _FALLBACK_S = 1.0  # only without inotify: how often an open socket re-checks its person's access
 NOT_SIGNED_IN: Final = "not signed in; open the login link tether serve printed"
 BAD_TOKEN: Final = (
-    "That token does not sign in here: it is neither this server's token nor a person's panel access "
+    "That token does not sign in here: it is not this server's token, nor a person's panel access "
     "that is still valid (tether panel list). Use the link tether serve printed, or the token "
     "tether panel add gave you."
 )
