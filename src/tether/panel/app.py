@@ -110,7 +110,8 @@ def login_url(base_url: str, token: str) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PanelApp:
     """What ``tether serve`` needs to mount the panel: ``routes`` and ``lifespan`` for
-    ``build_http_app`` (the lifespan closes the shells the panel's terminals used, on its loop)."""
+    ``build_http_app`` (the lifespan closes the shells the panel's terminals used, on its loop,
+    and the store of its people's access)."""
 
     routes: list[BaseRoute]
     auth: PanelAuth
@@ -122,7 +123,11 @@ class PanelApp:
         try:
             yield
         finally:
-            await Shells.close_home(self.calls.config.home)
+            try:
+                await Shells.close_home(self.calls.config.home)
+            finally:
+                if self.auth.people is not None:  # the people's store, opened by build_panel_app
+                    self.auth.people.store.close()
 
 
 def build_panel_app(
