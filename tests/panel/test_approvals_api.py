@@ -17,6 +17,8 @@ from mcp import Client
 from panel_harness import Served, agent, browserless, serving_tools
 
 from hang import HANG_S
+from tether.store.approvals import ApprovalQueue
+from tether.store.db import Store
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -112,3 +114,53 @@ async def test_a_guard_block_is_answered_in_the_panel(
     assert decision["actor"] == "person at the panel" and decision["source"] == "panel"
     assert decision["reason"] == "my call" and decision["flags"] == ["bypass-guard"]
     assert decision["extra"]["answer"] == ("approved" if approve else "denied")
+
+
+async def _messages(served: Served) -> AsyncIterator[dict[str, Any]]:
+    """Every approvals message of the page's event stream, whole (pending and decided)."""
+    async with websockets.connect(
+        f"{served.ws_base}/panel/ws/events",
+        origin=served.origin,  # type: ignore[arg-type]
+        additional_headers={"Cookie": served.cookie_header()},
+    ) as ws:
+        async for raw in ws:
+            msg = json.loads(raw)
+            if msg["type"] == "approvals":
+                yield msg
+
+
+async def test_a_question_that_expires_joins_decided_lately_without_another_change(tether_home: Path) -> None:
+    """Nobody answers: the question leaves the pending list at its deadline, and its outcome
+    (``refused: nobody answered in time``) reaches every page once its asker closes it — here later
+    than the deadline, as an asker in another process (a ``tether mcp``) may. Before, the stream
+    waited only for the pending ids to change again, so the page never heard of it. (The first
+    attempt, reverted in 4696ed5, compared the bare ids of both lists: an answered question has the
+    same id in the decided list as it had in the pending one, so no answer was pushed at all.)"""
+    store = Store.open(tether_home)
+    queue = ApprovalQueue(store, tether_home)
+    try:
+        async with serving_tools(tether_home) as served:
+            stream = _messages(served)
+            with anyio.fail_after(HANG_S):
+                assert (await anext(stream))["pending"] == []
+                asked = queue.ask(
+                    kind="bypass-guard",
+                    tool="shell_run",
+                    subject="git push --force origin main",
+                    mode="git-force-push",
+                    justification="",
+                    asker="conv-test",
+                    targets=(),
+                    channel="panel",
+                    timeout_ms=1000,
+                )
+                assert [q["id"] for q in (await anext(stream))["pending"]] == [asked.id]
+                gone = await anext(stream)  # its deadline passed; its asker has not closed it yet
+                assert gone["pending"] == [] and gone["decided"] == []
+                assert queue.close(asked.id, "expired")  # the asker, later
+                told = await anext(stream)
+            await stream.aclose()
+    finally:
+        store.close()
+    [outcome] = told["decided"]
+    assert outcome["id"] == asked.id and outcome["outcome"] == "refused: nobody answered in time"

@@ -29,6 +29,7 @@ PEOPLE_TOOLS = {
     "audit_show",
     "audit_setup_keys",
     "approvals",
+    "panel_people",
 }
 PANEL = CallContext(actor="panel", source="panel")
 CANARY = "people-canary-93kq1"

@@ -263,8 +263,11 @@ class Approvals:
         first: what every page shows after a question leaves the pending list (whoever answered it)."""
         return self.queue.decided_since(now_ms() - window_ms, channel="panel")
 
-    def decide(self, approval_id: str, *, approve: bool, by: str, reason: str = "") -> ApprovalRow:
-        """A person's answer to a pending question in the panel's queue, audited before it counts;
+    def decide(
+        self, approval_id: str, *, approve: bool, by: str, reason: str = "", actor: str | None = None
+    ) -> ApprovalRow:
+        """A person's answer to a pending question in the panel's queue, audited before it counts
+        (``actor``: the record's actor, e.g. ``panel:alice``; ``by`` when not given);
         ``NotFoundError`` when it is no longer pending (answered, expired, unknown) or nobody waits
         for it any more (the process that asked has ended: then it is withdrawn)."""
         queue = self.queue
@@ -297,6 +300,7 @@ class Approvals:
                     reason=reason,
                     channel="panel",
                     source="panel",
+                    actor=actor,
                 )
             )
 
@@ -306,7 +310,7 @@ class Approvals:
             )
         except BaseException as exc:
             if recorded:  # the record is on disk, the answer is not: say so in the log
-                self._void(recorded[0], approval_id, by=by, error=exc)
+                self._void(recorded[0], approval_id, by=actor or by, error=exc)
             raise
         if not taken:  # another answer (or the deadline) came first: say whose
             raise NotFoundError(no_longer_pending(approval_id, queue.get(approval_id)))
@@ -360,6 +364,7 @@ class Approvals:
         reason: str,
         channel: Channel,
         source: Literal["tool", "panel"] = "tool",
+        actor: str | None = None,
     ) -> AuditRecord:
         """One audit record per answer: who (``actor``), when, what (tool, command, mode), the answer."""
         flags = ["bypass-guard"] if question.kind == "bypass-guard" else [f"sandbox:{question.mode}"]
@@ -370,7 +375,7 @@ class Approvals:
             "cancelled": f"dismissed by {by} without an answer" if by else "withdrawn before anyone answered",
         }[outcome]
         return self._audit.append(
-            actor=by or question.asker,
+            actor=actor or by or question.asker,
             source=source,
             tool=question.tool,
             action="approval",

@@ -70,6 +70,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tether.cli.commands.vault",
     "tether.cli.commands.mcp",
     "tether.cli.commands.serve",
+    "tether.cli.commands.panel",
 )
 
 

@@ -25,7 +25,7 @@ from starlette.routing import BaseRoute, Route
 
 from tether.errors import TetherError
 from tether.panel.approvals import approval_routes
-from tether.panel.calls import PanelCalls, PanelError, error_from, task_rows, task_summary
+from tether.panel.calls import ACTING, PanelCalls, PanelError, error_from, task_rows, task_summary
 from tether.panel.shells import ShellFeed
 from tether.panel.vault import read_vault
 from tether.shells import check_shell_id
@@ -98,6 +98,10 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
         result = await calls.tool("shell_manage", {"tasks": [task]})
         feed.poke()
         return {"message": task_summary(result.structured, result.text), "result": result.structured}
+
+    async def me(request: Request) -> Any:
+        # Who this page is signed in as (the header says it): a name, or null for the serve token.
+        return {"who": ACTING.get()}
 
     # -- shells --------------------------------------------------------------------------------
 
@@ -251,6 +255,7 @@ def api_routes(*, calls: PanelCalls, feed: ShellFeed) -> list[BaseRoute]:
     # {shell:path}: an id holding "/" (the page sends it encoded; no shell has one) still reaches
     # check_shell_id and is refused as INVALID_ARGUMENT, never a bare routing 404.
     return [
+        Route("/me", _json_endpoint(me), methods=["GET"]),
         Route("/shells", _json_endpoint(list_shells), methods=["GET"]),
         Route("/shells", _json_endpoint(open_shell), methods=post),
         Route("/shells/{shell:path}/rename", _json_endpoint(rename), methods=post),

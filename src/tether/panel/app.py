@@ -40,12 +40,14 @@ from tether.errors import UsageError
 from tether.panel.api import api_routes
 from tether.panel.approvals import approvals_stream
 from tether.panel.assets import PanelAssets
-from tether.panel.auth import PanelAuth, PanelGuard, served_names, token_matches
+from tether.panel.auth import BAD_TOKEN, PanelAuth, PanelGuard, served_names
 from tether.panel.calls import PanelCalls
 from tether.panel.shells import ShellFeed
 from tether.panel.terminal import TerminalEndpoint, heartbeats
 from tether.panel.vault import vault_stream
 from tether.shells import Shells
+from tether.store.db import Store
+from tether.store.panel_people import PanelPeople
 from tether.tools.registry import ToolRegistry
 
 MOUNT: Final = "/panel"
@@ -108,7 +110,8 @@ def login_url(base_url: str, token: str) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PanelApp:
     """What ``tether serve`` needs to mount the panel: ``routes`` and ``lifespan`` for
-    ``build_http_app`` (the lifespan closes the shells the panel's terminals used, on its loop)."""
+    ``build_http_app`` (the lifespan closes the shells the panel's terminals used, on its loop,
+    and the store of its people's access)."""
 
     routes: list[BaseRoute]
     auth: PanelAuth
@@ -120,7 +123,11 @@ class PanelApp:
         try:
             yield
         finally:
-            await Shells.close_home(self.calls.config.home)
+            try:
+                await Shells.close_home(self.calls.config.home)
+            finally:
+                if self.auth.people is not None:  # the people's store, opened by build_panel_app
+                    self.auth.people.store.close()
 
 
 def build_panel_app(
@@ -135,7 +142,8 @@ def build_panel_app(
     """The panel as a sub-app behind ``PanelGuard``, ready to mount at ``/panel``."""
     check_assets(static_dir)
     assets = PanelAssets(static_dir)  # this build's, whatever replaces the files later
-    auth = PanelAuth(token=token, names=served_names(bind_host, extra_hosts))
+    people = PanelPeople(Store.open(config.home), config.home)
+    auth = PanelAuth(token=token, names=served_names(bind_host, extra_hosts), people=people)
     calls = PanelCalls(registry=registry, config=config)
     feed = ShellFeed(calls=calls)
     terminal = TerminalEndpoint(calls=calls)
@@ -149,16 +157,19 @@ def build_panel_app(
             presented = form.get("token")
         else:
             presented = request.query_params.get("token")
-        if isinstance(presented, str) and presented:
-            if token_matches(presented, token):
-                await calls.audit(action="login")
-                return auth.login_response(MOUNT)
-            return _login_page(
-                "That token is not this server's token. Use the link tether serve printed.", 401
-            )
-        if auth.has_session(request.headers):
+        if presented is not None:
+            # A wrong, revoked, empty or overlong token: one answer, whichever it was.
+            signed = auth.sign_in(presented) if isinstance(presented, str) else None
+            if signed is None:
+                return _login_page(BAD_TOKEN, 401)
+            session, cookie = signed
+            await calls.audit(action="login", who=session.who)
+            return auth.login_response(MOUNT, cookie)
+        current, why = auth.session(request.headers)
+        if current is not None:
             return RedirectResponse(f"{MOUNT}/", status_code=303)
-        return _login_page("", 200)
+        # A page sent here because its person's access was revoked says so.
+        return _login_page(why if "revoked" in why else "", 200)
 
     async def logout(request: Request) -> Response:
         return auth.logout_response(MOUNT)

@@ -6,8 +6,10 @@ Invariants:
 - A page sees exactly the questions of the panel's queue that are still pending and unexpired —
   from this process or any other of the same home (a ``tether mcp`` asks, the person answers in
   ``tether serve``). It hears of a change at once: the stream's ``approvals list`` call waits
-  (``waitMs``) until the pending set differs from what the page was last sent, woken by the
-  queue's inotify file and by the next expiry; never on a polling period. Each message also carries
+  (``waitMs``) until the pending or the decided questions differ from what the page was last sent
+  (the tool's ``known``), woken by the queue's inotify file and by the next expiry; never on a
+  polling period. A question that expires leaves the pending list at its deadline and joins the
+  decided ones as soon as its asker closes it. Each message also carries
   the questions decided lately (who decided, when, their words), so a question answered on one page
   shows its outcome on every page, not only vanishes.
 - Answering is one ``approvals answer`` call (a POST); the tool audits the decision before it
@@ -45,11 +47,11 @@ async def approvals_stream(calls: PanelCalls) -> AsyncIterator[str]:
             # once, and the shell list keeps its socket.
             yield json.dumps({"type": "approvals", "pending": [], "error": exc.message})
             await anyio.sleep_forever()
-        pending = result.structured.get("pending", [])
-        ids = [p["id"] for p in pending]
-        if ids != known:
-            known = ids
-            data = result.structured
+        data = result.structured
+        pending = data.get("pending", [])
+        now_known = [str(k) for k in data.get("known", [])]  # the tool's: pending and decided
+        if now_known != known:
+            known = now_known
             yield json.dumps(
                 {
                     "type": "approvals",

@@ -11,6 +11,10 @@ Invariants:
   registry's middleware; what the panel itself notes (signing in, a terminal attaching and
   detaching: keystrokes are never logged) is appended here. Refreshing a view (the shell list's
   ``shell_state``, a timeline, the vault listing) is not an action and is not logged.
+- A person signed in with access of their own (``auth``) acts by name: ``ACTING`` holds their
+  name for the request (or socket) the guard let through, so each tool call's context carries it
+  (``CallContext.who``) and each record is the actor ``panel:NAME``; ``panel`` stays the owner of
+  the shells and locks the panel makes. ``None`` is whoever holds the serve token.
 - Errors are data for the browser: ``PanelError`` carries a stable code, an HTTP status and the
   lower layer's human-actionable message; nothing else crosses to the page.
 """
@@ -19,7 +23,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -35,6 +40,14 @@ logger = logging.getLogger(__name__)
 
 PANEL_ACTOR = "panel"
 PANEL_CONTEXT = CallContext(actor=PANEL_ACTOR, source="panel")
+# The person the current request or socket acts for (set by ``auth.PanelGuard``); None: the
+# serve token's person.
+ACTING: ContextVar[str | None] = ContextVar("tether_panel_acting", default=None)
+
+
+def acting_context() -> CallContext:
+    who = ACTING.get()
+    return replace(PANEL_CONTEXT, who=who) if who else PANEL_CONTEXT
 
 
 # The codes of a policy's no (a 403 for the page): a lock, a person typing and a locked vault group
@@ -88,7 +101,7 @@ class PanelCalls:
                 status=503,
             )
         try:
-            result = await self.registry.call(name, arguments, PANEL_CONTEXT, audited=audited)
+            result = await self.registry.call(name, arguments, acting_context(), audited=audited)
         except TetherError as exc:
             raise error_from(exc) from exc
         if result.is_error:
@@ -119,12 +132,15 @@ class PanelCalls:
         detail: str = "",
         reason: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        who: str | None = None,
     ) -> None:
-        """Append one ``panel`` record of the panel's own (fsync: off the loop)."""
+        """Append one ``panel`` record of the panel's own (fsync: off the loop), as ``who`` (a
+        person signing in) or the person of this request."""
+        actor = replace(PANEL_CONTEXT, who=who or ACTING.get()).audit_actor
 
         def write() -> None:
             self.audit_log.append(
-                actor=PANEL_ACTOR,
+                actor=actor,
                 source="panel",
                 tool=tool,
                 action=action,

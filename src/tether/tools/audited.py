@@ -248,7 +248,7 @@ class AuditMiddleware:
         try:
             await COMMITTER.append(
                 log,
-                actor=ctx.actor,
+                actor=ctx.audit_actor,
                 source=ctx.source,
                 tool=tool.name,
                 action=action,

@@ -24,6 +24,7 @@ from tether.tools.job_tools import register_job_tools
 from tether.tools.people import (
     register_people_admin_tools,
     register_people_approval_tools,
+    register_people_panel_tools,
     register_people_shell_tools,
 )
 from tether.tools.registry import ToolRegistry
@@ -154,4 +155,5 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     register_people_shell_tools(registry, shells=shell_tools.shells, redactor=policy.redactor)
     register_people_admin_tools(registry, config=config, shells=shell_tools.shells)
     register_people_approval_tools(registry, config=config)
+    register_people_panel_tools(registry, config=config)
     return catalog

@@ -59,13 +59,22 @@ class CallContext:
     """Who is calling: ``actor`` is the conversation id (MCP session), ``panel`` or ``cli``;
     ``client`` the name (and version) the MCP client gave in ``initialize`` (``clientInfo``);
     ``person``: the person at the client, when the front door can ask them during this call (MCP
-    elicitation) — an escalation or a guard block is put to them, else to the panel's queue."""
+    elicitation) — an escalation or a guard block is put to them, else to the panel's queue;
+    ``who``: the person signed in to the panel with access of their own (``tether panel add``),
+    named in the audit log (``audit_actor``), an approval's answer and a manual lock — ``actor``
+    stays ``panel``, which owns the panel's shells and locks whoever of its people acts."""
 
     actor: str
     source: Source = "tool"
     notifier: Notifier | None = None
     person: PersonChannel | None = None
     client: str | None = None
+    who: str | None = None
+
+    @property
+    def audit_actor(self) -> str:
+        """The actor of this call's audit records: ``panel:alice`` for a named person."""
+        return f"{self.actor}:{self.who}" if self.who else self.actor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

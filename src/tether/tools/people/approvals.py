@@ -2,8 +2,9 @@
 to a person (``tether.approvals``).
 
     approvals  list (the pending questions of the panel's queue, and those decided in the last
-               ``DECIDED_WINDOW_MS``: by whom, when, their words; ``waitMs`` waits until the pending
-               set differs from ``known``, woken by the queue's inotify file and the next expiry)
+               ``DECIDED_WINDOW_MS``: by whom, when, their words; and ``known``, which names both;
+               ``waitMs`` waits until that differs from the ``known`` given, woken by the queue's
+               inotify file and the next expiry)
                · answer (approve or deny one pending question, with the person's words)
 
 Invariant: an answer is audited by ``Approvals.decide`` before it counts (the ``approval``
@@ -95,6 +96,14 @@ def decided_json(row: ApprovalRow) -> dict[str, Any]:
     }
 
 
+def known_of(pending: list[ApprovalRow], decided: list[ApprovalRow]) -> list[str]:
+    """What a waiting ``list`` compares: the pending ids, then each decided one with its outcome.
+    Not the ids alone: a question answered moves from one list to the other with the same id, so
+    the bare ids (pending, then decided) of before and after an answer are the same list, and a
+    wait on them slept through the answer (the reverted first attempt, 4696ed5)."""
+    return [r.id for r in pending] + [f"{r.id}={r.status}" for r in decided]
+
+
 class PeopleApprovalTools:
     def __init__(self, config: Config) -> None:
         self.approvals = Approvals(config.home, timeout_s=config.approvals.timeout_s)
@@ -105,8 +114,13 @@ class PeopleApprovalTools:
     def _decided(self) -> list[ApprovalRow]:
         return self.approvals.decided(DECIDED_WINDOW_MS)
 
-    async def _changed(self, known: list[str], wait_ms: int) -> list[ApprovalRow]:
-        """The pending questions once they differ from ``known`` (or at ``wait_ms``)."""
+    def _both(self) -> tuple[list[ApprovalRow], list[ApprovalRow]]:
+        return self._pending(), self._decided()
+
+    async def _changed(self, known: list[str], wait_ms: int) -> tuple[list[ApprovalRow], list[ApprovalRow]]:
+        """The pending and the decided questions once they differ from ``known`` (``known_of``), or
+        at ``wait_ms``: a question that expires leaves the pending ones at its deadline and joins
+        the decided ones when its asker closes it (which closes the queue file: a wake-up)."""
         queue = self.approvals.queue
         queue.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         event = CloseWatch.register(queue.dir, QUEUE_FILE)
@@ -115,10 +129,10 @@ class PeopleApprovalTools:
             while True:
                 if event is not None:
                     event.clear()
-                rows = await anyio.to_thread.run_sync(self._pending)
+                rows, decided = await anyio.to_thread.run_sync(self._both)
                 left = (deadline - now_ms()) / 1000
-                if [r.id for r in rows] != known or left <= 0:
-                    return rows
+                if known_of(rows, decided) != known or left <= 0:
+                    return rows, decided
                 # The next expiry is a change too: the question leaves the list when refused.
                 wait = min([left, *((r.expires_ms - now_ms()) / 1000 for r in rows)])
                 if event is None:
@@ -136,11 +150,11 @@ class PeopleApprovalTools:
         args = parse_arguments("approvals", ApprovalsArgs, raw)
         if args.action == "list":
             if args.wait_ms:
-                rows = await self._changed(args.known, args.wait_ms)
+                rows, decided_rows = await self._changed(args.known, args.wait_ms)
             else:
-                rows = await anyio.to_thread.run_sync(self._pending)
+                rows, decided_rows = await anyio.to_thread.run_sync(self._both)
             pending = [approval_json(r) for r in rows]
-            decided = [decided_json(r) for r in await anyio.to_thread.run_sync(self._decided)]
+            decided = [decided_json(r) for r in decided_rows]
             text = f"{len(pending)} question(s) waiting for a person" + "".join(
                 f"\n{p['id']}: {p['question']}" for p in pending
             )
@@ -152,6 +166,7 @@ class PeopleApprovalTools:
             structured = {
                 "pending": pending,
                 "decided": decided,
+                "known": known_of(rows, decided_rows),
                 "decidedWindowMs": DECIDED_WINDOW_MS,
                 "now": now_ms(),
             }
@@ -161,10 +176,16 @@ class PeopleApprovalTools:
                 "approvals answer needs id (the question's apr-… id) and approve (true lets it "
                 "through, false refuses it)"
             )
-        by = PERSON_OF_SOURCE.get(ctx.source, f"person ({ctx.actor})")
+        by = (
+            f"{ctx.who} at the {ctx.source}"
+            if ctx.who
+            else PERSON_OF_SOURCE.get(ctx.source, f"person ({ctx.actor})")
+        )
         approval_id, approve, reason = args.id, args.approve, args.reason.strip()
         row = await anyio.to_thread.run_sync(
-            lambda: self.approvals.decide(approval_id, approve=approve, by=by, reason=reason)
+            lambda: self.approvals.decide(
+                approval_id, approve=approve, by=by, reason=reason, actor=ctx.audit_actor if ctx.who else None
+            )
         )
         return ToolResult(
             text=f"{row.id}: {row.status} by {row.decided_by}",

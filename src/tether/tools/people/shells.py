@@ -112,7 +112,7 @@ class PeopleShellTools:
                     f"shell {shell_id} is closed: it takes no commands, so there is nothing to lock; "
                     "`tether shell list` and the panel show the open shells"
                 )
-            who = args.who if args.who is not None else ctx.actor
+            who = args.who if args.who is not None else (ctx.who or ctx.actor)
             held, created = locks.manual.lock(shell_id, who=who, why=args.reason, source=ctx.source)
             since = utc_text(held.since_ms)
             if created:

@@ -90,9 +90,21 @@ function bindActions() {
     if (name) act("Restore workspace", () => api("POST", `workspaces/${encodeURIComponent(name)}/restore`, {}));
   };
   $("#logout").onsubmit = signOut;
+  showSignedIn();
   $("#audit-filters").onsubmit = (ev) => { ev.preventDefault(); loadAudit(); };
   $("#audit-verify").onclick = verifyAudit;
   window.addEventListener("hashchange", route);
+}
+
+/* Who this page acts as: a person signed in with access of their own is named in the header (the
+ * audit log, the approvals and the locks name them too); the serve token's person is not. */
+async function showSignedIn() {
+  try {
+    const { who } = await api("GET", "me");
+    const box = $("#signed-in");
+    box.textContent = who ? `signed in as ${who}` : "";
+    box.hidden = !who;
+  } catch { /* the header just does not say it */ }
 }
 
 /* Sign out by fetch, not by the form's own post: the page is served with Referrer-Policy:
