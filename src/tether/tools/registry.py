@@ -33,6 +33,7 @@ from typing import Any, Final, Literal, Protocol
 from tether.approvals import PersonChannel
 from tether.errors import STORAGE_ERRNOS, NotFoundError, StorageError, UsageError
 from tether.home import home_text
+from tether.tools.ending import WhyEnded
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +60,16 @@ class CallContext:
     """Who is calling: ``actor`` is the conversation id (MCP session), ``panel`` or ``cli``;
     ``client`` the name (and version) the MCP client gave in ``initialize`` (``clientInfo``);
     ``person``: the person at the client, when the front door can ask them during this call (MCP
-    elicitation) — an escalation or a guard block is put to them, else to the panel's queue."""
+    elicitation) — an escalation or a guard block is put to them, else to the panel's queue;
+    ``ending``: the front door's answer to why the call was cancelled, asked when it is
+    (``tether.tools.ending``)."""
 
     actor: str
     source: Source = "tool"
     notifier: Notifier | None = None
     person: PersonChannel | None = None
     client: str | None = None
+    ending: WhyEnded | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
