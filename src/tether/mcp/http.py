@@ -336,12 +336,18 @@ class RandomSessionIdManager(StreamableHTTPSessionManager):
                 return None
             idle = transport.idle_scope
             if idle is not None and idle.cancel_called:
-                return Ending(cause="session-expired", note=f"{SESSION_IDLE_MINUTES} minutes")
+                return Ending(cause="session-expired", note=_duration(self.session_idle_timeout))
             if transport.is_terminated:
                 return Ending(cause="session-ended")
             return None
 
         return why
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} s"
 
 
 def build_http_app(
