@@ -167,7 +167,7 @@ anyio.run(main)
 """
 
 
-async def test_a_call_whose_stdio_client_was_killed_is_audited_as_the_client_leaving(
+def test_a_call_whose_stdio_client_was_killed_is_audited_as_the_client_leaving(
     tether_home: Path, tmp_path: Path
 ) -> None:
     # The official client in a process of its own, SIGKILLed mid-call: tether mcp sees its stdin
