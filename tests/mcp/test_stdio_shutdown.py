@@ -112,7 +112,7 @@ def _verify(home: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda sig: sig.name)
-async def test_a_stop_signal_audits_the_calls_in_flight_as_ended_by_it(
+def test_a_stop_signal_audits_the_calls_in_flight_as_ended_by_it(
     tether_home: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
     # The calls in flight were left to the exit: not audited at all (a shell_run), or audited
@@ -149,6 +149,12 @@ async def test_a_stop_signal_audits_the_calls_in_flight_as_ended_by_it(
             assert record["detail"] == f"the server was stopped ({sig.name} to tether)"
         verify = _verify(tether_home)
         assert verify.returncode == 0 and "intact" in verify.stdout, verify.stdout + verify.stderr
+        env = {**os.environ, "TETHER_HOME": str(tether_home)}
+        show = subprocess.run([TETHER, "audit", "show"], env=env, capture_output=True, text=True, check=True)
+        lines = [line for line in show.stdout.splitlines() if " bash run " in line]
+        assert (
+            len(lines) == 1 and f"cancelled [server-stopped] (the server was stopped ({sig.name}" in lines[0]
+        )
     finally:
         kill_all(alive_with(token))
 
