@@ -467,3 +467,16 @@ def test_the_audit_verify_outputs_shown_have_the_codes_shape() -> None:
         if not (intact.match(line) or ((m := broken.match(line)) and m[1] in BREAK_CODES))
     ]
     assert not wrong, wrong
+
+
+def test_the_cancel_causes_table_is_the_codes() -> None:
+    # docs/audit.md's table of `extra.cause`: every cause of tether.tools.ending and its words.
+    from tether.tools.ending import END_CAUSES
+
+    text = (REPO / "docs" / "audit.md").read_text()
+    section = text.split("### Why a call was cancelled", 1)[1].split("\n#", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")][1:]  # no header
+    documented = {row[0].strip("| `"): row[2].strip(" |`") for row in rows}
+    assert set(documented) == set(END_CAUSES)
+    for cause, words in END_CAUSES.items():
+        assert documented[cause].startswith(words), (cause, documented[cause])

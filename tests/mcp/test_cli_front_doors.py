@@ -95,7 +95,7 @@ async def test_sigterm_on_tether_mcp_kills_its_jobs(tether_home: Path) -> None:
     assert both_gone, "SIGTERM must end tether mcp and its jobs without waiting for stdin to close"
     assert job_pid > 0 and not _alive(job_pid)
     assert (
-        "received SIGTERM; stopping this conversation's jobs and exiting"
+        "received SIGTERM; stopping this conversation's calls and jobs and exiting"
         in (tether_home / "logs" / "mcp.log").read_text()
     )
 

@@ -1,11 +1,13 @@
 """``tether serve`` stopped ends every command it runs, also where no command container ends them
 for it (a tether that may not create namespaces: here root without ``CAP_SYS_ADMIN``): SIGHUP (the
 terminal it was started from closed) stops it as SIGTERM and Ctrl+C do, and a shutdown that the
-watchdog cuts short still kills what its commands left."""
+watchdog cuts short still kills what its commands left. A call the stop cancels is audited as
+ended by it."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -99,3 +101,31 @@ async def test_a_stopped_serve_ends_its_jobs(tether_home: Path, sig: signal.Sign
 async def test_a_shutdown_the_watchdog_cuts_short_still_ends_its_jobs(tether_home: Path) -> None:
     # The job's grace outlasts the watchdog's 10 s: the shutdown is still waiting for it then.
     assert await _job_then_stop(tether_home, signal.SIGTERM, grace_ms=600_000) == []
+
+
+async def test_a_stopped_serve_audits_the_calls_in_flight_as_ended_by_its_signal(
+    tether_home: Path, tmp_path: Path
+) -> None:
+    # Audited "the caller cancelled the call", as if its client had cancelled it.
+    sleep_arg = unique_sleep_arg()
+    try:
+        # The client's call ends with its server, in an error.
+        with _uncontained_serve(tether_home) as (url, token, process), contextlib.suppress(Exception):
+            async with http_client(url, token=token) as client, anyio.create_task_group() as tg:
+                bash = {"command": f"touch {tmp_path}/started; sleep {sleep_arg}", "description": "x"}
+                tg.start_soon(client.call_tool, "bash", bash)
+                with anyio.fail_after(HANG_S):
+                    while not (tmp_path / "started").exists():
+                        await anyio.sleep(0.01)
+                process.send_signal(signal.SIGTERM)
+                await anyio.to_thread.run_sync(lambda: process.wait(HANG_S))
+        records = [
+            json.loads(line)
+            for path in sorted((tether_home / "audit").glob("*.jsonl"))
+            for line in path.read_text().splitlines()
+        ]
+        (record,) = [r for r in records if r["tool"] == "bash"]
+        assert record["outcome"] == "cancelled" and record["extra"]["cause"] == "server-stopped", record
+        assert record["detail"] == "the server was stopped (SIGTERM to tether)"
+    finally:
+        kill_all(alive_with(sleep_arg))

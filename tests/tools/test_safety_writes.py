@@ -361,3 +361,4 @@ async def test_a_cancelled_write_releases_the_shell_lock_and_is_audited(
         assert out["exitCode"] == 0 and out["lines"] == ["after-cancel"]
     mine = [r for r in audit_records(tether_home) if r["tool"] == "shell_run" and r["actor"] == "conv-a"]
     assert [r["outcome"] for r in mine] == ["cancelled"]
+    assert mine[0]["extra"]["cause"] == "client-cancelled"  # the official client's notifications/cancelled

@@ -21,7 +21,8 @@ Invariants this module owns:
   elicitation is asked on the connection's stream, which on stdio is the request's.
 - ``notifications/cancelled`` naming a taken call cancels it (its handler kills what it started)
   and nothing is answered, as the SDK does; when the client leaves (stdin closed, stdout broken)
-  every taken call is cancelled and awaited before the conversation ends.
+  every taken call is cancelled and awaited before the conversation ends. Each is audited with
+  that cause (``McpFrontDoor.why_ended``), told before the call is cancelled.
 - ``running(key)`` says whether a call taken here with that id (``request_key``) still runs: the
   stdio loop answers a request reusing it with ``duplicate_id`` (``tether.mcp.request_ids``).
 - Like the SDK, nothing bounds the calls running at once: the wire's backpressure counts messages
@@ -42,6 +43,7 @@ from mcp_types import INTERNAL_ERROR
 from tether.mcp.requests import check_call
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.wire import Message, StdioWire, error_response
+from tether.tools.ending import Ending
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ class DirectCalls:
         self._wire = wire
         self._connection: Connection | None = None
         self._calls: dict[Any, asyncio.Task[None]] = {}
+        self._cancelled: set[Any] = set()  # calls the client cancelled (notifications/cancelled)
 
     def attach(self, connection: Connection) -> None:
         """The conversation's connection (calls are taken only once it is known)."""
@@ -75,9 +78,11 @@ class DirectCalls:
         if method == "notifications/cancelled" and "id" not in item:
             params = item.get("params")
             rid = cancelled_request_id_from_params(params if isinstance(params, dict) else None)
-            task = self._calls.get(coerce_request_id(rid)) if rid is not None else None
+            key = coerce_request_id(rid) if rid is not None else None
+            task = self._calls.get(key)
             if task is None:
                 return False
+            self._cancelled.add(key)
             task.cancel()
             return True
         return False
@@ -104,16 +109,21 @@ class DirectCalls:
         if not (meta is None or (isinstance(meta, dict) and meta.keys() <= _META)):
             return False
         key = coerce_request_id(rid)
-        task = asyncio.get_running_loop().create_task(self._serve(rid, params, connection))
+        task = asyncio.get_running_loop().create_task(self._serve(rid, key, params, connection))
         self._calls[key] = task
-        task.add_done_callback(lambda _t: self._calls.pop(key, None))
+        task.add_done_callback(lambda _t: self._ended(key))
         return True
 
-    async def _serve(self, rid: str | int, params: dict[str, Any], connection: Connection) -> None:
+    def _ended(self, key: Any) -> None:
+        self._calls.pop(key, None)
+        self._cancelled.discard(key)
+
+    async def _serve(self, rid: str | int, key: Any, params: dict[str, Any], connection: Connection) -> None:
         try:
             result = check_call(params, self._door.registry)
             if result is None:
-                call = self._door.call_context(connection)
+                ending = self._door.why_ended(connection, lambda: key in self._cancelled)
+                call = self._door.call_context(connection, ending=ending)
                 result = await self._door.answer_call(params["name"], params.get("arguments") or {}, call)
         except Exception:
             task = asyncio.current_task()
@@ -129,8 +139,11 @@ class DirectCalls:
             message = "Internal error: the tool's result cannot be encoded as JSON; the server log has it"
             self._wire.send(error_response(rid, INTERNAL_ERROR, message))
 
-    async def close(self) -> None:
-        """The client left: cancel every call still running and wait for each to end."""
+    async def close(self, how: str = "") -> None:
+        """The client left (``how``: what showed it): cancel every call still running and wait for
+        each to end."""
+        if self._connection is not None:
+            self._door.connection_ended(self._connection, Ending(cause="client-left", note=how))
         tasks = list(self._calls.values())
         for task in tasks:
             task.cancel()

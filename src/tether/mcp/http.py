@@ -19,6 +19,9 @@ Invariants this module owns:
   plain text, which its client turned into "Server returned an error response".
 - A request reusing the id of one still in flight in its session is answered at once with an
   INVALID_REQUEST naming the id (``tether.mcp.request_ids``); the first goes on.
+- A call cancelled because its session ended is audited with that cause: ``DELETE``
+  (``session-ended``) or the SDK's idle limit (``session-expired``), read off the session's
+  transport as the cancellation is audited (``RandomSessionIdManager.watch``).
 - ``build_http_app`` accepts extra routes, middleware and lifespans, so the web panel mounts at
   ``/panel`` on this same app behind the same Host/Origin guard.
 """
@@ -58,6 +61,7 @@ from tether.mcp.request_ids import UniqueRequestIds
 from tether.mcp.server import McpFrontDoor
 from tether.mcp.token import bearer_matches
 from tether.mcp.wire import INVALID_REQUEST
+from tether.tools.ending import Ending, WhyEnded
 
 logger = logging.getLogger(__name__)
 
@@ -322,6 +326,29 @@ class RandomSessionIdManager(StreamableHTTPSessionManager):
             self._session_owners[new] = self._session_owners.pop(old)
         return transport
 
+    def watch(self, session_id: str | None) -> WhyEnded:
+        """Why session ``session_id`` (open now) has ended, once it has: asked as a call of it is
+        cancelled. The transport is taken now: an ended session is soon forgotten by id."""
+        transport = self._server_instances.get(session_id) if session_id is not None else None
+
+        def why() -> Ending | None:
+            if transport is None:
+                return None
+            idle = transport.idle_scope
+            if idle is not None and idle.cancel_called:
+                return Ending(cause="session-expired", note=_duration(self.session_idle_timeout))
+            if transport.is_terminated:
+                return Ending(cause="session-ended")
+            return None
+
+        return why
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} s"
+
 
 def build_http_app(
     front_door: McpFrontDoor,
@@ -348,6 +375,7 @@ def build_http_app(
         ],
     )
     manager = RandomSessionIdManager(app=front_door.server, security_settings=security)
+    front_door.session_watch = manager.watch
     endpoint = BearerGate(
         BodyTooLargeAnswer(
             SessionErrorAnswer(HandshakeEraGate(UniqueRequestIds(StreamableHTTPASGIApp(manager))))

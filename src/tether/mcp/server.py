@@ -14,6 +14,10 @@ Invariants this module owns:
   code; any other exception is logged with its traceback and answered with a generic tool error.
   Neither stops the server. Cancellation (``notifications/cancelled``) is not an error: it
   propagates into the handler, which kills its process; MCP sends no response for it.
+- Every call's context says why the call was cancelled, if it is (``CallContext.ending``, audited
+  as ``extra.cause``): the client's ``notifications/cancelled`` (``peer_cancelled``), else what
+  ended its connection (``connection_ended``: the stdio client left) or its HTTP session
+  (``session_watch``: ``DELETE``, the idle limit).
 - Every registry change reaches every initialized connection as
   ``notifications/tools/list_changed``.
 - Only the handshake protocol era is served. A conversation *is* an MCP session, and the
@@ -51,6 +55,7 @@ from tether.mcp.ids import new_conversation_id
 from tether.mcp.notifier import ConnectionNotifier, subscriptions
 from tether.mcp.requests import check_call, named_invalid_params, tool_error
 from tether.tools.bash import ToolAborted
+from tether.tools.ending import Ending, WhyEnded
 from tether.tools.registry import CallContext, ResourceSource, ToolDef, ToolRegistry, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -66,6 +71,7 @@ def settle_heap() -> None:
 RESOURCE_NOT_FOUND: Final = -32002  # MCP's code for resources/read of an unknown URI
 _CONVERSATION_KEY: Final = "tether.conversation"
 _NOTIFIER_KEY: Final = "tether.notifier"
+_ENDED_KEY: Final = "tether.ended"  # the Ending of a connection whose client left
 
 # Called with the conversation id once its MCP connection has closed (e.g. to stop its jobs).
 ConversationEnd = Callable[[str], Awaitable[None]]
@@ -84,6 +90,14 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
     """
     connection: Connection = ctx.session._connection
     return connection
+
+
+def peer_cancelled(ctx: ServerRequestContext[Any, Any]) -> Callable[[], bool]:
+    """Whether the client has sent ``notifications/cancelled`` for this request, asked when the call
+    ends: the SDK sets its dispatch context's ``cancel_requested`` before it cancels the handler,
+    and keeps that context private to the per-request session (pinned by ``mcp==2.3.0``)."""
+    requested: anyio.Event = ctx.session._request_outbound.cancel_requested
+    return requested.is_set
 
 
 class McpFrontDoor:
@@ -122,6 +136,8 @@ class McpFrontDoor:
         self.server.middleware.append(self._track_connection)
         self.server.middleware.append(self._checked_params)
         self._own_middleware = list(self.server.middleware)
+        # Over HTTP (``build_http_app``): given a session id, why that session ended if it has.
+        self.session_watch: Callable[[str | None], WhyEnded] | None = None
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options()
@@ -136,10 +152,32 @@ class McpFrontDoor:
         connection.state[_CONVERSATION_KEY] = conversation
         return conversation
 
-    def call_context(self, connection: Connection, *, ask: Asker | None = None) -> CallContext:
+    def connection_ended(self, connection: Connection, ending: Ending) -> None:
+        """The client of ``connection`` left (``ending`` says how): a call cancelled from now on
+        was cancelled by that. Called before the calls are cancelled."""
+        connection.state.setdefault(_ENDED_KEY, ending)
+
+    def why_ended(self, connection: Connection, cancelled_by_client: Callable[[], bool]) -> WhyEnded:
+        """The ``CallContext.ending`` of one call on ``connection``: ``cancelled_by_client`` says
+        whether the client cancelled this very request."""
+        session = self.session_watch(connection.session_id) if self.session_watch is not None else None
+
+        def why() -> Ending | None:
+            if cancelled_by_client():
+                return Ending(cause="client-cancelled")
+            left = connection.state.get(_ENDED_KEY)
+            if isinstance(left, Ending):
+                return left
+            return session() if session is not None else None
+
+        return why
+
+    def call_context(
+        self, connection: Connection, *, ask: Asker | None = None, ending: WhyEnded | None = None
+    ) -> CallContext:
         """The context of one call on ``connection``. When the client declared form elicitation,
         the person at the client is reached with ``ask`` (by default on the connection's own
-        stream, which is the request's on stdio)."""
+        stream, which is the request's on stdio); ``ending`` says why the call was cancelled."""
         notifier = connection.state.get(_NOTIFIER_KEY)
         if not isinstance(notifier, ConnectionNotifier):
             notifier = ConnectionNotifier(connection)
@@ -156,6 +194,7 @@ class McpFrontDoor:
             notifier=notifier,
             client=client_name(connection),
             person=person,
+            ending=ending,
         )
 
     @property
@@ -233,7 +272,8 @@ class McpFrontDoor:
     ) -> types.CallToolResult:
         # Elicitation rides the request's own session: over streamable HTTP, the request's stream.
         ask = functools.partial(ctx.session.elicit_form, related_request_id=ctx.request_id)
-        call = self.call_context(connection_of(ctx), ask=ask)
+        connection = connection_of(ctx)
+        call = self.call_context(connection, ask=ask, ending=self.why_ended(connection, peer_cancelled(ctx)))
         answer = await self.answer_call(params.name, params.arguments or {}, call)
         return types.CallToolResult.model_validate(answer)
 

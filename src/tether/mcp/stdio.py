@@ -199,7 +199,10 @@ async def serve_stdio(
             )
     finally:
         wire.stop_reading()
-        await direct.close()
+        # Also when the serving was cancelled (a stop signal): the calls beside the SDK end, and
+        # are audited, before the conversation does.
+        with anyio.CancelScope(shield=True):
+            await direct.close()
     logger.info("stdio client closed the connection")
 
 
@@ -250,11 +253,14 @@ class _Inbound:
         self._ended = False
 
     async def receive(self) -> SessionMessage:
+        how = "its stdin closed"
         while not self._ended:
             if self._queued:
                 return self._queued.popleft()
             item = self._backlog.popleft() if self._backlog else await self._next()
             if item is EOF or not isinstance(item, dict):
+                if item is _BROKEN:
+                    how = "it stopped reading tether mcp's stdout"
                 break
             key = request_key(item)
             if key is not None and not _answered_early(item, self._handover.early):
@@ -284,8 +290,9 @@ class _Inbound:
                 self._queued.append(SessionMessage(probe))
             return SessionMessage(message)
         self._ended = True
-        # The client left: the calls answered beside the SDK end before the conversation does.
-        await self._direct.close()
+        # The client left: the calls answered beside the SDK end before the conversation does, and
+        # the SDK's (cancelled as the stream ends) are audited as ended by that.
+        await self._direct.close(how)
         raise anyio.EndOfStream
 
     async def _next(self) -> Item | _Broken:

@@ -10,7 +10,9 @@ Invariants:
   log's ``redact``, so a value written literally is stored masked. A tool without tasks (the
   people-only tools) names its action, targets and reason itself (``ToolDef.audit_fields``); its
   arguments are never written (a passphrase or a secret value passes through them). A tool whose
-  ``audit_calls`` is False (reading or verifying the log itself) writes no record.
+  ``audit_calls`` is False (reading or verifying the log itself) writes no record. A cancelled
+  call's record names why it was cancelled (``tether.tools.ending``): ``extra.cause`` and the
+  words of its ``detail``.
 - The result's text and structured content, a ``TetherError``'s message, and every notification
   the call's notifier sends (also long after, for a subscription) pass through the masker of the
   vault's readable values plus the values delivered to shells (``SecretRedactor``). Resources read
@@ -32,6 +34,7 @@ from tether.audit import COMMITTER, AuditLog
 from tether.audit.record import AuditError, Outcome
 from tether.errors import STORAGE_ERRNOS, RefusedError, TetherError
 from tether.shells import CallNotes, GuardBlockedError, SecretMasker, SecretRedactor, collecting
+from tether.tools.ending import Ending, ServerStop
 from tether.tools.registry import (
     CallContext,
     Handler,
@@ -107,9 +110,10 @@ class MaskedResources:
 class AuditMiddleware:
     """``ToolRegistry.middleware`` entry: audit + masking (see the module docstring)."""
 
-    def __init__(self, home: Path, redactor: SecretRedactor) -> None:
+    def __init__(self, home: Path, redactor: SecretRedactor, stop: ServerStop | None = None) -> None:
         self.home = home
         self.redactor = redactor
+        self.stop = stop if stop is not None else ServerStop()
 
     async def __call__(
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: CallContext, inner: Handler
@@ -119,6 +123,7 @@ class AuditMiddleware:
         outcome: Outcome = "error"
         detail = ""
         code: str | None = None  # an error's stable code, as the caller got it
+        ending: Ending | None = None  # why a cancelled call was cancelled
         result: ToolResult | None = None
         masker: SecretMasker | None = None  # read once, after the handler: it may have delivered values
         with COMMITTER.opened(), collecting() as notes:
@@ -133,7 +138,8 @@ class AuditMiddleware:
                 outcome, detail = _outcome_of(result, notes, arguments)
                 return result
             except asyncio.CancelledError:
-                outcome, detail = "cancelled", "the caller cancelled the call"
+                ending = self.stop.why(ctx.ending)
+                outcome, detail = "cancelled", ending.words()
                 raise
             except GuardBlockedError as exc:
                 masker = self._masker_or_none(exc)
@@ -155,7 +161,9 @@ class AuditMiddleware:
                     with anyio.CancelScope(shield=True):
                         if masker is None:
                             masker = self._masker_or_none(None)
-                        await self._append(tool, arguments, ctx, notes, result, outcome, detail, code, masker)
+                        await self._append(
+                            tool, arguments, ctx, notes, result, outcome, detail, code, masker, ending
+                        )
 
     def _masker_after_run(self, tool: ToolDef) -> SecretMasker:
         """The masker once the handler ran; when the vault can no longer be read, the result is
@@ -195,6 +203,7 @@ class AuditMiddleware:
         detail: str,
         code: str | None,
         masker: SecretMasker | None,
+        ending: Ending | None,
     ) -> None:
         ran = result is not None
         if masker is None:
@@ -229,6 +238,8 @@ class AuditMiddleware:
         extra: dict[str, Any] = {}
         if code is not None:
             extra["code"] = code
+        if ending is not None:
+            extra["cause"] = ending.cause  # one of END_CAUSES: why the call ended before it answered
         if ctx.client:
             extra["client"] = ctx.client  # the MCP client's own name for itself (clientInfo)
         if notes.commands:

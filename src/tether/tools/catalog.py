@@ -20,6 +20,7 @@ from tether.shells import SafetyPolicy
 from tether.tools.audited import AuditMiddleware, MaskedResources
 from tether.tools.bash import ShellName, ShellToolOptions, ShellToolPlugin, make_executor, pwsh_available
 from tether.tools.conversations import ConversationNotes
+from tether.tools.ending import ServerStop
 from tether.tools.job_tools import register_job_tools
 from tether.tools.people import (
     register_people_admin_tools,
@@ -50,6 +51,8 @@ class ToolCatalog:
     hints: dict[str, str] = field(default_factory=dict)
     closers: list[Closer] = field(default_factory=list)
     shell_tools: ShellTools | None = None
+    # A stop signal the process got: every call cancelled from then on is audited as ended by it.
+    stop: ServerStop = field(default_factory=ServerStop)
     _closed: anyio.Event | None = None
 
     def instructions(self) -> str:
@@ -142,7 +145,7 @@ def build_catalog(config: Config, *, with_jobs: bool = True) -> ToolCatalog:
     catalog.closers.append(_closer(policy.close))  # first in, so closed after the shells it serves
     conversations = ConversationNotes(config.home)
     registry.middleware.append(conversations)
-    registry.middleware.append(AuditMiddleware(config.home, policy.redactor))
+    registry.middleware.append(AuditMiddleware(config.home, policy.redactor, catalog.stop))
     catalog.closers.append(conversations.aclose)
     shell_tools = register_shell_tools(
         registry, config=config, hints=catalog.hints, closers=catalog.closers, hooks_for=policy.hooks_for

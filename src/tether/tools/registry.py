@@ -33,6 +33,7 @@ from typing import Any, Final, Literal, Protocol
 from tether.approvals import PersonChannel
 from tether.errors import STORAGE_ERRNOS, NotFoundError, StorageError, UsageError
 from tether.home import home_text
+from tether.tools.ending import WhyEnded
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +63,9 @@ class CallContext:
     elicitation) — an escalation or a guard block is put to them, else to the panel's queue;
     ``who``: the person signed in to the panel with access of their own (``tether panel add``),
     named in the audit log (``audit_actor``), an approval's answer and a manual lock — ``actor``
-    stays ``panel``, which owns the panel's shells and locks whoever of its people acts."""
+    stays ``panel``, which owns the panel's shells and locks whoever of its people acts;
+    ``ending``: the front door's answer to why the call was cancelled, asked when it is
+    (``tether.tools.ending``)."""
 
     actor: str
     source: Source = "tool"
@@ -70,6 +73,7 @@ class CallContext:
     person: PersonChannel | None = None
     client: str | None = None
     who: str | None = None
+    ending: WhyEnded | None = None
 
     @property
     def audit_actor(self) -> str:

@@ -108,15 +108,19 @@ def show(args: argparse.Namespace) -> int:
 
 
 def format_record(record: dict[str, Any]) -> str:
-    """One line per record: time, seq, who (and its client), what, where, outcome, then
-    command/reason/flags."""
+    """One line per record: time, seq, who (and its client), what, where, outcome (a cancelled
+    call's cause in brackets), then command/reason/flags."""
     who = f"{record['source']}:{record['actor']}"
     if record.get("client"):
         who += f" ({record['client']})"
     parts = [record["time"], f"#{record['seq']}", who, f"{record['tool']} {record['action']}"]
     if record["targets"]:
         parts.append(",".join(record["targets"]))
-    parts.append(record["outcome"] + (f" ({record['detail']})" if record["detail"] else ""))
+    outcome = record["outcome"]
+    extra = record.get("extra") or {}
+    if isinstance(extra.get("cause"), str):
+        outcome += f" [{extra['cause']}]"  # why a cancelled call ended (tether.tools.ending)
+    parts.append(outcome + (f" ({record['detail']})" if record["detail"] else ""))
     if record["command"] is not None:
         parts.append(f"$ {record['command']}")
     if record["reason"] is not None:

@@ -3,7 +3,8 @@
 Invariant: this process is one conversation. When the client closes stdin, or the process gets
 SIGTERM, SIGHUP or SIGINT (also while the shutdown is under way), every job of the conversation
 is killed before it exits (the catalog closes; after a signal, what ignores SIGTERM gets SIGKILL
-within ``_SIGNALLED_GRACE_S``).
+within ``_SIGNALLED_GRACE_S``). After a signal, the calls in flight are cancelled first, and each
+is audited as ended by it (``server-stopped``), within the same grace.
 """
 
 from __future__ import annotations
@@ -33,7 +34,15 @@ HANDOVER_GATE = "TETHER_MCP_HANDOVER_GATE"
 _SIGNALLED_GRACE_S = 1.0
 
 
-async def _stop_on_signal(catalog: ToolCatalog) -> None:
+class _Serving:
+    """The conversation being served, as a stop signal reaches it."""
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.over = anyio.Event()  # its calls have ended (and are audited), its jobs are killed
+
+
+async def _stop_on_signal(catalog: ToolCatalog, serving: _Serving) -> None:
     # SIGTERM/SIGHUP (a client going away, a service manager) and SIGINT must still end every
     # command of this conversation, also during the shutdown that closing stdin began (this
     # receiver lives until that is over: without it a signal then ended the process at once,
@@ -43,8 +52,13 @@ async def _stop_on_signal(catalog: ToolCatalog) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
         async for signum in signals:
             name = signal.Signals(signum).name
-            logger.info("received %s; stopping this conversation's jobs and exiting", name)
+            logger.info("received %s; stopping this conversation's calls and jobs and exiting", name)
+            # The calls in flight are cancelled and audited as ended by this signal (they were
+            # left to the exit below, unaudited, a killed command's even audited "ok").
+            catalog.stop.begin(name)
+            serving.scope.cancel()
             with anyio.move_on_after(_SIGNALLED_GRACE_S, shield=True):
+                await serving.over.wait()
                 await catalog.aclose()
             kill_live_trees()
             logging.shutdown()
@@ -62,19 +76,22 @@ async def _serve(
     config: Config, conversation: str, wire: StdioWire, early: EarlyFront, cache: HandshakeCache
 ) -> None:
     catalog = build_catalog(config)
+    serving = _Serving()
     async with anyio.create_task_group() as tg:
         # Started first and cancelled last: a stop signal is handled until the jobs are ended.
-        tg.start_soon(_stop_on_signal, catalog)
+        tg.start_soon(_stop_on_signal, catalog, serving)
         catalog.start()
         try:
             front_door = McpFrontDoor(
                 catalog.registry, instructions=catalog.instructions(), conversation=conversation
             )
-            await anyio.to_thread.run_sync(_wait_for_gate)
-            await serve_stdio(front_door, wire=wire, early=early, cache=cache)
+            with serving.scope:
+                await anyio.to_thread.run_sync(_wait_for_gate)
+                await serve_stdio(front_door, wire=wire, early=early, cache=cache)
         finally:
             with anyio.CancelScope(shield=True):
                 await catalog.aclose()
+            serving.over.set()
             tg.cancel_scope.cancel()
 
 

@@ -127,9 +127,12 @@ class _Server(uvicorn.Server):
     traceback), telling ``on_ready`` once it answers requests: the app's startup (MCP session
     manager) has run and the socket is being served. A failed startup exits before that."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+    def __init__(
+        self, config: uvicorn.Config, on_ready: Callable[[], None], on_signal: Callable[[str], None]
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._on_signal = on_signal
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -145,6 +148,7 @@ class _Server(uvicorn.Server):
 
         def handle(signum: int, frame: object) -> None:
             _arm_watchdog()
+            self._on_signal(signal.Signals(signum).name)  # before anything is cancelled by it
             self.handle_exit(signum, None)
 
         originals = {sig: signal.signal(sig, handle) for sig in _STOP_SIGNALS}
@@ -189,6 +193,8 @@ async def _serve(
                 app, http=HeadDeadlineProtocol, log_level="warning", lifespan="on", access_log=False
             ),
             on_ready=on_ready,
+            # Every call the shutdown cancels is audited as ended by this signal (server-stopped).
+            on_signal=catalog.stop.begin,
         )
         await server.serve(sockets=[sock])
     finally:

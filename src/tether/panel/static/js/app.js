@@ -189,7 +189,8 @@ async function loadAudit() {
           bypass ? el("span", { class: "badge bypass", title: "dangerous-command guard bypassed" }, "bypass-guard") : null,
           r.command ?? "", r.detail ? el("span", { class: "sub" }, r.detail) : null,
           r.reason ? el("span", { class: "sub" }, `reason: ${r.reason}`) : null),
-        el("td", { class: `outcome-${r.outcome}` }, r.outcome));
+        el("td", { class: `outcome-${r.outcome}` }, r.outcome,
+          r.extra && typeof r.extra.cause === "string" ? el("span", { class: "sub" }, r.extra.cause) : null));
     }));
   } catch (e) {
     body.replaceChildren(); toast(`Audit: ${e.message}`, true);
