@@ -15,6 +15,7 @@ are the value types such a command never builds (``tether.shell.late_types``).
 from typing import TYPE_CHECKING
 
 from tether.shell.env_registry import ShellEnvContext, ShellEnvError, ShellEnvRegistry
+from tether.shell.firstuse import first_use
 from tether.shell.local import LocalBashExecutor, LocalPwshExecutor, LocalShellExecutor
 from tether.shell.options import LocalShellOptions, discover_pwsh
 from tether.shell.render import footer_lines, render_shell_result, sandbox_lines
@@ -86,19 +87,10 @@ if TYPE_CHECKING:
         mark_path,
         sweep_placeholders,
     )
-else:
-    # Outside the type checker's view, so that it still refuses a name the face does not have.
-    def __getattr__(name: str) -> object:
-        """The sandbox's names and the late value types (PEP 562), imported on first use."""
-        if name in _LATE_TYPES:
-            from tether.shell import late_types as source
-        elif name in _FROM_SANDBOX:
-            from tether.shell import sandbox as source
-        else:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(source, name)
-        globals()[name] = value
-        return value
+else:  # outside the type checker's view, so that it still refuses a name the face does not have
+    __getattr__ = first_use(
+        __name__, {"tether.shell.late_types": _LATE_TYPES, "tether.shell.sandbox": _FROM_SANDBOX}
+    )
 
 
 __all__ = [

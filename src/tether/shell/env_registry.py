@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from tether.errors import TetherError
 from tether.home import home_text
+from tether.shell.firstuse import first_use
 
 # Defined in ``tether.shell.late_types`` (what a plugin or a listing builds; a command runs on
 # ``ShellEnvContext`` alone) and named here too, loaded on first use.
@@ -33,17 +34,8 @@ if TYPE_CHECKING:
     from tether.shell.late_types import ProfileContext as ProfileContext
     from tether.shell.late_types import ShellEnvContributor as ShellEnvContributor
     from tether.shell.late_types import ShellEnvVariable as ShellEnvVariable
-else:
-    # Outside the type checker's view, so that it still refuses a name this module does not have.
-    def __getattr__(name: str) -> object:
-        """The late types' names (PEP 562), imported on first use."""
-        if name not in _LATE:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from tether.shell import late_types
-
-        value = getattr(late_types, name)
-        globals()[name] = value
-        return value
+else:  # outside the type checker's view, so that it still refuses a name this module does not have
+    __getattr__ = first_use(__name__, {"tether.shell.late_types": _LATE})
 
 
 RESERVED_KEYS: tuple[str, ...] = (

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import TetherError
 from tether.process.reads import ObservedStreams
+from tether.shell.firstuse import first_use
 
 # Defined in ``tether.shell.late_types`` (a plain run of an unconfined command builds none of them)
 # and named here too, loaded on first use.
@@ -47,17 +48,8 @@ if TYPE_CHECKING:
     from tether.shell.late_types import ShellProcessRead as ShellProcessRead
     from tether.shell.late_types import ShellSandboxDenial as ShellSandboxDenial
     from tether.shell.late_types import ShellSandboxInfo as ShellSandboxInfo
-else:
-    # Outside the type checker's view, so that it still refuses a name this module does not have.
-    def __getattr__(name: str) -> object:
-        """The late types' names (PEP 562), imported on first use."""
-        if name not in _LATE:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from tether.shell import late_types
-
-        value = getattr(late_types, name)
-        globals()[name] = value
-        return value
+else:  # outside the type checker's view, so that it still refuses a name this module does not have
+    __getattr__ = first_use(__name__, {"tether.shell.late_types": _LATE})
 
 
 ShellErrorCode = Literal["SHELL_MISSING", "SHELL_BAD_CWD", "SHELL_SPAWN"]
