@@ -23,8 +23,8 @@ from tether.store.db import Store
 pytestmark = pytest.mark.timeout(180)
 
 
-async def _pushed(served: Served) -> AsyncIterator[list[dict[str, Any]]]:
-    """Every approvals message the page's event stream pushes (the pending questions)."""
+async def _messages(served: Served) -> AsyncIterator[dict[str, Any]]:
+    """Every approvals message of the page's event stream, whole (pending and decided)."""
     async with websockets.connect(
         f"{served.ws_base}/panel/ws/events",
         origin=served.origin,  # type: ignore[arg-type]
@@ -33,7 +33,13 @@ async def _pushed(served: Served) -> AsyncIterator[list[dict[str, Any]]]:
         async for raw in ws:
             msg = json.loads(raw)
             if msg["type"] == "approvals":
-                yield msg["pending"]
+                yield msg
+
+
+async def _pushed(served: Served) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every approvals message the page's event stream pushes (the pending questions)."""
+    async for msg in _messages(served):
+        yield msg["pending"]
 
 
 async def _run(client: Client, shell: str, command: str) -> dict[str, Any]:
@@ -114,19 +120,6 @@ async def test_a_guard_block_is_answered_in_the_panel(
     assert decision["actor"] == "person at the panel" and decision["source"] == "panel"
     assert decision["reason"] == "my call" and decision["flags"] == ["bypass-guard"]
     assert decision["extra"]["answer"] == ("approved" if approve else "denied")
-
-
-async def _messages(served: Served) -> AsyncIterator[dict[str, Any]]:
-    """Every approvals message of the page's event stream, whole (pending and decided)."""
-    async with websockets.connect(
-        f"{served.ws_base}/panel/ws/events",
-        origin=served.origin,  # type: ignore[arg-type]
-        additional_headers={"Cookie": served.cookie_header()},
-    ) as ws:
-        async for raw in ws:
-            msg = json.loads(raw)
-            if msg["type"] == "approvals":
-                yield msg
 
 
 async def test_a_question_that_expires_joins_decided_lately_without_another_change(tether_home: Path) -> None:
