@@ -97,13 +97,7 @@ async def _call_tool(
     name: str,
     arguments: dict[str, Any],
 ) -> dict[str, Any]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments},
-    }
-    return rpc_payload(await http.post(url, json=body, headers=session))
+    return rpc_payload(await _post_call(http, url, session, rid, name, arguments))
 
 
 async def test_calls_ended_by_their_client_or_its_session_are_audited_with_the_cause(
