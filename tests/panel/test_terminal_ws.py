@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
 import websockets
@@ -146,19 +147,28 @@ async def test_an_input_message_over_the_limit_is_cut_and_said(
     pasted = tether_home / "got.txt"
     catcher = f"stty raw -echo; exec cat > {pasted}"  # every byte the pane gets, written down
     _tmux(tether_home, "-f", "/dev/null", "new-session", "-d", "-s", SHELL, "-x", "120", "-y", "30", catcher)
+    texts: list[dict[str, Any]] = []
     async with serving(tether_home) as served, _connect(served, SHELL) as ws:
-        with anyio.fail_after(HANG_S):
-            while not pasted.exists():
-                await anyio.sleep(0.02)
-        await ws.send(json.dumps({"type": "input", "data": "y" * (MAX_INPUT_CHARS + 10), "typed": True}))
-        await ws.send(json.dumps({"type": "input", "data": "END", "typed": True}))
-        with anyio.fail_after(HANG_S):
-            while not pasted.read_bytes().endswith(b"END"):
-                await anyio.sleep(0.05)
-        # Whatever the server sent before its close frame is still read after the close.
-        await ws.close()
-        texts = [json.loads(frame) async for frame in ws if isinstance(frame, str)]
-        notices = [t for t in texts if t["type"] != "ping"]  # less the heartbeat
+
+        async def read_all() -> None:
+            # Read as it comes: a client that stops reading (its queue holds 16 frames) stops the
+            # server's writes, its answer to our close among them, on a slow pass of the paste.
+            async for frame in ws:
+                if isinstance(frame, str):
+                    texts.append(json.loads(frame))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_all)
+            with anyio.fail_after(HANG_S):
+                while not pasted.exists():
+                    await anyio.sleep(0.02)
+            await ws.send(json.dumps({"type": "input", "data": "y" * (MAX_INPUT_CHARS + 10), "typed": True}))
+            await ws.send(json.dumps({"type": "input", "data": "END", "typed": True}))
+            with anyio.fail_after(HANG_S):
+                while not pasted.read_bytes().endswith(b"END"):
+                    await anyio.sleep(0.05)
+            await ws.close()  # read_all ends with the connection, having read what came before
+    notices = [t for t in texts if t["type"] != "ping"]  # less the heartbeat
     assert pasted.read_text() == "y" * MAX_INPUT_CHARS + "END"
     assert notices == [
         {
