@@ -24,7 +24,8 @@ on this machine's disk a sync that meets the kernel's writeback of the shells' l
 store takes tens of milliseconds now and then, and SQLite's checkpoint (every ~200 calls, inside
 the commit of the run's record) adds ~5 ms to the call it falls in ("after the prompt").
 
-Run: .venv/bin/python bench/phases.py [calls]  (default 1000)
+Run: .venv/bin/python bench/phases.py [calls] [command]  (default 1000 calls of ``echo hi``; a
+command such as ``'sleep 0.05'`` shows what a call adds after a longer command)
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from disk import fsync_times
 from tether.config import load_config
+from tether.shells.integration.events import EventScanner
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
 
-_EVENT = re.compile(rb"\x1b\]6973;[0-9A-Za-z]+;([CEP]);[^\x07]*?;?([0-9]+[.,][0-9]+)\x07")
+_NONCE = re.compile(rb"\x1b\]6973;([0-9A-Za-z]+);")  # every event of the log carries it
 
 
 @dataclass(slots=True)
@@ -90,7 +92,13 @@ def pct(values: list[float], p: float) -> float:
 
 
 def stamps(log: Path) -> list[tuple[float, bytes]]:
-    return sorted((float(at.replace(b",", b".")), kind) for kind, at in _EVENT.findall(log.read_bytes()))
+    """When bash printed each C, E and P of the log: read by tether's own scanner, so the figures
+    follow the integration's format wherever it goes."""
+    data = log.read_bytes()
+    found = _NONCE.search(data)
+    assert found is not None, f"no shell event in {log}"
+    events = EventScanner(found.group(1).decode(), 0).feed(data)
+    return sorted((ev.at, ev.kind.encode()) for ev in events if ev.kind in "CEP" and ev.at is not None)
 
 
 def attach(
@@ -124,12 +132,12 @@ def attach(
             k += 1
 
 
-def report(calls: list[Call], before: list[float], after: list[float]) -> None:
+def report(calls: list[Call], before: list[float], after: list[float], command: str) -> None:
     whole = [(c.end - c.start) * 1000 for c in calls]
     full = [c for c in calls if c.ran is not None and c.ended is not None]
     p50 = statistics.median(whole)
     print(
-        f"{len(calls)} calls of shell_run echo hi (wait exit): "
+        f"{len(calls)} calls of shell_run {command!r} (wait exit): "
         f"p50 {p50:.2f} ms, p99 {pct(whole, 0.99):.2f} ms"
     )
     phases = {
@@ -177,7 +185,7 @@ def report(calls: list[Call], before: list[float], after: list[float]) -> None:
     print(f"  the audit fsync is {100 * share:.0f} % of their time")
 
 
-async def measure(home: Path, n: int) -> tuple[list[Call], Path, SyncClock]:
+async def measure(home: Path, n: int, command: str) -> tuple[list[Call], Path, SyncClock]:
     catalog = build_catalog(load_config())
     ctx = CallContext(actor="conv-bench")
     registry = catalog.registry
@@ -186,7 +194,7 @@ async def measure(home: Path, n: int) -> tuple[list[Call], Path, SyncClock]:
         shell = opened.structured["tasks"][0]["shell"]
         task = {
             "target": {"sessions": shell},
-            "action": {"kind": "run", "command": "echo hi"},
+            "action": {"kind": "run", "command": command},
             "wait": {"kind": "exit"},
         }
         for _ in range(30):  # warm: the first runs of a shell wait for its prompt, caches fill
@@ -205,6 +213,7 @@ async def measure(home: Path, n: int) -> tuple[list[Call], Path, SyncClock]:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    command = sys.argv[2] if len(sys.argv) > 2 else "echo hi"
     root = Path(tempfile.mkdtemp(prefix="thph", dir="/tmp"))
     (root / "home").mkdir()
     os.environ["HOME"] = str(root / "home")  # no ~/.bashrc prompt hooks in the shell
@@ -213,10 +222,10 @@ def main() -> None:
     print(f"1-minute load average {os.getloadavg()[0]:.2f}")
     try:
         before = fsync_times(root, 400, pause_s=0.004)
-        calls, log, clock = asyncio.run(measure(root, n))
+        calls, log, clock = asyncio.run(measure(root, n, command))
         after = fsync_times(root, 400, pause_s=0.004)
         attach(calls, stamps(log), clock.syncs)
-        report(calls, before, after)
+        report(calls, before, after, command)
     finally:
         sock = root / "tether" / "tmux.sock"
         if sock.exists():
