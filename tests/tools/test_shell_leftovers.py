@@ -215,12 +215,14 @@ async def test_a_close_cancelled_while_it_ends_the_shells_processes_still_ends_t
         kill_all(alive_with(token))
 
 
-@pytest.mark.timeout(300)
-async def test_closing_a_shell_says_which_of_its_processes_outlived_the_sweep(tether_home: Path) -> None:
-    # A process in a frozen cgroup ends at no signal until it is thawed: the close cannot end it,
-    # and says so — in its result (text and data), and in the call's audit record.
+async def _frozen_sweep(tether_home: Path, kind: str) -> None:
+    """Close (or ``kind`` respawn) a shell one of whose processes is frozen: a process in a frozen
+    cgroup ends at no signal until it is thawed, so the sweep cannot end it, and the call says so —
+    in its result (text and data) and in its audit record; the shell's other process ends as ever,
+    and the same call on a shell that leaves nothing behind says nothing of the kind."""
     (tether_home / "config.toml").write_text("[shell]\ngrace_ms = 100\n")
     token, ended = unique_sleep_arg(), unique_sleep_arg()
+    action = {"action": {"kind": kind}}
     with freezer() as freeze:
         try:
             async with shell_client(tether_home) as c:
@@ -230,9 +232,7 @@ async def test_closing_a_shell_says_which_of_its_processes_outlived_the_sweep(te
                 [pid] = alive_with(token)
                 freeze(pid)
                 text, data = await call(
-                    c,
-                    "shell_manage",
-                    {"tasks": [{"target": {"sessions": shell}, "action": {"kind": "close"}}]},
+                    c, "shell_manage", {"tasks": [{"target": {"sessions": shell}, **action}]}
                 )
                 task = data["tasks"][0]
                 assert task["ok"] is True, data
@@ -244,12 +244,12 @@ async def test_closing_a_shell_says_which_of_its_processes_outlived_the_sweep(te
                 [record] = [r for r in audit["tasks"][0]["records"] if r["tool"] == "shell_manage"]
                 assert record["outcome"] == "ok"
                 assert f"{shell}: still running after SIGKILL: pid {pid} (sleep {token})" in record["detail"]
-                # A close that ends everything says nothing of the kind.
+                if kind == "respawn":  # the new shell works
+                    assert (await run(c, shell, "echo again-$((1+1))"))["lines"][:1] == ["again-2"]
+                # Another shell (a respawned one's frozen process is still its own).
                 other = await open_shell(c)
                 text, data = await call(
-                    c,
-                    "shell_manage",
-                    {"tasks": [{"target": {"sessions": other}, "action": {"kind": "close"}}]},
+                    c, "shell_manage", {"tasks": [{"target": {"sessions": other}, **action}]}
                 )
                 assert data["tasks"][0]["data"]["stillRunning"] == [] and "still running" not in text
         finally:
@@ -257,41 +257,12 @@ async def test_closing_a_shell_says_which_of_its_processes_outlived_the_sweep(te
 
 
 @pytest.mark.timeout(300)
+async def test_closing_a_shell_says_which_of_its_processes_outlived_the_sweep(tether_home: Path) -> None:
+    await _frozen_sweep(tether_home, "close")
+
+
+@pytest.mark.timeout(300)
 async def test_respawning_a_shell_says_which_of_its_processes_outlived_the_sweep(tether_home: Path) -> None:
     # A respawn ends what the old shell started as a close does, and said nothing of what it could
-    # not end (only the tether process's log did): it now says so as a close does — a text line,
-    # ``data.stillRunning``, and the call's audit record.
-    (tether_home / "config.toml").write_text("[shell]\ngrace_ms = 100\n")
-    token, ended = unique_sleep_arg(), unique_sleep_arg()
-    respawn = {"action": {"kind": "respawn"}}
-    with freezer() as freeze:
-        try:
-            async with shell_client(tether_home) as c:
-                shell = await open_shell(c)
-                await run(c, shell, f"sleep {token} & sleep {ended} &")
-                assert wait_until(lambda: bool(alive_with(token) and alive_with(ended)))
-                [pid] = alive_with(token)
-                freeze(pid)
-                text, data = await call(
-                    c, "shell_manage", {"tasks": [{"target": {"sessions": shell}, **respawn}]}
-                )
-                task = data["tasks"][0]
-                assert task["ok"] is True, data
-                assert task["data"]["stillRunning"] == [{"pid": pid, "command": f"sleep {token}"}], data
-                assert "notEnded" not in task["data"]
-                assert f"still running after SIGKILL: pid {pid} (sleep {token})" in text
-                assert alive_with(ended) == []  # the rest of the old shell's processes ended as ever
-                _, audit = await call(c, "shell_audit", {"tasks": [{"action": {"kind": "audit"}}]})
-                [record] = [r for r in audit["tasks"][0]["records"] if r["tool"] == "shell_manage"]
-                assert record["outcome"] == "ok"
-                assert f"{shell}: still running after SIGKILL: pid {pid} (sleep {token})" in record["detail"]
-                # The new shell works; a respawn that ends everything (another shell: this one's
-                # frozen process is still its own) says nothing of the kind.
-                assert (await run(c, shell, "echo again-$((1+1))"))["lines"][:1] == ["again-2"]
-                other = await open_shell(c)
-                text, data = await call(
-                    c, "shell_manage", {"tasks": [{"target": {"sessions": other}, **respawn}]}
-                )
-                assert data["tasks"][0]["data"]["stillRunning"] == [] and "still running" not in text
-        finally:
-            kill_all(alive_with(ended))
+    # not end (only the tether process's log did).
+    await _frozen_sweep(tether_home, "respawn")
