@@ -39,7 +39,7 @@ from sshd_harness import SSHD, RemoteHosts  # the tests' loopback sshd
 
 from tether import shells as sh
 from tether.config import load_config
-from tether.shells import Output, Safety, Shells, Wait, Write
+from tether.shells import ConnectionLost, Output, Safety, Shells, Wait, Write
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
 
@@ -109,7 +109,14 @@ async def remote_figures(engine: Shells, hosts: RemoteHosts, local: list[float])
             pid = hosts.ssh_check("loop")
         t = time.perf_counter()
         os.kill(pid, signal.SIGKILL)
-        await echo_once(engine, rec.id)  # notices the loss, reconnects, resumes the log, runs
+        # The call that meets the dead connection ends with CONNECTION_LOST and tether reconnects
+        # behind it (docs/hosts.md); the next call finds the shell: the time to a call that ran.
+        while True:
+            try:
+                await echo_once(engine, rec.id)
+                break
+            except ConnectionLost:
+                continue
         again.append((time.perf_counter() - t) * 1000)
         for _ in range(20):
             await asyncio.sleep(0.01)
@@ -120,8 +127,9 @@ async def remote_figures(engine: Shells, hosts: RemoteHosts, local: list[float])
         warm.append(await echo_once(engine, rec.id))
     print(
         f"reconnecting: echo hi right after the shared connection was killed p50 "
-        f"{statistics.median(again):.0f} ms  max {max(again):.0f} ms (a new master, the probe, three "
-        f"channels, the log resumed); warm again afterwards p50 {statistics.median(warm):.2f} ms"
+        f"{statistics.median(again):.0f} ms  max {max(again):.0f} ms (the call that met the loss, a new "
+        f"master, the probe, three channels, the log resumed); warm again afterwards p50 "
+        f"{statistics.median(warm):.2f} ms"
     )
 
 
