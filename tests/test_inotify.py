@@ -42,3 +42,20 @@ def test_a_directory_that_cannot_be_watched_is_an_oserror_with_the_kernels_errno
     with pytest.raises(OSError) as caught:
         inotify.open_watch(tmp_path / "missing", inotify.IN_MODIFY)
     assert caught.value.errno == errno.ENOENT and "missing" in str(caught.value)
+
+
+def test_a_batch_longer_than_one_read_is_read_whole_and_a_short_read_ends_it(tmp_path: Path) -> None:
+    # ``changed`` stops at a read that had room for one more event (the queue was empty then): a
+    # batch of long names several reads long still comes back whole from one call, and events
+    # queued after it come with the next call.
+    fd = inotify.open_watch(tmp_path, inotify.IN_CREATE)
+    try:
+        names = {f"{n:04d}".ljust(250, "x").encode() for n in range(700)}  # 272 bytes an event
+        for name in names:
+            (tmp_path / name.decode()).touch()
+        assert inotify.changed(fd, inotify.IN_CREATE) == (names, False)
+        assert inotify.changed(fd, inotify.IN_CREATE) == (set(), False)
+        (tmp_path / "late").touch()
+        assert inotify.changed(fd, inotify.IN_CREATE) == ({b"late"}, False)
+    finally:
+        os.close(fd)

@@ -27,6 +27,8 @@ IN_ONLYDIR: Final = 0x01000000
 _IN_NONBLOCK: Final = 0o4000
 _IN_CLOEXEC: Final = 0o2000000
 _EVENT: Final = struct.Struct("iIII")
+_READ: Final = 65536
+_EVENT_MAX: Final = _EVENT.size + 256  # a name of NAME_MAX (255) bytes, NUL-padded to 16 bytes
 
 # What ``open_watch`` fails with when the user (or the process) has no inotify instance or watch
 # left: a condition of the machine, with a fix (``limits_hint``), not a bug.
@@ -82,7 +84,7 @@ def events(fd: int, mask: int) -> tuple[set[tuple[int, bytes]], bool]:
     lost = False
     while True:
         try:
-            data = os.read(fd, 65536)
+            data = os.read(fd, _READ)
         except BlockingIOError:
             break
         except OSError:
@@ -99,6 +101,10 @@ def events(fd: int, mask: int) -> tuple[set[tuple[int, bytes]], bool]:
                 lost = True
             elif event_mask & mask and raw:
                 found.add((wd, raw))
+        if len(data) <= _READ - _EVENT_MAX:
+            # The kernel stops a read only at an event that does not fit: room for the largest
+            # left over means the queue was empty (a read more would only fail with EAGAIN).
+            break
     return found, lost
 
 

@@ -156,11 +156,14 @@ class _Scan:
     # Every event read, in order, while few (``None`` once too many): what the shell's phase
     # follows from without reading those bytes again (``Seen``).
     seen: list[ShellEvent] | None = field(default_factory=list)
+    # The last read stopped at its chunk's end, not at the log's: read again before sleeping.
+    behind: bool = False
     _text: str = ""
 
     def take(self) -> tuple[bytes, list[ShellEvent]] | None:
         """What is new and its events (``None``: nothing was); a ``match`` is ``_fed``'s."""
         data = read_at(self.path, self.pos, _SCAN_CHUNK)
+        self.behind = len(data) == _SCAN_CHUNK
         if not data:
             return None
         if not only_sync_marks(data):  # a log proven caught up has printed nothing
@@ -322,6 +325,8 @@ class WaitEngine:
             waker.clear()
             # A remote host's connection dropped: what it printed meanwhile may never have arrived.
             self.host.check_connection(connection)
+            # One read to the log's end a wake: what is written after it sets the waker again (it
+            # was cleared before the read), so no read more is owed before sleeping.
             while (events := await _fed(scan, deadline)) is not None:
                 if run is not None:
                     run.feed(events)
@@ -332,6 +337,8 @@ class WaitEngine:
                         prompt = False
                     elif ev.kind == "X":
                         exited = ev
+                if not scan.behind:
+                    break
             now = time.monotonic()
             if exited is not None or (run is not None and run.verdict == "exited"):
                 status = exited.status if exited is not None else run.status if run is not None else None
