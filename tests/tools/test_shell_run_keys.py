@@ -21,11 +21,8 @@ from tether.tools.registry import CallContext
 pytestmark = pytest.mark.timeout(120)
 
 AGENT = CallContext(actor="conv-keys")
-# The loader's private key sequence that loads and accepts a run's line (``RUN_KEYS``), typed
-# literally as the first argument of the command that types the run's payload.
-_RUN_KEYS = re.compile(
-    "'send-keys' '-t' '(%[0-9]+)' '-l' '--' " + re.escape(control.quote(RUN_KEYS.decode("ascii")))
-)
+# The loader's private key sequence that loads and accepts a run's line (``RUN_KEYS``), sent as hex.
+_RUN_KEYS = re.compile("'send-keys' '-t' '(%[0-9]+)' '-H' " + " ".join(f"'{b:02x}'" for b in RUN_KEYS))
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:

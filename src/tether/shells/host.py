@@ -390,16 +390,9 @@ class ShellHost(ABC):
         """``keys`` (exact bytes) then printable ``text`` as keys, in one write to tmux (``now``:
         written before this first waits, see ``ControlClient.run_many``)."""
         cmds: list[commands.Cmd] = [commands.leave_copy_mode(pane.pane_id)]
-        first = 0
-        if keys and text and commands.literal_keys(keys):
-            # The keys as the first argument of the text's first command: tmux types ``-l``'s
-            # bytes as they are (the same bytes as ``-H``), and a run costs tmux one command less
-            # to parse, run and answer.
-            first = min(len(text), 4096)
-            cmds.append(commands.send_literal(pane.pane_id, keys.decode("ascii"), text[:first]))
-        elif keys:
+        if keys:
             cmds.append(commands.send_bytes(pane.pane_id, keys))
-        for i in range(first, len(text), 4096):
+        for i in range(0, len(text), 4096):
             cmds.append(commands.send_literal(pane.pane_id, text[i : i + 4096]))
         await self.control.run_many(cmds, now=now)
 

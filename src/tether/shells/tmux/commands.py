@@ -283,16 +283,9 @@ def send_key_names(pane_id: str, keys: Sequence[str]) -> Cmd:
     return ("send-keys", "-t", pane_id, *keys)
 
 
-def send_literal(pane_id: str, *texts: str) -> Cmd:
-    """Text as keys (``-l``), each byte as it is: printable text, or a few control keys that
-    ``literal_keys`` accepts (the caller guarantees it)."""
-    return ("send-keys", "-t", pane_id, "-l", "--", *texts)
-
-
-def literal_keys(keys: bytes) -> bool:
-    """Whether ``send-keys -l`` types ``keys`` exactly as ``send-keys -H`` would: a few ASCII
-    bytes, none NUL (a command's argument cannot hold it) nor DEL (tmux's backspace key)."""
-    return len(keys) <= 8 and all(0 < b < 0x7F for b in keys)
+def send_literal(pane_id: str, text: str) -> Cmd:
+    """Printable text as keys (``-l``): the caller guarantees it holds no control character."""
+    return ("send-keys", "-t", pane_id, "-l", "--", text)
 
 
 def send_bytes(pane_id: str, data: bytes) -> Cmd:
