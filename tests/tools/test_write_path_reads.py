@@ -13,6 +13,7 @@ import pytest
 from safety_harness import vault
 
 from tether.config import load_config
+from tether.errors import UsageError
 from tether.shells.safety.hooks import WriteDecision, WriteIntent
 from tether.shells.safety.policy import GuardBlockedError, SafetyPolicy
 from tether.shells.tmux.commands import PaneInfo
@@ -58,6 +59,8 @@ async def test_the_foreground_is_read_only_for_vault_values_and_dry_runs(
         # A plain line: nothing in it depends on what is in front.
         plain = await decide("echo plain")
         assert plain.text == "echo plain" and not plain.variables and reads == []
+        braces = await decide("echo '{{x}}'")
+        assert braces.text == "echo '{{x}}'" and reads == []
 
         # A vault value for the shell at its prompt: in a variable the loader sets, never typed.
         at_prompt = await decide("printf '%s' {{vault.K}}")
@@ -65,10 +68,16 @@ async def test_the_foreground_is_read_only_for_vault_values_and_dry_runs(
         assert at_prompt.variables and SECRET in at_prompt.variables.values()
         assert SECRET not in at_prompt.text and not at_prompt.typed_secret
 
-        # A dry run with the shell in front is judged as the shell's line, now.
+        # A dry run with the shell in front is judged as the shell's line, now: before a malformed
+        # reference is refused, as ever.
         with pytest.raises(GuardBlockedError):
             await decide("rm -rf /", dryrun=True)
-        assert reads == [shell, shell]
+        with pytest.raises(GuardBlockedError):
+            await decide("rm -rf / {{vault.K", dryrun=True)
+        assert reads == [shell, shell, shell]
+        with pytest.raises(UsageError, match="unterminated vault reference"):
+            await decide("echo {{vault.K")
+        assert reads == [shell, shell, shell, shell]
 
         # A program in front (cat reads its terminal): the value is typed for it.
         res = await tools.run(_task(shell, {"kind": "run", "command": "cat"}, wait={"kind": "none"}), ctx)
