@@ -1,5 +1,6 @@
-"""Every argument reaches tmux's command parser exactly as given, whether ``quote`` builds it or
-takes it from its cache (short arguments, the listings' formats, are quoted once)."""
+"""Every argument reaches tmux's command parser exactly as given, whether its command's line is
+built afresh or taken from the cache of the lines a call repeats (the listings, with their
+formats); text typed into a shell is never kept by any cache."""
 
 from __future__ import annotations
 
@@ -28,13 +29,11 @@ CASES = [
 
 
 @pytest.mark.parametrize("text", CASES)
-async def test_an_argument_arrives_exact_quoted_afresh_or_from_the_cache(
-    tether_home: Path, text: str
-) -> None:
+async def test_an_argument_arrives_exact_each_time(tether_home: Path, text: str) -> None:
     client = ControlClient(tether_home / "tmux.sock", gate=tether_home / "tmux.gate")
     saved = tether_home / "buffer"
     try:
-        for _ in range(2):  # the second time, a short argument's quoting comes from the cache
+        for _ in range(2):  # the same text twice: quoted afresh both times, the same bytes
             await client.run("set-buffer", "-b", "q", "--", text)
             await client.run("save-buffer", "-b", "q", str(saved))  # the buffer's exact bytes
             assert saved.read_bytes() == text.encode("utf-8", "surrogateescape")
@@ -66,14 +65,20 @@ async def test_a_reply_longer_than_a_read_arrives_whole_and_in_order(tether_home
 def test_text_typed_is_never_kept_with_the_repeated_commands() -> None:
     # The lines of the commands a call repeats for every shell are kept; text typed into a shell
     # (it may be a secret a program's prompt reads) never is.
+    # No cache of the control client's module is asked for them: neither the lines' nor any
+    # other (an argument cache once kept every short argument, a secret pasted for a prompt too).
+    caches = {name: obj for name, obj in vars(control_module).items() if hasattr(obj, "cache_info")}
     cached = control_module._cached_line
-    before = cached.cache_info()
-    for secret in ("s3cret", "a" * 40):
+    before = {name: c.cache_info() for name, c in caches.items()}
+    for secret in ("s3cret", "a" * 40, "tab\tvalue"):
         control_module._line(("send-keys", "-t", "%1", "-l", "--", secret))
+        control_module._line(("send-keys", "-t", "%1", "-l", "--", "\x18\x1fr", secret))  # a run's keys
         control_module._line(("set-buffer", "-b", "tether-x", "--", secret))
         control_module._line(("send-keys", "-t", "%1", "-H", *(f"{b:02x}" for b in secret.encode())))
     after = cached.cache_info()
-    assert (after.hits, after.misses) == (before.hits, before.misses)  # the cache was not asked
+    for name, c in caches.items():
+        now = c.cache_info()
+        assert (now.hits, now.misses) == (before[name].hits, before[name].misses), name
     listing = ("display-message", "-p", "-t", "=dsh-abc123:", "#{pane_id}\t#{pane_pid}")
     assert control_module._line(listing) == control_module.command_line(listing).encode() + b"\n"
     assert control_module._line(listing) == control_module.command_line(listing).encode() + b"\n"

@@ -51,6 +51,7 @@ from tether.shells.vault.refs import (
     REFERENCE_RE,
     ExpandedCommand,
     expand_references,
+    mentions_vault,
     reference_names,
 )
 from tether.store.locks import ShellLocks, WriteLease
@@ -181,8 +182,6 @@ class _WritePath:
         shell_id = intent.shell_id
         self.locks.check_manual(shell_id, actor=intent.actor)
         pane = await self._check_person(shell_id)
-        fg = await self.shells.host_of(shell_id).foreground(pane)
-        shell_in_front = fg.shell_in_front or fg.command in SHELL_NAMES
         text, expanded, submit = intent.text, False, True
         if intent.kind != "steps":
             view = MacroView(conversation=intent.actor, shell=shell_id)
@@ -193,6 +192,12 @@ class _WritePath:
                 note_command(text)  # the audit shows what the macro became (references as written)
         notes: list[str] = []
         judge = self._line_judge(intent)
+        # What is in front decides only how vault values travel and whether a dry run is judged
+        # as the shell's line: read for those writes alone (a remote host's answer is a round trip).
+        shell_in_front = False
+        if intent.dryrun or mentions_vault(text):
+            fg = await self.shells.host_of(shell_id).foreground(pane)
+            shell_in_front = fg.shell_in_front or fg.command in SHELL_NAMES
         if shell_in_front and intent.dryrun:
             notes.extend(await self._judge_now(intent, text, judge))
         refs = reference_names(text)

@@ -84,27 +84,18 @@ class ClientEnded(SessionError):
 
 
 def quote(arg: str) -> str:
-    """Quote one argument for tmux's command parser (short ones from a cache: the listings'
-    formats, their tab separators quoted byte by byte, are sent at every call).
+    """Quote one argument for tmux's command parser.
 
     Plain text goes in single quotes (nothing inside is special; ``'`` is spliced as ``'\\''``).
     Text holding a line break, a control character or raw bytes (lone surrogates from
     ``surrogateescape``) goes in double quotes, where tmux's parser turns ``\\ooo`` into that byte
     and ``\\$`` / ``\\"`` / ``\\\\`` into themselves: every byte arrives exactly, and a line break
     can never end the command early.
+
+    No argument is kept: the commands a call repeats (the listings with their formats, quoted
+    byte by byte for their tabs) are kept whole by ``_line``, and any other argument may be text
+    typed into a shell (a vault value typed into a program's prompt, a run's payload).
     """
-    return _quote_short(arg) if len(arg) <= _CACHED_LEN else _quote(arg)
-
-
-_CACHED_LEN = 256
-
-
-@functools.lru_cache(maxsize=256)
-def _quote_short(arg: str) -> str:
-    return _quote(arg)
-
-
-def _quote(arg: str) -> str:
     if arg.isprintable():
         return "'" + arg.replace("'", "'\\''") + "'"
     out = ['"']

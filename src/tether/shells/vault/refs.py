@@ -120,6 +120,12 @@ def find_references(text: str) -> list[VaultReference]:
     ]
 
 
+def mentions_vault(text: str) -> bool:
+    """Whether ``text`` holds a vault reference, or the start of one (``reference_names`` finds
+    it, or refuses it as malformed): cheap, and never raises."""
+    return "{{" in text and _OPENER_RE.search(text) is not None
+
+
 def reference_names(text: str) -> tuple[str, ...]:
     """The distinct secret names ``text`` refers to, in order (for dry runs and audit)."""
     return tuple(dict.fromkeys(m.group(1) for m in _matches(text)))
