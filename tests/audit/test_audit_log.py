@@ -11,7 +11,7 @@ import pytest
 
 from tether.audit import GENESIS_HASH, AuditError, AuditLog, query, verify
 from tether.audit import log as log_module
-from tether.audit.record import canonical_json, record_hash
+from tether.audit.record import canonical_json, check_line, day_name, iso_time, record_hash
 from tether.errors import UsageError
 
 NOON = 1_796_040_000.0  # 2026-11-30T12:00:00Z
@@ -56,6 +56,62 @@ def test_record_fields_and_chain(tmp_path: Path) -> None:
     assert stored[0]["hash"] == record_hash(stored[0])
     assert path.read_bytes().splitlines()[0] == canonical_json(stored[0]).encode()
     assert verify(tmp_path).ok
+
+
+def test_each_line_is_the_canonical_record_with_its_hash_wherever_outcome_text_hides(tmp_path: Path) -> None:
+    # The line is built by putting the hash into the encoded record before its own "outcome" key;
+    # the same text elsewhere (a nested object's key, inside strings) must not be taken for it.
+    trap = ',"outcome":"ok","hash":"' + "0" * 64 + '"'
+    log = AuditLog(tmp_path, redact=lambda text: text, clock=lambda: NOON)
+    written = [
+        log.append(
+            actor=trap,
+            source="tool",
+            tool=trap,
+            action=trap,
+            targets=[trap, "dsh-ab12cd"],
+            command=trap,
+            outcome="error",
+            detail=trap,
+            reason=trap,
+            flags=[trap],
+            extra={"a": 1, "outcome": {"outcome": trap, "hash": 2}, "zz": [{"outcome": None}], trap: trap},
+        ),
+        log.append(actor="a", source="cli", tool="t", action="a", extra={"outcome": "x"}),
+        log.append(actor="a", source="cli", tool="t", action="a"),
+    ]
+    lines = (tmp_path / "audit" / "2026-11-30.jsonl").read_bytes().splitlines()
+    assert len(lines) == 3
+    for line, record in zip(lines, written, strict=True):
+        stored = record.to_dict()
+        assert line == canonical_json(stored).encode("ascii")
+        assert record.hash == record_hash(stored) and check_line(line) == stored
+    assert written[0].extra["outcome"] == {"outcome": trap, "hash": 2} and written[0].outcome == "error"
+    assert verify(tmp_path).ok
+
+
+def _iso_by_datetime(ts_ms: int) -> str:
+    from datetime import UTC, datetime
+
+    moment = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts_ms % 1000:03d}Z"
+
+
+def test_record_times_and_day_files_read_as_the_utc_calendar_says() -> None:
+    import random
+
+    day = 86_400_000
+    edges = [0, 1, 999, 1000, day - 1, day, 951_782_400_000 - 1, 951_782_400_000]  # 2000-02-29
+    edges += [4_107_542_400_000 - 1, 4_107_542_400_000]  # 2100-03-01: no 29 February that year
+    edges += [1_796_083_199_999, 1_796_083_200_000, 2_147_483_647_999, 2_147_483_648_000]
+    edges += [253_402_300_799_999, 253_402_300_799_998, -1, -day]  # the last instant, before 1970
+    rng = random.Random(7)
+    stamps = edges + [rng.randrange(0, 253_402_300_800_000) for _ in range(20_000)]
+    for ts in stamps:
+        expected = _iso_by_datetime(ts)
+        assert iso_time(ts) == expected, ts
+        assert day_name(ts) == expected[:10] + ".jsonl", ts
+    assert iso_time(1_796_040_000_123) == "2026-11-30T12:00:00.123Z"
 
 
 def test_hostile_command_stays_inside_its_record(tmp_path: Path) -> None:

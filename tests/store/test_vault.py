@@ -402,3 +402,39 @@ def test_delivered_values_are_shared_sealed_deduplicated_and_dropped_with_their_
     assert other.delivered.values() == (("API_TOKEN", CANARY),)
     vault.delivered.forget("dsh-bbbbbb")
     assert other.delivered.values() == ()
+
+
+def test_a_masker_asks_the_vault_change_count_once_and_sees_every_write(
+    tether_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The masker is asked twice a tool call: one read of the vault's change count serves both the
+    readable values and the delivered ones, and a write by another process, a value delivered to a
+    shell, a group locked show in the very next masker all the same."""
+    from tether.shells import SecretRedactor
+
+    store = Store.open(tether_home)
+    vault = _vault(
+        tether_home, Clock(time.time()), store=store
+    )  # the other process unlocks by the real clock
+    redactor = SecretRedactor(lambda: vault)
+    counted: list[str] = []
+    store._conn().set_trace_callback(lambda sql: counted.append(sql) if "vault_changes" in sql else None)
+
+    def masks(text: str) -> str:
+        counted.clear()
+        masked = redactor.masker().mask(text)
+        assert len(counted) == 1, counted
+        return masked
+
+    assert masks(f"a {CANARY} b") == f"a {CANARY} b"
+    _in_another_process(tether_home, "set", "API_TOKEN", CANARY)
+    assert CANARY not in masks(f"a {CANARY} b")
+    vault.delivered.remember("dsh-ab12cd", {"SHIPPED": "delivered-value-7781"})
+    assert "delivered-value-7781" not in masks("x delivered-value-7781 y")
+    vault.create_group("prod", PASSPHRASE)
+    vault.set("DB", "db-secret-5678", group="prod", passphrase=PASSPHRASE)
+    _in_another_process(tether_home, "unlock", "prod", PASSPHRASE)
+    assert "db-secret-5678" not in masks("db-secret-5678")
+    _in_another_process(tether_home, "lock", "prod")
+    assert masks("db-secret-5678") == "db-secret-5678"
+    assert CANARY not in masks(CANARY) and "delivered-value-7781" not in masks("delivered-value-7781")

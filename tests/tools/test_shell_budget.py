@@ -10,6 +10,8 @@ from pathlib import Path
 import psutil
 from shell_harness import call, open_shell, read, run, shell_client
 
+from hang import HANG_MS
+
 LINE_MB = 24
 
 
@@ -49,3 +51,22 @@ async def test_the_budget_is_configurable(tether_home: Path) -> None:
         text = "\n".join(out["lines"])
         assert len(text.encode()) <= 4096 and out["lines"][-1] == "3000"
         assert "result_max_bytes" in text and "shell_read mode=history" in text
+
+
+async def test_in_one_call_a_shell_over_the_budget_is_cut_and_one_within_it_is_whole(
+    tether_home: Path,
+) -> None:
+    (tether_home / "config.toml").write_text("[sessions]\nresult_max_bytes = 4096\n")
+    async with shell_client(tether_home) as client:
+        long, short = await open_shell(client), await open_shell(client)
+        wait = {"kind": "exit", "timeoutMs": HANG_MS}
+        tasks = [
+            {"target": {"sessions": long}, "action": {"kind": "run", "command": "seq 1 3000"}, "wait": wait},
+            {"target": {"sessions": short}, "action": {"kind": "run", "command": "seq 1 3"}, "wait": wait},
+        ]
+        _, data = await call(client, "shell_run", {"tasks": tasks, "concurrency": 2})
+        cut, whole = data["tasks"]
+        assert cut["shell"] == long and whole["shell"] == short
+        assert len("\n".join(cut["lines"]).encode()) <= 4096 and cut["lines"][-1] == "3000"
+        assert "result_max_bytes" in "\n".join(cut["lines"])
+        assert whole["lines"] == ["1", "2", "3"] and whole["exitCode"] == 0

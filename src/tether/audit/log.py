@@ -55,9 +55,9 @@ from tether.audit.record import (
     check_line,
     day_name,
     day_names,
+    hashed_line,
     iso_time,
     parse_object,
-    record_hash,
 )
 from tether.audit.seal import (
     DEFAULT_EVERY,
@@ -288,8 +288,7 @@ class AuditLog:
     # -- writing under the lock ----------------------------------------------------------------
 
     def _append_locked(self, bodies: Sequence[dict[str, Any]], *, wait: bool) -> list[AuditRecord] | None:
-        self._ensure_dir()
-        lock_fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        lock_fd = self._open_lock()
         try:
             try:
                 fcntl.flock(lock_fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -339,8 +338,7 @@ class AuditLog:
         Refuses when sealing is already set up (a second setup would let whoever runs it replace
         the key the verifier trusts without notice).
         """
-        self._ensure_dir()
-        lock_fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        lock_fd = self._open_lock()
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             if read_writer_key(self.dir) is not None:
@@ -384,6 +382,16 @@ class AuditLog:
             flags=(),
             extra=extra,
         )
+
+    def _open_lock(self) -> int:
+        """The lock file, opened; the directories are made (and made durable) when it is missing."""
+        path = f"{self.dir}/{LOCK_NAME}"
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            pass  # no audit directory yet: its absence is learnt from the open, not asked first
+        self._ensure_dir()
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def _ensure_dir(self) -> None:
         if self.dir.is_dir():
@@ -443,17 +451,31 @@ class AuditLog:
 
     def _write(self, day: DayFile, body: dict[str, Any], head: Head, ts: int) -> AuditRecord:
         """One ``write()`` of one whole line; the caller syncs the batch."""
-        record = {
-            **body,
-            "v": FORMAT_VERSION,
-            "seq": head.seq + 1,
-            "time": iso_time(ts),
-            "ts": ts,
-            "prev": head.hash,
-        }
-        record["hash"] = record_hash(record)
-        _write_all(day.fd, canonical_json(record).encode("ascii") + b"\n")
-        return AuditRecord.from_dict(record)
+        seq, moment = head.seq + 1, iso_time(ts)
+        digest, line = hashed_line(
+            {**body, "v": FORMAT_VERSION, "seq": seq, "time": moment, "ts": ts, "prev": head.hash}
+        )
+        _write_all(day.fd, line.encode("ascii") + b"\n")
+        # ``body`` is ``AuditLog.body``'s: its fields are checked already (and the line is written).
+        return AuditRecord(
+            v=FORMAT_VERSION,
+            seq=seq,
+            time=moment,
+            ts=ts,
+            actor=body["actor"],
+            source=body["source"],
+            tool=body["tool"],
+            action=body["action"],
+            targets=tuple(body["targets"]),
+            command=body["command"],
+            outcome=body["outcome"],
+            detail=body["detail"],
+            reason=body["reason"],
+            flags=tuple(body["flags"]),
+            extra=dict(body["extra"]),
+            prev=head.hash,
+            hash=digest,
+        )
 
     def _repair_body(self, repair: _Repair) -> dict[str, Any]:
         return self.body(

@@ -106,20 +106,26 @@ def data_start(path: Path) -> int:
 
 def read_range(path: Path, start: int, end: int | None = None) -> bytes:
     """Bytes ``[start, end)`` of a log (clipped to what exists; punched bytes are dropped)."""
+    return read_from(path, start, end)[1]
+
+
+def read_from(path: Path, start: int, end: int | None = None) -> tuple[int, bytes]:
+    """``read_range``, and the offset its bytes begin at: past ``start`` when the log's head was
+    punched there (``data_start``)."""
     fd = _open(path, os.O_RDONLY)
     if fd is None:
-        return b""
+        return start, b""
     try:
         size = os.fstat(fd).st_size
         end = size if end is None else min(end, size)
         if start >= end:
-            return b""
+            return start, b""
         try:
             first = os.lseek(fd, 0, os.SEEK_DATA)
         except OSError:
             first = size
         start = max(start, first)
-        return _pread_all(fd, start, end - start) if start < end else b""
+        return start, (_pread_all(fd, start, end - start) if start < end else b"")
     finally:
         os.close(fd)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from tether.shells.logs import data_start, log_size, read_range
+from tether.shells.logs import data_start, log_size, read_from, read_range
 from tether.shells.termtext import render, render_text
 
 CHUNK = 8 * 1024 * 1024
@@ -107,12 +107,32 @@ def _open_osc(data: bytes) -> int:
     return at
 
 
+_EVENT_REACH = 65536  # how far back from a view's end ``safe_end`` looks for an event begun there
+
+
 def safe_end(path: Path, end: int) -> int:
     """``end``, moved back to the start of an event the shell is still printing there (an event is
     several writes), so no view begins or ends inside one."""
-    start = max(0, end - 65536)
-    at = _open_osc(read_range(path, start, end))
-    return end if at < 0 else start + at
+    base, data = read_from(path, max(0, end - _EVENT_REACH), end)
+    at = _open_osc(data)
+    return end if at < 0 else base + at
+
+
+def settled_lines(
+    path: Path, start: int, end: int, limit: int, *, max_bytes: int | None = None
+) -> tuple[int, Lines]:
+    """``safe_end(path, end)`` and ``log_lines`` of ``[start, that end)``. A range within the
+    stretch ``safe_end`` reads (a command's output, nearly always) is rendered from those very
+    bytes: one open and read of the log instead of three."""
+    reach = max(0, end - _EVENT_REACH)
+    if start < reach:
+        stop = safe_end(path, end)
+        return stop, log_lines(path, start, stop, limit, max_bytes=max_bytes)
+    base, data = read_from(path, reach, end)  # ``base``: past ``reach`` when the head was punched
+    at = _open_osc(data)
+    stop = end if at < 0 else base + at
+    first = max(start, base)
+    return stop, keep_last(render(data[first - base : stop - base]), limit, max_bytes)
 
 
 class _ChunkIter:

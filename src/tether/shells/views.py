@@ -21,7 +21,14 @@ from tether.shells.host import ShellHost
 from tether.shells.integration.events import EventScanner, ShellEvent
 from tether.shells.logs import log_size, read_range
 from tether.shells.offload import Unfinished, bounded, rendered
-from tether.shells.reading import Lines, clip_line, history_page, history_tail, log_lines, safe_end, search
+from tether.shells.reading import (
+    Lines,
+    clip_line,
+    history_page,
+    history_tail,
+    search,
+    settled_lines,
+)
 from tether.shells.requests import MAX_OUTPUT_LINES, Output, ReadAction
 from tether.shells.shaping import SearchHit, SearchPage, cap_tail
 from tether.shells.termtext import filter_screen
@@ -98,11 +105,11 @@ async def diff_lines(shells: Shells, host: ShellHost, pane: PaneInfo, actor: str
 async def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
     """New output since this conversation last read (first read: the last 2000 lines)."""
     path = shells.log_of(shell_id)
-    end = safe_end(path, log_size(path))
+    size = log_size(path)
     pos = shells.records.read_position(shell_id, actor)
     start = pos[0] if pos is not None else 0
-    lines = await rendered(
-        end - start, log_lines, path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells)
+    end, lines = await rendered(
+        size - start, settled_lines, path, start, size, MAX_OUTPUT_LINES, max_bytes=budget(shells)
     )
     shells.records.set_read_position(shell_id, actor, end)
     return with_dropped(lines)
@@ -111,9 +118,8 @@ async def since_lines(shells: Shells, shell_id: str, actor: str) -> list[str]:
 async def run_output(shells: Shells, shell_id: str, start: int, end: int, actor: str) -> Lines:
     """A write's output from the log (rendered by a worker process when it is long)."""
     path = shells.log_of(shell_id)
-    end = safe_end(path, end)
-    lines = await rendered(
-        end - start, log_lines, path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells)
+    end, lines = await rendered(
+        end - start, settled_lines, path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells)
     )
     shells.records.set_read_position(shell_id, actor, end)
     return lines
@@ -131,9 +137,8 @@ async def shaped(
     if showing == "diff":
         return await diff_lines(shells, host, pane, actor)
     path = host.log_of(pane.shell_id)
-    stop = safe_end(path, end)
-    lines = await rendered(
-        stop - start, log_lines, path, start, stop, MAX_OUTPUT_LINES, max_bytes=budget(shells)
+    _stop, lines = await rendered(
+        end - start, settled_lines, path, start, end, MAX_OUTPUT_LINES, max_bytes=budget(shells)
     )
     if showing == "summary":
         return [*cap_tail(list(lines.lines), min(output.lines, 5)), f"[{lines.total} lines total]"]

@@ -13,8 +13,8 @@ shell it went to: which shell got a value does not change what must be masked, a
 opens shells for weeks, each handed the same `{{vault.NAME}}`, must not keep one entry per shell
 (it kept one per shell ever given a value, and walked them all at every masked call).
 
-The compiled masker is cached by the set of values, so an unchanged vault costs two small queries
-per call and no regex compilation.
+The compiled masker is cached by the set of values, so an unchanged vault costs one small query
+per masker asked for and no regex compilation.
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ def masked_values(vault: Vault) -> list[tuple[str, str]]:
     """(name, value) of what ``vault`` can read now plus what was delivered to live shells.
 
     A ``VaultKeyError`` (``vault.key`` missing, damaged or too widely readable) propagates: the
-    caller fails closed rather than show what it could no longer mask.
+    caller fails closed rather than show what it could no longer mask. The vault's change count is
+    read once for both answers (each is kept only while that count stays as read before it).
     """
-    return [*vault.readable_values().items(), *vault.delivered.values()]
+    stamp = vault.change_stamp()
+    return [*vault.readable_values(stamp).items(), *vault.delivered.values(stamp)]

@@ -60,11 +60,13 @@ class DeliveredValues:
                     ),
                 )
 
-    def values(self) -> tuple[tuple[str, str], ...]:
+    def values(self, stamp: int | None = None) -> tuple[tuple[str, str], ...]:
         """(name, value) of every value delivered to a shell not closed since; a name may come
         with several values (rotated between deliveries). A row that ``vault.key`` does not open
-        raises ``VaultKeyError``: a value that cannot be known cannot be masked."""
-        stamp = self._changes()
+        raises ``VaultKeyError``: a value that cannot be known cannot be masked. ``stamp``: the
+        vault's change count (``Vault.change_stamp``) read just before, when the caller has it."""
+        if stamp is None:
+            stamp = self._changes()
         cached = self._cache
         if cached is not None and cached[0] == stamp:
             return cached[1]

@@ -338,14 +338,16 @@ class Vault:
             raise vc.VaultKeyError(f"vault secret {name!r} fails authentication; the database was altered")
         return raw.decode("utf-8")
 
-    def readable_values(self) -> dict[str, str]:
+    def readable_values(self, stamp: int | None = None) -> dict[str, str]:
         """Every value readable now (plain and unlocked groups), for building an output masker.
 
         Asked on every tool call, so the answer is kept until the vault changes (any write by any
         process to its tables: a secret set, a group unlocked or locked — counted by the database
         itself, so the runs and reads written on every call keep it) or the first unlock expires.
+        ``stamp``: that count (``change_stamp``) read just before, when the caller has it.
         """
-        stamp = self._changes()
+        if stamp is None:
+            stamp = self._changes()
         now = self._now_ms()
         cached = self._readable
         if cached is not None and cached[0] == stamp and now < cached[1]:
@@ -359,6 +361,10 @@ class Vault:
         expiries = [g.unlocked_until_ms for g in listing.groups if g.unlocked_until_ms is not None]
         self._readable = (stamp, min(expiries, default=_NEVER_MS), dict(values))
         return values
+
+    def change_stamp(self) -> int:
+        """The count of writes to the vault's tables, by any process (the key of what is kept)."""
+        return self._changes()
 
     def _changes(self) -> int:
         rows = self.store.query("SELECT n FROM vault_changes WHERE id = 1")
