@@ -44,6 +44,8 @@ MIN_TMUX = (3, 2)
 _MAX_SOCKET_PATH = 90
 _REAP_S = 5.0  # a killed ssh call's exit and the end of its pipes
 _MASTER_PID_RE = re.compile(r"pid=(\d+)")
+# What ssh says when it logged in to be the master and found another one had bound the socket.
+_BEATEN = b"already exists, disabling multiplexing"
 _TMUX_VERSION_RE = re.compile(r"(\d+)\.(\d+)")
 # What ssh says of a changed host key: the name it looked the key up by, and where it found it.
 _KEY_NAME_RE = re.compile(r"Host key for (\S+) has changed")
@@ -126,6 +128,35 @@ def _probe_script(home: str) -> str:
         f'x=$("$p" -I -S -c {sh_quote(launcher_check())} 2>/dev/null) && '
         'printf "python=%s\\n" "${x:-$p}";; esac; :'
     )
+
+
+async def _output(proc: asyncio.subprocess.Process, *, master: bool) -> tuple[bytes, bytes, bool]:
+    """``proc.communicate()``; for the ``ssh -N`` that starts the master also whether another ssh
+    became the master first (``_BEATEN``), in which case it is ended at once: it found the socket
+    taken only after logging in, and goes on as a connection of its own, in the foreground, that
+    never ends. A master runs then — another tether process's, or a channel's that logged in
+    while the connection was down (``ControlMaster=auto``: the first ssh to log in becomes it) —
+    and everything goes through it."""
+    if not master:
+        out, err = await proc.communicate()
+        return out, err, False
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+    err = bytearray()
+    beaten = False
+
+    async def watch() -> None:
+        nonlocal beaten
+        while chunk := await stderr.read(4096):
+            err.extend(chunk)
+            if not beaten and _BEATEN in err:
+                beaten = True
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+
+    out, _ = await asyncio.gather(proc.stdout.read(), watch())
+    await proc.wait()
+    return out, bytes(err), beaten
 
 
 class SshConnection:
@@ -257,7 +288,7 @@ class SshConnection:
             ) from exc
         limit = self.login_limit
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), limit)
+            out, err, beaten = await asyncio.wait_for(_output(proc, master="-N" in extra), limit)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -285,7 +316,8 @@ class SshConnection:
                 # watcher collects it; no await here: a cancelled anyio scope cancels every await)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode or 0
+        status = 0 if beaten else proc.returncode or 0
+        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), status
 
     async def _master_pid(self) -> int:
         _, err, status = await self._run("", extra=("-O", "check"))
