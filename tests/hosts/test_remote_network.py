@@ -589,3 +589,35 @@ async def test_a_master_another_ssh_started_meanwhile_is_shared_not_waited_out(
                 gate.unlink()
         assert results[-1]["exitCode"] == 0 and results[-1]["lines"] == ["back"], results
         assert len(results) <= 2, results  # at most the call that met the drop failed
+
+
+async def test_a_channel_logs_in_only_through_the_shared_connection(
+    tether_home: Path, remote: RemoteHosts
+) -> None:
+    """A channel that logs in while the master is gone (a spare replaced before the drop is
+    noticed) fails with CONNECTION_LOST. It used to log in on its own: as the master
+    (``ControlMaster=auto``), racing the reconnect's ``ssh -N``, or — the race lost — as a
+    connection of its own, which no later drop of the master ended and whose questions then went
+    unanswered for 15 s (seen in the repro of a killed master every few rounds)."""
+    remote.add("box-a")
+    shells = Shells.get(load_config(tether_home))
+    try:
+        host = shells.hosts["box-a"]
+        assert isinstance(host, SshHost)
+        await host.connect()
+        await host.pool.drop()  # no spare logged in on the old master: the next take logs in now
+        _kill_master(remote, "box-a")
+        with anyio.fail_after(HANG_S), pytest.raises(ConnectionLost):
+            proc = await host.pool.take("echo on-its-own")
+            proc.kill()
+            await proc.wait()
+        # The host noticed the drop, reconnects, and the next channel goes through the new master.
+        with anyio.fail_after(HANG_S):
+            while True:
+                with contextlib.suppress(ConnectionLost):
+                    reply = await host.sh.run("echo back")
+                    break
+                await anyio.sleep(0.02)
+        assert reply.out.strip() == "back", reply
+    finally:
+        await shells.close()

@@ -181,9 +181,17 @@ class SshConnection:
 
     def argv(self, command: str, *, tty: bool = False, master: str = "auto") -> list[str]:
         """An ``ssh`` invocation running ``command`` on the host through the shared connection.
-        tether's own settings come first: for each setting ssh keeps the first value it sees."""
+        tether's own settings come first: for each setting ssh keeps the first value it sees.
+
+        ``master="no"``: only through the master; with none running, ssh fails at once (exit 255)
+        rather than log in on its own (ssh falls back to a connection of its own when it finds no
+        master, and ``auto`` makes that one the master). A channel is that: one that logged in
+        while the connection was down raced the reconnect's ``ssh -N`` to become the master, and
+        the loser went on as a connection of its own that no drop of the master ends."""
         s = self.section
         args = ["ssh", "-tt" if tty else "-T"]
+        # The proxy is what the fallback would connect through: one that fails ends it.
+        only_shared = ("ProxyCommand=false",) if master == "no" else ()
         for option in (
             f"ControlMaster={master}",
             f"ControlPath={self.control_path}",
@@ -191,6 +199,7 @@ class SshConnection:
             "BatchMode=yes",
             "StrictHostKeyChecking=yes",
             f"ConnectTimeout={s.connect_timeout}",
+            *only_shared,
         ):
             args += ["-o", option]
         args += self._entry_args()
