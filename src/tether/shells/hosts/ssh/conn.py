@@ -142,21 +142,21 @@ async def _output(proc: asyncio.subprocess.Process, *, master: bool) -> tuple[by
         return out, err, False
     assert proc.stdout is not None and proc.stderr is not None
     stderr = proc.stderr
-    err = bytearray()
+    said = bytearray()
     beaten = False
 
     async def watch() -> None:
         nonlocal beaten
         while chunk := await stderr.read(4096):
-            err.extend(chunk)
-            if not beaten and _BEATEN in err:
+            said.extend(chunk)
+            if not beaten and _BEATEN in said:
                 beaten = True
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
 
     out, _ = await asyncio.gather(proc.stdout.read(), watch())
     await proc.wait()
-    return out, bytes(err), beaten
+    return out, bytes(said), beaten
 
 
 class SshConnection:
