@@ -540,6 +540,16 @@ _OTHER_PROCESS = (
 )
 
 
+def _gated_proxy(gated: Path) -> tuple[str, ...]:
+    """The options of a host entry that connects through ``_GATED_PROXY``, gated by
+    ``gated/gate``."""
+    gated.mkdir()
+    proxy = gated / "proxy.sh"
+    proxy.write_text(_GATED_PROXY.format(gate=gated / "gate", dir=gated, python=sys.executable))
+    proxy.chmod(0o755)
+    return (f"ProxyCommand={proxy} %p", "ProxyUseFdpass=yes")
+
+
 def _starting_master(gated: Path) -> bool:
     """The ssh that starts the master (``ssh -N``) waits at the gate."""
     for mark in gated.glob("waiting.*"):
@@ -550,23 +560,21 @@ def _starting_master(gated: Path) -> bool:
     return False
 
 
+@pytest.mark.parametrize("quiet", [(), ("LogLevel=QUIET",)], ids=["default", "loglevel-quiet"])
 async def test_a_master_another_ssh_started_meanwhile_is_shared_not_waited_out(
-    tmp_path: Path, tether_home: Path, remote: RemoteHosts
+    tmp_path: Path, tether_home: Path, remote: RemoteHosts, quiet: tuple[str, ...]
 ) -> None:
     """The ssh that starts the master logs in first and only then binds the socket; when another
     ssh bound it meanwhile (another tether process connecting at the same moment, or a channel
     logging in while the connection was down: whichever logs in first becomes the master), ssh
     goes on as a connection of its own, in the foreground, and never ends. The reconnect after a
     drop waited that out for its whole deadline (15 s at the default connect_timeout of the
-    tests, seen in about half the drops on an idle machine); now it uses the master that runs."""
+    tests, seen in about half the drops on an idle machine); now it uses the master that runs.
+    ssh says so as an error, which an entry's ``LogLevel=QUIET`` would have silenced."""
     gated = tmp_path / "gated"
-    gated.mkdir()
     gate = gated / "gate"
-    proxy = tmp_path / "proxy.sh"
-    proxy.write_text(_GATED_PROXY.format(gate=gate, dir=gated, python=sys.executable))
-    proxy.chmod(0o755)
     # connect_timeout far above the hang guard: a reconnect that waits out its deadline fails here.
-    remote.add("box-a", timeout=HANG_S, options=(f"ProxyCommand={proxy} %p", "ProxyUseFdpass=yes"))
+    remote.add("box-a", timeout=HANG_S, options=(*_gated_proxy(gated), *quiet))
     async with shell_client(tether_home) as client:
         shell = await open_shell(client, host="box-a")
         assert (await run(client, shell, "echo up"))["lines"] == ["up"]
@@ -592,25 +600,30 @@ async def test_a_master_another_ssh_started_meanwhile_is_shared_not_waited_out(
 
 
 async def test_a_channel_logs_in_only_through_the_shared_connection(
-    tether_home: Path, remote: RemoteHosts
+    tmp_path: Path, tether_home: Path, remote: RemoteHosts
 ) -> None:
     """A channel that logs in while the master is gone (a spare replaced before the drop is
     noticed) fails with CONNECTION_LOST. It used to log in on its own: as the master
     (``ControlMaster=auto``), racing the reconnect's ``ssh -N``, or — the race lost — as a
     connection of its own, which no later drop of the master ended and whose questions then went
     unanswered for 15 s (seen in the repro of a killed master every few rounds)."""
-    remote.add("box-a")
+    gated = tmp_path / "gated"
+    # The gate holds the reconnect (no master runs until it opens) and, before the fix, the
+    # channel's own login: connect_timeout far above the hang guard makes that wait fail the test.
+    remote.add("box-a", timeout=HANG_S, options=_gated_proxy(gated))
     shells = Shells.get(load_config(tether_home))
     try:
         host = shells.hosts["box-a"]
         assert isinstance(host, SshHost)
         await host.connect()
         await host.pool.drop()  # no spare logged in on the old master: the next take logs in now
+        (gated / "gate").touch()
         _kill_master(remote, "box-a")
         with anyio.fail_after(HANG_S), pytest.raises(ConnectionLost):
             proc = await host.pool.take("echo on-its-own")
             proc.kill()
             await proc.wait()
+        (gated / "gate").unlink()
         # The host noticed the drop, reconnects, and the next channel goes through the new master.
         with anyio.fail_after(HANG_S):
             while True:

@@ -252,7 +252,7 @@ class SshConnection:
             self._check_socket_dir()
             # With ControlPersist, ``ssh -N`` goes to the background once logged in (or, with a
             # master already running, asks it and ends): the exit status says which failed.
-            _, err, status = await self._run("", extra=("-N",))
+            _, err, status = await self._run("", extra=("-N", *self._loud_enough()))
             if status != 0:
                 raise HostError(self._unreachable(err))
             self.master_pid = await self._master_pid()
@@ -264,6 +264,15 @@ class SshConnection:
             facts = self._parse(out, status, err)
             self._facts = facts
             return facts
+
+    def _loud_enough(self) -> tuple[str, ...]:
+        """What makes the master's ``ssh -N`` say that another ssh became the master first
+        (``_BEATEN``, an error): ``LogLevel=ERROR`` where the entry's options would silence it."""
+        for option in self.section.options:
+            name, _, value = option.replace("=", " ", 1).partition(" ")
+            if name.lower() == "loglevel":
+                return ("-o", "LogLevel=ERROR") if value.strip().upper() in ("QUIET", "FATAL") else ()
+        return ()
 
     def _check_socket_dir(self) -> None:
         if len(str(self.control_path)) > _MAX_SOCKET_PATH:
