@@ -261,6 +261,7 @@ class RemoteHosts:
         timeout: int = 5,
         start: bool = True,
         path: str | None = None,
+        options: tuple[str, ...] = (),
     ) -> Box:
         taken = {b.sshd.port for b in self.boxes.values()}
         sshd = LoopbackSshd(self.base / f"sshd-{name}", free_port(taken), self.user_key, path=path)
@@ -270,14 +271,17 @@ class RemoteHosts:
         if known:
             with self.known_hosts.open("a") as fh:
                 fh.write(sshd.known_hosts_line() + "\n")
-        self.set_entry(name, timeout=timeout)
+        self.set_entry(name, timeout=timeout, options=options)
         if start:
             sshd.start()
         return box
 
-    def set_entry(self, name: str, *, timeout: int = 5, port: int | None = None) -> None:
+    def set_entry(
+        self, name: str, *, timeout: int = 5, port: int | None = None, options: tuple[str, ...] = ()
+    ) -> None:
+        """``options``: more ``-o`` settings of the entry, after the known-hosts files."""
         box = self.boxes[name]
-        options = [f"UserKnownHostsFile={self.known_hosts}", "GlobalKnownHostsFile=/dev/null"]
+        options = (f"UserKnownHostsFile={self.known_hosts}", "GlobalKnownHostsFile=/dev/null", *options)
         self._entries[name] = "\n".join(
             [
                 f"[hosts.{name}]",

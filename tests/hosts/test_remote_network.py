@@ -9,6 +9,7 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -517,3 +518,119 @@ async def test_a_login_that_ends_before_the_command_says_so_not_the_state_direct
     assert "logged in, but the command tether sent never ran" in task["error"], task
     assert "~/.bashrc" in task["error"] and "state directory" not in task["error"], task
     assert task["shell"] is None and not (box.home / "tmux.sock").exists()
+
+
+# What ssh runs to reach the host (its ProxyCommand, ``%p`` the port): while the gate file exists
+# it says so in ``waiting.<pid of its ssh>`` and waits, unless it carries TETHER_TEST_PAST_GATE;
+# then it hands ssh a connected socket (``ProxyUseFdpass``).
+_GATED_PROXY = """#!/bin/sh
+if [ -z "$TETHER_TEST_PAST_GATE" ] && [ -e {gate} ]; then
+    : > {dir}/waiting.$PPID
+    while [ -e {gate} ]; do sleep 0.02; done
+fi
+exec {python} -c 'import socket, sys; s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); \\
+socket.send_fds(socket.socket(fileno=1), [b"x"], [s.fileno()])' "$1"
+"""
+# Another tether process of the same home connecting to the host (a CLI call beside the server).
+_OTHER_PROCESS = (
+    "import asyncio, sys; from pathlib import Path; from tether.config import load_config; "
+    "from tether.shells.hosts.ssh.conn import SshConnection; home = Path(sys.argv[1]); "
+    "section = next(h for h in load_config(home).hosts if h.name == 'box-a'); "
+    "asyncio.run(SshConnection(section, home).ensure())"
+)
+
+
+def _gated_proxy(gated: Path) -> tuple[str, ...]:
+    """The options of a host entry that connects through ``_GATED_PROXY``, gated by
+    ``gated/gate``."""
+    gated.mkdir()
+    proxy = gated / "proxy.sh"
+    proxy.write_text(_GATED_PROXY.format(gate=gated / "gate", dir=gated, python=sys.executable))
+    proxy.chmod(0o755)
+    return (f"ProxyCommand={proxy} %p", "ProxyUseFdpass=yes")
+
+
+def _starting_master(gated: Path) -> bool:
+    """The ssh that starts the master (``ssh -N``) waits at the gate."""
+    for mark in gated.glob("waiting.*"):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{mark.suffix[1:]}/cmdline").read_bytes().split(b"\0")
+            if argv[0] == b"ssh" and b"-N" in argv:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("quiet", [(), ("LogLevel=QUIET",)], ids=["default", "loglevel-quiet"])
+async def test_a_master_another_ssh_started_meanwhile_is_shared_not_waited_out(
+    tmp_path: Path, tether_home: Path, remote: RemoteHosts, quiet: tuple[str, ...]
+) -> None:
+    """The ssh that starts the master logs in first and only then binds the socket; when another
+    ssh bound it meanwhile (another tether process connecting at the same moment, or a channel
+    logging in while the connection was down: whichever logs in first becomes the master), ssh
+    goes on as a connection of its own, in the foreground, and never ends. The reconnect after a
+    drop waited that out for its whole deadline (15 s at the default connect_timeout of the
+    tests, seen in about half the drops on an idle machine); now it uses the master that runs.
+    ssh says so as an error, which an entry's ``LogLevel=QUIET`` would have silenced."""
+    gated = tmp_path / "gated"
+    gate = gated / "gate"
+    # connect_timeout far above the hang guard: a reconnect that waits out its deadline fails here.
+    remote.add("box-a", timeout=HANG_S, options=(*_gated_proxy(gated), *quiet))
+    async with shell_client(tether_home) as client:
+        shell = await open_shell(client, host="box-a")
+        assert (await run(client, shell, "echo up"))["lines"] == ["up"]
+        gate.touch()
+        _kill_master(remote, "box-a")
+        results: list[dict[str, Any]] = []
+
+        async def calls() -> None:
+            # The call that meets the drop ends with CONNECTION_LOST; a next one finds the shell.
+            while not results or results[-1].get("errorCode") == "CONNECTION_LOST":
+                results.append(await run(client, shell, "echo back"))
+
+        with anyio.fail_after(HANG_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(calls)
+                while not _starting_master(gated):
+                    await anyio.sleep(0.02)
+                env = {**os.environ, "TETHER_HOME": str(tether_home), "TETHER_TEST_PAST_GATE": "1"}
+                await anyio.run_process([sys.executable, "-c", _OTHER_PROCESS, str(tether_home)], env=env)
+                gate.unlink()
+        assert results[-1]["exitCode"] == 0 and results[-1]["lines"] == ["back"], results
+        assert len(results) <= 2, results  # at most the call that met the drop failed
+
+
+async def test_a_channel_logs_in_only_through_the_shared_connection(
+    tmp_path: Path, tether_home: Path, remote: RemoteHosts
+) -> None:
+    """A channel that logs in while the master is gone (a spare replaced before the drop is
+    noticed) fails with CONNECTION_LOST. It used to log in on its own: as the master
+    (``ControlMaster=auto``), racing the reconnect's ``ssh -N``, or — the race lost — as a
+    connection of its own, which no later drop of the master ended and whose questions then went
+    unanswered for 15 s (seen in the repro of a killed master every few rounds)."""
+    gated = tmp_path / "gated"
+    # The gate holds the reconnect (no master runs until it opens) and, before the fix, the
+    # channel's own login: connect_timeout far above the hang guard makes that wait fail the test.
+    remote.add("box-a", timeout=HANG_S, options=_gated_proxy(gated))
+    shells = Shells.get(load_config(tether_home))
+    try:
+        host = shells.hosts["box-a"]
+        assert isinstance(host, SshHost)
+        await host.connect()
+        await host.pool.drop()  # no spare logged in on the old master: the next take logs in now
+        (gated / "gate").touch()
+        _kill_master(remote, "box-a")
+        with anyio.fail_after(HANG_S), pytest.raises(ConnectionLost):
+            proc = await host.pool.take("echo on-its-own")
+            proc.kill()
+            await proc.wait()
+        (gated / "gate").unlink()
+        # The host noticed the drop, reconnects, and the next channel goes through the new master.
+        with anyio.fail_after(HANG_S):
+            while True:
+                with contextlib.suppress(ConnectionLost):
+                    reply = await host.sh.run("echo back")
+                    break
+                await anyio.sleep(0.02)
+        assert reply.out.strip() == "back", reply
+    finally:
+        await shells.close()

@@ -99,7 +99,7 @@ class ChannelPool:
         """An ``ssh -T`` channel whose command has announced itself (``READY``)."""
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._conn.argv(remote_command(READY_SCRIPT)),
+                *self._conn.argv(remote_command(READY_SCRIPT), master="no"),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,

@@ -44,6 +44,8 @@ MIN_TMUX = (3, 2)
 _MAX_SOCKET_PATH = 90
 _REAP_S = 5.0  # a killed ssh call's exit and the end of its pipes
 _MASTER_PID_RE = re.compile(r"pid=(\d+)")
+# What ssh says when it logged in to be the master and found another one had bound the socket.
+_BEATEN = b"already exists, disabling multiplexing"
 _TMUX_VERSION_RE = re.compile(r"(\d+)\.(\d+)")
 # What ssh says of a changed host key: the name it looked the key up by, and where it found it.
 _KEY_NAME_RE = re.compile(r"Host key for (\S+) has changed")
@@ -128,6 +130,35 @@ def _probe_script(home: str) -> str:
     )
 
 
+async def _output(proc: asyncio.subprocess.Process, *, master: bool) -> tuple[bytes, bytes, bool]:
+    """``proc.communicate()``; for the ``ssh -N`` that starts the master also whether another ssh
+    became the master first (``_BEATEN``), in which case it is ended at once: it found the socket
+    taken only after logging in, and goes on as a connection of its own, in the foreground, that
+    never ends. A master runs then — another tether process's, or a channel's that logged in
+    while the connection was down (``ControlMaster=auto``: the first ssh to log in becomes it) —
+    and everything goes through it."""
+    if not master:
+        out, err = await proc.communicate()
+        return out, err, False
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+    said = bytearray()
+    beaten = False
+
+    async def watch() -> None:
+        nonlocal beaten
+        while chunk := await stderr.read(4096):
+            said.extend(chunk)
+            if not beaten and _BEATEN in said:
+                beaten = True
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+
+    out, _ = await asyncio.gather(proc.stdout.read(), watch())
+    await proc.wait()
+    return out, bytes(said), beaten
+
+
 class SshConnection:
     """The ssh side of one host: argv for a channel, the probe, the master's life."""
 
@@ -150,9 +181,17 @@ class SshConnection:
 
     def argv(self, command: str, *, tty: bool = False, master: str = "auto") -> list[str]:
         """An ``ssh`` invocation running ``command`` on the host through the shared connection.
-        tether's own settings come first: for each setting ssh keeps the first value it sees."""
+        tether's own settings come first: for each setting ssh keeps the first value it sees.
+
+        ``master="no"``: only through the master; with none running, ssh fails at once (exit 255)
+        rather than log in on its own (ssh falls back to a connection of its own when it finds no
+        master, and ``auto`` makes that one the master). A channel is that: one that logged in
+        while the connection was down raced the reconnect's ``ssh -N`` to become the master, and
+        the loser went on as a connection of its own that no drop of the master ends."""
         s = self.section
         args = ["ssh", "-tt" if tty else "-T"]
+        # The proxy is what the fallback would connect through: one that fails ends it.
+        only_shared = ("ProxyCommand=false",) if master == "no" else ()
         for option in (
             f"ControlMaster={master}",
             f"ControlPath={self.control_path}",
@@ -160,6 +199,7 @@ class SshConnection:
             "BatchMode=yes",
             "StrictHostKeyChecking=yes",
             f"ConnectTimeout={s.connect_timeout}",
+            *only_shared,
         ):
             args += ["-o", option]
         args += self._entry_args()
@@ -212,7 +252,7 @@ class SshConnection:
             self._check_socket_dir()
             # With ControlPersist, ``ssh -N`` goes to the background once logged in (or, with a
             # master already running, asks it and ends): the exit status says which failed.
-            _, err, status = await self._run("", extra=("-N",))
+            _, err, status = await self._run("", extra=("-N", *self._loud_enough()))
             if status != 0:
                 raise HostError(self._unreachable(err))
             self.master_pid = await self._master_pid()
@@ -224,6 +264,15 @@ class SshConnection:
             facts = self._parse(out, status, err)
             self._facts = facts
             return facts
+
+    def _loud_enough(self) -> tuple[str, ...]:
+        """What makes the master's ``ssh -N`` say that another ssh became the master first
+        (``_BEATEN``, an error): ``LogLevel=ERROR`` where the entry's options would silence it."""
+        for option in self.section.options:
+            name, _, value = option.replace("=", " ", 1).partition(" ")
+            if name.lower() == "loglevel":
+                return ("-o", "LogLevel=ERROR") if value.strip().upper() in ("QUIET", "FATAL") else ()
+        return ()
 
     def _check_socket_dir(self) -> None:
         if len(str(self.control_path)) > _MAX_SOCKET_PATH:
@@ -257,7 +306,7 @@ class SshConnection:
             ) from exc
         limit = self.login_limit
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), limit)
+            out, err, beaten = await asyncio.wait_for(_output(proc, master="-N" in extra), limit)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -285,7 +334,8 @@ class SshConnection:
                 # watcher collects it; no await here: a cancelled anyio scope cancels every await)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode or 0
+        status = 0 if beaten else proc.returncode or 0
+        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), status
 
     async def _master_pid(self) -> int:
         _, err, status = await self._run("", extra=("-O", "check"))

@@ -251,6 +251,15 @@ class SshHost(RemoteQuestions, ShellHost):
         """An ``ssh -T`` channel running ``script`` (POSIX sh, one line) on the host, stdin/stdout
         piped; logged in ahead where one is spare (``channels``)."""
         await self.connection()
+        try:
+            return await self.pool.take(script)
+        except ConnectionLost:
+            # The master was gone before the channel's command ran (nothing ran there): once the
+            # host has noticed (and so reconnects), the channel logs in again through the new one.
+            await self._check_master()
+            if self.conn.facts is not None:
+                raise
+        await self.connection(force=True)
         return await self.pool.take(script)
 
     def channel_ended(self) -> None:
