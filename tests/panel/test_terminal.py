@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
+import signal
+import struct
 import subprocess
+import termios
 from pathlib import Path
 
 import anyio
@@ -13,11 +17,12 @@ import pytest
 
 from hang import HANG_S
 from tether.errors import NotFoundError, UsageError
-from tether.panel.terminal import PanelTerminal
+from tether.panel.terminal import PanelTerminal, client
 from tether.shells import (
     Shells,
     first_paint,
     mark_user_input,
+    prepare_attach,
     terminal_clients,
     user_input_stamp,
     window_size,
@@ -61,6 +66,16 @@ async def _read_until(term: PanelTerminal, needle: bytes, seen: bytearray) -> No
             seen += chunk
 
 
+def _queued(tty: int) -> int:
+    """Bytes a terminal holds for its reader (a canonical one counts only complete lines)."""
+    return struct.unpack("i", fcntl.ioctl(tty, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+async def _drain(term: PanelTerminal) -> None:
+    while await term.read():
+        pass
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -98,6 +113,63 @@ async def test_attach_type_resize_detach_restores_size(shell: str, home_shells: 
                 await again.read()
     finally:
         await again.aclose()
+
+
+async def test_input_written_before_the_client_attached_arrives_whole(
+    tether_home: Path, home_shells: Shells, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paste sent as soon as the terminal opens (a page's first message) reached the PTY before
+    the tmux client had attached and made it raw: the canonical line discipline kept 4095 bytes of
+    a line and dropped the rest (a loaded machine lost ~20 KiB in the middle of a 1 MiB paste)."""
+    pasted = tether_home / "got.txt"
+    catcher = f"stty raw -echo; exec cat > {pasted}"  # every byte the pane gets, written down
+    _tmux(tether_home, "-f", "/dev/null", "new-session", "-d", "-s", SHELL, "-x", "120", "-y", "32", catcher)
+    with anyio.fail_after(HANG_S):
+        while not pasted.exists():
+            await anyio.sleep(0.02)
+    server = int(_tmux(tether_home, "display-message", "-p", "#{pid}"))
+    paste = b"y" * (1 << 20) + b"\rEND"  # more than the kernel buffers for a reader; then Enter
+
+    async def prepare_then_stop(shells: Shells, shell_id: str) -> None:
+        await prepare_attach(shells, shell_id)
+        # The server stopped before the client starts: it cannot take the terminal and make it raw.
+        os.kill(server, signal.SIGSTOP)
+
+    monkeypatch.setattr(client, "prepare_attach", prepare_then_stop)
+    try:
+        term = await PanelTerminal.open(shells=home_shells, shell_id=SHELL, cols=90, rows=25)
+    except BaseException:
+        os.kill(server, signal.SIGCONT)
+        raise
+    try:
+        tty = os.open(os.readlink(f"/proc/{term.pid}/fd/0"), os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        try:
+            assert not termios.tcgetattr(tty)[3] & (termios.ICANON | termios.ECHO)
+            writing = anyio.Event()
+            async with anyio.create_task_group() as tg:
+
+                async def write() -> None:
+                    await term.write(paste)
+                    writing.set()
+
+                tg.start_soon(write)
+                tg.start_soon(_drain, term)  # what the client draws once attached
+                # Until the paste was all taken (a line discipline that drops what it cannot
+                # keep), or the terminal holds the first of it for the client to read (raw).
+                with anyio.fail_after(HANG_S):
+                    while not writing.is_set() and not _queued(tty):
+                        await anyio.sleep(0.02)
+                os.kill(server, signal.SIGCONT)
+                with anyio.fail_after(HANG_S):
+                    while not pasted.read_bytes().endswith(b"END"):
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+        finally:
+            os.close(tty)
+    finally:
+        os.kill(server, signal.SIGCONT)
+        await term.aclose()
+    assert pasted.read_bytes() == paste
 
 
 async def test_history_and_user_input_stamp(tether_home: Path, shell: str, home_shells: Shells) -> None:

@@ -12,6 +12,10 @@ Invariants:
   the client's size, and with tmux's default ``window-size latest`` the most recently active client
   sizes the window. The size the window had before the first browser attached is put back when the
   last one leaves (``prepare_attach`` notes it, ``restore_size`` gives it back).
+- The PTY takes input raw from the start (``_raw_input``): the client puts its terminal in raw mode
+  only once it has attached, and a paste written before then met a canonical line discipline, which
+  keeps 4095 bytes of a line without a newline and drops the rest (and echoes them). Raw, the
+  kernel holds what the client has not read yet and the write waits for room.
 - ``aclose`` always ends and reaps the client: closing the master hangs the PTY up (``SIGHUP`` to
   the client's session, which detaches it); a client still alive after a grace period is killed.
   Waiters on the master fd are woken (``anyio.notify_closing``) before the fd is closed.
@@ -54,6 +58,26 @@ def _set_winsize(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
+def _raw_input(fd: int) -> None:
+    """The terminal's input side as the client sets it once attached (tmux's ``tty_start_tty``):
+    no line editing, echo, signal keys, flow control or CR/NL translation. Output processing is
+    left as it is, for what the client prints before it attaches and after it detaches."""
+    attrs = termios.tcgetattr(fd)
+    attrs[0] &= ~(
+        termios.IXON
+        | termios.IXOFF
+        | termios.ICRNL
+        | termios.INLCR
+        | termios.IGNCR
+        | termios.IMAXBEL
+        | termios.ISTRIP
+    )
+    attrs[3] &= ~(termios.ICANON | termios.ECHO | termios.ECHONL | termios.ISIG | termios.IEXTEN)
+    attrs[6][termios.VMIN] = 1
+    attrs[6][termios.VTIME] = 0
+    termios.tcsetattr(fd, termios.TCSANOW, attrs)
+
+
 def _client_env() -> dict[str, str]:
     # A tmux client needs only a terminal type; nothing of the panel's own environment (tokens,
     # TMUX of an enclosing tmux) should reach the server through update-environment. ssh (the
@@ -83,6 +107,7 @@ class PanelTerminal:
         master, slave = os.openpty()
         try:
             _set_winsize(slave, cols, rows)
+            _raw_input(slave)
             os.set_blocking(master, False)
             argv = ["setsid", "--ctty", *attach_argv(shells, shell_id)]
             process = await anyio.open_process(
