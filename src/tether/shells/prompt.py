@@ -39,6 +39,7 @@ _LOST_QUIET_S = 0.3  # the shell reads a line this long without a prompt event: 
 _LOST_LOOK_S = 0.5
 _PROMPT_COMING_MS = 3000  # a prompt on its way (see ``settled``) is awaited this long
 _HOOKS_S = 0.05  # a shell's prompt hooks usually take less: then the foreground is not looked at
+_SYNC_S = 2.0  # a program in front of a running line: the log is proven caught up within this
 _STARTING_POLL_S = 0.005  # how often a shell still starting its line's command is looked at again
 
 Where = Literal["prompt", "program", "continuation", "exited"]
@@ -59,6 +60,7 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
     deadline = t0 + budget_ms / 1000
     reinstalled = False
     hooks_awaited = False
+    synced = False
     while True:
         activity = shells.activity(pane.shell_id)
         if activity is None and await _bash_in_front(shells, host, pane):
@@ -92,6 +94,13 @@ async def ready(shells: Shells, host: ShellHost, pane: PaneInfo, budget_ms: int)
             # Keys of ours are on their way to the shell, or its own prompt hooks run (a program
             # there is the shell's, not a command in front): the prompt is coming.
             fg = replace(fg, shell_in_front=True)
+        if not fg.shell_in_front and activity is not None and activity.phase == "running" and not synced:
+            # The log lags the terminal (tmux pipes the pane to it): the line may have ended and its
+            # prompt hooks started a program (a PROMPT_COMMAND running `sleep`) while its end is
+            # still on the way. Once the log is proven caught up, it says which it is.
+            synced = True
+            if await host.sync_log(pane, within=max(min(deadline - time.monotonic(), _SYNC_S), 0.01)):
+                continue
         if not fg.shell_in_front:
             if not await host.alive(pane):
                 return Readiness(where="exited", activity=activity, waited_ms=waited)
