@@ -452,30 +452,11 @@ class AuditLog:
     def _write(self, day: DayFile, body: dict[str, Any], head: Head, ts: int) -> AuditRecord:
         """One ``write()`` of one whole line; the caller syncs the batch."""
         seq, moment = head.seq + 1, iso_time(ts)
-        digest, line = hashed_line(
-            {**body, "v": FORMAT_VERSION, "seq": seq, "time": moment, "ts": ts, "prev": head.hash}
-        )
+        record = {**body, "v": FORMAT_VERSION, "seq": seq, "time": moment, "ts": ts, "prev": head.hash}
+        digest, line = hashed_line(record)
         _write_all(day.fd, line.encode("ascii") + b"\n")
         # ``body`` is ``AuditLog.body``'s: its fields are checked already (and the line is written).
-        return AuditRecord(
-            v=FORMAT_VERSION,
-            seq=seq,
-            time=moment,
-            ts=ts,
-            actor=body["actor"],
-            source=body["source"],
-            tool=body["tool"],
-            action=body["action"],
-            targets=tuple(body["targets"]),
-            command=body["command"],
-            outcome=body["outcome"],
-            detail=body["detail"],
-            reason=body["reason"],
-            flags=tuple(body["flags"]),
-            extra=dict(body["extra"]),
-            prev=head.hash,
-            hash=digest,
-        )
+        return AuditRecord.from_checked({**record, "hash": digest})
 
     def _repair_body(self, repair: _Repair) -> dict[str, Any]:
         return self.body(
