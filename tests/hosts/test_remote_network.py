@@ -616,6 +616,11 @@ async def test_a_channel_logs_in_only_through_the_shared_connection(
         host = shells.hosts["box-a"]
         assert isinstance(host, SshHost)
         await host.connect()
+        # A connect warms the control client and the command shell up in the background, and a
+        # take primes a spare: let them finish (each logs in on this master) before the spares are
+        # dropped; on a loaded machine the warm-up's take came after the drop, and its spare,
+        # logged in on the old master, was what the take below got.
+        await asyncio.gather(host.control.run("display-message", "-p", "#{pid}"), host.sh.run(":"))
         await host.pool.drop()  # no spare logged in on the old master: the next take logs in now
         (gated / "gate").touch()
         _kill_master(remote, "box-a")
