@@ -39,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +49,7 @@ from disk import fsync_times
 from tether.config import load_config
 from tether.shells.integration.events import EventScanner
 from tether.tools.catalog import build_catalog
-from tether.tools.registry import CallContext
+from tether.tools.registry import CallContext, ToolResult
 
 _NONCE = re.compile(rb"\x1b\]6973;([0-9A-Za-z]+);")  # every event of the log carries it
 
@@ -185,7 +187,11 @@ def report(calls: list[Call], before: list[float], after: list[float], command: 
     print(f"  the audit fsync is {100 * share:.0f} % of their time")
 
 
-async def measure(home: Path, n: int, command: str) -> tuple[list[Call], Path, SyncClock]:
+@asynccontextmanager
+async def warm_shell(command: str) -> AsyncIterator[tuple[Callable[[], Awaitable[ToolResult]], str]]:
+    """A shell opened through ``build_catalog`` and ``ToolRegistry.call`` as a front door's call
+    opens it, warmed up on ``command``: a call of ``shell_run`` running it (wait for exit), and
+    the shell's id."""
     catalog = build_catalog(load_config())
     ctx = CallContext(actor="conv-bench")
     registry = catalog.registry
@@ -197,40 +203,57 @@ async def measure(home: Path, n: int, command: str) -> tuple[list[Call], Path, S
             "action": {"kind": "run", "command": command},
             "wait": {"kind": "exit"},
         }
+
+        async def run_once() -> ToolResult:
+            return await registry.call("shell_run", {"tasks": [task]}, ctx)
+
         for _ in range(30):  # warm: the first runs of a shell wait for its prompt, caches fill
-            await registry.call("shell_run", {"tasks": [task]}, ctx)
-        calls = []
-        with SyncClock() as clock:
-            for _ in range(n):
-                start = time.time()
-                result = await registry.call("shell_run", {"tasks": [task]}, ctx)
-                calls.append(Call(start=start, end=time.time()))
-                assert result.structured["tasks"][0]["exitCode"] == 0, result.text
-        return calls, home / "tether" / "logs" / f"{shell}.log", clock
+            await run_once()
+        yield run_once, shell
     finally:
         await catalog.aclose()
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    command = sys.argv[2] if len(sys.argv) > 2 else "echo hi"
-    root = Path(tempfile.mkdtemp(prefix="thph", dir="/tmp"))
+@contextmanager
+def scratch_home(prefix: str) -> Iterator[Path]:
+    """A ``TETHER_HOME`` (``<root>/tether``) and tmux of their own, and an empty ``HOME`` (no
+    ``~/.bashrc`` prompt hooks in the shell); its tmux server ended and all of it removed after."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     (root / "home").mkdir()
-    os.environ["HOME"] = str(root / "home")  # no ~/.bashrc prompt hooks in the shell
+    os.environ["HOME"] = str(root / "home")
     os.environ["TMUX_TMPDIR"] = str(root)
     os.environ["TETHER_HOME"] = str(root / "tether")
-    print(f"1-minute load average {os.getloadavg()[0]:.2f}")
     try:
-        before = fsync_times(root, 400, pause_s=0.004)
-        calls, log, clock = asyncio.run(measure(root, n, command))
-        after = fsync_times(root, 400, pause_s=0.004)
-        attach(calls, stamps(log), clock.syncs)
-        report(calls, before, after, command)
+        yield root
     finally:
         sock = root / "tether" / "tmux.sock"
         if sock.exists():
             subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def measure(home: Path, n: int, command: str) -> tuple[list[Call], Path, SyncClock]:
+    async with warm_shell(command) as (run_once, shell):
+        calls = []
+        with SyncClock() as clock:
+            for _ in range(n):
+                start = time.time()
+                result = await run_once()
+                calls.append(Call(start=start, end=time.time()))
+                assert result.structured["tasks"][0]["exitCode"] == 0, result.text
+        return calls, home / "tether" / "logs" / f"{shell}.log", clock
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    command = sys.argv[2] if len(sys.argv) > 2 else "echo hi"
+    with scratch_home("thph") as root:
+        print(f"1-minute load average {os.getloadavg()[0]:.2f}")
+        before = fsync_times(root, 400, pause_s=0.004)
+        calls, log, clock = asyncio.run(measure(root, n, command))
+        after = fsync_times(root, 400, pause_s=0.004)
+        attach(calls, stamps(log), clock.syncs)
+        report(calls, before, after, command)
 
 
 if __name__ == "__main__":

@@ -21,22 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from phases import stamps
-from tether.config import load_config
+from phases import scratch_home, stamps, warm_shell
 from tether.shells import accept, domain, runs, waits, wakeups
 from tether.shells import host as hosts
-from tether.tools.catalog import build_catalog
-from tether.tools.registry import CallContext
 
 _MARKS: list[tuple[str, float]] = []
 _START = [0.0]
@@ -102,26 +96,14 @@ def _firsts(marks: list[tuple[str, float]]) -> dict[str, float]:
 
 
 async def measure(n: int, command: str, log_dir: Path) -> list[dict[str, float]]:
-    catalog = build_catalog(load_config())
-    ctx = CallContext(actor="conv-bench")
-    registry = catalog.registry
-    try:
-        opened = await registry.call("shell_open", {"tasks": [{"action": {"kind": "open"}}]}, ctx)
-        shell = opened.structured["tasks"][0]["shell"]
-        task = {
-            "target": {"sessions": shell},
-            "action": {"kind": "run", "command": command},
-            "wait": {"kind": "exit"},
-        }
-        for _ in range(30):  # warm: the first runs of a shell wait for its prompt, caches fill
-            await registry.call("shell_run", {"tasks": [task]}, ctx)
+    async with warm_shell(command) as (run_once, shell):
         calls: list[dict[str, float]] = []
         begun: list[float] = []
         for _ in range(n):
             _MARKS.clear()
             begun.append(time.time())
             _START[0] = time.perf_counter()
-            await registry.call("shell_run", {"tasks": [task]}, ctx)
+            await run_once()
             _mark("end")
             calls.append(_firsts(_MARKS))
             await asyncio.sleep(0.002)  # the next call starts after the prompt, as an agent's does
@@ -133,27 +115,15 @@ async def measure(n: int, command: str, log_dir: Path) -> list[dict[str, float]]
                 if start <= at <= until and name not in call:
                     call[name] = (at - start) * 1000
         return calls
-    finally:
-        await catalog.aclose()
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 400
     command = sys.argv[2] if len(sys.argv) > 2 else "echo hi"
-    root = Path(tempfile.mkdtemp(prefix="thtl", dir="/tmp"))
-    (root / "home").mkdir()
-    os.environ["HOME"] = str(root / "home")  # no ~/.bashrc prompt hooks in the shell
-    os.environ["TMUX_TMPDIR"] = str(root)
-    os.environ["TETHER_HOME"] = str(root / "tether")
-    print(f"1-minute load average {os.getloadavg()[0]:.2f}; {n} calls of shell_run {command!r}")
-    _wrap_steps()
-    try:
+    with scratch_home("thtl") as root:
+        print(f"1-minute load average {os.getloadavg()[0]:.2f}; {n} calls of shell_run {command!r}")
+        _wrap_steps()
         calls = asyncio.run(measure(n, command, root / "tether" / "logs"))
-    finally:
-        sock = root / "tether" / "tmux.sock"
-        if sock.exists():
-            subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
-        shutil.rmtree(root, ignore_errors=True)
     found: dict[str, list[float]] = {}
     for call in calls:
         for name, at in call.items():
