@@ -20,9 +20,10 @@ from sshd_harness import RemoteHosts
 
 from hang import HANG_MS
 from tether.config import load_config
-from tether.shells import Shells, Write, open_shell, run
+from tether.shells import Shells, open_shell, run
 from tether.shells.hosts.ssh import SshHost
-from tether.shells.requests import Output, Safety, Wait
+from tether.shells.requests import Wait
+from writes import until, write
 
 _LAG_S = 0.4  # well over the settle's 150 ms: the answer arrives after the host says "idle"
 
@@ -38,10 +39,6 @@ class _SlowLink:
         if data:
             await asyncio.sleep(_LAG_S)
         return data
-
-
-def _write(shell_id: str, wait: Wait) -> Write:
-    return Write(shell_id=shell_id, actor="t", wait=wait, output=Output(), safety=Safety())
 
 
 async def _slowed_shell(shells: Shells, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -72,19 +69,19 @@ async def test_a_programs_answer_that_is_late_in_the_mirror_is_waited_for(
     try:
         shell = await _slowed_shell(shells, monkeypatch)
         repl = Wait(kind="match", pattern=">>> ", regex=re.compile(">>> "), timeout_ms=HANG_MS)
-        assert (await run(shells, _write(shell, repl), "python3 -q")).met is True
+        assert (await run(shells, write(shell, repl), "python3 -q")).met is True
 
         # python computes (busy: not idle), prints, and reads again; its `done` reaches the mirror
         # _LAG_S later, after the host already says nothing in front works.
         line = "x = sum(range(3 * 10**7)); print('do' + 'ne')"
-        out = await run(shells, _write(shell, Wait(kind="idle", timeout_ms=HANG_MS)), line)
+        out = await run(shells, write(shell, until("idle")), line)
         assert out.met is True and "done" in out.lines, out
 
         # Proving the mirror caught up is not itself output: were the mark output, each proof
         # would unsettle the screen again and quiet input would never be idle (a timeout here).
-        out = await run(shells, _write(shell, Wait(kind="idle", timeout_ms=20_000)), "y = 1")
+        out = await run(shells, write(shell, Wait(kind="idle", timeout_ms=20_000)), "y = 1")
         assert out.met is True, out
-        out = await run(shells, _write(shell, Wait(kind="idle", timeout_ms=20_000)), "print(y + 1)")
+        out = await run(shells, write(shell, Wait(kind="idle", timeout_ms=20_000)), "print(y + 1)")
         assert out.met is True and "2" in out.lines, out
     finally:
         await shells.close()
@@ -103,7 +100,7 @@ async def test_a_condition_asked_of_the_host_shows_what_was_printed_before_it_he
         made = tmp_path / "made"
         wait = Wait(kind="file", path=str(made), poll_ms=20, timeout_ms=HANG_MS)
         line = f"sleep 1; echo before-the-file; touch {made}; sleep 1"
-        out = await run(shells, _write(shell, wait), line)
+        out = await run(shells, write(shell, wait), line)
         assert out.met is True and "before-the-file" in out.lines, out
     finally:
         await shells.close()

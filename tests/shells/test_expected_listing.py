@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 
-from hang import HANG_MS
 from tether.config import load_config
-from tether.shells import Shells, Write, open_shell, run
+from tether.shells import Shells, open_shell, run
 from tether.shells import host as host_module
-from tether.shells.requests import Output, Safety, Wait
 from tether.shells.tmux import control
 from tether.tools.catalog import build_catalog
 from tether.tools.registry import CallContext
+from writes import until, write
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -96,13 +95,7 @@ async def test_an_unchanged_line_is_not_parsed_again_unless_its_pane_was_read_si
     shell, _ = await open_shell(
         home_shells, owner="t", label="x", cwd=str(before), cols=80, rows=24, idle_minutes=0
     )
-    w = Write(
-        shell_id=shell.id,
-        actor="t",
-        wait=Wait(kind="exit", timeout_ms=HANG_MS),
-        output=Output(),
-        safety=Safety(),
-    )
+    w = write(shell.id, until("exit"))
     host = home_shells.local
     first = (await host.panes())[shell.id]
     assert first.cwd == str(before)

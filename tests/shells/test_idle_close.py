@@ -10,10 +10,11 @@ from pathlib import Path
 
 from hang import HANG_S
 from tether.config import load_config
-from tether.shells import Shells, Write, open_shell, run
+from tether.shells import Shells, open_shell, run
 from tether.shells.idle import close_idle, idle_limit_ms, sweep_once
 from tether.shells.records import now_ms
-from tether.shells.requests import Output, Safety, Wait
+from tether.shells.requests import Wait
+from writes import write
 
 
 def test_limits() -> None:
@@ -35,13 +36,7 @@ async def test_sweep_closes_idle_shells_only(tether_home: Path, tmp_path: Path) 
         busy, _ = await open_shell(
             engine, owner="t", label="b", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=1
         )
-        w = Write(
-            shell_id=busy.id,
-            actor="t",
-            wait=Wait(kind="noproc", proc="nothing-like-it", timeout_ms=5000),
-            output=Output(),
-            safety=Safety(),
-        )
+        w = write(busy.id, Wait(kind="noproc", proc="nothing-like-it", timeout_ms=5000))
         await run(engine, w, "sleep 30")
         host, pane = await engine.pane(busy.id)
         assert not (await host.foreground(pane)).shell_in_front

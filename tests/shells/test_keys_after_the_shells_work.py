@@ -20,13 +20,10 @@ import pytest
 
 from hang import HANG_MS, HANG_S
 from tether.config import load_config
-from tether.shells import Shells, Write, open_shell, run, send
-from tether.shells.requests import Output, Safety, SendAction, Wait
+from tether.shells import Shells, open_shell, run, send
+from tether.shells.requests import SendAction, Wait
 from tether.shells.tmux.commands import PaneInfo
-
-
-def _write(shell_id: str, wait: Wait) -> Write:
-    return Write(shell_id=shell_id, actor="t", wait=wait, output=Output(), safety=Safety())
+from writes import until, write
 
 
 async def test_c_c_reaches_the_job_the_line_starts_after_the_shells_work(
@@ -40,7 +37,7 @@ async def test_c_c_reaches_the_job_the_line_starts_after_the_shells_work(
         gate, looped = tmp_path / "gate", tmp_path / "looped"
         line = f"echo polling; until [ -e {gate} ]; do :; done; : > {looped}; sleep 1000"
         polling = Wait(kind="match", pattern="polling", regex=re.compile("polling"), timeout_ms=HANG_MS)
-        started = await run(engine, _write(shell.id, polling), line)
+        started = await run(engine, write(shell.id, polling), line)
         assert started.met is True, started
 
         host, _ = await engine.pane(shell.id)
@@ -63,7 +60,7 @@ async def test_c_c_reaches_the_job_the_line_starts_after_the_shells_work(
 
         monkeypatch.setattr(host, "starting", starting)
         monkeypatch.setattr(host, "send_keys", send_keys)
-        await send(engine, _write(shell.id, Wait()), SendAction(text="", keys=("C-c",)))
+        await send(engine, write(shell.id, Wait()), SendAction(text="", keys=("C-c",)))
         monkeypatch.undo()
         assert typed and gate.exists(), "the key was typed while the shell still worked in front"
 
@@ -74,7 +71,7 @@ async def test_c_c_reaches_the_job_the_line_starts_after_the_shells_work(
         with anyio.fail_after(HANG_S):
             while (activity := engine.activity(shell.id)) is None or activity.phase != "prompt":
                 await anyio.sleep(0.01)
-        after = await run(engine, _write(shell.id, Wait(kind="exit", timeout_ms=HANG_MS)), "echo status=$?")
+        after = await run(engine, write(shell.id, until("exit")), "echo status=$?")
         assert after.exit_code == 0 and "status=130" in after.lines, after
         assert looped.exists() and seen_working >= 2
     finally:

@@ -11,9 +11,10 @@ import anyio
 import psutil
 import pytest
 
-from hang import HANG_MS, HANG_S
+from hang import HANG_S
 from tether.shells import Shells, Write, open_shell, run
-from tether.shells.requests import Output, Safety, Wait
+from tether.shells.requests import Safety, WaitKind
+from writes import until, write
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,21 +40,17 @@ async def test_a_hook_in_front_before_the_lines_end_reached_the_log_is_waited_fo
         home_shells, owner="t", label="", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=None
     )
 
-    def write(kind: str) -> Write:
-        return Write(
-            shell_id=shell.id,
-            actor="t",
-            wait=Wait(kind=kind, timeout_ms=HANG_MS),  # type: ignore[arg-type]
-            output=Output(),
-            safety=Safety(bypass_guard=True, reason="the test stops the log's writer"),
+    def bypassing(kind: WaitKind) -> Write:
+        return write(
+            shell.id, until(kind), Safety(bypass_guard=True, reason="the test stops the log's writer")
         )
 
     host = home_shells.host_of(shell.id)
     cat = _log_writer(host.log_of(shell.id))
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    assert (await run(home_shells, write("exit"), "PROMPT_COMMAND='sleep 1'")).exit_code == 0
-    await run(home_shells, write("none"), f"read -r _ < {gate} && kill -STOP {cat.pid}")
+    assert (await run(home_shells, bypassing("exit"), "PROMPT_COMMAND='sleep 1'")).exit_code == 0
+    await run(home_shells, bypassing("none"), f"read -r _ < {gate} && kill -STOP {cat.pid}")
     with anyio.fail_after(HANG_S):  # the line has started (its start is in the log)
         while (activity := home_shells.activity(shell.id)) is None or activity.phase != "running":
             await anyio.sleep(0.02)
@@ -75,7 +72,7 @@ async def test_a_hook_in_front_before_the_lines_end_reached_the_log_is_waited_fo
 
     monkeypatch.setattr(host, "sync_log", resumed_then_synced)
     try:
-        out = await run(home_shells, write("exit"), "echo after")
+        out = await run(home_shells, bypassing("exit"), "echo after")
     finally:
         os.kill(cat.pid, signal.SIGCONT)
     assert out.exit_code == 0 and "after" in out.lines, out

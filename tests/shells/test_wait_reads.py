@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hang import HANG_MS
-from tether.shells import Shells, Write, open_shell, run, waits
-from tether.shells.requests import Output, Safety, Wait
+from tether.shells import Shells, open_shell, run, waits
+from writes import until, write
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -24,13 +23,6 @@ async def test_a_wait_reads_past_its_chunk_without_another_wake(
     shell, _ = await open_shell(
         home_shells, owner="t", label="", cwd=str(tmp_path), cols=80, rows=24, idle_minutes=None
     )
-    w = Write(
-        shell_id=shell.id,
-        actor="t",
-        wait=Wait(kind="exit", timeout_ms=HANG_MS),
-        output=Output(),
-        safety=Safety(),
-    )
-    out = await run(home_shells, w, "seq 1 12000")
+    out = await run(home_shells, write(shell.id, until("exit")), "seq 1 12000")
     assert out.met is True and out.exit_code == 0, out
     assert out.lines[-1] == "12000", out.lines[-3:]

@@ -11,13 +11,14 @@ from shell_harness import call, open_shell, run, shell_client, tmux
 
 from tether import shells as sh
 from tether.config import load_config
-from tether.shells import Shells, Write
+from tether.shells import Shells
 from tether.shells.idle import close_idle
 from tether.shells.records import now_ms
-from tether.shells.requests import Output, Safety, Wait
+from tether.shells.requests import Wait
 from tether.store.db import Store
 from tether.store.vault import Vault
 from tether.store.workspaces import ShellDescriptor, WorkspaceStore
+from writes import write
 
 
 async def manage(client: Client, *tasks: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -239,13 +240,7 @@ async def test_idle_sweep_switch_off_never_closes_unset_shells(tether_home: Path
             engine, owner="t", label="y", cwd=None, cols=80, rows=24, idle_minutes=1
         )
         # A foreground command: not idle (the run returns once sleep is in the pane's tree).
-        w = Write(
-            shell_id=busy.id,
-            actor="t",
-            wait=Wait(kind="noproc", proc="not-running-here", timeout_ms=10_000),
-            output=Output(),
-            safety=Safety(),
-        )
+        w = write(busy.id, Wait(kind="noproc", proc="not-running-here", timeout_ms=10_000))
         await sh.run(engine, w, "sleep 30")
         host, pane = await engine.pane(busy.id)
         assert (await host.foreground(pane)).command == "sleep"
