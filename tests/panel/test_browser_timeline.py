@@ -41,7 +41,8 @@ async def test_the_timeline_lists_agent_and_person_commands_and_jumps_to_output(
         assert (await run_in(client, shell, "sh -c 'exit 3'"))["exitCode"] == 3
         await page.goto(f"{served.base}/panel/#/shells/{shell}")
         await wait_terminal_contains(page, "exit 3")
-        # A person types a command that fails: it is in the timeline too, as the person's.
+        # A person types a command that fails: it is in the timeline too, as the person's, who
+        # pressed Enter at the panel (here whoever holds the serve token).
         await page.click(f'.cell[data-shell="{shell}"] .cell-term')
         await page.keyboard.type("echo person-$((2+2)); false")
         await page.keyboard.press("Enter")
@@ -50,7 +51,7 @@ async def test_the_timeline_lists_agent_and_person_commands_and_jumps_to_output(
         await page.keyboard.press("Control+BracketRight")  # out of the terminal, then the shortcut
         await page.keyboard.press("t")
         expected = [
-            ["✗ 1", "person", "echo person-$((2+2)); false"],
+            ["✗ 1", "person at the panel", "echo person-$((2+2)); false"],
             ["✗ 3", "agent claude-code 2.1.0", "sh -c 'exit 3'"],
             ["✓ 0", "agent claude-code 2.1.0", "seq 1 5"],
         ]

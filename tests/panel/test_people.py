@@ -7,9 +7,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -199,3 +201,78 @@ async def test_revoking_a_person_closes_their_sockets_at_once_and_the_others_kee
     people.store.close()
     detaches = [r for r in audit_query(tether_home, source="panel", days=1) if r.action == "terminal-detach"]
     assert [r.actor for r in detaches] == ["panel:alice"]
+
+
+async def test_the_timeline_names_who_pressed_enter_on_a_line_typed_at_the_panel(tether_home: Path) -> None:
+    """Two people and the serve token's holder type into one shell through their own terminals: each
+    command names who pressed Enter. A line typed where tether does not see (a plain ``tmux
+    send-keys``, as a person's own ``tmux attach``) names nobody — not the last person the panel saw
+    press Enter, in a program before it nor at an earlier prompt."""
+    people = _people(tether_home)
+    _, alices = people.add("alice")
+    _, bobs = people.add("bob")
+    async with serving_tools(tether_home) as served:
+        alice, bob = await _sign_in(served, alices), await _sign_in(served, bobs)
+        owner = await _sign_in(served, TOKEN)
+        async with _as(served, bob) as bob_http:
+            shell = (await bob_http.post("/panel/api/shells", json={})).json()["id"]
+            engine = served.panel.calls.engine()
+
+            async def ran(text: str) -> dict[str, Any]:
+                """The timeline's entry of ``text`` once it ended, the shell back at its prompt."""
+                with anyio.fail_after(HANG_S):
+                    while True:
+                        commands = (await bob_http.get(f"/panel/api/shells/{shell}/timeline")).json()[
+                            "commands"
+                        ]
+                        done = [c for c in commands if c["text"] == text and c["endedMs"] is not None]
+                        activity = engine.activity(shell)
+                        if done and activity is not None and activity.phase == "prompt":
+                            return dict(done[-1])
+                        await anyio.sleep(0.05)
+
+            def typed(data: str) -> str:
+                return json.dumps({"type": "input", "data": data, "binary": False, "typed": True})
+
+            def tmux(*keys: str) -> None:
+                subprocess.run(
+                    ["tmux", "-S", str(tether_home / "tmux.sock"), "send-keys", "-t", shell, *keys],
+                    check=True,
+                )
+
+            async with (
+                _ws(served, f"ws/term/{shell}?cols=80&rows=24", alice) as alice_term,
+                _ws(served, f"ws/term/{shell}?cols=80&rows=24", bob) as bob_term,
+                _ws(served, f"ws/term/{shell}?cols=80&rows=24", owner) as owner_term,
+            ):
+                with anyio.fail_after(HANG_S):  # the first prompt is drawn
+                    while (activity := engine.activity(shell)) is None or activity.phase != "prompt":
+                        await anyio.sleep(0.05)
+                await alice_term.send(typed("echo by-alice\r"))
+                assert (await ran("echo by-alice"))["typist"] == "panel:alice"
+                await bob_term.send(typed("echo by-bob\r"))
+                assert (await ran("echo by-bob"))["typist"] == "panel:bob"
+                await owner_term.send(typed("echo by-owner\r"))
+                assert (await ran("echo by-owner"))["typist"] == "panel"
+                # Typed where tether does not see it: nobody, though bob's Enter came last.
+                tmux("echo by-someone", "Enter")
+                assert (await ran("echo by-someone"))["typist"] is None
+                # Alice runs `cat`, presses Enter inside it and ends it; then someone types a line.
+                await alice_term.send(typed("cat\r"))
+                with anyio.fail_after(HANG_S):
+                    while (activity := engine.activity(shell)) is None or activity.phase != "running":
+                        await anyio.sleep(0.05)
+                await alice_term.send(typed("inside cat\r"))
+                await alice_term.send(typed("\x04"))
+                assert (await ran("cat"))["typist"] == "panel:alice"
+                tmux("echo after-cat", "Enter")
+                assert (await ran("echo after-cat"))["typist"] is None
+                # Noted: the Enters at a prompt, not the one a program in front (`cat`) read.
+                noted = [actor for _, actor in engine.records.enters(shell)]
+                assert noted == ["panel:alice", "panel:bob", "panel", "panel:alice"], noted
+        timeline = await served.panel.calls.tool("shell_timeline", {"shell": shell}, audited=False)
+        assert "by person (panel:alice): echo by-alice" in timeline.text, timeline.text
+        assert [c["typist"] for c in timeline.structured["commands"] if c["text"] == "echo by-someone"] == [
+            None
+        ]
+    people.store.close()

@@ -96,16 +96,19 @@ async def test_a_shell_closed_past_the_setting_loses_its_files_and_rows(tether_h
             assert (tether_home / "logs" / f"{shell}.log").stat().st_size > 0
         assert _rows(tether_home, old) == {"shells": 1, "shell_runs": 1, "snapshots": 1}
         assert (tether_home / "snapshots" / old).is_dir()
+        engine = Shells.get(load_config(tether_home))
+        for shell in (old, recent):  # a person pressed Enter at the panel (the timeline's typist)
+            engine.records.note_enter(shell, "panel:alice", 0)
         now = now_ms()
         _set_closed(tether_home, old, now - 31 * DAY_MS)
         _set_closed(tether_home, recent, now - 29 * DAY_MS)
         # A record marked closed long ago whose tmux pane is still there (a close that failed after
         # its claim): kept while the pane exists.
         _set_closed(tether_home, zombie, now - 365 * DAY_MS)
-        engine = Shells.get(load_config(tether_home))
         await sweep_once(engine, set(), now=now)
 
         assert _rows(tether_home, old) == {"shells": 0, "shell_runs": 0, "snapshots": 0}
+        assert (engine.records.enters(old), engine.records.enters(recent)) == ([], [(0, "panel:alice")])
         assert not any(f.exists() for f in _files(tether_home, old))
         assert not (tether_home / "snapshots" / old).exists()
         for kept in (recent, zombie):

@@ -20,7 +20,7 @@ The face (everything a layer above may use; nothing reaches past it)::
     ids                          is_shell_id, check_shell_id
     people's terminals           session_exists · shell_ended · attach_argv · prepare_attach · first_paint ·
                                  terminal_clients · terminal_ending · window_size · restore_size ·
-                                 mark_user_input · user_input_stamp
+                                 mark_user_input · user_input_stamp · note_enter
     exports                      command_output (a log range as text) · asciicast (a recording)
 
 Invariant: tools, the panel and the CLI translate requests into these calls and outcomes into
@@ -52,6 +52,7 @@ from tether.shells.people import (
     attach_argv,
     first_paint,
     mark_user_input,
+    note_enter,
     prepare_attach,
     restore_size,
     session_exists,
@@ -251,6 +252,7 @@ __all__ = [
     "keep_retention",
     "manage_home",
     "mark_user_input",
+    "note_enter",
     "open_shell",
     "position",
     "prepare_attach",

@@ -2,8 +2,9 @@
 
 Invariant: these are display plumbing for a person's terminal client (the panel's browser
 terminal) — whether the session exists, the scrollback to paint before the client draws, how many
-terminal clients watch, the window size to give back when the last one leaves, and the stamp that
-says a person is typing. Every behaviour an agent can observe (opening, running, reading, locking,
+terminal clients watch, the window size to give back when the last one leaves, the stamp that
+says a person is typing, and the note of who pressed Enter at the prompt (``note_enter``), which
+names them in the command timeline. Every behaviour an agent can observe (opening, running, reading, locking,
 closing shells) goes through the operations and the tools, never through here. Each function goes
 through the shell's host (``Shells.host_of``), so a shell on another host is watched the same way;
 the commands come from ``tmux.commands`` only.
@@ -19,6 +20,7 @@ from collections.abc import AsyncIterator
 from tether.errors import NotFoundError, TetherError
 from tether.shells.domain import Shells
 from tether.shells.ids import check_shell_id
+from tether.shells.logs import log_size
 from tether.shells.tmux import commands
 from tether.shells.tmux.control import SessionError
 
@@ -157,6 +159,20 @@ async def mark_user_input(shells: Shells, shell_id: str, at_ms: int | None = Non
     host = shells.host_of(check_shell_id(shell_id))
     stamp = int(time.time() * 1000) if at_ms is None else at_ms
     await host.control.run(*commands.set_session_option(shell_id, commands.USER_INPUT_OPTION, str(stamp)))
+
+
+def note_enter(shells: Shells, shell_id: str, actor: str) -> None:
+    """A person at a terminal of tether's (``actor``: ``panel:alice``, or ``panel`` for whoever
+    holds the serve token) is about to press Enter on the shell: noted, with the size of the
+    shell's log now, when the shell reads a line (its prompt, or the rest of an unfinished one). The
+    command that line runs starts further on in the log, after the prompt it was typed at, and the
+    timeline names as its typist the last person noted between the two (``timeline``). Called
+    before the key reaches the terminal. An Enter for a program in front (an editor, a REPL) is not
+    noted: no command of the shell's can follow from it."""
+    activity = shells.activity(check_shell_id(shell_id))
+    if activity is None or activity.phase not in ("prompt", "continuation"):
+        return
+    shells.records.note_enter(shell_id, actor, log_size(shells.log_of(shell_id)))
 
 
 async def user_input_stamp(shells: Shells, shell_id: str) -> int | None:

@@ -55,7 +55,16 @@ register_schema(
         log_offset INTEGER NOT NULL,
         screen TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (shell_id, actor)
-    )
+    );
+    -- Enter pressed at the prompt by a person at a terminal of tether's (the panel's): who, and the
+    -- shell's log size then (see ``people.note_enter`` and ``timeline``)
+    CREATE TABLE IF NOT EXISTS shell_enters (
+        shell_id TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        log_offset INTEGER NOT NULL,
+        at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS shell_enters_by_shell ON shell_enters (shell_id, log_offset)
     """,
     added=(
         ("shells", "host", "TEXT NOT NULL DEFAULT 'local'"),
@@ -130,7 +139,7 @@ def _shell(r: sqlite3.Row) -> ShellRecord:
 
 
 class Records:
-    """Typed access to the three session tables."""
+    """Typed access to the session tables."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -258,6 +267,20 @@ class Records:
     def run(self, run_id: str) -> RunRecord | None:
         rows = self.store.query("SELECT * FROM shell_runs WHERE run_id = ?", (run_id,))
         return _run(rows[0]) if rows else None
+
+    def note_enter(self, shell_id: str, actor: str, log_offset: int) -> None:
+        self.store.execute(
+            "INSERT INTO shell_enters (shell_id, actor, log_offset, at_ms) VALUES (?, ?, ?, ?)",
+            (shell_id, actor, log_offset, now_ms()),
+        )
+
+    def enters(self, shell_id: str) -> list[tuple[int, str]]:
+        """``(log offset, actor)`` of every Enter noted on the shell, in the log's order."""
+        rows = self.store.query(
+            "SELECT log_offset, actor FROM shell_enters WHERE shell_id = ? ORDER BY log_offset, rowid",
+            (shell_id,),
+        )
+        return [(int(r["log_offset"]), str(r["actor"])) for r in rows]
 
     def run_by_token(self, shell_id: str, token: int) -> RunRecord | None:
         rows = self.store.query(

@@ -3,7 +3,7 @@
 ``[sessions] keep_closed_days`` (default 30; 0 keeps everything for ever): a shell *closed* more
 than that many days ago loses ``logs/<id>.log``, ``logs/times/<id>.times`` (under
 ``hosts/<name>/logs`` for a remote shell's local copy), ``snapshots/<id>/`` and its rows in
-``tether.db`` (``shells``, ``shell_runs``, ``shell_reads``, ``snapshots``).
+``tether.db`` (``shells``, ``shell_runs``, ``shell_reads``, ``shell_enters``, ``snapshots``).
 
 Invariants:
 
@@ -198,7 +198,7 @@ async def remove_expired(
                 (shell_id, cutoff),
             ).rowcount
             if gone == 1:
-                for table in ("shell_runs", "shell_reads", "snapshots"):
+                for table in ("shell_runs", "shell_reads", "shell_enters", "snapshots"):
                     conn.execute(f"DELETE FROM {table} WHERE shell_id = ?", (shell_id,))  # fixed names
                 conn.execute("UPDATE retention SET removed = removed + 1 WHERE id = 1")
         if gone == 1:  # else removed meanwhile by another process's sweep

@@ -5,10 +5,18 @@ holds the commands people typed as well as tether's runs, with the times the she
 (``$EPOCHREALTIME``); a run's text and author come from its record (matched by token), anyone
 else's text from bash's history (the ``H`` event). Offsets let a viewer jump to a command's output:
 ``[output_start, output_end)`` of the log.
+
+A command a person typed names its typist when a terminal of tether's noted who pressed Enter
+(``people.note_enter``): the last one noted at a log offset between the prompt the line was typed
+at (the last ``P`` before its ``C``) and the command's start. An Enter noted before that prompt
+(in the previous command's program, or typed ahead) cannot have run the line, so a command typed at
+a terminal tether does not see (``tmux attach``, the second line of a paste) has no typist rather
+than a wrong one.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from tether.shells.domain import Shells
@@ -22,6 +30,7 @@ _CHUNK = 8 << 20
 class TimelineEntry:
     text: str
     by: str  # a conversation id, "panel", "cli", or "person" (typed at a terminal)
+    typist: str | None  # "person": who pressed Enter at the panel ("panel:alice", "panel"), if noted
     run_id: str | None
     started_at: float | None  # epoch seconds
     ended_at: float | None  # None while it runs
@@ -49,29 +58,46 @@ def timeline(shells: Shells, shell_id: str, *, limit: int = 200) -> list[Timelin
     nonce = shells.nonce_of(shell_id)
     if nonce is None:
         return []
+    enters = shells.records.enters(shell_id)
     out: list[TimelineEntry] = []
     start: ShellEvent | None = None
     text: str | None = None
+    typist: str | None = None
+    prompt = 0  # where the last prompt begins in the log
     for ev in _events(shells, shell_id, nonce):
         if ev.kind == "C" and start is None:
-            start, text = ev, None
+            start, text, typist = ev, None, _typist(enters, prompt, ev.start)
         elif ev.kind == "H" and start is not None:
             text = ev.text
         elif ev.kind in ("P", "X") and start is not None:
-            out.append(_command(shells, shell_id, start, text, ev))
+            out.append(_command(shells, shell_id, start, text, typist, ev))
             start = None
+        if ev.kind == "P":
+            prompt = ev.start
     if start is not None:
-        out.append(_command(shells, shell_id, start, text, None))
+        out.append(_command(shells, shell_id, start, text, typist, None))
     return out[-limit:]
 
 
+def _typist(enters: list[tuple[int, str]], prompt: int, start: int) -> str | None:
+    """The last person noted pressing Enter in ``[prompt, start]`` of the log (see the module)."""
+    i = bisect.bisect_right(enters, start, key=lambda e: e[0])
+    return enters[i - 1][1] if i and enters[i - 1][0] >= prompt else None
+
+
 def _command(
-    shells: Shells, shell_id: str, start: ShellEvent, text: str | None, end: ShellEvent | None
+    shells: Shells,
+    shell_id: str,
+    start: ShellEvent,
+    text: str | None,
+    typist: str | None,
+    end: ShellEvent | None,
 ) -> TimelineEntry:
     run = shells.records.run_by_token(shell_id, start.token) if start.token else None
     return TimelineEntry(
         text=run.command if run is not None else (text or ""),
         by=run.actor if run is not None else "person",
+        typist=None if run is not None else typist,
         run_id=run.run_id if run is not None else None,
         started_at=start.at,
         ended_at=end.at if end is not None else None,

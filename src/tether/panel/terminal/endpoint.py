@@ -21,6 +21,8 @@ and ``PanelTerminal.aclose`` always runs), and no longer than its shell runs (a 
 a keystroke marked ``typed`` stamps the shell's ``@tether_user_input_at`` *before* its bytes reach
 the PTY, so an agent write checked after the keystroke landed always sees the person typing. Stamps
 are rate-limited: one per ``STAMP_INTERVAL_S`` is enough against a busy window of several seconds.
+An Enter typed is noted with the socket's person (``note_enter``) before it reaches the PTY too, so
+the command timeline can say who ran a line typed here; the keys themselves are never logged.
 """
 
 from __future__ import annotations
@@ -36,9 +38,16 @@ import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tether.errors import TetherError
-from tether.panel.calls import PanelCalls, PanelError
+from tether.panel.calls import PanelCalls, PanelError, acting_context
 from tether.panel.terminal.client import PanelTerminal, clamp_size
-from tether.shells import check_shell_id, first_paint, mark_user_input, session_exists, shell_ended
+from tether.shells import (
+    check_shell_id,
+    first_paint,
+    mark_user_input,
+    note_enter,
+    session_exists,
+    shell_ended,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +186,11 @@ class TerminalEndpoint:
                         last_stamp = time.monotonic()
                     except TetherError:
                         logger.warning("could not stamp user input on %s", shell_id, exc_info=True)
+                if msg.get("typed") is True and b"\r" in raw:
+                    try:
+                        note_enter(term.shells, shell_id, acting_context().audit_actor)
+                    except TetherError:  # the timeline then names nobody: the key still goes
+                        logger.warning("could not note who pressed Enter on %s", shell_id, exc_info=True)
                 await term.write(raw)
 
 

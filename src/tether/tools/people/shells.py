@@ -9,7 +9,8 @@ middleware; a recording is also masked as one stream before it is cut into event
 
     shell_lock      lock / unlock a shell by hand (who, reason); agents are refused while it holds
     shell_records   every recorded shell with owner, label, lock state and start directory (no tmux needed)
-    shell_timeline  a shell's commands: text, author (and its client), start, duration, exit code
+    shell_timeline  a shell's commands: text, author (its client; a person's name when noted),
+                    start, duration, exit code
     shell_output    the rendered output of one log range (a command's whole output)
     shell_record    the shell's output with timing, as an asciicast v2 recording
 """
@@ -188,6 +189,7 @@ class PeopleShellTools:
                     "text": e.text,
                     "by": e.by,
                     "authorKind": author_kind(e.by),
+                    "typist": e.typist,
                     "client": clients.get(e.by),
                     "runId": e.run_id,
                     "startedMs": started,
@@ -255,7 +257,8 @@ class PeopleShellTools:
 
 def _timeline_line(e: Mapping[str, Any]) -> str:
     code = "running" if e["endedMs"] is None else f"exit={e['exitCode']}"
-    who = e["by"] + (f" ({e['client']})" if e["client"] else "")
+    aside = e["client"] or e["typist"]  # an agent's client; who pressed Enter on a person's line
+    who = e["by"] + (f" ({aside})" if aside else "")
     started = utc_text(e["startedMs"]) if e["startedMs"] is not None else "?"
     took = f" {e['durationMs']} ms" if e["durationMs"] is not None else ""
     return f"{started}{took} {code} by {who}: {e['text']}"

@@ -37,9 +37,17 @@ export const toolOpen = () => tools.tab;
 
 /* ---------- timeline ---------- */
 
+/* Beside the author's badge: an agent's client, or who pressed Enter on a line a person typed at
+   the panel (typist "panel:alice", or "panel" for whoever holds the serve token). */
 function byText(c) {
   if (c.authorKind === "conversation") return c.client ? `${c.client}` : c.by;
-  return c.by;
+  if (c.typist) return c.typist.startsWith("panel:") ? c.typist.slice(6) : "at the panel";
+  return "";
+}
+
+function byTitle(c) {
+  if (c.authorKind === "conversation") return `conversation ${c.by}${c.client ? ` (${c.client})` : ""}`;
+  return c.typist ? `${c.by}: ${byText(c)} pressed Enter` : c.by;
 }
 
 function exitCell(c) {
@@ -77,13 +85,13 @@ function renderTimeline() {
     ? `${rows.length} command${rows.length === 1 ? "" : "s"} in ${tools.timelineFor}, newest first — Enter or a click jumps to the output`
     : `${tools.timelineFor} has run no command yet`;
   $("#timeline tbody").replaceChildren(...rows.map((c) => {
-    const who = el("td", { title: c.authorKind === "conversation" ? `conversation ${c.by}${c.client ? ` (${c.client})` : ""}` : `${c.by}` },
-      el("span", { class: `badge ${c.authorKind}` }, c.authorKind === "conversation" ? "agent" : c.by), " ", c.authorKind === "conversation" ? byText(c) : "");
+    const who = el("td", { title: byTitle(c) },
+      el("span", { class: `badge ${c.authorKind}` }, c.authorKind === "conversation" ? "agent" : c.by), " ", byText(c));
     const jump = el("button", { type: "button", class: "quiet", "aria-label": `Jump to the output of ${c.text}` }, "Jump");
     const copy = el("button", { type: "button", class: "quiet", "aria-label": `Copy the output of ${c.text}` }, "Copy");
     jump.onclick = (ev) => { ev.stopPropagation(); jumpTo(c); };
     copy.onclick = (ev) => { ev.stopPropagation(); copyOutput(c); };
-    const tr = el("tr", { tabindex: "0", "data-index": c.index, "aria-label": `${c.text}, exit ${c.exitCode ?? "running"}, by ${c.by}` },
+    const tr = el("tr", { tabindex: "0", "data-index": c.index, "aria-label": `${c.text}, exit ${c.exitCode ?? "running"}, by ${c.by}${c.typist ? ` (${byText(c)})` : ""}` },
       el("td", { class: "mono", title: new Date(c.startedMs).toISOString() }, fmtClock(c.startedMs)),
       el("td", { class: "mono" }, fmtDuration(c.durationMs)), exitCell(c), who,
       el("td", { class: "mono", title: c.text }, c.text), el("td", {}, jump, " ", copy));
