@@ -81,6 +81,20 @@ async def test_the_panel_lists_watches_and_types_into_a_remote_shell(
         await wait_terminal_contains(page, "typed-42-far")
         # The person's keystroke was stamped on the host's tmux (agents' writes see a person typing).
         assert await user_input_stamp(shells, rec.id)
+        # And who pressed Enter was noted against tether's copy of the host's log: the timeline
+        # names them (here whoever holds the serve token).
+        with anyio.fail_after(HANG_S):
+            while not (
+                typed := [
+                    c
+                    for c in (
+                        await served.panel.calls.tool("shell_timeline", {"shell": rec.id}, audited=False)
+                    ).structured["commands"]
+                    if c["text"] == "echo typed-$((6*7))-far" and c["endedMs"] is not None
+                ]
+            ):
+                await anyio.sleep(0.05)
+        assert [c["typist"] for c in typed] == ["panel"]
         assert "far-line-1" in await terminal_text(page)
 
         await page.click(f'.cell[data-shell="{rec.id}"] .cell-close')
