@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -53,13 +54,15 @@ async def _attempt(box: Box, attempt: str) -> ShellRunResult:
 
 
 async def test_benign_writes_succeed_and_report_no_denial(box: Box) -> None:
-    result = await run(box.executor(), "echo hi > made.txt && mkdir -p sub && echo t > /tmp/scratch && id -u")
+    # A name nothing on the host holds (a fixed one may be anyone's file or directory).
+    scratch = f"/tmp/tether-sandbox-tmp-{secrets.token_hex(8)}"
+    result = await run(box.executor(), f"echo hi > made.txt && mkdir -p sub && echo t > {scratch} && id -u")
     assert result.exit_code == 0, render_shell_result(result)
     assert result.stdout.text == "0\n"  # root inside the sandbox, and still confined
     assert (box.work / "made.txt").read_text() == "hi\n" and (box.work / "sub").is_dir()
     assert result.sandbox is not None and result.sandbox.denials == ()
     assert "[sandbox" not in render_shell_result(result)
-    assert _host_file("/tmp/scratch") != "t\n"  # the sandbox's /tmp is its own
+    assert _host_file(scratch) is None  # the sandbox's /tmp is its own
     assert _leftovers(box) == []  # the run's trace directory is gone
 
 
