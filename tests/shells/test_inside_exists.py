@@ -6,6 +6,7 @@ A real sandbox: bubblewrap with a private /tmp and a masked directory, looked at
 from __future__ import annotations
 
 import contextlib
+import secrets
 import shutil
 import subprocess
 import time
@@ -15,20 +16,23 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hang import HANG_S
 from tether.shells.hosts.inside import exists_inside
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+PRIVATE = f"/tmp/tether-private-{secrets.token_hex(8)}"
 
 
 @pytest.fixture
 def sandboxed(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
-    """(pid of a process in a sandbox, its writable directory, a host directory masked in it)."""
+    """(pid of a process in a sandbox, its writable directory, a host directory masked in it); in
+    its private ``/tmp`` it made ``PRIVATE``, a name nothing on the host holds."""
     work, secret = tmp_path / "work", tmp_path / "secret"
     work.mkdir()
     secret.mkdir()
     (secret / "key").write_text("host only\n")
     script = (
-        f"cd {work} && touch /tmp/private && ln -s {secret}/key abs-link && ln -s ../../.. up && "
+        f"cd {work} && touch {PRIVATE} && ln -s {secret}/key abs-link && ln -s ../../.. up && "
         "ln -s loop loop && mkdir -p sub && cd sub && touch here && touch ready && exec sleep 60"
     )
     proc = subprocess.Popen(
@@ -37,7 +41,7 @@ def sandboxed(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
          "--unshare-pid", "--die-with-parent", "--", "bash", "-c", script]
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + HANG_S
         while not (work / "sub" / "ready").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         pid = _sleeper(proc.pid)
@@ -48,7 +52,8 @@ def sandboxed(tmp_path: Path) -> Iterator[tuple[int, Path, Path]]:
 
 
 def _sleeper(bwrap_pid: int) -> int:
-    for _ in range(500):
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline:
         with contextlib.suppress(psutil.Error):
             for child in psutil.Process(bwrap_pid).children(recursive=True):
                 if child.name() == "sleep":
@@ -59,15 +64,15 @@ def _sleeper(bwrap_pid: int) -> int:
 
 def test_paths_are_looked_at_from_the_process_root(sandboxed: tuple[int, Path, Path]) -> None:
     pid, work, secret = sandboxed
-    assert (secret / "key").exists() and not Path("/tmp/private").exists()  # the host's view
-    assert exists_inside(pid, "/tmp/private")  # the private /tmp
+    assert (secret / "key").exists() and not Path(PRIVATE).exists()  # the host's view
+    assert exists_inside(pid, PRIVATE)  # the private /tmp
     assert exists_inside(pid, "here") and exists_inside(pid, "../sub/here")  # from its cwd
     assert not exists_inside(pid, str(secret / "key"))  # masked inside
     # An absolute link resolves from the sandbox's root, not the host's.
     assert not exists_inside(pid, str(work / "abs-link"))
     assert not exists_inside(pid, "../abs-link")
     assert exists_inside(pid, str(work / "up"))  # .. stops at the root
-    assert exists_inside(pid, "../up/../../../../tmp/private")
+    assert exists_inside(pid, f"../up/../../../..{PRIVATE}")
     assert not exists_inside(pid, str(work / "loop"))  # ELOOP: not there
     assert not exists_inside(pid, "here/below")  # not a directory
     assert not exists_inside(2**22 + 7, "/")  # no such process
