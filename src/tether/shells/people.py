@@ -4,10 +4,10 @@ Invariant: these are display plumbing for a person's terminal client (the panel'
 terminal) — whether the session exists, the scrollback to paint before the client draws, how many
 terminal clients watch, the window size to give back when the last one leaves, the stamp that
 says a person is typing, and the note of who pressed Enter at the prompt (``note_enter``), which
-names them in the command timeline. Every behaviour an agent can observe (opening, running, reading, locking,
-closing shells) goes through the operations and the tools, never through here. Each function goes
-through the shell's host (``Shells.host_of``), so a shell on another host is watched the same way;
-the commands come from ``tmux.commands`` only.
+names them in the command timeline. Every behaviour an agent can observe (opening, running,
+reading, locking, closing shells) goes through the operations and the tools, never through here.
+Each function goes through the shell's host (``Shells.host_of``), so a shell on another host is
+watched the same way; the commands come from ``tmux.commands`` only.
 """
 
 from __future__ import annotations

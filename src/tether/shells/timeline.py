@@ -63,7 +63,7 @@ def timeline(shells: Shells, shell_id: str, *, limit: int = 200) -> list[Timelin
     start: ShellEvent | None = None
     text: str | None = None
     typist: str | None = None
-    prompt = 0  # where the last prompt begins in the log
+    prompt: int | None = None  # where the last prompt begins in the log (none read yet: no typist)
     for ev in _events(shells, shell_id, nonce):
         if ev.kind == "C" and start is None:
             start, text, typist = ev, None, _typist(enters, prompt, ev.start)
@@ -79,8 +79,11 @@ def timeline(shells: Shells, shell_id: str, *, limit: int = 200) -> list[Timelin
     return out[-limit:]
 
 
-def _typist(enters: list[tuple[int, str]], prompt: int, start: int) -> str | None:
-    """The last person noted pressing Enter in ``[prompt, start]`` of the log (see the module)."""
+def _typist(enters: list[tuple[int, str]], prompt: int | None, start: int) -> str | None:
+    """The last person noted pressing Enter in ``[prompt, start]`` of the log (see the module); a
+    command whose prompt is not in the log (cut from its head) names nobody."""
+    if prompt is None:
+        return None
     i = bisect.bisect_right(enters, start, key=lambda e: e[0])
     return enters[i - 1][1] if i and enters[i - 1][0] >= prompt else None
 
