@@ -272,7 +272,11 @@ async def test_the_timeline_names_who_pressed_enter_on_a_line_typed_at_the_panel
                 assert noted == ["panel:alice", "panel:bob", "panel", "panel:alice"], noted
         timeline = await served.panel.calls.tool("shell_timeline", {"shell": shell}, audited=False)
         assert "by person (panel:alice): echo by-alice" in timeline.text, timeline.text
-        assert [c["typist"] for c in timeline.structured["commands"] if c["text"] == "echo by-someone"] == [
-            None
-        ]
+        someones = [c for c in timeline.structured["commands"] if c["text"] == "echo by-someone"]
+        assert [c["typist"] for c in someones] == [None]
     people.store.close()
+    # The audit log has each Enter at a prompt, by whom, and never the keys.
+    records = audit_query(tether_home, source="panel", shell=shell)
+    enters = [r for r in records if r.action == "terminal-enter"]
+    assert [r.actor for r in enters] == ["panel:alice", "panel:bob", "panel", "panel:alice"]
+    assert not any("by-" in (r.detail or "") or "cat" in (r.detail or "") for r in enters), enters

@@ -161,18 +161,21 @@ async def mark_user_input(shells: Shells, shell_id: str, at_ms: int | None = Non
     await host.control.run(*commands.set_session_option(shell_id, commands.USER_INPUT_OPTION, str(stamp)))
 
 
-def note_enter(shells: Shells, shell_id: str, actor: str) -> None:
+def note_enter(shells: Shells, shell_id: str, actor: str) -> int | None:
     """A person at a terminal of tether's (``actor``: ``panel:alice``, or ``panel`` for whoever
     holds the serve token) is about to press Enter on the shell: noted, with the size of the
     shell's log now, when the shell reads a line (its prompt, or the rest of an unfinished one). The
     command that line runs starts further on in the log, after the prompt it was typed at, and the
     timeline names as its typist the last person noted between the two (``timeline``). Called
     before the key reaches the terminal. An Enter for a program in front (an editor, a REPL) is not
-    noted: no command of the shell's can follow from it."""
+    noted: no command of the shell's can follow from it. Returns the log offset noted (``None``:
+    not noted)."""
     activity = shells.activity(check_shell_id(shell_id))
     if activity is None or activity.phase not in ("prompt", "continuation"):
-        return
-    shells.records.note_enter(shell_id, actor, log_size(shells.log_of(shell_id)))
+        return None
+    offset = log_size(shells.log_of(shell_id))
+    shells.records.note_enter(shell_id, actor, offset)
+    return offset
 
 
 async def user_input_stamp(shells: Shells, shell_id: str) -> int | None:

@@ -21,8 +21,9 @@ and ``PanelTerminal.aclose`` always runs), and no longer than its shell runs (a 
 a keystroke marked ``typed`` stamps the shell's ``@tether_user_input_at`` *before* its bytes reach
 the PTY, so an agent write checked after the keystroke landed always sees the person typing. Stamps
 are rate-limited: one per ``STAMP_INTERVAL_S`` is enough against a busy window of several seconds.
-An Enter typed is noted with the socket's person (``note_enter``) before it reaches the PTY too, so
-the command timeline can say who ran a line typed here; the keys themselves are never logged.
+An Enter typed at the shell's prompt is noted with the socket's person (``note_enter``) before it
+reaches the PTY too, so the command timeline can say who ran a line typed here, and audited after it
+(``terminal-enter``: who, which shell, where its log was); the keys themselves are never logged.
 """
 
 from __future__ import annotations
@@ -186,12 +187,19 @@ class TerminalEndpoint:
                         last_stamp = time.monotonic()
                     except TetherError:
                         logger.warning("could not stamp user input on %s", shell_id, exc_info=True)
+                entered = None
                 if msg.get("typed") is True and b"\r" in raw:
                     try:
-                        note_enter(term.shells, shell_id, acting_context().audit_actor)
+                        entered = note_enter(term.shells, shell_id, acting_context().audit_actor)
                     except TetherError:  # the timeline then names nobody: the key still goes
                         logger.warning("could not note who pressed Enter on %s", shell_id, exc_info=True)
                 await term.write(raw)
+                if entered is not None:  # after the key: the person's Enter never waits for the disk
+                    await self.calls.audit(
+                        action="terminal-enter",
+                        targets=[shell_id],
+                        detail=f"Enter at the shell's prompt (its log at offset {entered})",
+                    )
 
 
 async def _ping(websocket: WebSocket, sending: anyio.Lock) -> None:
